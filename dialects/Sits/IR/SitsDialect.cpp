@@ -1,0 +1,33 @@
+//===- SitsDialect.cpp - SITS dialect -------------------------------------===//
+
+#include "dialects/Sits/IR/SitsOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::sits;
+
+#include "dialects/Sits/IR/SitsDialect.cpp.inc"
+
+void SitsDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Sits/IR/SitsOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != getTargetAttrName())
+    return op->emitError() << "unknown SITS attribute '"
+                           << attr.getName().getValue() << "'";
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << getTargetAttrName()
+                           << "' is only valid on a builtin.module";
+  if (!isa<TargetAttr>(attr.getValue()))
+    return op->emitError() << "'" << getTargetAttrName()
+                           << "' must be a #sits.target attribute, got "
+                           << attr.getValue();
+  return success();
+}

@@ -1,0 +1,185 @@
+//===- SitsModule.cpp - The sits_mlir._mlir_libs._sits extension ----------===//
+//
+// Registers the SITS dialect and passes with every Python-created context
+// (through _site_initialize_0), exposes the known-target table, and binds
+// the SITS attributes as Python classes. Built with RTTI, so it only calls
+// the C API.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/CAPI/Sits.h"
+
+#include "mlir-c/IR.h"
+#include "mlir/Bindings/Python/IRAttributes.h"
+#include "mlir/Bindings/Python/IRCore.h"
+#include "mlir/Bindings/Python/Nanobind.h"
+#include "mlir/Bindings/Python/NanobindAdaptors.h"
+
+#include <string>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace mlir::python::MLIR_BINDINGS_PYTHON_DOMAIN::sits {
+namespace {
+
+nb::str toStr(MlirStringRef s) { return nb::str(s.data, s.length); }
+
+std::string knownTargetNames() {
+  std::string names;
+  for (intptr_t i = 0, e = sitsGetNumKnownTargets(); i < e; ++i) {
+    MlirStringRef name = sitsGetKnownTarget(i).name;
+    if (i)
+      names += ", ";
+    names.append(name.data, name.length);
+  }
+  return names;
+}
+
+nb::dict targetInfoDict(intptr_t pos) {
+  SitsTargetInfo t = sitsGetKnownTarget(pos);
+  nb::list aliases;
+  for (intptr_t i = 0; i < t.numAliases; ++i)
+    aliases.append(toStr(sitsGetKnownTargetAlias(pos, i)));
+  nb::list fp8;
+  if (t.fp8E4M3)
+    fp8.append("e4m3");
+  if (t.fp8E5M2)
+    fp8.append("e5m2");
+  nb::dict d;
+  d["name"] = toStr(t.name);
+  d["aliases"] = aliases;
+  d["vendor"] = toStr(t.vendor);
+  d["architecture"] = toStr(t.architecture);
+  d["triple"] = toStr(t.triple);
+  d["chip"] = toStr(t.chip);
+  d["features"] = toStr(t.features);
+  d["compute_units"] = t.computeUnits;
+  d["simd_width"] = t.simdWidth;
+  d["memory_gb"] = t.memoryGB;
+  d["memory_bandwidth_gbs"] = t.memoryBandwidthGBs;
+  d["last_level_cache_mb"] = t.lastLevelCacheMB;
+  d["shared_memory_per_unit_kb"] = t.sharedMemoryPerUnitKB;
+  nb::dict peak;
+  peak["f32"] = t.peakFp32Tflops;
+  peak["f16"] = t.peakFp16Tflops;
+  peak["bf16"] = t.peakBf16Tflops;
+  peak["fp8"] = t.peakFp8Tflops;
+  peak["int8"] = t.peakInt8Tops;
+  d["peak_tflops"] = peak;
+  d["fp8_formats"] = fp8;
+  d["interconnect_gbs"] = t.interconnectGBs;
+  d["min_ptx_version"] = t.minPtxVersion;
+  return d;
+}
+
+struct TargetAttr : PyConcreteAttribute<TargetAttr> {
+  static constexpr IsAFunctionTy isaFunction = sitsAttributeIsATarget;
+  static constexpr GetTypeIDFunctionTy getTypeIdFunction =
+      sitsTargetAttrGetTypeID;
+  static constexpr const char *pyClassName = "TargetAttr";
+  using Base::Base;
+
+  static void bindDerived(ClassTy &c) {
+    c.def_static(
+        "get",
+        [](const std::string &name, DefaultingPyMlirContext context) {
+          MlirAttribute attr = sitsTargetAttrGet(
+              context->get(), mlirStringRefCreate(name.data(), name.size()));
+          if (mlirAttributeIsNull(attr))
+            throw nb::value_error(("unknown target '" + name +
+                                   "'; known targets: " + knownTargetNames())
+                                      .c_str());
+          return TargetAttr(context->getRef(), attr);
+        },
+        "name"_a, "context"_a = nb::none(),
+        "Gets a #sits.target attribute from a target name or alias.");
+    c.def_prop_ro("name", [](TargetAttr &self) {
+      return toStr(sitsTargetAttrGetName(self));
+    });
+    c.def_prop_ro(
+        "info",
+        [](TargetAttr &self) {
+          return targetInfoDict(sitsLookupTarget(sitsTargetAttrGetName(self)));
+        },
+        "The known-target table entry this attribute names.");
+  }
+};
+
+struct PackedEncodingAttr : PyConcreteAttribute<PackedEncodingAttr> {
+  static constexpr IsAFunctionTy isaFunction = sitsAttributeIsAPackedEncoding;
+  static constexpr GetTypeIDFunctionTy getTypeIdFunction =
+      sitsPackedEncodingAttrGetTypeID;
+  static constexpr const char *pyClassName = "PackedEncodingAttr";
+  using Base::Base;
+
+  static void bindDerived(ClassTy &c) {
+    c.def_static(
+        "get",
+        [](PyType &storage, int64_t axis, DefaultingPyMlirContext context) {
+          MlirAttribute attr =
+              sitsPackedEncodingAttrGet(context->get(), storage, axis);
+          if (mlirAttributeIsNull(attr))
+            throw nb::value_error(
+                ("invalid #sits.packed encoding: storage must be i8, i16 or "
+                 "i32 and axis non-negative, got axis " +
+                 std::to_string(axis))
+                    .c_str());
+          return PackedEncodingAttr(context->getRef(), attr);
+        },
+        "storage"_a, "axis"_a, "context"_a = nb::none(),
+        "Gets a #sits.packed tensor encoding.");
+    c.def_prop_ro("storage", [](PackedEncodingAttr &self) {
+      return PyType(self.getContext(), sitsPackedEncodingAttrGetStorage(self))
+          .maybeDownCast();
+    });
+    c.def_prop_ro("axis", [](PackedEncodingAttr &self) {
+      return sitsPackedEncodingAttrGetAxis(self);
+    });
+  }
+};
+
+} // namespace
+} // namespace mlir::python::MLIR_BINDINGS_PYTHON_DOMAIN::sits
+
+using namespace mlir::python::MLIR_BINDINGS_PYTHON_DOMAIN::sits;
+
+NB_MODULE(_sits, m) {
+  m.doc() = "SITS dialect registration, known targets and attributes";
+
+  m.def(
+      "register_dialects",
+      [](MlirDialectRegistry registry) {
+        mlirDialectHandleInsertDialect(mlirGetDialectHandle__sits__(),
+                                       registry);
+        sitsRegisterPasses();
+      },
+      "registry"_a,
+      "Adds the SITS dialect to `registry` and registers the SITS passes.");
+
+  m.def("version", [] { return toStr(sitsGetVersion()); });
+  m.def("llvm_version", [] { return toStr(sitsGetLLVMVersion()); });
+
+  m.def(
+      "known_targets",
+      [] {
+        nb::list targets;
+        for (intptr_t i = 0, e = sitsGetNumKnownTargets(); i < e; ++i)
+          targets.append(targetInfoDict(i));
+        return targets;
+      },
+      "Every entry of the known-target table, as dicts.");
+  m.def(
+      "lookup_target",
+      [](const std::string &name) -> nb::object {
+        intptr_t pos =
+            sitsLookupTarget(mlirStringRefCreate(name.data(), name.size()));
+        if (pos < 0)
+          return nb::none();
+        return targetInfoDict(pos);
+      },
+      "name"_a, "The entry for a target name or alias, or None.");
+
+  TargetAttr::bind(m);
+  PackedEncodingAttr::bind(m);
+}

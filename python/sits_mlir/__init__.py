@@ -1,0 +1,27 @@
+"""SITS: Scalable Inference Tensor Scheduling.
+
+An MLIR-based compiler and runtime for neural-network inference. This package
+carries MLIR's Python API re-rooted under ``sits_mlir`` (``sits_mlir.ir``,
+``sits_mlir.passmanager``, ``sits_mlir.dialects.*``), the SITS dialect
+(``sits_mlir.dialects.sits``) and the known-target table
+(``sits_mlir.targets``). Every context created through ``sits_mlir.ir`` has
+the SITS dialect loaded and the SITS passes registered.
+"""
+
+__all__ = ["__version__", "llvm_version"]
+
+
+def __getattr__(name):
+    # Resolved lazily so `import sits_mlir` stays cheap until MLIR is used.
+    if name == "__version__":
+        from ._mlir_libs import _sits
+
+        return _sits.version()
+    raise AttributeError(f"module 'sits_mlir' has no attribute {name!r}")
+
+
+def llvm_version() -> str:
+    """Version of the LLVM/MLIR that SITS was built against."""
+    from ._mlir_libs import _sits
+
+    return _sits.llvm_version()
