@@ -10,6 +10,7 @@ give the same IR, and prints it with pass timing.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -36,14 +37,16 @@ def main(argv: list[str] | None = None) -> int:
         source = f.read()
 
     with ir.Context():
-        module = ir.Module.parse(source, args.model)
+        module = ir.Module.parse(source)
         pm = passmanager.PassManager.parse(args.pipeline)
         start = time.perf_counter()
         pm.run(module.operation)
         in_process_ms = (time.perf_counter() - start) * 1e3
         result = str(module)
 
-    sits_opt = shutil.which("sits-opt")
+    # Installed next to this interpreter (a venv's bin/) or on PATH.
+    search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    sits_opt = shutil.which("sits-opt", path=search)
     if sits_opt is None:
         print("error: sits-opt is not on PATH", file=sys.stderr)
         return 1
