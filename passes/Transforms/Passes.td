@@ -5,8 +5,9 @@
 
 include "mlir/Pass/PassBase.td"
 
-def SitsFuseEpilogue
-    : InterfacePass<"sits-fuse-epilogue", "mlir::FunctionOpInterface"> {
+// Op-agnostic: the rewrite is local to one producer/consumer pair, so the pass
+// runs on whatever op it is scheduled on (a module or a single function).
+def SitsFuseEpilogue : Pass<"sits-fuse-epilogue"> {
   let summary = "Fold activations into the epilogue of their producing contraction";
   let description = [{
     Rewrites `sits.activation` applied to the only use of a `sits.matmul`,

@@ -55,6 +55,8 @@ def Sits_Dialect : Dialect {
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Name of the module attribute naming the compilation target.
     static constexpr ::llvm::StringLiteral getTargetAttrName() {

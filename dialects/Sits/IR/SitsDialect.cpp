@@ -31,3 +31,21 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                            << attr.getValue();
   return success();
 }
+
+// SITS defines no argument or result attributes yet; reject `sits.*` ones
+// there rather than let a misspelt or misplaced attribute pass silently.
+LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  return op->emitError() << "unknown SITS argument attribute '"
+                         << attr.getName().getValue() << "' on argument "
+                         << argIndex;
+}
+
+LogicalResult SitsDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  return op->emitError() << "unknown SITS result attribute '"
+                         << attr.getName().getValue() << "' on result "
+                         << resultIndex;
+}

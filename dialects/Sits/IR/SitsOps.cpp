@@ -103,6 +103,14 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// The more static of two compatible shapes of equal rank.
+SmallVector<int64_t> mergeShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  SmallVector<int64_t> merged;
+  for (auto [x, y] : llvm::zip_equal(a, b))
+    merged.push_back(mergeExtent(x, y));
+  return merged;
+}
+
 /// An error reported at `loc`, prefixed like Operation::emitOpError.
 template <typename OpTy>
 InFlightDiagnostic opError(Location loc) {
@@ -122,10 +130,11 @@ LogicalResult inferError(std::optional<Location> loc, Args &&...args) {
 }
 
 /// Checks the optional 1-D `bias` of a contraction producing `extent`
-/// channels of `elementType`.
+/// channels of `elementType`. A static bias extent refines a dynamic
+/// `extent`, so the result type cannot contradict the bias.
 template <typename OpTy>
-LogicalResult checkBias(std::optional<Location> loc, Value bias, int64_t extent,
-                        Type elementType) {
+LogicalResult checkBias(std::optional<Location> loc, Value bias,
+                        int64_t &extent, Type elementType) {
   if (!bias)
     return success();
   auto type = cast<RankedTensorType>(bias.getType());
@@ -136,6 +145,7 @@ LogicalResult checkBias(std::optional<Location> loc, Value bias, int64_t extent,
   if (type.getElementType() != elementType)
     return inferError<OpTy>(loc, "bias element type ", type.getElementType(),
                             " differs from ", elementType);
+  extent = mergeExtent(extent, type.getDimSize(0));
   return success();
 }
 
@@ -156,9 +166,57 @@ bool compatibleTensorTypes(TypeRange inferred, TypeRange declared) {
   return true;
 }
 
+/// Checks one quantization parameter tensor (a scale or a zero point; `what`
+/// names it) against the quantized tensor: its rank selects per-tensor,
+/// per-channel or per-group granularity.
+LogicalResult verifyQuantParamShape(function_ref<InFlightDiagnostic()> emitError,
+                                    StringRef what, ArrayRef<int64_t> shape,
+                                    ArrayRef<int64_t> paramShape,
+                                    std::optional<int64_t> dim,
+                                    std::optional<int64_t> blockSize) {
+  int64_t rank = shape.size();
+  if (paramShape.empty()) {
+    if (dim || blockSize)
+      return emitError() << "a per-tensor (0-D) " << what
+                         << " takes no axis or block_size";
+  } else if (blockSize) {
+    if (!dim)
+      return emitError() << "a per-group " << what << " needs an axis";
+    if (static_cast<int64_t>(paramShape.size()) != rank)
+      return emitError() << "a per-group " << what
+                         << " must have the quantized tensor's rank " << rank
+                         << ", got " << ShapeStr{paramShape};
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t expected = shape[i];
+      if (i == *dim && !ShapedType::isDynamic(expected))
+        expected = ceilDiv(expected, *blockSize);
+      if (!compatibleExtent(expected, paramShape[i]))
+        return emitError() << "per-group " << what << " of shape "
+                           << ShapeStr{paramShape}
+                           << " does not match a tensor of shape "
+                           << ShapeStr{shape} << " in groups of " << *blockSize
+                           << " along axis " << *dim;
+    }
+  } else if (paramShape.size() == 1) {
+    if (!dim)
+      return emitError() << "a per-channel (1-D) " << what << " needs an axis";
+    if (!compatibleExtent(paramShape[0], shape[*dim]))
+      return emitError() << "per-channel " << what << " has "
+                         << ShapeStr{paramShape} << " elements but axis "
+                         << *dim << " has extent " << ShapeStr{shape[*dim]};
+  } else {
+    return emitError() << what
+                       << " must be 0-D (per tensor), 1-D with an axis (per "
+                          "channel), or of the quantized tensor's rank with "
+                          "an axis and a block_size (per group); got "
+                       << ShapeStr{paramShape};
+  }
+  return success();
+}
+
 /// Checks a quantization parameter set (shared by quantize, dequantize and
-/// qmatmul): the scale's rank selects per-tensor, per-channel or per-group
-/// granularity, and the zero point mirrors the scale.
+/// qmatmul): the scale and the zero point each match the quantized tensor,
+/// and each other.
 LogicalResult verifyQuantParams(function_ref<InFlightDiagnostic()> emitError,
                                 RankedTensorType valueType,
                                 RankedTensorType scaleType,
@@ -167,7 +225,6 @@ LogicalResult verifyQuantParams(function_ref<InFlightDiagnostic()> emitError,
                                 std::optional<int64_t> blockSize) {
   int64_t rank = valueType.getRank();
   ArrayRef<int64_t> shape = valueType.getShape();
-  ArrayRef<int64_t> scaleShape = scaleType.getShape();
   std::optional<int64_t> dim;
   if (axis) {
     dim = normalizeAxis(*axis, rank);
@@ -177,48 +234,21 @@ LogicalResult verifyQuantParams(function_ref<InFlightDiagnostic()> emitError,
   }
   if (blockSize && *blockSize <= 0)
     return emitError() << "block_size must be positive, got " << *blockSize;
-
-  if (scaleType.getRank() == 0) {
-    if (axis || blockSize)
-      return emitError() << "a per-tensor (0-D) scale takes no axis or "
-                            "block_size";
-  } else if (blockSize) {
-    if (!dim)
-      return emitError() << "a per-group scale needs an axis";
-    if (scaleType.getRank() != rank)
-      return emitError() << "a per-group scale must have the quantized "
-                            "tensor's rank "
-                         << rank << ", got " << ShapeStr{scaleShape};
-    for (int64_t i = 0; i < rank; ++i) {
-      int64_t expected = shape[i];
-      if (i == *dim && !ShapedType::isDynamic(expected))
-        expected = ceilDiv(expected, *blockSize);
-      if (!compatibleExtent(expected, scaleShape[i]))
-        return emitError() << "per-group scale of shape "
-                           << ShapeStr{scaleShape}
-                           << " does not match a tensor of shape "
-                           << ShapeStr{shape} << " in groups of "
-                           << *blockSize << " along axis " << *dim;
-    }
-  } else if (scaleType.getRank() == 1) {
-    if (!dim)
-      return emitError() << "a per-channel (1-D) scale needs an axis";
-    if (!compatibleExtent(scaleShape[0], shape[*dim]))
-      return emitError() << "per-channel scale has " << ShapeStr{scaleShape}
-                         << " elements but axis " << *dim << " has extent "
-                         << ShapeStr{shape[*dim]};
-  } else {
-    return emitError() << "scale must be 0-D (per tensor), 1-D with an axis "
-                          "(per channel), or of the quantized tensor's rank "
-                          "with an axis and a block_size (per group); got "
-                       << ShapeStr{scaleShape};
-  }
-
-  if (zeroPointType &&
-      failed(verifyCompatibleShape(zeroPointType.getShape(), scaleShape)))
-    return emitError() << "zero point shape " << ShapeStr{zeroPointType.getShape()}
-                       << " differs from scale shape " << ShapeStr{scaleShape};
-  return success();
+  if (failed(verifyQuantParamShape(emitError, "scale", shape,
+                                   scaleType.getShape(), dim, blockSize)))
+    return failure();
+  if (!zeroPointType)
+    return success();
+  if (isa<FloatType>(valueType.getElementType()))
+    return emitError() << "fp8 quantization takes no zero point";
+  if (failed(verifyCompatibleShape(zeroPointType.getShape(),
+                                   scaleType.getShape())))
+    return emitError() << "zero point shape "
+                       << ShapeStr{zeroPointType.getShape()}
+                       << " differs from scale shape "
+                       << ShapeStr{scaleType.getShape()};
+  return verifyQuantParamShape(emitError, "zero point", shape,
+                               zeroPointType.getShape(), dim, blockSize);
 }
 
 /// The adaptor with ODS default values filled in. Inference runs before the
@@ -364,9 +394,17 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
                               ShapeStr{{w[1]}}, " per group x ", groups,
                               " groups)");
 
-  SmallVector<int64_t> shape = {in[0], w[0]};
+  int64_t outChannels = w[0];
+  if (failed(checkBias<ConvOp>(loc, adaptor.getBias(), outChannels,
+                               input.getElementType())))
+    return failure();
+  SmallVector<int64_t> shape = {in[0], outChannels};
   for (size_t i = 0; i < k; ++i) {
     int64_t d = in[i + 2], kernel = w[i + 2];
+    if (!ShapedType::isDynamic(kernel) && kernel <= 0)
+      return inferError<ConvOp>(loc, "filter spatial extents must be "
+                                     "positive, got ",
+                                ShapeStr{w.drop_front(2)});
     if (ShapedType::isDynamic(d) || ShapedType::isDynamic(kernel)) {
       shape.push_back(ShapedType::kDynamic);
       continue;
@@ -380,9 +418,6 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
                                 span);
     shape.push_back((padded - span) / strides[i] + 1);
   }
-  if (failed(checkBias<ConvOp>(loc, adaptor.getBias(), w[0],
-                               input.getElementType())))
-    return failure();
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
 }
@@ -660,6 +695,11 @@ static LogicalResult verifyQuantOp(OpTy op, RankedTensorType real,
            << ShapeStr{op.getInput().getType().getShape()}
            << " differs from result shape "
            << ShapeStr{op.getResult().getType().getShape()};
+  // Check the parameters against everything static about the shape, on
+  // whichever side it is known.
+  quantized = RankedTensorType::get(
+      mergeShapes(real.getShape(), quantized.getShape()),
+      quantized.getElementType(), quantized.getEncoding());
   RankedTensorType scale = op.getScale().getType();
   RankedTensorType zeroPoint = rankedOrNull(op.getZeroPoint());
   if (zeroPoint && zeroPoint.getElementType() != quantized.getElementType())
@@ -672,6 +712,11 @@ static LogicalResult verifyQuantOp(OpTy op, RankedTensorType real,
 }
 
 LogicalResult QuantizeOp::verify() {
+  Type scaleElement = getScale().getType().getElementType();
+  if (scaleElement != getInput().getType().getElementType())
+    return emitOpError("scale element type ")
+           << scaleElement << " differs from the input's "
+           << getInput().getType().getElementType();
   return verifyQuantOp(*this, getInput().getType(), getResult().getType());
 }
 

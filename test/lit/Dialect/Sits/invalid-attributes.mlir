@@ -1,0 +1,233 @@
+// RUN: sits-opt %s --split-input-file --verify-diagnostics
+
+// Every diagnostic of the SITS attributes (#sits.packed, #sits.target) and
+// of the dialect's module attribute `sits.target`.
+
+//===----------------------------------------------------------------------===//
+// #sits.packed: the attribute itself
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{packed storage must be i8, i16 or i32, got 'i4'}}
+func.func @storage_i4(%a: tensor<8xi2, #sits.packed<storage = i4, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packed storage must be i8, i16 or i32, got 'i64'}}
+func.func @storage_i64(%a: tensor<8xi4, #sits.packed<storage = i64, axis = 0>>) {
+  return
+}
+
+// -----
+
+// Regression: signed or unsigned storage words were accepted although the
+// storage is a raw (signless) word.
+// expected-error @+1 {{packed storage must be i8, i16 or i32, got 'ui8'}}
+func.func @storage_unsigned(%a: tensor<8xi4, #sits.packed<storage = ui8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packed storage must be i8, i16 or i32, got 'si16'}}
+func.func @storage_signed(%a: tensor<8xi4, #sits.packed<storage = si16, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packing axis must be non-negative, got -1}}
+func.func @negative_axis(%a: tensor<8xi4, #sits.packed<storage = i8, axis = -1>>) {
+  return
+}
+
+// -----
+
+// The storage parameter is an integer type.
+// expected-error @+2 {{invalid kind of type specified: expected builtin.integer, but found 'f32'}}
+// expected-error @+1 {{failed to parse Sits_PackedEncodingAttr parameter 'storage' which is to be a `::mlir::IntegerType`}}
+func.func @float_storage(%a: tensor<8xi4, #sits.packed<storage = f32, axis = 0>>) {
+  return
+}
+
+// -----
+
+// Both parameters are required.
+// expected-error @+1 {{expected ','}}
+func.func @missing_axis(%a: tensor<8xi4, #sits.packed<storage = i8>>) {
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #sits.packed: as the encoding of a tensor type
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{packed elements must be integers or floats, got 'index'}}
+func.func @index_elements(%a: tensor<8xindex, #sits.packed<storage = i8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packed elements must be integers or floats, got 'complex<f16>'}}
+func.func @complex_elements(%a: tensor<8xcomplex<f16>, #sits.packed<storage = i32, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{cannot pack 'i8' into 'i8': the element must be narrower and its width must divide the storage width}}
+func.func @not_narrower(%a: tensor<8xi8, #sits.packed<storage = i8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{cannot pack 'f32' into 'i16': the element must be narrower and its width must divide the storage width}}
+func.func @wider(%a: tensor<8xf32, #sits.packed<storage = i16, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{cannot pack 'i3' into 'i8': the element must be narrower and its width must divide the storage width}}
+func.func @not_dividing(%a: tensor<8xi3, #sits.packed<storage = i8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// Regression: a zero-width element divided the storage width by zero
+// (SIGFPE) instead of being rejected.
+// expected-error @+1 {{cannot pack 'i0' into 'i8': the element must be narrower and its width must divide the storage width}}
+func.func @zero_width(%a: tensor<4xi0, #sits.packed<storage = i8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packing axis 2 is out of range for a tensor of rank 2}}
+func.func @axis_out_of_range(%a: tensor<8x8xi4, #sits.packed<storage = i8, axis = 2>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{packing axis 0 is out of range for a tensor of rank 0}}
+func.func @rank_0(%a: tensor<i4, #sits.packed<storage = i8, axis = 0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{extent 7 along packing axis 1 is not a multiple of the packing factor 2}}
+func.func @odd_extent(%a: tensor<8x7xi4, #sits.packed<storage = i8, axis = 1>>) {
+  return
+}
+
+// -----
+
+// 2-bit elements in a 32-bit word: 16 per word.
+// expected-error @+1 {{extent 24 along packing axis 0 is not a multiple of the packing factor 16}}
+func.func @extent_factor_16(%a: tensor<24xui2, #sits.packed<storage = i32, axis = 0>>) {
+  return
+}
+
+// -----
+
+// The encoding is checked wherever the type appears, e.g. on an op result.
+func.func @on_op_result(%x: tensor<16x31xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{extent 31 along packing axis 1 is not a multiple of the packing factor 2}}
+  %0 = sits.quantize %x, %s : (tensor<16x31xf32>, tensor<f32>) -> tensor<16x31xi4, #sits.packed<storage = i8, axis = 1>>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #sits.target
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{unknown target 'b200'; known targets: h100, h200, a100, v100, mi300x, cpu}}
+module attributes {sits.target = #sits.target<"b200">} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown target ''; known targets: h100, h200, a100, v100, mi300x, cpu}}
+module attributes {sits.target = #sits.target<"">} {
+}
+
+// -----
+
+// Aliases are matched whole: a prefix of a name is not a target.
+// expected-error @+1 {{unknown target 'sm_9'; known targets: h100, h200, a100, v100, mi300x, cpu}}
+module attributes {sits.target = #sits.target<"sm_9">} {
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// The `sits.*` attributes of an operation (SitsDialect::verifyOperationAttribute)
+//===----------------------------------------------------------------------===//
+
+// Regression: the name used to be printed with its quotes
+// (unknown SITS attribute '"sits.targets"').
+// expected-error @+1 {{unknown SITS attribute 'sits.targets'}}
+module attributes {sits.targets = #sits.target<"h100">} {
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{unknown SITS attribute 'sits.fused'}}
+  func.func @unknown_on_func() attributes {sits.fused} {
+    return
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'sits.target' is only valid on a builtin.module}}
+  func.func @target_on_func() attributes {sits.target = #sits.target<"h100">} {
+    return
+  }
+}
+
+// -----
+
+func.func @target_on_op(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'sits.target' is only valid on a builtin.module}}
+  %0 = sits.matmul %a, %b {sits.target = #sits.target<"h100">} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.target' must be a #sits.target attribute, got "h100"}}
+module attributes {sits.target = "h100"} {
+}
+
+// -----
+
+// expected-error @+1 {{'sits.target' must be a #sits.target attribute, got #sits.activation<relu>}}
+module attributes {sits.target = #sits.activation<relu>} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown SITS argument attribute 'sits.weight' on argument 1}}
+func.func @arg_attr(%x: tensor<4xf32>, %w: tensor<4xf32> {sits.weight}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown SITS result attribute 'sits.output' on result 0}}
+func.func @result_attr(%x: tensor<4xf32>) -> (tensor<4xf32> {sits.output}) {
+  return %x : tensor<4xf32>
+}
