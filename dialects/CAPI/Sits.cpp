@@ -4,6 +4,9 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 #include "dialects/Target/KnownTargets.h"
+#include "passes/Codegen/CPU/Passes.h"
+#include "passes/Pipelines/Pipelines.h"
+#include "passes/Conversion/Passes.h"
 #include "passes/Transforms/Passes.h"
 
 #include "mlir/CAPI/IR.h"
@@ -19,6 +22,9 @@ MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(Sits, sits, mlir::sits::SitsDialect)
 void sitsRegisterPasses(void) {
   static bool once = [] {
     mlir::sits::registerSitsPasses();
+    mlir::sits::registerSitsConversionPasses();
+    mlir::sits::cpu::registerSitsCpuPasses();
+    mlir::sits::registerSitsPipelines();
     return true;
   }();
   (void)once;

@@ -5,6 +5,7 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
@@ -21,8 +22,27 @@ namespace mlir::sits {
 FailureOr<FusedEpilogueOpInterface>
 fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 
+/// Replaces the constant rhs of a `sits.matmul {transpose_rhs}` by its
+/// transpose (computed now) and clears the flag. Fails, changing nothing,
+/// unless the rhs is a statically shaped constant with byte-sized elements
+/// used only by this matmul.
+FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
+                                                MatmulOp matmul);
+
 /// Patterns applying fuseActivationIntoProducer.
 void populateFuseEpiloguePatterns(RewritePatternSet &patterns);
+
+/// Alignment of every weight in the weights buffer, in bytes.
+int64_t getWeightsAlignment();
+
+/// Bytes of a constant's data when it can be stored as plain bytes (static
+/// shape, byte-sized elements, not a splat), else nullopt.
+std::optional<int64_t> getConstantByteSize(ElementsAttr value);
+
+/// Writes the weights buffer described by the module's `sits.weights`
+/// attribute to `write`, in order with zero padding between entries.
+LogicalResult serializeWeights(ModuleOp module,
+                               llvm::function_ref<void(StringRef)> write);
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Transforms/Passes.h.inc"

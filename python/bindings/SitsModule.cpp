@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/CAPI/Compiler.h"
 #include "dialects/CAPI/Sits.h"
 
 #include "mlir-c/IR.h"
@@ -16,6 +17,7 @@
 #include "mlir/Bindings/Python/NanobindAdaptors.h"
 
 #include <string>
+#include <vector>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -139,6 +141,69 @@ struct PackedEncodingAttr : PyConcreteAttribute<PackedEncodingAttr> {
   }
 };
 
+/// A diagnostic captured while a C API call ran: (severity, location, text).
+using CapturedDiagnostic = std::tuple<std::string, std::string, std::string>;
+
+MlirLogicalResult captureDiagnostic(MlirDiagnostic diag, void *userData) {
+  auto *out = static_cast<std::vector<CapturedDiagnostic> *>(userData);
+  auto append = [](MlirStringRef s, void *data) {
+    static_cast<std::string *>(data)->append(s.data, s.length);
+  };
+  std::string location, message;
+  mlirLocationPrint(mlirDiagnosticGetLocation(diag), append, &location);
+  mlirDiagnosticPrint(diag, append, &message);
+  const char *severity = "error";
+  switch (mlirDiagnosticGetSeverity(diag)) {
+  case MlirDiagnosticWarning:
+    severity = "warning";
+    break;
+  case MlirDiagnosticNote:
+    severity = "note";
+    break;
+  case MlirDiagnosticRemark:
+    severity = "remark";
+    break;
+  default:
+    break;
+  }
+  out->emplace_back(severity, location, message);
+  return mlirLogicalResultSuccess();
+}
+
+/// Runs an emission entry point with the GIL released and diagnostics
+/// captured; returns (ok, bytes, [(severity, location, message)]).
+nb::tuple runEmission(
+    MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
+                              MlirStringCallback, void *),
+    MlirOperation module, const std::string &triple, const std::string &cpu,
+    const std::string &features, int optLevel) {
+  SitsLLVMObjectOptions options{
+      mlirStringRefCreate(triple.data(), triple.size()),
+      mlirStringRefCreate(cpu.data(), cpu.size()),
+      mlirStringRefCreate(features.data(), features.size()), optLevel};
+  std::vector<CapturedDiagnostic> diagnostics;
+  std::string output;
+  MlirContext context = mlirOperationGetContext(module);
+  MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(
+      context, captureDiagnostic, &diagnostics, nullptr);
+  MlirLogicalResult result;
+  {
+    nb::gil_scoped_release release;
+    result = emit(
+        module, options,
+        [](MlirStringRef s, void *data) {
+          static_cast<std::string *>(data)->append(s.data, s.length);
+        },
+        &output);
+  }
+  mlirContextDetachDiagnosticHandler(context, handler);
+  nb::list diags;
+  for (auto &[severity, location, message] : diagnostics)
+    diags.append(nb::make_tuple(severity, location, message));
+  return nb::make_tuple(mlirLogicalResultIsSuccess(result),
+                        nb::bytes(output.data(), output.size()), diags);
+}
+
 } // namespace
 } // namespace mlir::python::MLIR_BINDINGS_PYTHON_DOMAIN::sits
 
@@ -179,6 +244,53 @@ NB_MODULE(_sits, m) {
         return targetInfoDict(pos);
       },
       "name"_a, "The entry for a target name or alias, or None.");
+
+  m.def(
+      "emit_object",
+      [](MlirOperation module, const std::string &triple,
+         const std::string &cpu, const std::string &features, int optLevel) {
+        return runEmission(sitsEmitLLVMObject, module, triple, cpu, features,
+                           optLevel);
+      },
+      "module"_a, "triple"_a = "", "cpu"_a = "", "features"_a = "",
+      "opt_level"_a = 3,
+      "Translates a module in the LLVM dialect to a native object file. "
+      "Returns (ok, object bytes, diagnostics).");
+  m.def(
+      "emit_llvm_ir",
+      [](MlirOperation module, const std::string &triple,
+         const std::string &cpu, const std::string &features, int optLevel) {
+        return runEmission(sitsEmitOptimizedLLVMIR, module, triple, cpu,
+                           features, optLevel);
+      },
+      "module"_a, "triple"_a = "", "cpu"_a = "", "features"_a = "",
+      "opt_level"_a = 3,
+      "Like emit_object, returning optimized textual LLVM IR.");
+
+  m.def(
+      "serialize_weights",
+      [](MlirOperation module) {
+        std::vector<CapturedDiagnostic> diagnostics;
+        std::string output;
+        MlirContext context = mlirOperationGetContext(module);
+        MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(
+            context, captureDiagnostic, &diagnostics, nullptr);
+        MlirLogicalResult result = sitsSerializeWeights(
+            module,
+            [](MlirStringRef s, void *data) {
+              static_cast<std::string *>(data)->append(s.data, s.length);
+            },
+            &output);
+        mlirContextDetachDiagnosticHandler(context, handler);
+        nb::list diags;
+        for (auto &[severity, location, message] : diagnostics)
+          diags.append(nb::make_tuple(severity, location, message));
+        return nb::make_tuple(mlirLogicalResultIsSuccess(result),
+                              nb::bytes(output.data(), output.size()), diags);
+      },
+      "module"_a,
+      "The weights buffer of a module processed by "
+      "sits-externalize-weights. Returns (ok, bytes, diagnostics).");
 
   TargetAttr::bind(m);
   PackedEncodingAttr::bind(m);

@@ -8,7 +8,7 @@ carries MLIR's Python API re-rooted under ``sits_mlir`` (``sits_mlir.ir``,
 the SITS dialect loaded and the SITS passes registered.
 """
 
-__all__ = ["__version__", "llvm_version"]
+__all__ = ["__version__", "llvm_version", "check"]
 
 
 def __getattr__(name):
@@ -18,6 +18,16 @@ def __getattr__(name):
 
         return _sits.version()
     raise AttributeError(f"module 'sits_mlir' has no attribute {name!r}")
+
+
+def check(model, target: str = "cpu", **kwargs):
+    """Pre-flight check of an ONNX model for `target`: the list of
+    `sits_mlir.errors.UnsupportedNode`s SITS cannot compile (empty when it
+    can compile them all). Raises `sits_mlir.errors.CompileError` when the
+    model cannot be read. See `sits_mlir.frontend.onnx.check`."""
+    from .frontend.onnx import check as _check
+
+    return _check(model, target, **kwargs)
 
 
 def llvm_version() -> str:

@@ -42,3 +42,18 @@ for tool in ["sits-opt", "FileCheck", "not", "count"]:
                          "or set SITS_BUILD_DIR to a build tree")
 
 config.substitutions.append(("%python", sys.executable))
+
+# mlir-runner and its runtime libraries ship in the MLIR tools wheel; the
+# numerical tests under Integration/ need them (feature `mlir-runner`).
+for site in [sysconfig.get_paths()["purelib"], *sys.path]:
+    mlir_dir = os.path.join(site, "mlir")
+    runner = os.path.join(mlir_dir, "bin", "mlir-runner")
+    libs = {name: os.path.join(mlir_dir, "lib", f"lib{name}.so")
+            for name in ["mlir_runner_utils", "mlir_c_runner_utils",
+                         "mlir_apfloat_wrappers"]}
+    if os.path.isfile(runner) and all(map(os.path.isfile, libs.values())):
+        config.available_features.add("mlir-runner")
+        config.substitutions.append(("%mlir-runner", runner))
+        for name, lib in libs.items():
+            config.substitutions.append((f"%lib{name}", lib))
+        break

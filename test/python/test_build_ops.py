@@ -6,7 +6,7 @@ import pytest
 from sits_mlir import ir
 from sits_mlir.dialects import arith, func, sits, tensor as tensor_d
 
-from conftest import tensor
+from ir_helpers import tensor
 
 
 def build_func(name, arg_types, body):

@@ -8,7 +8,7 @@ import pytest
 from sits_mlir import ir, passmanager
 from sits_mlir.dialects import func, sits
 
-from conftest import tensor
+from ir_helpers import tensor
 
 SITS_OPT = shutil.which("sits-opt")
 pytestmark = pytest.mark.skipif(SITS_OPT is None, reason="sits-opt is not on PATH")

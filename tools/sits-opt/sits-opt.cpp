@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Sits/IR/SitsOps.h"
+#include "passes/Codegen/CPU/Passes.h"
+#include "passes/Pipelines/Pipelines.h"
+#include "passes/Conversion/Passes.h"
 #include "passes/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -28,6 +31,9 @@ int main(int argc, char **argv) {
 
   mlir::registerAllPasses();
   mlir::sits::registerSitsPasses();
+  mlir::sits::registerSitsConversionPasses();
+  mlir::sits::cpu::registerSitsCpuPasses();
+  mlir::sits::registerSitsPipelines();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "SITS (Scalable Inference Tensor Scheduling) version "

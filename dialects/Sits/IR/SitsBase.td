@@ -62,6 +62,11 @@ def Sits_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getTargetAttrName() {
       return ::llvm::StringLiteral("sits.target");
     }
+    /// Name of the module attribute laying out the weights buffer (written
+    /// by sits-externalize-weights).
+    static constexpr ::llvm::StringLiteral getWeightsAttrName() {
+      return ::llvm::StringLiteral("sits.weights");
+    }
 
   private:
     void registerAttributes();

@@ -17,14 +17,38 @@ void SitsDialect::initialize() {
   registerAttributes();
 }
 
+/// `sits.weights`: [{name = string, offset = i64, value = elements}, ...],
+/// written by sits-externalize-weights.
+static LogicalResult verifyWeightsLayout(Operation *op, Attribute value) {
+  auto entries = dyn_cast<ArrayAttr>(value);
+  if (!entries)
+    return op->emitError() << "'" << SitsDialect::getWeightsAttrName()
+                           << "' must be an array, got " << value;
+  for (Attribute entry : entries) {
+    auto dict = dyn_cast<DictionaryAttr>(entry);
+    if (!dict || !isa_and_nonnull<StringAttr>(dict.get("name")) ||
+        !isa_and_nonnull<IntegerAttr>(dict.get("offset")) ||
+        !isa_and_nonnull<ElementsAttr>(dict.get("value")))
+      return op->emitError()
+             << "'" << SitsDialect::getWeightsAttrName()
+             << "' entries must be {name = string, offset = integer, value = "
+                "elements}, got "
+             << entry;
+  }
+  return success();
+}
+
 LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName() != getTargetAttrName())
+  if (attr.getName() != getTargetAttrName() &&
+      attr.getName() != getWeightsAttrName())
     return op->emitError() << "unknown SITS attribute '"
                            << attr.getName().getValue() << "'";
   if (!isa<ModuleOp>(op))
-    return op->emitError() << "'" << getTargetAttrName()
+    return op->emitError() << "'" << attr.getName().getValue()
                            << "' is only valid on a builtin.module";
+  if (attr.getName() == getWeightsAttrName())
+    return verifyWeightsLayout(op, attr.getValue());
   if (!isa<TargetAttr>(attr.getValue()))
     return op->emitError() << "'" << getTargetAttrName()
                            << "' must be a #sits.target attribute, got "

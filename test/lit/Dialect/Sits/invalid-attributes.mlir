@@ -231,3 +231,22 @@ func.func @arg_attr(%x: tensor<4xf32>, %w: tensor<4xf32> {sits.weight}) {
 func.func @result_attr(%x: tensor<4xf32>) -> (tensor<4xf32> {sits.output}) {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'sits.weights' entries must be {name = string, offset = integer, value = elements}, got {name = "w", offset = 0 : i64}}}
+module attributes {sits.weights = [{name = "w", offset = 0 : i64}]} {}
+
+// -----
+
+// expected-error @+1 {{'sits.weights' must be an array, got "w"}}
+module attributes {sits.weights = "w"} {}
+
+// -----
+
+module {
+  // expected-error @+1 {{'sits.weights' is only valid on a builtin.module}}
+  func.func @f() attributes {sits.weights = []} {
+    return
+  }
+}

@@ -1,0 +1,53 @@
+//===- FuseElementwise.cpp - Elementwise fusion without recomputation -----===//
+
+#include "passes/Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::sits::cpu {
+#define GEN_PASS_DEF_SITSCPUFUSEELEMENTWISE
+#include "passes/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::sits::cpu
+
+using namespace mlir;
+using namespace mlir::sits;
+
+namespace {
+
+/// Fuse only single-use producers whose every element the consumer reads
+/// once: the consumer's map for the operand is a permutation of all its
+/// loops.
+bool readsEachElementOnce(OpOperand *fused) {
+  Operation *producer = fused->get().getDefiningOp();
+  if (!producer || !producer->hasOneUse())
+    return false;
+  auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
+  if (!consumer)
+    return false;
+  AffineMap map = consumer.getMatchingIndexingMap(fused);
+  return map.getNumResults() == consumer.getNumLoops() && map.isPermutation();
+}
+
+struct SitsCpuFuseElementwisePass
+    : cpu::impl::SitsCpuFuseElementwiseBase<SitsCpuFuseElementwisePass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    RewritePatternSet patterns(ctx);
+    linalg::populateElementwiseOpsFusionPatterns(patterns,
+                                                 readsEachElementOnce);
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns,
+                                                      readsEachElementOnce);
+    affine::AffineApplyOp::getCanonicalizationPatterns(patterns, ctx);
+    linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
+    tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, ctx);
+    tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);
+    ctx->getLoadedDialect<linalg::LinalgDialect>()->getCanonicalizationPatterns(
+        patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

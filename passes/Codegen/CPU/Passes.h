@@ -1,0 +1,50 @@
+//===- Passes.h - SITS CPU code generation passes ---------------*- C++ -*-===//
+
+#ifndef SITS_PASSES_CODEGEN_CPU_PASSES_H
+#define SITS_PASSES_CODEGEN_CPU_PASSES_H
+
+#include "dialects/Target/KnownTargets.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::sits::cpu {
+
+#define GEN_PASS_DECL
+#include "passes/Codegen/CPU/Passes.h.inc"
+
+/// Tile sizes for one fusion group, derived from the target's facts.
+struct CpuTilingConfig {
+  int64_t threads = 1;
+  /// f32 lanes of one vector register.
+  int64_t lanes = 8;
+  /// Register block of a contraction's output (mr x nr) and the reduction
+  /// step held in registers.
+  int64_t mr = 8, nr = 16, kr = 1;
+  /// Reduction-dimension block that keeps a panel of the rhs in cache.
+  int64_t kc = 256;
+  /// Output tile of a contraction one task computes.
+  int64_t mc = 64, nc = 128;
+};
+
+/// The tiling configuration for code nested in `op`, from the module's
+/// `sits.target` (the host when there is none).
+CpuTilingConfig getCpuTilingConfig(Operation *op, int64_t threadsOverride = 0);
+
+/// The target entry for code nested in `op` (the host when the module
+/// names none).
+const target::TargetInfo &getTargetInfo(Operation *op);
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Codegen/CPU/Passes.h.inc"
+
+} // namespace mlir::sits::cpu
+
+#endif // SITS_PASSES_CODEGEN_CPU_PASSES_H

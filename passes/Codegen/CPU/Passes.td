@@ -1,0 +1,128 @@
+//===- Passes.td - SITS CPU code generation passes ---------*- tablegen -*-===//
+
+#ifndef SITS_PASSES_CODEGEN_CPU_PASSES_TD
+#define SITS_PASSES_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SitsCpuFuseElementwise : Pass<"sits-cpu-fuse-elementwise", "func::FuncOp"> {
+  let summary = "Fuse elementwise producers into consumers that read each value once";
+  let description = [{
+    Merges an elementwise `linalg.generic` into its consumer when the
+    consumer reads every produced element exactly once: the operand's
+    indexing map must use every loop of the consumer. Elementwise chains and
+    reductions over an elementwise input (the exponentials of a softmax) fuse;
+    the lhs of a matmul does not, since each of its elements is read once per
+    output column and fusing would recompute it that many times (and hide
+    the contraction from the code generator).
+
+    Unlike upstream `linalg-fuse-elementwise-ops`, which fuses any
+    single-use elementwise producer.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def SitsCpuTileAndFuse : Pass<"sits-cpu-tile-and-fuse", "func::FuncOp"> {
+  let summary = "Distribute linalg fusion groups over threads and tile them for caches and registers";
+  let description = [{
+    Groups every linalg op with the elementwise and reduction producers it
+    consumes, tiles the group's last op along its parallel dimensions with
+    `scf.forall` (one iteration per task a thread runs) and fuses the
+    producers into each tile, so intermediate values stay in cache and a
+    contraction's epilogue (bias, activation) runs on its output tile.
+
+    Inside a tile, contractions are tiled again with `scf.for` for the
+    cache (the reduction dimension) and for registers (an `mr x nr` block of
+    the output held in vector registers across the reduction), and
+    elementwise ops are tiled to the vector width, ready for
+    `sits-cpu-vectorize`. 2-D convolutions are first rewritten as im2col
+    followed by a contraction so they take the same path.
+
+    Tile sizes come from the target's facts (`sits.target`, default the
+    host): its SIMD width, core count and cache sizes.
+
+    ```mlir
+    // Before: matmul + bias/GELU epilogue over 8x4096.
+    %m = linalg.matmul ins(%x, %w : ...) outs(%fill : tensor<8x4096xf32>)
+    %e = linalg.generic {...} ins(%m, %b : ...) outs(%init : tensor<8x4096xf32>)
+    // After: scf.forall over 8x128 tiles of %e, each computing its slice of
+    // %m (fill + matmul tiled 8x32x1 in registers) and then the epilogue.
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect"
+  ];
+  let options = [
+    Option<"numThreads", "num-threads", "int64_t", /*default=*/"0",
+           "Threads to distribute over (0: the target's core count)">,
+    Option<"distribute", "distribute", "bool", /*default=*/"true",
+           "Tile fusion groups with scf.forall for multi-threading">,
+    Option<"im2col", "im2col", "bool", /*default=*/"true",
+           "Rewrite 2-D convolutions as im2col + contraction">,
+  ];
+  let statistics = [
+    Statistic<"numGroups", "num-groups", "Fusion groups tiled">,
+    Statistic<"numFused", "num-fused", "Producers fused into a group">,
+  ];
+}
+
+def SitsCpuVectorize : Pass<"sits-cpu-vectorize", "func::FuncOp"> {
+  let summary = "Vectorize statically shaped linalg ops and keep accumulators in registers";
+  let description = [{
+    Vectorizes every linalg op whose iteration space is static (after
+    `sits-cpu-tile-and-fuse` these are register-sized tiles), rewrites the
+    resulting reductions as `vector.contract`, and hoists the accumulator
+    reads and writes out of reduction loops so it lives in registers across
+    them. Ops with dynamic shapes stay as they are and lower to loops.
+  }];
+  let dependentDialects = [
+    "::mlir::vector::VectorDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let statistics = [
+    Statistic<"numVectorized", "num-vectorized", "Linalg ops vectorized">,
+  ];
+}
+
+def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
+  let summary = "Lower vector contractions and transfers to FMAs, loads and stores";
+  let description = [{
+    After bufferization: contractions become outer products and then FMAs,
+    multi-reductions and transposes lower to the flat vector ops LLVM's
+    backend selects well, and transfers become plain (unrolled) loads and
+    stores. Copies between strided buffers become loops (contiguous ones
+    stay copies, i.e. memcpy), so compiled code needs no runtime library.
+  }];
+  let dependentDialects = [
+    "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SitsCpuMarkEntryPoints : Pass<"sits-cpu-mark-entry-points", "ModuleOp"> {
+  let summary = "Give every public function a C interface for the runtime";
+  let description = [{
+    Marks each public `func.func` with `llvm.emit_c_interface`, so that
+    `convert-func-to-llvm` emits `_mlir_ciface_<name>` taking one pointer to
+    a memref descriptor per argument: the form the runtime calls.
+  }];
+}
+
+def SitsCpuPackEntryPoints : Pass<"sits-cpu-pack-entry-points", "ModuleOp"> {
+  let summary = "Add a packed-argument entry point for every C interface";
+  let description = [{
+    For every `llvm.func @_mlir_ciface_<name>(ptr, ..., ptr)` adds
+    `llvm.func @sits_entry_<name>(%args: !llvm.ptr)` that loads the i-th
+    descriptor pointer from `args[i]` and calls the interface, so the
+    runtime calls any entry point through one signature,
+    `void sits_entry_<name>(void **args)`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // SITS_PASSES_CODEGEN_CPU_PASSES_TD

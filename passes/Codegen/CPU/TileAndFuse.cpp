@@ -1,0 +1,511 @@
+//===- TileAndFuse.cpp - Distribute and tile linalg fusion groups ---------===//
+//
+// Each fusion group is the last linalg op of a chain (its "root") plus the
+// producers fused into it. The root is tiled along its parallel dimensions
+// with scf.forall -- one iteration is one task for the thread pool -- and
+// producers are fused into every tile so intermediates stay in cache.
+// Inside a tile, contractions are tiled again for the cache (reduction
+// dimension) and for registers, and other ops down to vector-sized pieces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Codegen/CPU/Passes.h"
+
+#include "dialects/Sits/IR/SitsDialect.h"
+
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Iterators.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::sits::cpu {
+#define GEN_PASS_DEF_SITSCPUTILEANDFUSE
+#include "passes/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::sits::cpu
+
+using namespace mlir;
+using namespace mlir::sits;
+using namespace mlir::sits::cpu;
+
+//===----------------------------------------------------------------------===//
+// Target facts
+//===----------------------------------------------------------------------===//
+
+const target::TargetInfo &mlir::sits::cpu::getTargetInfo(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  for (; module; module = module->getParentOfType<ModuleOp>())
+    if (auto attr = module->getAttrOfType<TargetAttr>(
+            SitsDialect::getTargetAttrName()))
+      if (const target::TargetInfo *info = attr.getInfo())
+        return *info;
+  return *target::lookupTarget("cpu");
+}
+
+CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
+                                                   int64_t threadsOverride) {
+  const target::TargetInfo &info = getTargetInfo(op);
+  CpuTilingConfig config;
+  config.threads =
+      threadsOverride > 0 ? threadsOverride : std::max<int64_t>(1, info.computeUnits);
+  config.lanes = std::max<int64_t>(4, info.simdWidth);
+  // An 8 x (2 vectors) block of accumulators: 16 registers with AVX-512,
+  // leaving room for the rhs row and the broadcast lhs element.
+  config.mr = 8;
+  config.nr = 2 * config.lanes;
+  config.kr = 1;
+  config.mc = 8 * config.mr;
+  config.nc = 4 * config.nr;
+  config.kc = 256;
+  return config;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile size selection
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Tiling slices each operand by the bounding box of its indexing map over
+/// the tile, then applies the same map to tile-local indices: right for
+/// projected permutations, wrong for maps with mod/floordiv (im2col), whose
+/// value depends on where the tile starts. Such ops stay whole.
+bool isSafelyTileable(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp)
+    return isa<TilingInterface>(op);
+  return llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
+    return map.isProjectedPermutation(/*allowZeroInResults=*/true);
+  });
+}
+
+bool isContraction(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalg::isaContractionOpInterface(linalgOp);
+}
+
+/// Ops that are cheap enough to recompute in every tile that needs them.
+bool isCheapToRecompute(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp)
+    return isa<tensor::PadOp>(op);
+  return linalg::isElementwise(linalgOp) ||
+         isa<linalg::FillOp, linalg::BroadcastOp, linalg::TransposeOp,
+             linalg::CopyOp>(op);
+}
+
+/// The contraction whose output `root` consumes elementwise, if any: its
+/// tile shape then decides the group's.
+linalg::LinalgOp findAnchorContraction(linalg::LinalgOp root) {
+  if (isContraction(root))
+    return root;
+  if (!linalg::isElementwise(root))
+    return nullptr;
+  for (OpOperand *input : root.getDpsInputOperands()) {
+    auto producer = input->get().getDefiningOp<linalg::LinalgOp>();
+    if (producer && isContraction(producer) &&
+        root.getMatchingIndexingMap(input).isIdentity())
+      return producer;
+  }
+  return nullptr;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Number of tiles `sizes` cuts `ranges` into (0 means not tiled).
+int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
+  int64_t tiles = 1;
+  for (auto [range, size] : llvm::zip_equal(ranges, sizes))
+    if (size > 0 && !ShapedType::isDynamic(range))
+      tiles *= ceilDiv(range, size);
+  return tiles;
+}
+
+/// Forall tile sizes for the root of a group. Every reduction dimension is
+/// left whole (size 0), so each tile is independent.
+SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
+                                             const CpuTilingConfig &config) {
+  SmallVector<int64_t> ranges = root.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  int64_t wanted = 2 * config.threads;
+
+  if (linalg::LinalgOp anchor = findAnchorContraction(root)) {
+    FailureOr<linalg::ContractionDimensions> dims =
+        linalg::inferContractionDims(anchor);
+    if (succeeded(dims)) {
+      // Map the root's loops (= the anchor's output dims) to anchor loops.
+      AffineMap outMap =
+          anchor.getMatchingIndexingMap(anchor.getDpsInitOperand(0));
+      auto anchorLoopOf = [&](unsigned rootLoop) -> std::optional<unsigned> {
+        if (root == anchor)
+          return rootLoop;
+        if (rootLoop >= outMap.getNumResults())
+          return std::nullopt;
+        if (auto dim = dyn_cast<AffineDimExpr>(outMap.getResult(rootLoop)))
+          return dim.getPosition();
+        return std::nullopt;
+      };
+      int mLoop = -1, nLoop = -1;
+      for (unsigned i = 0; i < ranges.size(); ++i) {
+        std::optional<unsigned> a = anchorLoopOf(i);
+        if (!a || iterators[i] != utils::IteratorType::parallel)
+          continue;
+        if (llvm::is_contained(dims->batch, *a))
+          sizes[i] = 1;
+        else if (llvm::is_contained(dims->m, *a))
+          sizes[i] = config.mc, mLoop = i;
+        else if (llvm::is_contained(dims->n, *a))
+          sizes[i] = config.nc, nLoop = i;
+      }
+      // Halve N, then M, down to one register block until every thread has
+      // a couple of tiles.
+      while (countTiles(ranges, sizes) < wanted) {
+        if (nLoop >= 0 && sizes[nLoop] > config.nr &&
+            (ShapedType::isDynamic(ranges[nLoop]) ||
+             sizes[nLoop] / 2 < ranges[nLoop] || sizes[nLoop] >= 2 * ranges[nLoop])) {
+          sizes[nLoop] = std::max(config.nr, sizes[nLoop] / 2);
+          continue;
+        }
+        if (mLoop >= 0 && sizes[mLoop] > config.mr) {
+          sizes[mLoop] = std::max(config.mr, sizes[mLoop] / 2);
+          continue;
+        }
+        break;
+      }
+      for (unsigned i = 0; i < ranges.size(); ++i)
+        if (!ShapedType::isDynamic(ranges[i]) && sizes[i] >= ranges[i])
+          sizes[i] = ranges[i];
+      return sizes;
+    }
+  }
+
+  // Elementwise and reduction roots: split the outer parallel dimensions,
+  // keeping the innermost one whole so vectors run along contiguous memory.
+  int64_t remaining = wanted;
+  for (unsigned i = 0; i < ranges.size() && remaining > 1; ++i) {
+    if (iterators[i] != utils::IteratorType::parallel)
+      continue;
+    bool innermost = i + 1 == ranges.size();
+    int64_t range = ranges[i];
+    if (ShapedType::isDynamic(range)) {
+      sizes[i] = 1;
+      break;
+    }
+    if (range <= 1)
+      continue;
+    if (innermost) {
+      // Only split the innermost dimension in whole vectors.
+      int64_t size = std::max(4 * config.lanes, ceilDiv(range, remaining));
+      if (size < range)
+        sizes[i] = size;
+      break;
+    }
+    int64_t size = std::max<int64_t>(1, range / remaining);
+    sizes[i] = size;
+    remaining = ceilDiv(remaining, ceilDiv(range, size));
+  }
+  return sizes;
+}
+
+SmallVector<OpFoldResult> asFoldResults(MLIRContext *ctx,
+                                        ArrayRef<int64_t> sizes) {
+  Builder b(ctx);
+  return llvm::map_to_vector(sizes, [&](int64_t s) -> OpFoldResult {
+    return b.getIndexAttr(s);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Tiling inside a distributed tile
+//===----------------------------------------------------------------------===//
+
+/// Tiles a contraction for the cache (its reduction dimension by kc) and
+/// for registers (mr x nr x kr).
+LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
+                                          linalg::LinalgOp op,
+                                          const CpuTilingConfig &config) {
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims))
+    return failure();
+  unsigned numLoops = op.getNumLoops();
+  auto tile = [&](linalg::LinalgOp target, ArrayRef<int64_t> sizes)
+      -> FailureOr<linalg::LinalgOp> {
+    if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+      return target;
+    scf::SCFTilingOptions options;
+    options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
+    options.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+    rewriter.setInsertionPoint(target);
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(target.getOperation()), options);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(target, tiled->replacements);
+    return cast<linalg::LinalgOp>(tiled->tiledOps.front());
+  };
+
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<int64_t> cache(numLoops, 0), regs(numLoops, 0);
+  for (unsigned k : dims->k)
+    if (ShapedType::isDynamic(ranges[k]) || ranges[k] > config.kc)
+      cache[k] = config.kc;
+  for (unsigned b : dims->batch)
+    regs[b] = 1;
+  for (unsigned m : dims->m)
+    regs[m] = config.mr;
+  for (unsigned n : dims->n)
+    regs[n] = config.nr;
+  for (unsigned k : dims->k)
+    regs[k] = config.kr;
+  // Several m or n dimensions (e.g. after im2col) keep the register block on
+  // the innermost of each and step the others one at a time.
+  for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(dims->m),
+                                   ArrayRef<unsigned>(dims->n)})
+    for (unsigned i = 0; i + 1 < group.size(); ++i)
+      regs[group[i]] = 1;
+
+  FailureOr<linalg::LinalgOp> cached = tile(op, cache);
+  if (failed(cached))
+    return failure();
+  return success(succeeded(tile(*cached, regs)));
+}
+
+/// Tiles an elementwise or reduction op inside a distributed tile so that
+/// each piece is one row of at most a few vectors.
+LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
+                             const CpuTilingConfig &config) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  if (ranges.empty())
+    return success();
+  // A reduction along the innermost (contiguous) dimension reduces one row
+  // at a time; otherwise the innermost dimension is cut into a few vectors
+  // and every outer dimension steps by one.
+  bool innerReduction = iterators.back() == utils::IteratorType::reduction;
+  for (unsigned i = 0; i < ranges.size(); ++i) {
+    if (iterators[i] != utils::IteratorType::parallel)
+      continue;
+    bool innermost = i + 1 == ranges.size();
+    if (!innermost || innerReduction)
+      sizes[i] = ranges[i] == 1 ? 0 : 1;
+    else if (ShapedType::isDynamic(ranges[i]) || ranges[i] > 4 * config.lanes)
+      sizes[i] = 4 * config.lanes;
+  }
+  if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+    return success();
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
+  options.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(tiled))
+    return failure();
+  rewriter.replaceOp(op, tiled->replacements);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion groups
+//===----------------------------------------------------------------------===//
+
+/// Whether `value` is computed from `iv` (through index arithmetic).
+bool dependsOn(Value value, Value iv, int depth = 8) {
+  if (value == iv)
+    return true;
+  Operation *def = value.getDefiningOp();
+  if (!def || depth == 0)
+    return false;
+  return llvm::any_of(def->getOperands(), [&](Value operand) {
+    return dependsOn(operand, iv, depth - 1);
+  });
+}
+
+/// Whether fusing through `slice` gives every tile its own part of the
+/// producer. A slice that is the same for all values of some tile loop
+/// (e.g. the lhs of a matmul tiled along N: every N tile needs all of it)
+/// would recompute the whole producer in each of those tiles.
+bool isDisjointPerTile(tensor::ExtractSliceOp slice) {
+  auto forall = slice->getParentOfType<scf::ForallOp>();
+  if (!forall)
+    return true;
+  ArrayRef<int64_t> lbs = forall.getStaticLowerBound();
+  ArrayRef<int64_t> ubs = forall.getStaticUpperBound();
+  ArrayRef<int64_t> steps = forall.getStaticStep();
+  for (auto [i, iv] : llvm::enumerate(forall.getInductionVars())) {
+    bool isStatic = !ShapedType::isDynamic(lbs[i]) &&
+                    !ShapedType::isDynamic(ubs[i]) &&
+                    !ShapedType::isDynamic(steps[i]);
+    if (isStatic && ubs[i] - lbs[i] <= steps[i])
+      continue; // A single iteration: nothing is repeated.
+    bool used = llvm::any_of(slice.getOffsets(), [&](Value offset) {
+      return dependsOn(offset, iv);
+    });
+    if (!used)
+      return false;
+  }
+  return true;
+}
+
+/// The ops that fuse into `root`'s tiles: producers whose every user is in
+/// the group (so fusing computes them once, inside the tiles, and nowhere
+/// else), grown to a fixpoint so diamonds such as softmax's max feeding both
+/// the exponent sum and the division join together. Cheap producers are
+/// decided per use by the control function instead.
+llvm::SetVector<Operation *> computeFusionGroup(linalg::LinalgOp root) {
+  llvm::SetVector<Operation *> group;
+  group.insert(root);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (unsigned i = 0; i < group.size(); ++i) {
+      for (Value operand : group[i]->getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || group.contains(producer) ||
+            !isSafelyTileable(producer) ||
+            producer->getBlock() != root->getBlock())
+          continue;
+        bool exclusive = llvm::all_of(producer->getUsers(), [&](Operation *u) {
+          return group.contains(u);
+        });
+        if (exclusive) {
+          group.insert(producer);
+          changed = true;
+        }
+      }
+    }
+  }
+  return group;
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+/// The last linalg op of the function body that is not yet inside a tile
+/// and has not been given up on.
+linalg::LinalgOp findNextRoot(func::FuncOp func,
+                              const llvm::DenseSet<Operation *> &skipped) {
+  for (Operation &op : llvm::reverse(func.getBody().front())) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
+    if (linalgOp && linalgOp.hasPureTensorSemantics() &&
+        !skipped.contains(&op))
+      return linalgOp;
+  }
+  return nullptr;
+}
+
+struct SitsCpuTileAndFusePass
+    : cpu::impl::SitsCpuTileAndFuseBase<SitsCpuTileAndFusePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    CpuTilingConfig config = getCpuTilingConfig(func, numThreads);
+    IRRewriter rewriter(&getContext());
+
+    // Convolutions take the contraction path through im2col.
+    SmallVector<linalg::Conv2DNchwFchwOp> convs;
+    if (im2col)
+      func.walk([&](linalg::Conv2DNchwFchwOp conv) { convs.push_back(conv); });
+    for (linalg::Conv2DNchwFchwOp conv : convs) {
+      rewriter.setInsertionPoint(conv);
+      (void)linalg::rewriteInIm2Col(rewriter, conv);
+    }
+
+    llvm::DenseSet<Operation *> skipped;
+    SmallVector<scf::ForallOp> tiles;
+    while (linalg::LinalgOp root = findNextRoot(func, skipped)) {
+      skipped.insert(root);
+      if (!isSafelyTileable(root))
+        continue;
+      SmallVector<int64_t> sizes = selectDistributionTiles(root, config);
+      if (!distribute || llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+        continue;
+
+      llvm::SetVector<Operation *> group = computeFusionGroup(root);
+      scf::SCFTileAndFuseOptions options;
+      scf::SCFTilingOptions tiling;
+      tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+      tiling.setTileSizes(asFoldResults(&getContext(), sizes));
+      options.setTilingOptions(tiling);
+      options.setFusionControlFn(
+          [&](tensor::ExtractSliceOp slice, OpResult producer,
+              bool isDestination)
+              -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
+            Operation *op = producer.getOwner();
+            if (!isa<TilingInterface>(op) || !isSafelyTileable(op))
+              return std::nullopt;
+            // Initial values (fills) are always fused. Other producers fuse
+            // when each tile needs a part of them of its own, and then only
+            // cheap ones or ones the group owns, so no work is done twice.
+            if (isDestination)
+              return scf::SCFTileAndFuseOptions::ControlFnResult{};
+            if (!isDisjointPerTile(slice))
+              return std::nullopt;
+            if (isCheapToRecompute(op) || group.contains(op))
+              return scf::SCFTileAndFuseOptions::ControlFnResult{};
+            return std::nullopt;
+          });
+
+      rewriter.setInsertionPoint(root);
+      FailureOr<scf::SCFTileAndFuseResult> result =
+          scf::tileConsumerAndFuseProducersUsingSCF(
+              rewriter, cast<TilingInterface>(root.getOperation()), options);
+      if (failed(result))
+        continue;
+      for (OpResult res : root->getResults())
+        if (Value replacement = result->replacements.lookup(res))
+          rewriter.replaceAllUsesWith(res, replacement);
+      if (root->use_empty())
+        rewriter.eraseOp(root);
+      // Fusion leaves the slices it fused through behind, unused; they
+      // would keep the original producers alive.
+      for (LoopLikeOpInterface loop : result->loops)
+        loop->walk<WalkOrder::PostOrder, ReverseIterator>([&](Operation *op) {
+          if (isOpTriviallyDead(op))
+            rewriter.eraseOp(op);
+        });
+      // Producers are listed users first, so one pass frees whole chains.
+      for (Operation *producer : result->fusedProducers)
+        if (isOpTriviallyDead(producer))
+          rewriter.eraseOp(producer);
+      ++numGroups;
+      numFused += result->fusedProducers.size();
+      if (!result->loops.empty())
+        if (auto forall = dyn_cast<scf::ForallOp>(
+                result->loops.front().getOperation()))
+          tiles.push_back(forall);
+    }
+
+    // Second level: registers and vectors, inside every tile (and for ops
+    // that were not distributed).
+    SmallVector<linalg::LinalgOp> inner;
+    func.walk([&](linalg::LinalgOp op) {
+      if (op.hasPureTensorSemantics())
+        inner.push_back(op);
+    });
+    for (linalg::LinalgOp op : inner) {
+      if (!isSafelyTileable(op))
+        continue;
+      if (isContraction(op))
+        (void)tileContractionForRegisters(rewriter, op, config);
+      else if (op.getNumLoops() > 0)
+        (void)tileForVectors(rewriter, op, config);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,154 @@
+//===- Pipelines.cpp - Named SITS pass pipelines --------------------------===//
+
+#include "passes/Pipelines/Pipelines.h"
+
+#include "passes/Codegen/CPU/Passes.h"
+#include "passes/Conversion/Passes.h"
+#include "passes/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
+#include "mlir/Dialect/Async/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::sits;
+
+static void addCleanup(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::sits::buildCpuCodegenPassPipeline(
+    OpPassManager &pm, const CpuCodegenPipelineOptions &options) {
+  // Elementwise arith/math on tensors become linalg.generic, and chains of
+  // them fuse into one generic each, before tiling decides fusion groups:
+  // tiling fuses producers into consumers but not siblings into one loop.
+  // Nothing fuses into a contraction's operand: that would recompute it
+  // once per output column.
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
+  addCleanup(pm);
+
+  // Tiling works on tensors, where fusion is a matter of slicing values;
+  // after bufferization it would need alias analysis.
+  cpu::SitsCpuTileAndFuseOptions tiling;
+  tiling.numThreads = options.numThreads;
+  tiling.distribute = options.distribute;
+  tiling.im2col = options.im2col;
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuTileAndFuse(tiling));
+  addCleanup(pm);
+  if (options.vectorize) {
+    pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuVectorize());
+    addCleanup(pm);
+  }
+
+  // Bufferize with results as caller-provided out-params: the runtime owns
+  // every output buffer and the compiled code writes into it in place.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  addCleanup(pm);
+  // Weights leave the code for their own artifact section, passed in as a
+  // leading buffer argument: code size and compile time follow the graph.
+  pm.addPass(createSitsExternalizeWeights());
+  bufferization::BufferDeallocationPipelineOptions dealloc;
+  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+
+  // Vectors down to what LLVM selects well; remaining linalg ops (dynamic
+  // shapes, large reductions) become loops LLVM can still vectorize.
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuLowerVectors());
+  pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass(
+      VectorTransferToSCFOptions().enableFullUnroll()));
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  addCleanup(pm);
+
+  // Tiles run as tasks on the runtime's thread pool through MLIR's async
+  // runtime ABI (the runtime implements it). Each scf.forall iteration is
+  // already a coarse task, hence a minimum task size of one iteration.
+  if (options.numThreads == 1) {
+    pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  } else {
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    AsyncParallelForPassOptions parallel;
+    parallel.asyncDispatch = true;
+    parallel.numWorkerThreads =
+        options.numThreads > 0 ? int32_t(options.numThreads) : -1;
+    parallel.minTaskSize = 1;
+    pm.addPass(createAsyncParallelForPass(parallel));
+    pm.addPass(createAsyncToAsyncRuntimePass());
+    pm.addPass(createAsyncRuntimeRefCountingPass());
+    pm.addPass(createAsyncRuntimeRefCountingOptPass());
+    addCleanup(pm);
+  }
+
+  // To the LLVM dialect. Strided metadata and affine maps are expanded
+  // first so memref lowering only sees simple descriptors.
+  pm.addPass(cpu::createSitsCpuMarkEntryPoints());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertAsyncToLLVMPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(cpu::createSitsCpuPackEntryPoints());
+  addCleanup(pm);
+}
+
+void mlir::sits::buildSitsGraphPassPipeline(OpPassManager &pm) {
+  // Canonicalization first folds identity activations and quantize/
+  // dequantize round trips, so that epilogue fusion sees real producers.
+  addCleanup(pm);
+  pm.addPass(createSitsFuseEpilogue());
+  addCleanup(pm);
+}
+
+void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
+                                      const CpuCodegenPipelineOptions &options) {
+  buildSitsGraphPassPipeline(pm);
+  // The CPU kernels stream the rhs along its rows; constant weights used
+  // transposed are stored transposed once, at compile time.
+  pm.addPass(createSitsFoldWeightTransposes());
+  pm.addPass(createSitsConvertToLinalg());
+  addCleanup(pm);
+  buildCpuCodegenPassPipeline(pm, options);
+}
+
+void mlir::sits::registerSitsPipelines() {
+  PassPipelineRegistration<>(
+      "sits-graph-pipeline",
+      "Graph-level SITS passes (target independent)",
+      buildSitsGraphPassPipeline);
+  PassPipelineRegistration<CpuCodegenPipelineOptions>(
+      "sits-cpu-pipeline",
+      "A SITS model to the LLVM dialect for a CPU: what sits_mlir.compile "
+      "runs for target='cpu'",
+      buildCpuPassPipeline);
+  PassPipelineRegistration<CpuCodegenPipelineOptions>(
+      "sits-cpu-codegen",
+      "linalg on tensors to the LLVM dialect for a CPU: tile, fuse, "
+      "vectorize, bufferize with out-params, lower",
+      buildCpuCodegenPassPipeline);
+}

@@ -1,0 +1,57 @@
+//===- Pipelines.h - Named SITS pass pipelines -----------------*- C++ -*-===//
+//
+// Every pipeline the Python compiler runs is a named pipeline here, so that
+// `sits-opt --pass-pipeline='builtin.module(sits-cpu-codegen)'` reproduces
+// exactly what `sits_mlir.compile` did.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SITS_PASSES_PIPELINES_PIPELINES_H
+#define SITS_PASSES_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::sits {
+
+struct CpuCodegenPipelineOptions
+    : public PassPipelineOptions<CpuCodegenPipelineOptions> {
+  Option<int64_t> numThreads{
+      *this, "num-threads",
+      llvm::cl::desc("Threads to tile for (0: the target's core count; 1: "
+                     "single-threaded code without the async runtime)"),
+      llvm::cl::init(0)};
+  Option<bool> distribute{
+      *this, "distribute",
+      llvm::cl::desc("Tile fusion groups for multi-threaded execution"),
+      llvm::cl::init(true)};
+  Option<bool> vectorize{*this, "vectorize",
+                         llvm::cl::desc("Vectorize tiled linalg ops"),
+                         llvm::cl::init(true)};
+  Option<bool> im2col{
+      *this, "im2col",
+      llvm::cl::desc("Compute 2-D convolutions as im2col + contraction"),
+      llvm::cl::init(true)};
+};
+
+/// linalg on tensors -> LLVM dialect for the CPU named by the module's
+/// `sits.target` (the host by default). Public functions become entry points
+/// `void sits_entry_<name>(void **args)` taking memref descriptors of the
+/// inputs followed by the outputs, which are written in place.
+void buildCpuCodegenPassPipeline(OpPassManager &pm,
+                                 const CpuCodegenPipelineOptions &options);
+
+/// Graph-level SITS passes, independent of the target's instruction set.
+void buildSitsGraphPassPipeline(OpPassManager &pm);
+
+/// A model in SITS + upstream dialects on tensors -> LLVM dialect for a CPU:
+/// the graph pipeline, SITS to linalg, then buildCpuCodegenPassPipeline.
+void buildCpuPassPipeline(OpPassManager &pm,
+                          const CpuCodegenPipelineOptions &options);
+
+/// Registers the named pipelines with the global registry.
+void registerSitsPipelines();
+
+} // namespace mlir::sits
+
+#endif // SITS_PASSES_PIPELINES_PIPELINES_H

@@ -1,0 +1,273 @@
+"""The analysed ONNX graph: constants, import-time folding, liveness, uses.
+
+`Graph` is the one view of the model both the pre-flight check and the IR
+emission work from, so they always agree on which nodes are emitted:
+
+1. initializers and `Constant` nodes are constants;
+2. a live node whose inputs are all constants is evaluated at import time
+   (with `onnx.reference`), as are `Shape`/`Size` of statically shaped values;
+   quantization ops are never folded (they stay `sits.quantize` /
+   `sits.dequantize`), nor are results above `FOLD_LIMIT` elements;
+3. the nodes left to emit are those a graph output depends on, stopping at
+   constants.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from . import _types
+from ._load import LoadedModel, initializer_array
+
+#: Largest folded result, in elements.
+FOLD_LIMIT = 1 << 26
+#: Ops never evaluated at import time.
+_NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+            "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+            "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"}
+
+
+def attributes(node: onnx.NodeProto) -> dict:
+    """Attribute name -> Python value (bytes decoded to str)."""
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        out[a.name] = v
+    return out
+
+
+class FoldError(Exception):
+    pass
+
+
+def constant_node_value(node: onnx.NodeProto) -> np.ndarray:
+    """The tensor a `Constant` node holds; FoldError for sparse/string ones."""
+    if not node.attribute:
+        raise FoldError("Constant node without a value")
+    a = node.attribute[0]
+    if a.name == "value":
+        return numpy_helper.to_array(a.t)
+    if a.name == "value_float":
+        return np.array(a.f, dtype=np.float32)
+    if a.name == "value_floats":
+        return np.array(list(a.floats), dtype=np.float32)
+    if a.name == "value_int":
+        return np.array(a.i, dtype=np.int64)
+    if a.name == "value_ints":
+        return np.array(list(a.ints), dtype=np.int64)
+    raise FoldError(f"Constant with a '{a.name}' attribute")
+
+
+class Graph:
+    """See the module docstring. Node indices are positions in graph.node."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.model = loaded.model
+        self.opset = loaded.opset
+        self.opsets = loaded.opsets
+        self.types = loaded.types
+        g = self.model.graph
+        self.nodes = list(g.node)
+        self.consts: dict = {}
+        self.const_errors: dict = {}            # node index -> reason
+        for t in g.initializer:
+            self.consts[t.name] = t               # decoded lazily, see const()
+        self.initializer_names = set(self.consts)
+        self.inputs = [i.name for i in g.input if i.name not in self.consts]
+        self.outputs = [o.name for o in g.output]
+        self.producer = {}
+        for i, n in enumerate(self.nodes):
+            for o in n.output:
+                if o:
+                    self.producer[o] = i
+        self.folded: set = set()
+        self._fold()
+        self.emit_nodes = self._live()
+        self.consumers: dict = {}
+        for i in sorted(self.emit_nodes):
+            for name in self.nodes[i].input:
+                if name:
+                    self.consumers.setdefault(name, []).append(i)
+
+    # -- queries -----------------------------------------------------------
+
+    def node_name(self, index: int) -> str:
+        n = self.nodes[index]
+        return n.name or f"{n.op_type}_{index}"
+
+    def domain(self, index: int) -> str:
+        d = self.nodes[index].domain
+        return "" if d in ("", "ai.onnx") else d
+
+    def is_const(self, name: str) -> bool:
+        return name in self.consts
+
+    def const(self, name: str) -> Optional[np.ndarray]:
+        v = self.consts.get(name)
+        if isinstance(v, onnx.TensorProto):
+            v = initializer_array(v)
+            self.consts[name] = v
+        return v
+
+    def elem_type(self, name: str) -> Optional[int]:
+        if name in self.consts:
+            v = self.consts[name]
+            if isinstance(v, onnx.TensorProto):
+                return v.data_type
+            try:
+                return helper.np_dtype_to_tensor_dtype(v.dtype)
+            except Exception:  # strings and other objects
+                return onnx.TensorProto.STRING
+        t = self.types.get(name)
+        return t.elem_type if t else None
+
+    def dtype(self, name: str) -> Optional[np.dtype]:
+        et = self.elem_type(name)
+        try:
+            return _types.numpy_dtype(et)
+        except KeyError:
+            return None
+
+    def shape(self, name: str) -> Optional[tuple]:
+        """Static shape, None for dynamic dims; None if the rank is unknown."""
+        if name in self.consts:
+            v = self.consts[name]
+            if isinstance(v, onnx.TensorProto):
+                return tuple(int(d) for d in v.dims)
+            return tuple(v.shape)
+        t = self.types.get(name)
+        return t.static_shape if t else None
+
+    def sym_shape(self, name: str) -> Optional[tuple]:
+        """Shape with symbolic extents as their ONNX names (str), unknown
+        ones as None; None if the rank is unknown."""
+        if name in self.consts:
+            return self.shape(name)
+        t = self.types.get(name)
+        return t.shape if t else None
+
+    def rank(self, name: str) -> Optional[int]:
+        s = self.shape(name)
+        return None if s is None else len(s)
+
+    def uses(self, name: str) -> int:
+        return len(self.consumers.get(name, ())) + self.outputs.count(name)
+
+    def single_use(self, name: str) -> bool:
+        return self.uses(name) == 1 and name not in self.outputs
+
+    def producer_of(self, name: str) -> Optional[int]:
+        """Index of the emitted node producing `name` (None for inputs,
+        constants and folded values)."""
+        i = self.producer.get(name)
+        if i is None or i not in self.emit_nodes:
+            return None
+        return i
+
+    # -- folding and liveness ------------------------------------------------
+
+    def _needed_nodes(self, stop_at_consts: bool) -> set:
+        needed = set(self.outputs)
+        live = set()
+        for i in range(len(self.nodes) - 1, -1, -1):
+            n = self.nodes[i]
+            outs = [o for o in n.output if o]
+            if not any(o in needed for o in outs):
+                continue
+            if stop_at_consts and outs and all(o in self.consts for o in outs):
+                continue
+            live.add(i)
+            for name in n.input:
+                if name:
+                    needed.add(name)
+            # Values captured by subgraphs (If/Loop bodies) count as used.
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    for sn in sub.node:
+                        needed.update(x for x in sn.input if x)
+        return live
+
+    def _fold(self):
+        from ._load import reinfer
+
+        live = self._needed_nodes(stop_at_consts=False)
+        for _ in range(4):
+            if not self._fold_pass(live):
+                break
+            # New constants can make more shapes static (and more Shape ops
+            # foldable): let ONNX infer again with them.
+            folded = {o: self.consts[o] for i in self.folded if self.nodes[i].op_type != "Constant"
+                      for o in self.nodes[i].output if o}
+            self.types.update(reinfer(self.loaded, folded))
+
+    def _fold_pass(self, live) -> bool:
+        """Folds what can be; True if a non-Constant node was folded."""
+        changed = False
+        for i, n in enumerate(self.nodes):
+            if i not in live or i in self.folded or i in self.const_errors:
+                continue
+            domain = self.domain(i)
+            if domain != "":
+                continue
+            try:
+                values = self._fold_node(i, n)
+            except FoldError as e:
+                self.const_errors[i] = str(e)
+                continue
+            except Exception:  # left to the converter (or the pre-flight)
+                continue
+            if values is None:
+                continue
+            for name, v in zip(n.output, values):
+                if name:
+                    self.consts[name] = np.asarray(v)
+            self.folded.add(i)
+            changed = changed or n.op_type != "Constant"
+        return changed
+
+    def _fold_node(self, i, n):
+        op = n.op_type
+        if op == "Constant":
+            return [constant_node_value(n)]
+        if op in ("Shape", "Size") and n.input and n.input[0] not in self.consts:
+            shape = self.shape(n.input[0])
+            if shape is None:
+                return None
+            if op == "Size":
+                return [np.array(np.prod(shape), np.int64)] if None not in shape else None
+            a = attributes(n)
+            r = len(shape)
+            start = a.get("start", 0)
+            end = a.get("end", r)
+            start = min(max(start + r if start < 0 else start, 0), r)
+            end = min(max(end + r if end < 0 else end, 0), r)
+            sub = shape[start:end]
+            if None in sub:
+                return None
+            return [np.array(sub, dtype=np.int64)]
+        if op in _NO_FOLD or not n.output:
+            return None
+        ins = [x for x in n.input if x]
+        if not all(x in self.consts for x in ins):
+            return None
+        for o in n.output:
+            s = self.shape(o) if o else ()
+            if s is not None and None not in s and int(np.prod(s, dtype=np.int64)) > FOLD_LIMIT:
+                return None
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {x: self.const(x) for x in ins}
+        ev = ReferenceEvaluator(n, opsets={"": self.opset})
+        return ev.run(None, feeds)
+
+    def _live(self) -> set:
+        return self._needed_nodes(stop_at_consts=True)

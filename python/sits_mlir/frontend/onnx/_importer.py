@@ -1,0 +1,335 @@
+"""The import driver: pre-flight check, then IR emission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import onnx
+
+from ... import ir
+from ...dialects import func, tensor
+from ...errors import CompileError, Diagnostic, UnsupportedNode
+from . import _types
+from ._builder import Builder, shape_of
+from ._graph import Graph, attributes
+from ._load import LoadedModel
+from ._ops import CONVERTERS
+from ._patterns import emit_fusion, match
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input or output: its name, shape (a tuple; None marks a
+    dynamic extent) and NumPy dtype."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+
+
+@dataclass
+class ImportedModel:
+    """The result of `import_model`.
+
+    `module` holds one public `func.func @main` whose arguments are the graph
+    inputs and whose results are the graph outputs, in graph order.
+    `weights` maps each `dense_resource` name in the module to the NumPy
+    array holding its data (64-byte aligned); keep this object alive as long
+    as the module is used. `opset` is the model's ai.onnx opset and
+    `context` the `ir.Context` the module lives in.
+    """
+
+    module: ir.Module
+    inputs: list
+    outputs: list
+    weights: dict
+    opset: int
+    context: Optional[ir.Context] = field(default=None, repr=False)
+
+
+def _loc_str(name: str) -> str:
+    return 'loc("' + name.replace("\\", "\\\\").replace('"', '\\"') + '")'
+
+
+class Importer:
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.g = Graph(loaded)
+        self.matcher = match(self.g)
+        self.live = self._live_nodes()
+        self.values: dict = {}
+        self._transposes: dict = {}
+        self._attrs: dict = {}
+        self.b: Optional[Builder] = None
+
+    def _live_nodes(self) -> set:
+        """Emitted nodes some graph output still needs once fusions read only
+        their own inputs (e.g. a causal mask's producers become dead)."""
+        g, m = self.g, self.matcher
+        needed = set(g.outputs)
+        live = set()
+        for i in sorted(g.emit_nodes, reverse=True):
+            f = m.by_anchor.get(i)
+            if f is not None:
+                if f.output in needed:
+                    live.add(i)
+                    needed.update(f.external_inputs(g))
+                continue
+            if i in m.claimed:
+                continue
+            n = g.nodes[i]
+            if any(o in needed for o in n.output if o):
+                live.add(i)
+                conv = CONVERTERS.get((g.domain(i), n.op_type))
+                reads = conv.reads if conv is not None and conv.reads is not None \
+                    else range(len(n.input))
+                needed.update(n.input[k] for k in reads if k < len(n.input) and n.input[k])
+        return live
+
+    # -- pre-flight ------------------------------------------------------------
+
+    def _problem(self, i: int, message: str) -> UnsupportedNode:
+        g = self.g
+        n = g.nodes[i]
+        domain = g.domain(i)
+        return UnsupportedNode(message=message, location=_loc_str(g.node_name(i)),
+                               op_type=n.op_type, node_name=g.node_name(i),
+                               domain=domain or "ai.onnx", opset=g.opsets.get(domain, 0))
+
+    def _value_problem(self, name: str) -> Optional[str]:
+        """Why `name`'s type cannot be imported (None if it can). Returns ''
+        when the cause lies upstream (an unknown input rank)."""
+        g = self.g
+        et = g.elem_type(name)
+        if et is None:
+            return ""
+        if g.dtype(name) is None:
+            return f"unsupported element type {_types.dtype_name(et)} of '{name}'"
+        if g.shape(name) is None:
+            return ""
+        return None
+
+    def preflight(self) -> list:
+        g = self.g
+        problems = []
+        for kind, names in (("input", g.inputs), ("output", g.outputs)):
+            for name in names:
+                if kind == "output" and g.producer_of(name) is not None:
+                    continue  # reported with its producer
+                et = g.elem_type(name)
+                reason = None
+                if et is None:
+                    reason = "is not a tensor"
+                elif g.dtype(name) is None:
+                    reason = f"has the unsupported element type {_types.dtype_name(et)}"
+                elif g.shape(name) is None:
+                    reason = "has an unknown rank"
+                if reason:
+                    problems.append(UnsupportedNode(
+                        message=f"graph {kind} '{name}' {reason}", location=_loc_str(name),
+                        op_type=f"graph {kind}", node_name=name, domain="ai.onnx",
+                        opset=g.opset))
+        for i in sorted(self.live):
+            if i in self.matcher.claimed:
+                continue
+            reason = self._node_problem(i)
+            if reason:
+                problems.append(self._problem(i, reason))
+        return problems
+
+    def _node_problem(self, i: int) -> Optional[str]:
+        g = self.g
+        n = g.nodes[i]
+        domain = g.domain(i)
+        if i in g.const_errors:
+            return g.const_errors[i]
+        conv = CONVERTERS.get((domain, n.op_type))
+        if conv is None:
+            if domain not in ("", "ai.onnx.ml"):
+                return f"unknown op (domain '{domain}' is not supported)"
+            try:
+                onnx.defs.get_schema(n.op_type, g.opsets.get(domain, g.opset), domain)
+            except Exception:
+                return "unknown op"
+            return f"{n.op_type} is not supported by SITS"
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return "ops with subgraphs are not supported"
+        upstream = False
+        for name in list(n.input) + list(n.output):
+            if not name:
+                continue
+            if name in n.output and not g.uses(name) and name != n.output[0]:
+                continue
+            r = self._value_problem(name)
+            if r:
+                return r
+            if r == "":
+                if name in n.output and not any(
+                        self._value_problem(x) == "" for x in n.input if x):
+                    return (f"the shape of output '{name}' could not be inferred "
+                            f"(it may depend on run-time data)")
+                upstream = True
+        if upstream or conv.check is None:
+            return None
+        try:
+            return conv.check(g, n)
+        except Exception as e:  # a check must not crash on odd models
+            return f"cannot be checked ({type(e).__name__}: {e})"
+
+    # -- emission helpers (the converters' context) ----------------------------
+
+    def attrs(self, node) -> dict:
+        key = id(node)
+        a = self._attrs.get(key)
+        if a is None:
+            a = self._attrs[key] = attributes(node)
+        return a
+
+    def const_value(self, array, name, elem=None) -> ir.Value:
+        """A constant derived from ONNX value `name` (the value itself when
+        `array` is its unchanged data)."""
+        if elem is None and self.g.is_const(name) and self.g.const(name) is array:
+            return self.get(name)
+        return self.b.constant(np.asarray(array), name=name, elem=elem)
+
+    def get(self, name: str) -> ir.Value:
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        g = self.g
+        if g.is_const(name):
+            producer = g.producer.get(name)
+            loc = ir.Location.name(g.node_name(producer) if producer is not None else name)
+            with loc:
+                v = self.b.constant(g.const(name), name=name)
+            self.values[name] = v
+            return v
+        raise KeyError(f"value '{name}' is not available")
+
+    def transpose(self, v: ir.Value, source_name: str, perm) -> ir.Value:
+        """Transpose of ONNX value `source_name`, shared by every user."""
+        key = (source_name, tuple(int(p) for p in perm))
+        t = self._transposes.get(key)
+        if t is None:
+            t = self._transposes[key] = self.b.transpose(v, perm)
+        return t
+
+    def elementwise(self, fn, names, out_name) -> ir.Value:
+        """`fn` over ONNX values `names` broadcast to `out_name`'s shape.
+        Constant splats become splat constants of the result shape."""
+        g = self.g
+        out_shape = g.shape(out_name)
+        static_out = out_shape is not None and None not in out_shape
+        vals = []
+        for name in names:
+            if static_out and g.is_const(name):
+                c = g.const(name)
+                if c.size >= 1 and (c.size == 1 or _all_equal(c)):
+                    vals.append(("splat", c.reshape(-1)[0]))
+                    continue
+            vals.append(("value", self.get(name)))
+        b = self.b
+        values = [v for k, v in vals if k == "value"]
+        mixed = self._result_shape(values, out_shape)
+        ops = []
+        for (k, v), name in zip(vals, names):
+            if k == "splat":
+                ops.append(b.splat(v.item(), mixed, _types.mlir_type(g.dtype(name))))
+            else:
+                ops.append(b.broadcast_to(v, mixed))
+        return fn(*ops)
+
+    def _result_shape(self, values, out_shape):
+        b = self.b
+        if out_shape is not None and None not in out_shape:
+            return list(out_shape)
+        if not values:
+            raise ValueError("dynamic result shape without operands")
+        return b.broadcast_shape(values, out_shape)
+
+    # -- emission ----------------------------------------------------------------
+
+    def _bind(self, name: str, value: Optional[ir.Value]):
+        if not name or value is None:
+            return
+        expected = self.g.shape(name)
+        if expected is not None:
+            have = shape_of(value)
+            if len(have) == len(expected) and have != expected:
+                # Pin extents ONNX knows statically.
+                merged = tuple(e if e is not None else h for h, e in zip(have, expected))
+                if merged != have and all(h is None or e is None or h == e
+                                          for h, e in zip(have, expected)):
+                    value = tensor.cast(self.b.tensor_type(merged, ir.RankedTensorType(
+                        value.type).element_type), value)
+        self.values[name] = value
+
+    def _emit_node(self, i: int):
+        g = self.g
+        n = g.nodes[i]
+        f = self.matcher.by_anchor.get(i)
+        with ir.Location.name(g.node_name(f.loc_node if f else i)):
+            if f is not None:
+                self._bind(f.output, emit_fusion(self, f))
+                return
+            conv = CONVERTERS[(g.domain(i), n.op_type)]
+            outs = conv.emit(self, n)
+            for name, v in zip(n.output, outs):
+                self._bind(name, v)
+
+    def build(self, context: Optional[ir.Context]) -> ImportedModel:
+        g = self.g
+        weights: dict = {}
+        ctx = context or ir.Context.current or ir.Context()
+        # The module, @main and its return carry the graph's name.
+        with ctx, ir.Location.name(g.model.graph.name or "main"):
+            self.b = Builder(weights)
+            module = ir.Module.create()
+            in_specs = [TensorSpec(n, g.shape(n), g.dtype(n)) for n in g.inputs]
+            arg_types = [self.b.tensor_type(s.shape, s.dtype) for s in in_specs]
+            with ir.InsertionPoint(module.body):
+                fn = func.FuncOp("main", (arg_types, []))
+                block = fn.add_entry_block(arg_locs=[ir.Location.name(n) for n in g.inputs])
+                for name, arg in zip(g.inputs, block.arguments):
+                    self.values[name] = arg
+                with ir.InsertionPoint(block):
+                    for i in sorted(self.live):
+                        try:
+                            self._emit_node(i)
+                        except CompileError:
+                            raise
+                        except ir.MLIRError as e:
+                            raise CompileError.from_mlir_error(
+                                f"importing node '{g.node_name(i)}' ({g.nodes[i].op_type}) "
+                                f"failed", e) from None
+                        except Exception as e:
+                            raise CompileError(
+                                f"internal error importing node '{g.node_name(i)}' "
+                                f"({g.nodes[i].op_type})",
+                                [Diagnostic(f"{type(e).__name__}: {e}",
+                                            _loc_str(g.node_name(i)))]) from e
+                    results = []
+                    for name in g.outputs:
+                        with ir.Location.name(name):
+                            results.append(self.get(name))
+                    func.ReturnOp(results)
+                fn.attributes["function_type"] = ir.TypeAttr.get(
+                    ir.FunctionType.get(arg_types, [r.type for r in results]))
+            try:
+                module.operation.verify()
+            except ir.MLIRError as e:
+                raise CompileError.from_mlir_error("the imported module does not verify", e) from None
+            out_specs = [TensorSpec(n, shape_of(r), g.dtype(n)) for n, r in zip(g.outputs, results)]
+        return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
+                             weights=weights, opset=g.opset, context=ctx)
+
+
+def _all_equal(c: np.ndarray) -> bool:
+    flat = c.reshape(-1)
+    try:
+        return bool(np.all(flat == flat[0]))
+    except TypeError:
+        return False

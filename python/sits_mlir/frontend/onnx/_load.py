@@ -1,0 +1,292 @@
+"""Reading, validating and shape-inferring an ONNX model.
+
+Everything here turns user errors (a missing file, bytes that are not ONNX,
+a model `onnx.checker` rejects, an opset SITS does not read) into one
+`CompileError` with a clear message.
+
+Shapes come from `onnx.shape_inference.infer_shapes(strict_mode=True,
+data_prop=True)`, run on a *skeleton* of the model: initializers larger than
+`_SKELETON_LIMIT` elements are declared as typed graph inputs instead of
+carrying their data, so inference costs time and memory proportional to the
+graph, not to the weights. Small initializers keep their data because data
+propagation reads them (shape tensors, axes, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import CompileError, Diagnostic
+
+#: ai.onnx opsets this frontend reads (op semantics were reviewed up to here).
+MIN_OPSET, MAX_OPSET = 13, 23
+_SKELETON_LIMIT = 1024
+_STANDARD_DOMAINS = ("", "ai.onnx")
+#: Domain given to ops ONNX does not know, so the checker and shape inference
+#: skip them and the pre-flight check reports them instead.
+UNKNOWN_DOMAIN = "sits.unknown"
+
+# Contrib ops SITS supports whose output 0 has the shape of input 0; shape
+# inference sees them as `Identity` (ONNX itself does not know them).
+SHAPE_PRESERVING_CONTRIB = {
+    ("", "SimplifiedLayerNormalization"),
+    ("com.microsoft", "SimplifiedLayerNormalization"),
+}
+
+
+@dataclass
+class ValueType:
+    """Inferred type of one ONNX value: element type and shape. `shape` is
+    None when even the rank is unknown; a dimension is an int, or a str
+    (symbolic, from `dim_param`), or None (unknown)."""
+
+    elem_type: int
+    shape: Optional[tuple]
+
+    @property
+    def rank(self):
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static_shape(self) -> Optional[tuple]:
+        """The shape with every non-integer dimension as None."""
+        if self.shape is None:
+            return None
+        return tuple(d if isinstance(d, int) else None for d in self.shape)
+
+
+@dataclass
+class LoadedModel:
+    model: onnx.ModelProto
+    opset: int
+    opsets: dict
+    types: dict = field(default_factory=dict)        # name -> ValueType
+    path: Optional[str] = None
+    skeleton: Optional[onnx.ModelProto] = None
+
+
+def _fail(summary: str, detail: str = "") -> CompileError:
+    return CompileError(summary, [Diagnostic(detail)] if detail else [])
+
+
+def read_model(model) -> tuple:
+    """Returns (ModelProto, path or None) or raises CompileError."""
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return _parse(bytes(model), "<bytes>"), None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise _fail(f"cannot read ONNX model '{path}': no such file")
+        if os.path.isdir(path):
+            raise _fail(f"cannot read ONNX model '{path}': it is a directory")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise _fail(f"cannot read ONNX model '{path}': {e.strerror or e}") from None
+        proto = _parse(data, path)
+        base = os.path.dirname(os.path.abspath(path))
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+            try:
+                onnx.external_data_helper.load_external_data_for_model(proto, base)
+            except Exception as e:  # missing or short external data file
+                raise _fail(f"cannot load the external data of '{path}': {e}") from None
+        return proto, path
+    raise _fail(f"expected a path to an .onnx file, its bytes or an onnx.ModelProto, "
+                f"got {type(model).__name__}")
+
+
+def _parse(data: bytes, what: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as e:
+        raise _fail(f"'{what}' is not an ONNX model (protobuf parse error: {e})") from None
+    if proto.ir_version <= 0 or not proto.HasField("graph") or not proto.opset_import:
+        raise _fail(f"'{what}' is not an ONNX model (no IR version, graph or opset import)")
+    return proto
+
+
+def _schema_known(node: onnx.NodeProto, opsets: Mapping[str, int]) -> bool:
+    domain = node.domain or ""
+    version = opsets.get(domain if domain != "ai.onnx" else "", 0)
+    try:
+        onnx.defs.get_schema(node.op_type, version, domain)
+        return True
+    except Exception:
+        return False
+
+
+def _skeleton(model: onnx.ModelProto, opsets, dynamic_dims) -> onnx.ModelProto:
+    """A light copy of `model` for checking and shape inference: big
+    initializers become typed inputs, ops ONNX does not know get a custom
+    domain (or an Identity stand-in when SITS knows their shape), and symbolic
+    input dimensions named in `dynamic_dims` get their fixed size."""
+    g = model.graph
+    skel = onnx.ModelProto()
+    skel.ir_version = max(model.ir_version, 4)
+    skel.opset_import.extend(model.opset_import)
+    sg = skel.graph
+    sg.name = g.name or "main"
+    init_names = {t.name for t in g.initializer}
+    sg.input.extend(i for i in g.input if i.name not in init_names)
+    for t in g.initializer:
+        if int(np.prod(t.dims, dtype=np.int64)) <= _SKELETON_LIMIT:
+            sg.initializer.append(t)
+        else:
+            sg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    sg.output.extend(g.output)
+    sg.value_info.extend(g.value_info)
+    sg.sparse_initializer.extend(g.sparse_initializer)
+    need_unknown_domain = False
+    for node in g.node:
+        key = (node.domain or "", node.op_type)
+        if key in SHAPE_PRESERVING_CONTRIB:
+            stand_in = onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]],
+                                             name=node.name)
+            sg.node.append(stand_in)
+            if len(node.output) > 1:
+                n2 = onnx.NodeProto()
+                n2.CopyFrom(node)
+                del n2.output[0]
+                n2.domain = UNKNOWN_DOMAIN
+                sg.node.append(n2)
+                need_unknown_domain = True
+            continue
+        n = sg.node.add()
+        n.CopyFrom(node)
+        if node.domain in _STANDARD_DOMAINS + ("ai.onnx.ml",) and not _schema_known(node, opsets):
+            n.domain = UNKNOWN_DOMAIN
+            need_unknown_domain = True
+    if need_unknown_domain:
+        skel.opset_import.append(onnx.helper.make_opsetid(UNKNOWN_DOMAIN, 1))
+    if dynamic_dims:
+        known = set()
+        for inp in sg.input:
+            for d in inp.type.tensor_type.shape.dim:
+                if d.HasField("dim_param"):
+                    known.add(d.dim_param)
+        unknown = sorted(set(dynamic_dims) - known)
+        if unknown:
+            raise _fail(f"dynamic_dims names {', '.join(map(repr, unknown))}, which "
+                        f"no graph input has; symbolic dimensions are: "
+                        f"{', '.join(sorted(known)) or 'none'}")
+        for inp in sg.input:
+            for d in inp.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and dynamic_dims.get(d.dim_param) is not None:
+                    size = dynamic_dims[d.dim_param]
+                    if not isinstance(size, (int, np.integer)) or size < 0:
+                        raise _fail(f"dynamic_dims[{d.dim_param!r}] must be a "
+                                    f"non-negative int or None, got {size!r}")
+                    d.Clear()
+                    d.dim_value = int(size)
+    return skel
+
+
+def _value_type(vi: onnx.ValueInfoProto) -> Optional[ValueType]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return None
+    tt = t.tensor_type
+    if not tt.HasField("shape"):
+        return ValueType(tt.elem_type, None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return ValueType(tt.elem_type, tuple(dims))
+
+
+def load(model, *, dynamic_dims=None) -> LoadedModel:
+    """Reads and validates `model`, and infers every value's type."""
+    proto, path = read_model(model)
+    opsets = {}
+    for o in proto.opset_import:
+        opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
+    opset = opsets.get("")
+    if opset is None:
+        raise _fail("the model imports no ai.onnx opset")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise _fail(f"the model uses ai.onnx opset {opset}; SITS reads opsets "
+                    f"{MIN_OPSET} to {MAX_OPSET} (convert it with "
+                    f"onnx.version_converter)")
+    if dynamic_dims is not None and not isinstance(dynamic_dims, Mapping):
+        raise _fail("dynamic_dims must be a mapping from symbolic dimension names "
+                    f"to sizes (or None), got {type(dynamic_dims).__name__}")
+    skel = _skeleton(proto, opsets, dynamic_dims or {})
+    try:
+        onnx.checker.check_model(skel)
+    except onnx.checker.ValidationError as e:
+        raise _fail("invalid ONNX model (onnx.checker)", str(e).strip().splitlines()[0]
+                    if str(e).strip() else repr(e)) from None
+    except Exception as e:
+        raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
+    types = _infer(skel)
+    for t in proto.graph.initializer:
+        types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
+    return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
+                       skeleton=skel)
+
+
+def _infer(skel: onnx.ModelProto) -> dict:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skel, strict_mode=True, data_prop=True)
+    except Exception as e:
+        msg = str(e).strip()
+        raise _fail("ONNX shape inference failed on the model",
+                    msg.splitlines()[-1] if msg else repr(e)) from None
+    types = {}
+    ig = inferred.graph
+    for vi in list(ig.input) + list(ig.value_info) + list(ig.output):
+        vt = _value_type(vi)
+        if vt is not None:
+            types[vi.name] = vt
+    return types
+
+
+def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray]) -> dict:
+    """Shape inference again, with the values folded at import time given to
+    ONNX as initializers (and their producers removed), so shapes that
+    depend on them (e.g. an Expand to a computed shape) become static."""
+    skel = onnx.ModelProto()
+    skel.CopyFrom(loaded.skeleton)
+    g = skel.graph
+    keep = [n for n in g.node if not all((not o) or o in folded for o in n.output)]
+    del g.node[:]
+    g.node.extend(keep)
+    existing = {t.name for t in g.initializer} | {i.name for i in g.input}
+    for name, a in folded.items():
+        if name in existing:
+            continue
+        a = np.asarray(a)
+        tensor = None
+        if a.size <= _SKELETON_LIMIT:
+            try:
+                tensor = numpy_helper.from_array(a, name)
+            except Exception:
+                tensor = None
+        if tensor is not None:
+            g.initializer.append(tensor)
+        else:
+            et = onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
+            g.input.append(onnx.helper.make_tensor_value_info(name, et, list(a.shape)))
+    return _infer(skel)
+
+
+def initializer_array(t: onnx.TensorProto) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:
+        raise _fail(f"cannot read initializer '{t.name}': {e}") from None

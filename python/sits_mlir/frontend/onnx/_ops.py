@@ -1,0 +1,1553 @@
+"""Converters from single ONNX ops to SITS and upstream MLIR ops.
+
+Each converter has an `emit(ctx, node)` returning one MLIR value per ONNX
+output (None for unused optional outputs), and optionally a `check(g, node)`
+returning why this node cannot be imported (None when it can). The pre-flight
+check calls only `check`, on the same analysed graph, so it reports exactly
+what `emit` would fail on. Converters fetch every operand (`ctx.get`) before
+building ops with regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+from onnx import numpy_helper
+
+from ... import ir
+from ...dialects import arith, linalg, math, sits, tensor
+from . import _types
+from ._builder import DYN, elem_of, reassociation, reshape_kind, shape_of
+from ._graph import attributes
+
+
+@dataclass
+class Converter:
+    emit: Callable
+    check: Optional[Callable] = None
+    #: False for ops registered only to give the pre-flight check a
+    #: specific reason (quantized ops, data-dependent shapes).
+    supported: bool = True
+    #: Indices of the inputs `emit` reads as run-time values (None: all);
+    #: the others are read only as constants or not at all.
+    reads: Optional[tuple] = None
+
+
+#: (domain, op_type) -> Converter.
+CONVERTERS: dict = {}
+
+
+def converter(*op_types, check=None, domain="", reads=None):
+    def deco(fn):
+        for t in op_types:
+            CONVERTERS[(domain, t)] = Converter(fn, check, reads=reads)
+        return fn
+    return deco
+
+
+# -- helpers ------------------------------------------------------------------
+
+I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
+
+
+def i64_attr(v):
+    return ir.IntegerAttr.get(I64(), int(v))
+
+
+def f64_attr(v):
+    return ir.FloatAttr.get_f64(float(v))
+
+
+def has_input(node, k):
+    return k < len(node.input) and node.input[k] != ""
+
+
+def norm_axis(axis, rank):
+    return axis + rank if axis < 0 else axis
+
+
+def _dt(g, name):
+    return g.dtype(name)
+
+
+def need_float(g, node, k=0):
+    dt = g.dtype(node.input[k])
+    if dt is not None and not _types.is_float(dt):
+        return f"needs a floating-point input, got {np.dtype(dt).name}"
+    return None
+
+
+def need_const(g, node, *ks, what=None):
+    for k in ks:
+        if has_input(node, k) and not g.is_const(node.input[k]):
+            return (f"input {k} ('{node.input[k]}') must be known at import time "
+                    f"(it is computed at run time{', ' + what if what else ''})")
+    return None
+
+
+def need_static(g, name, axes=None, what="this op"):
+    s = g.shape(name)
+    if s is None:
+        return f"the rank of '{name}' is unknown"
+    dims = range(len(s)) if axes is None else axes
+    if any(s[d] is None for d in dims):
+        return f"{what} needs static extents of '{name}', got {_fmt(s)}"
+    return None
+
+
+def _fmt(shape):
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def unused_outputs(*ks):
+    def check(g, node):
+        for k in ks:
+            if k < len(node.output) and node.output[k] and g.uses(node.output[k]):
+                return f"output {k} ('{node.output[k]}') is used; only output 0 is supported"
+        return None
+    return check
+
+
+# -- elementwise --------------------------------------------------------------
+
+_CMPF = {"Equal": "OEQ", "Greater": "OGT", "Less": "OLT",
+         "GreaterOrEqual": "OGE", "LessOrEqual": "OLE"}
+_CMPI_S = {"Equal": "eq", "Greater": "sgt", "Less": "slt",
+           "GreaterOrEqual": "sge", "LessOrEqual": "sle"}
+_CMPI_U = {"Equal": "eq", "Greater": "ugt", "Less": "ult",
+           "GreaterOrEqual": "uge", "LessOrEqual": "ule"}
+
+
+def binary_fn(op: str, dt) -> Callable:
+    f, u = _types.is_float(dt), _types.is_unsigned(dt)
+    table = {
+        "Add": arith.addf if f else arith.addi,
+        "Sub": arith.subf if f else arith.subi,
+        "Mul": arith.mulf if f else arith.muli,
+        "Div": arith.divf if f else (arith.divui if u else arith.divsi),
+        "Max": arith.maximumf if f else (arith.maxui if u else arith.maxsi),
+        "Min": arith.minimumf if f else (arith.minui if u else arith.minsi),
+        "And": arith.andi, "Or": arith.ori, "Xor": arith.xori,
+    }
+    if op in table:
+        return table[op]
+    if op in _CMPF:
+        if f:
+            pred = getattr(arith.CmpFPredicate, _CMPF[op])
+            return lambda a, b: arith.cmpf(pred, a, b)
+        pred = getattr(arith.CmpIPredicate, (_CMPI_U if u else _CMPI_S)[op])
+        return lambda a, b: arith.cmpi(pred, a, b)
+    raise KeyError(op)
+
+
+def _check_binary(g, node):
+    a = _dt(g, node.input[0])
+    op = node.op_type
+    if op in ("And", "Or", "Xor") and a is not None and not _types.is_bool(a):
+        return f"{op} on {np.dtype(a).name} tensors is not supported"
+    if op in ("Add", "Sub", "Mul", "Div") and a is not None and _types.is_bool(a):
+        return f"{op} on bool tensors is not supported"
+    return None
+
+
+@converter("Add", "Sub", "Mul", "Div", "And", "Or", "Xor", "Equal", "Greater",
+           "Less", "GreaterOrEqual", "LessOrEqual", check=_check_binary)
+def _binary(ctx, node):
+    dt = ctx.g.dtype(node.input[0])
+    return [ctx.elementwise(binary_fn(node.op_type, dt), node.input[:2], node.output[0])]
+
+
+def _check_pow(g, node):
+    a = _dt(g, node.input[0])
+    if a is not None and not _types.is_float(a):
+        return f"Pow with a {np.dtype(a).name} base is not supported"
+    return None
+
+
+@converter("Pow", check=_check_pow)
+def _pow(ctx, node):
+    g = ctx.g
+    exp_name = node.input[1]
+    if g.is_const(exp_name):
+        e = g.const(exp_name)
+        if e.size >= 1 and np.all(e == e.reshape(-1)[0]):
+            val = float(e.reshape(-1)[0])
+            x_shape = g.shape(node.input[0])
+            if g.shape(node.output[0]) == x_shape and None not in (x_shape or (None,)):
+                x = ctx.get(node.input[0])
+                if val == 1.0:
+                    return [x]
+                if val == 2.0:
+                    return [arith.mulf(x, x)]
+                if val == 0.5:
+                    return [math.sqrt(x)]
+    base_dt = g.dtype(node.input[0])
+    exp_dt = g.dtype(exp_name)
+    if exp_dt != base_dt:
+        e = ctx.get(exp_name)
+        e = cast_value(ctx, e, exp_dt, base_dt)
+        x = ctx.get(node.input[0])
+        return [ctx.b.elementwise(math.powf, [x, e], g.shape(node.output[0]))]
+    return [ctx.elementwise(math.powf, node.input[:2], node.output[0])]
+
+
+def _check_mod(g, node):
+    a = _dt(g, node.input[0])
+    fmod = attributes(node).get("fmod", 0)
+    if a is not None and _types.is_float(a) and not fmod:
+        return "Mod on floats needs fmod=1"
+    return None
+
+
+@converter("Mod", check=_check_mod)
+def _mod(ctx, node):
+    dt = ctx.g.dtype(node.input[0])
+    fmod = ctx.attrs(node).get("fmod", 0)
+    u = _types.is_unsigned(dt)
+    if _types.is_float(dt):
+        return [ctx.elementwise(arith.remf, node.input[:2], node.output[0])]
+    if fmod or u:
+        return [ctx.elementwise(arith.remui if u else arith.remsi, node.input[:2], node.output[0])]
+
+    def python_mod(a, b):
+        # remsi truncates; ONNX (fmod=0) takes the divisor's sign.
+        r = arith.remsi(a, b)
+        zero = ctx.b.splat(0, ctx.b.mixed_shape(r), elem_of(r))
+        fix = arith.andi(arith.cmpi(arith.CmpIPredicate.ne, r, zero),
+                         arith.xori(arith.cmpi(arith.CmpIPredicate.slt, r, zero),
+                                    arith.cmpi(arith.CmpIPredicate.slt, b, zero)))
+        return arith.select(fix, arith.addi(r, b), r)
+    return [ctx.elementwise(python_mod, node.input[:2], node.output[0])]
+
+
+def _variadic_check(g, node):
+    if node.op_type == "Mean" and not _types.is_float(_dt(g, node.input[0]) or np.float32):
+        return "Mean of integer tensors is not supported"
+    return None
+
+
+@converter("Max", "Min", "Sum", "Mean", check=_variadic_check)
+def _variadic(ctx, node):
+    dt = ctx.g.dtype(node.input[0])
+    op = {"Sum": "Add", "Mean": "Add"}.get(node.op_type, node.op_type)
+    fn = binary_fn(op, dt)
+    names = [n for n in node.input if n]
+    vals = [ctx.get(n) for n in names]
+    hint = ctx.g.shape(node.output[0])
+    shape = ctx.b.broadcast_shape(vals, hint)
+    vals = [ctx.b.broadcast_to(v, shape) for v in vals]
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = fn(acc, v)
+    if node.op_type == "Mean" and len(vals) > 1:
+        acc = arith.divf(acc, ctx.b.splat(len(vals), ctx.b.mixed_shape(acc), elem_of(acc)))
+    return [acc]
+
+
+_UNARY_F = {
+    "Sqrt": math.sqrt, "Exp": math.exp, "Log": math.log, "Erf": math.erf,
+    "Abs": math.absf, "Neg": arith.negf, "Floor": math.floor, "Ceil": math.ceil,
+    "Round": math.roundeven, "Sin": math.sin, "Cos": math.cos, "Tan": math.tan,
+    "Atan": math.atan,
+}
+
+
+def _check_unary(g, node):
+    dt = _dt(g, node.input[0])
+    if dt is None:
+        return None
+    if node.op_type in ("Abs", "Neg") and not _types.is_bool(dt):
+        return None
+    if node.op_type == "Abs" and _types.is_unsigned(dt):
+        return None
+    return need_float(g, node)
+
+
+@converter(*_UNARY_F, "Reciprocal", "IsNaN", check=_check_unary)
+def _unary(ctx, node):
+    x = ctx.get(node.input[0])
+    dt = ctx.g.dtype(node.input[0])
+    op = node.op_type
+    if not _types.is_float(dt):
+        if op == "Abs":
+            return [x if _types.is_unsigned(dt) else math.absi(x)]
+        if op == "Neg":
+            return [arith.subi(ctx.b.splat(0, ctx.b.mixed_shape(x), elem_of(x)), x)]
+    if op == "Reciprocal":
+        return [arith.divf(ctx.b.splat(1.0, ctx.b.mixed_shape(x), elem_of(x)), x)]
+    if op == "IsNaN":
+        return [arith.cmpf(arith.CmpFPredicate.UNO, x, x)]
+    return [_UNARY_F[op](x)]
+
+
+@converter("Not")
+def _not(ctx, node):
+    x = ctx.get(node.input[0])
+    return [arith.xori(x, ctx.b.splat(1, ctx.b.mixed_shape(x), elem_of(x)))]
+
+
+_ACTIVATIONS = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
+
+
+def _check_gelu(g, node):
+    approx = attributes(node).get("approximate", "none")
+    if approx not in ("none", "tanh"):
+        return f"unsupported attribute value approximate='{approx}' (none or tanh)"
+    return need_float(g, node)
+
+
+@converter("Relu", "Sigmoid", "Tanh", check=need_float)
+def _activation(ctx, node):
+    kind = getattr(sits.ActivationKind, _ACTIVATIONS[node.op_type])
+    return [sits.activation(kind, ctx.get(node.input[0]))]
+
+
+@converter("Gelu", check=_check_gelu)
+def _gelu(ctx, node):
+    approx = ctx.attrs(node).get("approximate", "none")
+    kind = sits.ActivationKind.GeluTanh if approx == "tanh" else sits.ActivationKind.Gelu
+    return [sits.activation(kind, ctx.get(node.input[0]))]
+
+
+@converter("LeakyRelu", check=need_float)
+def _leaky_relu(ctx, node):
+    alpha = ctx.attrs(node).get("alpha", 0.01)
+    x = ctx.get(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+    zero = ctx.b.splat(0.0, shape, e)
+    neg = arith.mulf(x, ctx.b.splat(alpha, shape, e))
+    return [arith.select(arith.cmpf(arith.CmpFPredicate.OGE, x, zero), x, neg)]
+
+
+@converter("PRelu", check=need_float)
+def _prelu(ctx, node):
+    x = ctx.get(node.input[0])
+    slope = ctx.get(node.input[1])
+    shape = ctx.b.broadcast_shape([x, slope], ctx.g.shape(node.output[0]))
+    x = ctx.b.broadcast_to(x, shape)
+    slope = ctx.b.broadcast_to(slope, shape)
+    zero = ctx.b.splat(0.0, shape, elem_of(x))
+    return [arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, zero), arith.mulf(x, slope), x)]
+
+
+@converter("Elu", check=need_float)
+def _elu(ctx, node):
+    alpha = ctx.attrs(node).get("alpha", 1.0)
+    x = ctx.get(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+    zero = ctx.b.splat(0.0, shape, e)
+    neg = arith.mulf(ctx.b.splat(alpha, shape, e), math.expm1(x))
+    return [arith.select(arith.cmpf(arith.CmpFPredicate.OGE, x, zero), x, neg)]
+
+
+@converter("HardSigmoid", "HardSwish", check=need_float)
+def _hard_sigmoid(ctx, node):
+    a = ctx.attrs(node)
+    alpha, beta = (a.get("alpha", 0.2), a.get("beta", 0.5)) if node.op_type == "HardSigmoid" \
+        else (1.0 / 6.0, 0.5)
+    x = ctx.get(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+    y = arith.addf(arith.mulf(x, ctx.b.splat(alpha, shape, e)), ctx.b.splat(beta, shape, e))
+    y = arith.minimumf(arith.maximumf(y, ctx.b.splat(0.0, shape, e)), ctx.b.splat(1.0, shape, e))
+    if node.op_type == "HardSwish":
+        y = arith.mulf(x, y)
+    return [y]
+
+
+def _check_clip(g, node):
+    return need_float(g, node) if g.dtype(node.input[0]) is not None and \
+        _types.is_bool(g.dtype(node.input[0])) else None
+
+
+@converter("Clip", check=_check_clip)
+def _clip(ctx, node):
+    x = ctx.get(node.input[0])
+    dt = ctx.g.dtype(node.input[0])
+    shape = ctx.b.mixed_shape(x)
+    for k, fn in ((1, binary_fn("Max", dt)), (2, binary_fn("Min", dt))):
+        if has_input(node, k):
+            name = node.input[k]
+            if ctx.g.is_const(name):
+                bound = ctx.b.splat(ctx.g.const(name).reshape(-1)[0].item(), shape, elem_of(x))
+            else:
+                bound = ctx.b.broadcast_to(ctx.get(name), shape)
+            x = fn(x, bound)
+    return [x]
+
+
+@converter("Where")
+def _where(ctx, node):
+    return [ctx.elementwise(arith.select, node.input[:3], node.output[0])]
+
+
+def cast_value(ctx, v: ir.Value, src, dst) -> ir.Value:
+    """Converts `v` from NumPy dtype `src` to `dst` with ONNX Cast semantics."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return v
+    b = ctx.b
+    target = b.tensor_type(shape_of(v), dst)
+    fs, fd = _types.is_float(src), _types.is_float(dst)
+    if _types.is_bool(dst):
+        zero = b.splat(0, b.mixed_shape(v), elem_of(v))
+        if fs:
+            return arith.cmpf(arith.CmpFPredicate.UNE, v, zero)
+        return arith.cmpi(arith.CmpIPredicate.ne, v, zero)
+    if fs and fd:
+        ws, wd = ir.FloatType(elem_of(v)).width, ir.FloatType(_types.mlir_type(dst)).width
+        if ws < wd:
+            return arith.extf(target, v)
+        if ws > wd:
+            return arith.truncf(target, v)
+        mid = b.tensor_type(shape_of(v), np.float32)
+        return arith.truncf(target, arith.extf(mid, v))
+    if fs:
+        return (arith.fptoui if _types.is_unsigned(dst) else arith.fptosi)(target, v)
+    unsigned_src = _types.is_unsigned(src) or _types.is_bool(src)
+    if fd:
+        return (arith.uitofp if unsigned_src else arith.sitofp)(target, v)
+    ws = ir.IntegerType(elem_of(v)).width
+    wd = ir.IntegerType(_types.mlir_type(dst)).width
+    if ws < wd:
+        return (arith.extui if unsigned_src else arith.extsi)(target, v)
+    if ws > wd:
+        return arith.trunci(target, v)
+    return v  # signed <-> unsigned of one width: same bits
+
+
+def _check_cast(g, node):
+    to = attributes(node).get("to")
+    if node.op_type == "Cast" and to not in _types.SUPPORTED_ONNX_TYPES:
+        return f"unsupported attribute value to={_types.dtype_name(to)}"
+    if attributes(node).get("saturate", 1) == 0:
+        return "saturate=0 is not supported"
+    dt = g.dtype(node.input[0])
+    out = g.dtype(node.output[0])
+    for d in (dt, out):
+        if d is not None and str(d) in ("float8_e4m3fn", "float8_e5m2"):
+            return "casts to or from fp8 are not supported (use QuantizeLinear)"
+    return None
+
+
+@converter("Cast", "CastLike", check=_check_cast)
+def _cast(ctx, node):
+    return [cast_value(ctx, ctx.get(node.input[0]), ctx.g.dtype(node.input[0]),
+                       ctx.g.dtype(node.output[0]))]
+
+
+@converter("Identity")
+def _identity(ctx, node):
+    return [ctx.get(node.input[0])]
+
+
+def _check_dropout(g, node):
+    if has_input(node, 2):
+        t = g.const(node.input[2]) if g.is_const(node.input[2]) else None
+        if t is None or bool(np.asarray(t).reshape(-1)[0]):
+            return "training_mode must be a constant false"
+    return unused_outputs(1)(g, node)
+
+
+@converter("Dropout", check=_check_dropout)
+def _dropout(ctx, node):
+    return [ctx.get(node.input[0])] + [None] * (len(node.output) - 1)
+
+
+# -- contractions -------------------------------------------------------------
+
+def _check_matmul(g, node):
+    for k in (0, 1):
+        r = need_float(g, node, k)
+        if r:
+            return "MatMul " + r
+    for k in (0, 1):
+        if g.rank(node.input[k]) == 0:
+            return "MatMul of a 0-D operand"
+    return None
+
+
+def emit_matmul(ctx, a_name, b_name, bias=None):
+    b = ctx.b
+    a, w = ctx.get(a_name), ctx.get(b_name)
+    ra, rb = len(shape_of(a)), len(shape_of(w))
+    if ra == 1:
+        a = b.expand(a, [[0, 1]], (1,) + shape_of(a))
+    if rb == 1:
+        w = b.expand(w, [[0, 1]], shape_of(w) + (1,))
+    y = sits.matmul(a, w, bias=bias)
+    if ra == 1 or rb == 1:
+        s = list(shape_of(y))
+        drop = [len(s) - 1] if rb == 1 else []
+        if ra == 1:
+            drop.append(len(s) - 2)
+        keep = [i for i in range(len(s)) if i not in drop]
+        y = b.drop_unit_dims(y, keep)
+    return y
+
+
+@converter("MatMul", check=_check_matmul)
+def _matmul(ctx, node):
+    return [emit_matmul(ctx, node.input[0], node.input[1])]
+
+
+def _check_gemm(g, node):
+    for k in (0, 1):
+        r = need_float(g, node, k)
+        if r:
+            return "Gemm " + r
+    return None
+
+
+@converter("Gemm", check=_check_gemm)
+def _gemm(ctx, node):
+    g, b = ctx.g, ctx.b
+    a = ctx.attrs(node)
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    ta, tb = bool(a.get("transA", 0)), bool(a.get("transB", 0))
+    A, B = ctx.get(node.input[0]), ctx.get(node.input[1])
+    out_shape = g.shape(node.output[0])
+    n = out_shape[1]
+    bias = None
+    c_name = node.input[2] if has_input(node, 2) else None
+    c_shape = g.shape(c_name) if c_name else None
+    if c_name and alpha == 1.0 and c_shape is not None and len(c_shape) >= 1 \
+            and all(d == 1 for d in c_shape[:-1]) and c_shape[-1] == n and n is not None \
+            and (n != 1 or len(c_shape) == 1):
+        if g.is_const(c_name):
+            c = g.const(c_name).reshape(-1)
+            if beta != 1.0:
+                c = (c * np.asarray(beta, dtype=c.dtype)).astype(c.dtype)
+            bias = ctx.const_value(c, c_name)
+        else:
+            bias = ctx.get(c_name)
+            if len(c_shape) > 1:
+                bias = b.drop_unit_dims(bias, [len(c_shape) - 1])
+            if beta != 1.0:
+                bias = arith.mulf(bias, b.splat(beta, b.mixed_shape(bias), elem_of(bias)))
+        c_name = None
+    y = sits.matmul(A, B, bias=bias, transpose_lhs=ta or None, transpose_rhs=tb or None)
+    elem = elem_of(y)
+    if alpha != 1.0:
+        y = arith.mulf(y, b.splat(alpha, b.mixed_shape(y), elem))
+    if c_name and beta != 0.0:
+        if g.is_const(c_name):
+            c = g.const(c_name)
+            if beta != 1.0:
+                c = (c * np.asarray(beta, dtype=c.dtype)).astype(c.dtype)
+            cv = ctx.const_value(c, c_name)
+        else:
+            cv = ctx.get(c_name)
+            if beta != 1.0:
+                cv = arith.mulf(cv, b.splat(beta, b.mixed_shape(cv), elem))
+        y = arith.addf(y, b.broadcast_to(cv, b.mixed_shape(y)))
+    return [y]
+
+
+def conv_padding(g, node, x_shape, w_shape):
+    """Explicit [begins..., ends...] padding of a Conv/Pool node, or a str
+    reason when it cannot be resolved."""
+    a = attributes(node)
+    k = len(x_shape) - 2
+    strides = list(a.get("strides", [1] * k))
+    dil = list(a.get("dilations", [1] * k))
+    kernel = list(a.get("kernel_shape", w_shape[2:] if w_shape else []))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        return list(a.get("pads", [0] * (2 * k)))
+    if auto_pad == "VALID":
+        return [0] * (2 * k)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begins, ends = [], []
+        for i in range(k):
+            d = x_shape[2 + i]
+            if d is None or kernel[i] is None:
+                return f"auto_pad={auto_pad} needs static spatial extents"
+            out = -(-d // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - d)
+            small, big = total // 2, total - total // 2
+            begins.append(small if auto_pad == "SAME_UPPER" else big)
+            ends.append(big if auto_pad == "SAME_UPPER" else small)
+        return begins + ends
+    return f"unsupported attribute value auto_pad='{auto_pad}'"
+
+
+def _check_conv(g, node):
+    r = need_float(g, node) or need_float(g, node, 1)
+    if r:
+        return r
+    xs, ws = g.shape(node.input[0]), g.shape(node.input[1])
+    if xs is None or ws is None:
+        return "input ranks are unknown"
+    if not 3 <= len(xs) <= 5:
+        return f"{len(xs) - 2}-D convolution is not supported (1-D to 3-D are)"
+    pads = conv_padding(g, node, xs, ws)
+    if isinstance(pads, str):
+        return pads
+    return None
+
+
+def conv_attrs(g, node):
+    a = attributes(node)
+    xs, ws = g.shape(node.input[0]), g.shape(node.input[1])
+    k = len(xs) - 2
+    kw = {}
+    strides = list(a.get("strides", [1] * k))
+    dil = list(a.get("dilations", [1] * k))
+    pads = conv_padding(g, node, xs, ws)
+    if any(s != 1 for s in strides):
+        kw["strides"] = ir.DenseI64ArrayAttr.get(strides)
+    if any(p != 0 for p in pads):
+        kw["padding"] = ir.DenseI64ArrayAttr.get(pads)
+    if any(d != 1 for d in dil):
+        kw["dilations"] = ir.DenseI64ArrayAttr.get(dil)
+    if a.get("group", 1) != 1:
+        kw["groups"] = i64_attr(a["group"])
+    return kw
+
+
+@converter("Conv", check=_check_conv)
+def _conv(ctx, node):
+    x, w = ctx.get(node.input[0]), ctx.get(node.input[1])
+    bias = ctx.get(node.input[2]) if has_input(node, 2) else None
+    return [sits.conv(x, w, bias=bias, **conv_attrs(ctx.g, node))]
+
+
+# -- pooling ------------------------------------------------------------------
+
+def _pool_geometry(g, node):
+    """(kernel, strides, dilations, pads_begin, pads_end) where pads_end
+    includes the extra ceil_mode padding, or a str reason."""
+    xs = g.shape(node.input[0])
+    ys = g.shape(node.output[0])
+    a = attributes(node)
+    if xs is None or len(xs) != 4:
+        return "only 2-D pooling (NCHW inputs) is supported"
+    if None in xs[2:] or ys is None or None in ys[2:]:
+        return "pooling needs static spatial extents"
+    kernel = list(a["kernel_shape"])
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    pads = conv_padding(g, node, xs, [None, None] + kernel)
+    if isinstance(pads, str):
+        return pads
+    begin, end = pads[:2], pads[2:]
+    for i in range(2):
+        needed = (ys[2 + i] - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1
+        have = xs[2 + i] + begin[i] + end[i]
+        if needed > have:
+            end[i] += needed - have
+    return kernel, strides, dil, begin, end
+
+
+def _check_pool(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    a = attributes(node)
+    if a.get("storage_order", 0) != 0:
+        return "unsupported attribute value storage_order=1"
+    r = unused_outputs(1)(g, node)
+    if r:
+        return r
+    geo = _pool_geometry(g, node)
+    return geo if isinstance(geo, str) else None
+
+
+def pad_tensor(ctx, x, begin, end, value):
+    """`tensor.pad` of `x` with `value` (low `begin`, high `end`)."""
+    b = ctx.b
+    if not any(begin) and not any(end):
+        return x
+    elem = elem_of(x)
+    s = shape_of(x)
+    out = [None if d is None else d + lo + hi for d, lo, hi in zip(s, begin, end)]
+    pad_value = value if isinstance(value, ir.Value) else b.scalar(value, elem)
+    op = tensor.PadOp(b.tensor_type(out, elem), x, [], [], list(begin), list(end))
+    block = op.regions[0].blocks.append(*([ir.IndexType.get()] * len(s)))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(pad_value)
+    return op.result
+
+
+@converter("MaxPool", "AveragePool", check=_check_pool)
+def _pool(ctx, node):
+    b, g = ctx.b, ctx.g
+    x = ctx.get(node.input[0])
+    elem = elem_of(x)
+    kernel, strides, dil, begin, end = _pool_geometry(g, node)
+    ys = g.shape(node.output[0])
+    is_max = node.op_type == "MaxPool"
+    fill_value = float("-inf") if is_max else 0.0
+    pad_value = b.scalar(fill_value, elem)
+    xp = pad_tensor(ctx, x, [0, 0] + begin, [0, 0] + end, pad_value)
+    out_shape = b.mixed_shape(x)[:2] + list(ys[2:])
+    init = b.fill(b.scalar(fill_value, elem), b.empty(out_shape, elem))
+    window = b.empty(kernel, elem)
+    pool = linalg.pooling_nchw_max if is_max else linalg.pooling_nchw_sum
+    y = pool(xp, window, outs=[init], strides=strides, dilations=dil)
+    if is_max:
+        return [y]
+    counts = _avg_counts(g, node, kernel, strides, dil, begin, end)
+    if np.all(counts == counts.flat[0]):
+        div = b.splat(float(counts.flat[0]), b.mixed_shape(y), elem)
+    else:
+        c = ctx.const_value(counts.astype(g.dtype(node.input[0])), "pool_counts")
+        div = b.broadcast_to(c, b.mixed_shape(y))
+    return [arith.divf(y, div)]
+
+
+def _avg_counts(g, node, kernel, strides, dil, begin, end):
+    """Divisor of each AveragePool output position (ONNX semantics)."""
+    xs = g.shape(node.input[0])
+    ys = g.shape(node.output[0])
+    a = attributes(node)
+    include_pad = a.get("count_include_pad", 0)
+    explicit = conv_padding(g, node, xs, [None, None] + kernel)
+    counts = np.ones(ys[2:], dtype=np.float64)
+    for i in range(2):
+        d = xs[2 + i]
+        lo = begin[i]
+        valid_lo, valid_hi = (0, d) if not include_pad else (-explicit[i], d + explicit[2 + i])
+        per = np.zeros(ys[2 + i])
+        for o in range(ys[2 + i]):
+            taps = o * strides[i] - lo + dil[i] * np.arange(kernel[i])
+            per[o] = np.count_nonzero((taps >= valid_lo) & (taps < valid_hi))
+        counts = counts * (per.reshape(-1, 1) if i == 0 else per.reshape(1, -1))
+    return counts
+
+
+def _check_global_pool(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None or len(xs) < 3:
+        return "needs an [N, C, ...] input"
+    if node.op_type == "GlobalAveragePool" and None in xs[2:]:
+        return "GlobalAveragePool needs static spatial extents"
+    return None
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool", check=_check_global_pool)
+def _global_pool(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    axes = list(range(2, rank))
+    if node.op_type == "GlobalMaxPool":
+        y = b.reduce(x, axes, arith.maximumf, float("-inf"))
+        return [b.keep_dims(y, rank, axes)]
+    y = b.reduce(x, axes, lambda v, acc: arith.addf(acc, v), 0.0)
+    count = int(np.prod(shape_of(x)[2:]))
+    y = arith.divf(y, b.splat(float(count), b.mixed_shape(y), elem_of(y)))
+    return [b.keep_dims(y, rank, axes)]
+
+
+# -- normalization ------------------------------------------------------------
+
+def _check_bn(g, node):
+    a = attributes(node)
+    if a.get("training_mode", 0):
+        return "training_mode=1 is not supported (inference only)"
+    r = need_float(g, node) or unused_outputs(1, 2)(g, node)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None or len(xs) < 2:
+        return "needs an [N, C, ...] input"
+    return None
+
+
+def bn_affine(g, node):
+    """(a, b) with BatchNormalization(x) = x * a + b per channel, from
+    constant parameters (computed like onnxruntime), or None."""
+    names = node.input[1:5]
+    if not all(g.is_const(n) for n in names):
+        return None
+    scale, bias, mean, var = (g.const(n).astype(np.float64) for n in names)
+    eps = attributes(node).get("epsilon", 1e-5)
+    a = scale / np.sqrt(var + np.float32(eps))
+    return a, bias - mean * a
+
+
+@converter("BatchNormalization", check=_check_bn)
+def _batch_norm(ctx, node):
+    g, b = ctx.g, ctx.b
+    x = ctx.get(node.input[0])
+    dt = g.dtype(node.input[0])
+    rank = len(shape_of(x))
+    shape = b.mixed_shape(x)
+    channel_shape = [shape_of(x)[1]] + [1] * (rank - 2)
+    ab = bn_affine(g, node)
+    if ab is not None:
+        av = ctx.const_value(ab[0].astype(dt).reshape(channel_shape), node.input[1] + "_bn_scale")
+        bv = ctx.const_value(ab[1].astype(dt).reshape(channel_shape), node.input[2] + "_bn_bias")
+    else:
+        scale, bias, mean, var = (ctx.get(n) for n in node.input[1:5])
+        elem = elem_of(x)
+        eps = ctx.attrs(node).get("epsilon", 1e-5)
+        cs = b.mixed_shape(var)
+        av = arith.divf(scale, math.sqrt(arith.addf(var, b.splat(eps, cs, elem))))
+        bv = arith.subf(bias, arith.mulf(mean, av))
+        av = b.reshape(av, channel_shape)
+        bv = b.reshape(bv, channel_shape)
+    y = arith.mulf(x, b.broadcast_to(av, shape))
+    return [arith.addf(y, b.broadcast_to(bv, shape)), None, None][:len(node.output)]
+
+
+def _check_layer_norm(g, node):
+    r = need_float(g, node) or unused_outputs(1, 2)(g, node)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "input rank is unknown"
+    axis = norm_axis(attributes(node).get("axis", -1), len(xs))
+    normalized = xs[axis:]
+    for k in (1, 2):
+        if has_input(node, k):
+            s = g.shape(node.input[k])
+            if s is None:
+                return f"the rank of input {k} is unknown"
+            core = s[max(0, len(s) - len(normalized)):]
+            if any(d != 1 for d in s[:len(s) - len(core)]):
+                return f"input {k} does not broadcast to the normalized shape"
+            if tuple(core) != tuple(normalized) and None in normalized:
+                return f"input {k} must have the normalized shape when it is dynamic"
+    return None
+
+
+def norm_param(ctx, name, normalized):
+    """A LayerNorm/RMSNorm scale or bias at exactly the normalized shape."""
+    g, b = ctx.g, ctx.b
+    normalized = tuple(normalized)
+    if g.is_const(name) and None not in normalized:
+        c = g.const(name)
+        if c.ndim > len(normalized):
+            c = c.reshape(c.shape[c.ndim - len(normalized):])
+        if tuple(c.shape) != normalized:
+            c = np.ascontiguousarray(np.broadcast_to(c, normalized))
+        return ctx.const_value(c, name)
+    v = ctx.get(name)
+    s = shape_of(v)
+    if len(s) > len(normalized):
+        v = b.drop_unit_dims(v, list(range(len(s) - len(normalized), len(s))))
+    if shape_of(v) != normalized:
+        v = b.broadcast_to(v, list(normalized))  # static: see _check_layer_norm
+    return v
+
+
+@converter("LayerNormalization", check=_check_layer_norm)
+def _layer_norm(ctx, node):
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    rank = len(shape_of(x))
+    axis = norm_axis(a.get("axis", -1), rank)
+    normalized = shape_of(x)[axis:]
+    scale = norm_param(ctx, node.input[1], normalized)
+    bias = norm_param(ctx, node.input[2], normalized) if has_input(node, 2) else None
+    y = sits.layer_norm(x, scale, bias=bias, axis=i64_attr(a.get("axis", -1)),
+                        epsilon=f64_attr(a.get("epsilon", 1e-5)))
+    return [y] + [None] * (len(node.output) - 1)
+
+
+def _check_rms_norm(g, node):
+    r = need_float(g, node) or unused_outputs(1, 2, 3)(g, node)
+    if r:
+        return r
+    if node.op_type == "SimplifiedLayerNormalization" and len(node.input) > 2:
+        return "a bias input is not supported"
+    return None
+
+
+@converter("SimplifiedLayerNormalization", "RMSNormalization", check=_check_rms_norm)
+def _rms_norm(ctx, node):
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    rank = len(shape_of(x))
+    axis = norm_axis(a.get("axis", -1), rank)
+    scale = norm_param(ctx, node.input[1], shape_of(x)[axis:])
+    y = sits.rms_norm(x, scale, axis=i64_attr(a.get("axis", -1)),
+                      epsilon=f64_attr(a.get("epsilon", 1e-5)))
+    return [y] + [None] * (len(node.output) - 1)
+
+
+CONVERTERS[("com.microsoft", "SimplifiedLayerNormalization")] = Converter(_rms_norm, _check_rms_norm)
+
+
+@converter("Softmax", check=need_float)
+def _softmax(ctx, node):
+    axis = ctx.attrs(node).get("axis", -1)
+    return [sits.softmax(ctx.get(node.input[0]), axis=i64_attr(axis))]
+
+
+@converter("LogSoftmax", check=need_float)
+def _log_softmax(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    axis = norm_axis(ctx.attrs(node).get("axis", -1), rank)
+    shape = b.mixed_shape(x)
+    m = b.keep_dims(b.reduce(x, [axis], arith.maximumf, float("-inf")), rank, [axis])
+    s = arith.subf(x, b.broadcast_to(m, shape))
+    z = b.reduce(math.exp(s), [axis], lambda v, acc: arith.addf(acc, v), 0.0)
+    lz = b.keep_dims(math.log(z), rank, [axis])
+    return [arith.subf(s, b.broadcast_to(lz, shape))]
+
+
+# -- reductions ---------------------------------------------------------------
+
+_REDUCE_INPUT_AXES_SINCE = {"ReduceSum": 13}
+
+
+def reduce_axes(g, node):
+    """Sorted non-negative axes of a Reduce* node, [] for 'no reduction'
+    (noop_with_empty_axes), or a str reason."""
+    a = attributes(node)
+    rank = g.rank(node.input[0])
+    if rank is None:
+        return "input rank is unknown"
+    since = _REDUCE_INPUT_AXES_SINCE.get(node.op_type, 18)
+    axes = None
+    if g.opset >= since:
+        if has_input(node, 1):
+            if not g.is_const(node.input[1]):
+                return "input 'axes' must be known at import time"
+            axes = [int(v) for v in g.const(node.input[1]).reshape(-1)]
+    else:
+        axes = a.get("axes")
+    if not axes:
+        if a.get("noop_with_empty_axes", 0):
+            return []
+        axes = list(range(rank))
+    return sorted({norm_axis(int(x), rank) for x in axes})
+
+
+def _check_reduce(g, node):
+    dt = g.dtype(node.input[0])
+    axes = reduce_axes(g, node)
+    if isinstance(axes, str):
+        return axes
+    if dt is not None and _types.is_bool(dt):
+        return "reductions of bool tensors are not supported"
+    if node.op_type in ("ReduceMean", "ReduceL2", "ReduceLogSumExp"):
+        if dt is not None and not _types.is_float(dt):
+            return f"{node.op_type} of integer tensors is not supported"
+        s = g.shape(node.input[0])
+        if any(s[x] is None for x in axes):
+            return f"{node.op_type} needs static extents along the reduced axes"
+    return None
+
+
+@converter("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+           "ReduceSumSquare", "ReduceL1", "ReduceL2", check=_check_reduce)
+def _reduce(ctx, node):
+    b, g = ctx.b, ctx.g
+    x = ctx.get(node.input[0])
+    dt = g.dtype(node.input[0])
+    axes = reduce_axes(g, node)
+    if not axes:
+        return [x]
+    rank = len(shape_of(x))
+    op = node.op_type
+    f, u = _types.is_float(dt), _types.is_unsigned(dt)
+    if op == "ReduceSumSquare" or op == "ReduceL2":
+        x = (arith.mulf if f else arith.muli)(x, x)
+    elif op == "ReduceL1":
+        x = math.absf(x) if f else (x if u else math.absi(x))
+    add = (lambda v, acc: arith.addf(acc, v)) if f else (lambda v, acc: arith.addi(acc, v))
+    if op in ("ReduceMax", "ReduceMin"):
+        is_max = op == "ReduceMax"
+        if f:
+            combine = (lambda v, acc: arith.maximumf(acc, v)) if is_max else \
+                (lambda v, acc: arith.minimumf(acc, v))
+            init = float("-inf") if is_max else float("inf")
+        else:
+            info = np.iinfo(dt)
+            combine = {(True, False): lambda v, acc: arith.maxsi(acc, v),
+                       (True, True): lambda v, acc: arith.maxui(acc, v),
+                       (False, False): lambda v, acc: arith.minsi(acc, v),
+                       (False, True): lambda v, acc: arith.minui(acc, v)}[(is_max, u)]
+            init = int(info.min if is_max else info.max)
+    elif op == "ReduceProd":
+        combine = (lambda v, acc: arith.mulf(acc, v)) if f else (lambda v, acc: arith.muli(acc, v))
+        init = 1
+    else:
+        combine, init = add, 0
+    y = b.reduce(x, axes, combine, init)
+    if op == "ReduceMean":
+        count = int(np.prod([shape_of(x)[a] for a in axes]))
+        y = arith.divf(y, b.splat(float(count), b.mixed_shape(y), elem_of(y)))
+    elif op == "ReduceL2":
+        y = math.sqrt(y)
+    if ctx.attrs(node).get("keepdims", 1):
+        y = b.keep_dims(y, rank, axes)
+    return [y]
+
+
+# -- shapes -------------------------------------------------------------------
+
+def _check_reshape_to_inferred(g, node, what):
+    src = g.shape(node.input[0])
+    dst = g.shape(node.output[0])
+    if src is None or dst is None:
+        return f"the {what} result shape could not be inferred"
+    if reshape_kind(src, dst) is None and not symbolic_reshape_ok(g, node.input[0], node.output[0]):
+        return (f"{what} from {_fmt(src)} to {_fmt(dst)} is neither a collapse nor an "
+                f"expansion and has dynamic extents")
+    return None
+
+
+def symbolic_reshape_ok(g, src_name, dst_name) -> bool:
+    """Whether ONNX's symbolic shapes prove that reshaping `src_name` to
+    `dst_name` keeps each dynamic extent whole (so a collapse/expand whose
+    dynamic extents come from the source is exact)."""
+    s, d = g.sym_shape(src_name), g.sym_shape(dst_name)
+    if s is None or d is None:
+        return False
+    if len(s) == len(d):
+        return all(a == b and a is not None for a, b in zip(s, d))
+    big, small = (s, d) if len(s) > len(d) else (d, s)
+    groups = reassociation(tuple(x if isinstance(x, int) else None for x in big),
+                           tuple(x if isinstance(x, int) else None for x in small))
+    if groups is None:
+        return False
+    for group, dim in zip(groups, small):
+        dyn = [big[i] for i in group if not isinstance(big[i], int)]
+        if dyn and (len(dyn) != 1 or dyn[0] is None or dyn[0] != dim):
+            return False
+    return True
+
+
+def _check_reshape(g, node):
+    if not g.is_const(node.input[1]):
+        if symbolic_reshape_ok(g, node.input[0], node.output[0]):
+            return None
+        return need_const(g, node, 1, what="and ONNX cannot prove the result shape")
+    return _check_reshape_to_inferred(g, node, "Reshape")
+
+
+def _reshape_to_inferred(ctx, node):
+    return [ctx.b.reshape(ctx.get(node.input[0]), ctx.g.shape(node.output[0]))]
+
+
+# The result shape is ONNX's inferred one: the shape input is never read.
+converter("Reshape", check=_check_reshape, reads=(0,))(_reshape_to_inferred)
+converter("Flatten", check=lambda g, n: _check_reshape_to_inferred(g, n, "Flatten"))(
+    _reshape_to_inferred)
+
+
+def _check_squeeze(g, node):
+    if g.opset >= 13:
+        r = need_const(g, node, 1)
+        if r:
+            return r
+    return _check_reshape_to_inferred(g, node, node.op_type)
+
+
+converter("Squeeze", "Unsqueeze", check=_check_squeeze)(_reshape_to_inferred)
+
+
+@converter("Transpose")
+def _transpose(ctx, node):
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    perm = ctx.attrs(node).get("perm", list(range(rank))[::-1])
+    return [ctx.transpose(x, node.input[0], perm)]
+
+
+@converter("Concat")
+def _concat(ctx, node):
+    vals = [ctx.get(n) for n in node.input if n]
+    shapes = [shape_of(v) for v in vals]
+    rank = len(shapes[0])
+    axis = norm_axis(ctx.attrs(node)["axis"], rank)
+    vals = [v for v, s in zip(vals, shapes) if s[axis] != 0] or vals[:1]
+    if len(vals) == 1:
+        return [vals[0]]
+    shapes = [shape_of(v) for v in vals]
+    inferred = ctx.g.shape(node.output[0]) or (None,) * rank
+    out = []
+    for d in range(rank):
+        col = [s[d] for s in shapes]
+        if inferred[d] is not None:
+            out.append(inferred[d])
+        elif d == axis:
+            out.append(None if None in col else sum(col))
+        else:
+            known = [c for c in col if c is not None]
+            out.append(known[0] if known else None)
+    return [tensor.concat(ctx.b.tensor_type(out, elem_of(vals[0])), axis, vals)]
+
+
+def slice_params(g, node):
+    """Per-axis (start, size, step) of a Slice node, or a str reason."""
+    r = need_const(g, node, 1, 2, 3, 4)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "input rank is unknown"
+    starts = g.const(node.input[1]).reshape(-1).astype(np.int64)
+    ends = g.const(node.input[2]).reshape(-1).astype(np.int64)
+    rank = len(xs)
+    axes = g.const(node.input[3]).reshape(-1) if has_input(node, 3) else np.arange(len(starts))
+    steps = g.const(node.input[4]).reshape(-1) if has_input(node, 4) else np.ones(len(starts), np.int64)
+    params = {}
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = norm_axis(int(ax), rank)
+        st, en, sp = int(st), int(en), int(sp)
+        d = xs[ax]
+        if sp <= 0:
+            return "Slice with a negative step is not supported"
+        if d is None:
+            if st == 0 and en >= (1 << 62):
+                continue
+            return f"Slice along axis {ax}, whose extent is dynamic, is not supported"
+        st = min(max(st + d if st < 0 else st, 0), d)
+        en = min(max(en + d if en < 0 else en, 0), d)
+        size = max(0, -(-(en - st) // sp))
+        params[ax] = (st, size, sp)
+    return params
+
+
+def _check_slice(g, node):
+    p = slice_params(g, node)
+    return p if isinstance(p, str) else None
+
+
+def extract_slice(ctx, x, params):
+    """`tensor.extract_slice` with per-axis (start, size, step); other axes whole."""
+    b = ctx.b
+    s = shape_of(x)
+    offsets, sizes, strides, dyn_sizes = [], [], [], []
+    out = []
+    for d in range(len(s)):
+        if d in params:
+            st, size, sp = params[d]
+            offsets.append(st)
+            sizes.append(size)
+            strides.append(sp)
+            out.append(size)
+        else:
+            offsets.append(0)
+            strides.append(1)
+            if s[d] is None:
+                sizes.append(DYN)
+                dyn_sizes.append(b.dim(x, d))
+            else:
+                sizes.append(s[d])
+            out.append(s[d])
+    if all(o == 0 for o in offsets) and all(st == 1 for st in strides) and tuple(out) == s:
+        return x
+    return tensor.extract_slice(b.tensor_type(out, elem_of(x)), x, [], dyn_sizes, [],
+                                offsets, sizes, strides)
+
+
+@converter("Slice", check=_check_slice)
+def _slice(ctx, node):
+    return [extract_slice(ctx, ctx.get(node.input[0]), slice_params(ctx.g, node))]
+
+
+def _check_split(g, node):
+    r = need_const(g, node, 1)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "input rank is unknown"
+    axis = norm_axis(attributes(node).get("axis", 0), len(xs))
+    for o in node.output:
+        s = g.shape(o) if o else ()
+        if s is None or (o and s[axis] is None):
+            return "Split needs static output extents along the split axis"
+    return None
+
+
+@converter("Split", check=_check_split)
+def _split(ctx, node):
+    g = ctx.g
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    axis = norm_axis(ctx.attrs(node).get("axis", 0), rank)
+    outs, offset = [], 0
+    for o in node.output:
+        size = g.shape(o)[axis]
+        outs.append(extract_slice(ctx, x, {axis: (offset, size, 1)}) if o else None)
+        offset += size
+    return outs
+
+
+def _check_gather(g, node):
+    xs, is_ = g.shape(node.input[0]), g.shape(node.input[1])
+    if xs is None or is_ is None:
+        return "input ranks are unknown"
+    axis = norm_axis(attributes(node).get("axis", 0), len(xs))
+    if xs[axis] is None and not g.is_const(node.input[1]):
+        return "Gather along a dynamic axis is not supported"
+    return None
+
+
+@converter("Gather", check=_check_gather)
+def _gather(ctx, node):
+    g, b = ctx.g, ctx.b
+    data = ctx.get(node.input[0])
+    ds = shape_of(data)
+    axis = norm_axis(ctx.attrs(node).get("axis", 0), len(ds))
+    idx_name = node.input[1]
+    if g.is_const(idx_name):
+        idx = g.const(idx_name)
+        if ds[axis] is not None:
+            idx = np.where(idx < 0, idx + ds[axis], idx)
+        if idx.ndim == 0:
+            # One index: a slice that drops the axis.
+            sl = extract_slice(ctx, data, {axis: (int(idx), 1, 1)})
+            return [b.drop_unit_dims(sl, [d for d in range(len(ds)) if d != axis])]
+        flat = idx.reshape(-1)
+        if flat.size > 0 and np.all(np.diff(flat) == 1):
+            sl = extract_slice(ctx, data, {axis: (int(flat[0]), int(flat.size), 1)})
+            out = list(ds[:axis]) + list(idx.shape) + list(ds[axis + 1:])
+            return [b.reshape(sl, out)]
+    indices = ctx.get(idx_name)
+    return [gather_generic(ctx, data, indices, axis)]
+
+
+def gather_generic(ctx, data, indices, axis):
+    """`linalg.generic` reading `data` at `indices` along `axis` with
+    `tensor.extract` (negative indices count from the end)."""
+    b = ctx.b
+    ds, is_ = shape_of(data), shape_of(indices)
+    q = len(is_)
+    dmix, imix = b.mixed_shape(data), b.mixed_shape(indices)
+    out_mixed = dmix[:axis] + imix + dmix[axis + 1:]
+    n = len(out_mixed)
+    elem = elem_of(data)
+    init = b.empty(out_mixed, elem)
+    ielem = elem_of(indices)
+    extent = b.dim(data, axis) if ds[axis] is None else None
+    idx_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(axis + j) for j in range(q)])
+    op = linalg.GenericOp([init.type], [indices], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(idx_map),
+                                            ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(ielem, elem)
+    with ir.InsertionPoint(block):
+        i = arith.index_cast(ir.IndexType.get(), block.arguments[0])
+        size = extent if extent is not None else arith.constant(ir.IndexType.get(), ds[axis])
+        zero = arith.constant(ir.IndexType.get(), 0)
+        neg = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
+        i = arith.select(neg, arith.addi(i, size), i)
+        coords = [linalg.IndexOp(d).result for d in range(axis)] + [i] + \
+                 [linalg.IndexOp(axis + q + d).result for d in range(len(ds) - axis - 1)]
+        linalg.YieldOp([tensor.extract(data, coords)])
+    return op.results[0]
+
+
+def _PARALLEL():
+    return ir.Attribute.parse("#linalg.iterator_type<parallel>")
+
+
+def _check_expand(g, node):
+    r = need_const(g, node, 1, what="so the result shape is data-dependent")
+    if r:
+        return r
+    if g.shape(node.output[0]) is None:
+        return "the result shape could not be inferred"
+    return None
+
+
+@converter("Expand", check=_check_expand)
+def _expand(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    out = ctx.g.shape(node.output[0])
+    xs = shape_of(x)
+    off = len(out) - len(xs)
+    mixed = []
+    for o, d in enumerate(out):
+        if d is not None:
+            mixed.append(d)
+        else:
+            mixed.append(b.dim(x, o - off))
+    return [b.broadcast_to(x, mixed)]
+
+
+def _check_tile(g, node):
+    return need_const(g, node, 1) or need_static(g, node.input[0], what="Tile")
+
+
+@converter("Tile", check=_check_tile)
+def _tile(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    xs = shape_of(x)
+    reps = [int(r) for r in ctx.g.const(node.input[1]).reshape(-1)]
+    if all(r == 1 for r in reps):
+        return [x]
+    out = [d * r for d, r in zip(xs, reps)]
+    n = len(xs)
+    elem = elem_of(x)
+    init = b.empty(out, elem)
+    op = linalg.GenericOp([init.type], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        coords = []
+        for d in range(n):
+            i = linalg.IndexOp(d).result
+            if reps[d] != 1:
+                i = arith.remui(i, arith.constant(ir.IndexType.get(), xs[d]))
+            coords.append(i)
+        linalg.YieldOp([tensor.extract(x, coords)])
+    return [op.results[0]]
+
+
+def _check_pad(g, node):
+    mode = attributes(node).get("mode", "constant")
+    if mode != "constant":
+        return f"unsupported attribute value mode='{mode}' (only constant padding)"
+    r = need_const(g, node, 1, 2, 3)
+    if r:
+        return r
+    pads = g.const(node.input[1]).reshape(-1)
+    if np.any(pads < 0):
+        return "negative pads are not supported"
+    return None
+
+
+@converter("Pad", check=_check_pad)
+def _pad(ctx, node):
+    g = ctx.g
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    pads = [int(p) for p in g.const(node.input[1]).reshape(-1)]
+    axes = [norm_axis(int(a), rank) for a in g.const(node.input[3]).reshape(-1)] \
+        if has_input(node, 3) else list(range(rank))
+    begin, end = [0] * rank, [0] * rank
+    for j, ax in enumerate(axes):
+        begin[ax], end[ax] = pads[j], pads[j + len(axes)]
+    value = 0
+    if has_input(node, 2):
+        value = g.const(node.input[2]).reshape(-1)[0].item()
+    return [pad_tensor(ctx, x, begin, end, value)]
+
+
+def _check_trilu(g, node):
+    r = need_const(g, node, 1)
+    if r:
+        return r
+    s = g.shape(node.input[0])
+    if s is None or len(s) < 2:
+        return "Trilu needs a tensor of rank >= 2"
+    return None
+
+
+@converter("Trilu", check=_check_trilu)
+def _trilu(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    k = int(ctx.g.const(node.input[1]).reshape(-1)[0]) if has_input(node, 1) else 0
+    upper = ctx.attrs(node).get("upper", 1)
+    n = len(shape_of(x))
+    elem = elem_of(x)
+    zero = b.scalar(0, elem)
+    init = b.empty(b.mixed_shape(x), elem)
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))
+    op = linalg.GenericOp([init.type], [x], [init], ir.ArrayAttr.get([ident, ident]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(elem, elem)
+    with ir.InsertionPoint(block):
+        i64 = I64()
+        row = arith.index_cast(i64, linalg.IndexOp(n - 2).result)
+        col = arith.index_cast(i64, linalg.IndexOp(n - 1).result)
+        diff = arith.subi(col, row)
+        kk = arith.constant(i64, k)
+        keep = arith.cmpi(arith.CmpIPredicate.sge if upper else arith.CmpIPredicate.sle, diff, kk)
+        linalg.YieldOp([arith.select(keep, block.arguments[0], zero)])
+    return [op.results[0]]
+
+
+@converter("Shape")
+def _shape(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    s = shape_of(x)
+    a = ctx.attrs(node)
+    r = len(s)
+    start = min(max(a.get("start", 0) + (r if a.get("start", 0) < 0 else 0), 0), r)
+    end = a.get("end", r)
+    end = min(max(end + r if end < 0 else end, 0), r)
+    i64 = I64()
+    elems = []
+    for d in range(start, end):
+        if s[d] is None:
+            elems.append(arith.index_cast(i64, b.dim(x, d)))
+        else:
+            elems.append(arith.constant(i64, s[d]))
+    return [tensor.from_elements(b.tensor_type([len(elems)], np.int64), elems)]
+
+
+def _data_dependent(g, node):
+    return "the result shape depends on run-time data"
+
+
+def _check_constant_of_shape(g, node):
+    out = g.sym_shape(node.output[0])
+    if out is None or any(d is None for d in out):
+        return _data_dependent(g, node)
+    return None
+
+
+@converter("ConstantOfShape", check=_check_constant_of_shape)
+def _constant_of_shape(ctx, node):
+    """A run-time shape (folded ones never get here): extents ONNX knows
+    only symbolically are read from the shape tensor."""
+    b = ctx.b
+    shape_v = ctx.get(node.input[0])
+    out = ctx.g.shape(node.output[0])
+    value = ctx.attrs(node).get("value")
+    arr = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    dims = []
+    for i, d in enumerate(out):
+        if d is not None:
+            dims.append(d)
+        else:
+            e = tensor.extract(shape_v, [b.index(i)])
+            dims.append(arith.index_cast(ir.IndexType.get(), e))
+    return [b.splat(arr[0].item(), dims, _types.mlir_type(arr.dtype))]
+
+
+# Folded at import time when their inputs are constants; otherwise the
+# result shape is data-dependent.
+for _op in ("Range", "NonZero", "Unique", "NonMaxSuppression", "Compress"):
+    CONVERTERS[("", _op)] = Converter(lambda ctx, node: None, _data_dependent, supported=False)
+
+
+# -- quantization -------------------------------------------------------------
+
+_QUANT_LATER = "quantized ONNX ops are not supported yet (QuantizeLinear/DequantizeLinear are)"
+for _op in ("MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger",
+            "DynamicQuantizeLinear"):
+    CONVERTERS[("", _op)] = Converter(lambda ctx, node: None, lambda g, n: _QUANT_LATER,
+                                      supported=False)
+
+
+def _quant_params(g, node, quantized_name):
+    """(scale name, zero point name or None, axis or None, block_size or
+    None), or a str reason. A one-element scale is per tensor."""
+    a = attributes(node)
+    qs = g.shape(quantized_name)
+    ss = g.shape(node.input[1])
+    if qs is None or ss is None:
+        return "input ranks are unknown"
+    axis = block = None
+    if a.get("block_size", 0):
+        block = int(a["block_size"])
+        axis = norm_axis(a.get("axis", 1), len(qs))
+    elif len(ss) == 0 or (len(ss) == 1 and ss[0] == 1):
+        pass
+    elif len(ss) == 1:
+        axis = norm_axis(a.get("axis", 1), len(qs))
+    else:
+        return f"a scale of shape {_fmt(ss)} needs block_size"
+    zp = node.input[2] if has_input(node, 2) else None
+    return node.input[1], zp, axis, block
+
+
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def _check_q(g, node):
+    if node.op_type == "DequantizeLinear":
+        qname, fname = node.input[0], node.output[0]
+    else:
+        qname, fname = node.output[0], node.input[0]
+    qt, ft = g.dtype(qname), g.dtype(fname)
+    if ft is None or not _types.is_float(ft) or str(ft) in _FP8:
+        return "needs a floating-point scale and dequantized type"
+    if qt is None:
+        return "unsupported quantized element type"
+    if qt in (np.uint8, np.uint16):
+        if node.op_type == "QuantizeLinear" or not g.is_const(qname):
+            return (f"{np.dtype(qt).name} quantized activations are not supported yet "
+                    f"(signed ones and constant unsigned weights are)")
+    elif qt not in (np.int8, np.int16) and str(qt) not in _FP8:
+        return f"quantized element type {np.dtype(qt).name} is not supported"
+    if g.dtype(node.input[1]) != ft:
+        return "the scale's element type must be the dequantized type"
+    p = _quant_params(g, node, qname)
+    return p if isinstance(p, str) else None
+
+
+def _quant_type(g, name, shape):
+    dt = g.dtype(name)
+    if dt in (np.uint8, np.uint16):
+        elem = ir.IntegerType.get_unsigned(np.dtype(dt).itemsize * 8)
+    else:
+        elem = _types.mlir_type(dt)
+    return elem, ir.RankedTensorType.get([DYN if d is None else d for d in shape], elem)
+
+
+def _scale_value(ctx, name, axis, block):
+    g, b = ctx.g, ctx.b
+    s = g.shape(name)
+    v = ctx.get(name)
+    if axis is None and len(s) == 1:
+        v = b.collapse(v, [], ())
+    return v
+
+
+def _zero_point_value(ctx, name, elem, axis, shape):
+    g = ctx.g
+    if name is None:
+        return None
+    if g.is_const(name):
+        z = g.const(name)
+        if str(z.dtype) in ("float8_e4m3fn", "float8_e5m2"):
+            return None  # must be zero
+        if axis is None:
+            z = z.reshape(())
+        return ctx.const_value(z, name, elem=elem)
+    v = ctx.get(name)
+    if axis is None and len(shape_of(v)) == 1:
+        v = ctx.b.collapse(v, [], ())
+    return v
+
+
+@converter("DequantizeLinear", check=_check_q)
+def _dequantize(ctx, node):
+    g = ctx.g
+    scale_name, zp_name, axis, block = _quant_params(g, node, node.input[0])
+    elem, qtype = _quant_type(g, node.input[0], g.shape(node.input[0]))
+    if g.is_const(node.input[0]):
+        q = ctx.const_value(g.const(node.input[0]), node.input[0], elem=elem)
+    else:
+        q = ctx.get(node.input[0])
+    scale = _scale_value(ctx, scale_name, axis, block)
+    zp = _zero_point_value(ctx, zp_name, elem, axis, shape_of(q))
+    out = ctx.b.tensor_type(shape_of(q), elem_of(scale))
+    kw = {}
+    if axis is not None:
+        kw["axis"] = i64_attr(axis)
+    if block is not None:
+        kw["block_size"] = i64_attr(block)
+    return [sits.dequantize(out, q, scale, zero_point=zp, **kw)]
+
+
+@converter("QuantizeLinear", check=_check_q)
+def _quantize(ctx, node):
+    g = ctx.g
+    x = ctx.get(node.input[0])
+    scale_name, zp_name, axis, block = _quant_params(g, node, node.output[0])
+    elem, qtype = _quant_type(g, node.output[0], shape_of(x))
+    scale = _scale_value(ctx, scale_name, axis, block)
+    zp = _zero_point_value(ctx, zp_name, elem, axis, shape_of(x))
+    kw = {}
+    if axis is not None:
+        kw["axis"] = i64_attr(axis)
+    if block is not None:
+        kw["block_size"] = i64_attr(block)
+    return [sits.quantize(qtype, x, scale, zero_point=zp, **kw)]

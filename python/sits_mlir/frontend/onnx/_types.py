@@ -1,0 +1,72 @@
+"""Element types: ONNX tensor element types, their NumPy dtypes and MLIR types.
+
+MLIR integers are signless; whether an ONNX integer is unsigned is kept on the
+ONNX side (the importer knows every value's ONNX type) and selects the
+unsigned arith op variants (`divui`, `cmpi ult`, `uitofp`, ...).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+from onnx import TensorProto
+
+from ... import ir
+
+__all__ = ["numpy_dtype", "mlir_type", "is_float", "is_unsigned", "is_bool",
+           "dtype_name", "SUPPORTED_ONNX_TYPES"]
+
+# ONNX element type -> (NumPy dtype, MLIR type spelling).
+_TABLE = {
+    TensorProto.FLOAT: (np.dtype(np.float32), "f32"),
+    TensorProto.FLOAT16: (np.dtype(np.float16), "f16"),
+    TensorProto.BFLOAT16: (np.dtype(ml_dtypes.bfloat16), "bf16"),
+    TensorProto.DOUBLE: (np.dtype(np.float64), "f64"),
+    TensorProto.INT8: (np.dtype(np.int8), "i8"),
+    TensorProto.INT16: (np.dtype(np.int16), "i16"),
+    TensorProto.INT32: (np.dtype(np.int32), "i32"),
+    TensorProto.INT64: (np.dtype(np.int64), "i64"),
+    TensorProto.UINT8: (np.dtype(np.uint8), "i8"),
+    TensorProto.UINT16: (np.dtype(np.uint16), "i16"),
+    TensorProto.UINT32: (np.dtype(np.uint32), "i32"),
+    TensorProto.UINT64: (np.dtype(np.uint64), "i64"),
+    TensorProto.BOOL: (np.dtype(np.bool_), "i1"),
+    TensorProto.FLOAT8E4M3FN: (np.dtype(ml_dtypes.float8_e4m3fn), "f8E4M3FN"),
+    TensorProto.FLOAT8E5M2: (np.dtype(ml_dtypes.float8_e5m2), "f8E5M2"),
+}
+
+SUPPORTED_ONNX_TYPES = frozenset(_TABLE)
+
+_BY_DTYPE = {}
+for _onnx, (_np, _mlir) in _TABLE.items():
+    _BY_DTYPE.setdefault(_np, _mlir)
+
+_FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64),
+           np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
+           np.dtype(ml_dtypes.float8_e5m2)}
+
+
+def numpy_dtype(onnx_type: int) -> np.dtype:
+    """NumPy dtype of an ONNX element type; KeyError when SITS has none."""
+    return _TABLE[onnx_type][0]
+
+
+def dtype_name(onnx_type: int) -> str:
+    return TensorProto.DataType.Name(onnx_type).lower()
+
+
+def mlir_type(dtype) -> ir.Type:
+    """MLIR element type of a NumPy dtype (in the current context)."""
+    return ir.Type.parse(_BY_DTYPE[np.dtype(dtype)])
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in _FLOATS
+
+
+def is_unsigned(dtype) -> bool:
+    return np.dtype(dtype).kind == "u"
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == np.bool_

@@ -1,0 +1,115 @@
+"""The SITS runtime: load compiled models (.sitsm artifacts) and run them.
+
+    from sits_mlir import runtime
+
+    model = runtime.load("model.sitsm")          # verified before any code runs
+    y = model(x)                                 # numpy / DLPack in, numpy out
+    model.inputs, model.outputs, model.manifest  # what it takes and gives
+    runtime.set_num_threads(4)                   # the pool compiled code uses
+
+The work happens in the C++ runtime core (runtime/, `libSitsRuntime.so`),
+reached through the `sits_mlir._sits_runtime` extension; this package needs
+neither MLIR nor LLVM at run time. Failures raise the typed exceptions of
+`sits_mlir.runtime.errors` (all `sits_mlir.errors.SitsError`s):
+`ArtifactError` and its subclasses for files that cannot be used,
+`SignatureError` for inputs that do not fit, `DeviceError` for devices.
+
+The compiler writes artifacts with `write_artifact` (and reads them back with
+`read_artifact` / `read_manifest`).
+"""
+
+from __future__ import annotations
+
+from .artifact import (ArtifactInfo, read_artifact, read_manifest, serialize_artifact,
+                       write_artifact)
+from .errors import (
+    ArtifactError,
+    ArtifactNotFoundError,
+    CodeLoadError,
+    CorruptArtifactError,
+    DeviceError,
+    IncompatibleArtifactError,
+    MissingSymbolError,
+    RuntimeCoreError,
+    SignatureError,
+    UnsupportedFormatError,
+)
+from .model import CompiledModel, EntryPoint, TensorSpec, load, load_bytes, numpy_dtype
+
+__all__ = [
+    "ArtifactError",
+    "ArtifactInfo",
+    "ArtifactNotFoundError",
+    "CodeLoadError",
+    "CompiledModel",
+    "CorruptArtifactError",
+    "DeviceError",
+    "EntryPoint",
+    "FORMAT_VERSION",
+    "IncompatibleArtifactError",
+    "MissingSymbolError",
+    "RuntimeCoreError",
+    "SignatureError",
+    "TensorSpec",
+    "UnsupportedFormatError",
+    "default_num_threads",
+    "devices",
+    "host_cpu",
+    "load",
+    "load_bytes",
+    "num_threads",
+    "numpy_dtype",
+    "open_device",
+    "read_artifact",
+    "read_manifest",
+    "serialize_artifact",
+    "set_num_threads",
+    "write_artifact",
+]
+
+
+def _native():
+    from .. import _sits_runtime
+
+    return _sits_runtime
+
+
+def __getattr__(name):
+    if name == "FORMAT_VERSION":
+        return _native().FORMAT_VERSION
+    raise AttributeError(f"module 'sits_mlir.runtime' has no attribute {name!r}")
+
+
+def set_num_threads(n: int) -> None:
+    """Resizes the worker pool compiled code runs on (0: the default, i.e.
+    $SITS_NUM_THREADS or the number of CPUs). Takes effect at once, also
+    while models run."""
+    _native().set_num_threads(int(n))
+
+
+def num_threads() -> int:
+    """The worker pool's size."""
+    return _native().num_threads()
+
+
+def default_num_threads() -> int:
+    """$SITS_NUM_THREADS when set to a positive integer, else the number of
+    CPUs this process may use."""
+    return _native().default_num_threads()
+
+
+def host_cpu() -> dict:
+    """This machine as the runtime sees it: arch, os, model_name, features
+    (LLVM names) and known_features."""
+    return _native().host_cpu()
+
+
+def devices() -> list[dict]:
+    """Every device the registered drivers find: [{uri, name, kind}]."""
+    return _native().devices()
+
+
+def open_device(uri: str) -> tuple[str, str]:
+    """Checks that device `uri` can run code: returns (canonical uri,
+    description) or raises DeviceError saying why not."""
+    return _native().open_device(uri)

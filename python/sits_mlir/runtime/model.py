@@ -1,0 +1,312 @@
+"""Compiled models: loading an artifact and calling its entry points."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import SignatureError, _from_status
+
+__all__ = ["CompiledModel", "EntryPoint", "TensorSpec", "load", "load_bytes"]
+
+
+def _native():
+    from .. import _sits_runtime
+
+    return _sits_runtime
+
+
+def _bfloat16():
+    try:
+        import ml_dtypes  # optional
+
+        return np.dtype(ml_dtypes.bfloat16)
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+
+
+_NUMPY_DTYPES = {
+    "f64": np.float64,
+    "f32": np.float32,
+    "f16": np.float16,
+    "i64": np.int64,
+    "i32": np.int32,
+    "i16": np.int16,
+    "i8": np.int8,
+    "u64": np.uint64,
+    "u32": np.uint32,
+    "u16": np.uint16,
+    "u8": np.uint8,
+    "bool": np.bool_,
+}
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype for a manifest dtype. bf16 is ml_dtypes.bfloat16 when
+    ml_dtypes is installed, else uint16 holding the bits."""
+    if dtype == "bf16":
+        return _bfloat16() or np.dtype(np.uint16)
+    return np.dtype(_NUMPY_DTYPES[dtype])
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of an entry point."""
+
+    name: str
+    dtype: str
+    #: Extents; None where dynamic.
+    shape: tuple[int | None, ...]
+    #: Symbolic names tying dynamic extents together ("batch"), or None.
+    dim_names: tuple[str | None, ...] = ()
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return numpy_dtype(self.dtype)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.name}: {self.dtype}[{dims}]"
+
+    @classmethod
+    def _from_arg(cls, arg: Mapping[str, Any]) -> "TensorSpec":
+        return cls(
+            name=arg["name"],
+            dtype=arg["dtype"],
+            shape=tuple(None if d < 0 else int(d) for d in arg["shape"]),
+            dim_names=tuple(arg.get("dim_names", ())),
+        )
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or hasattr(value, "__dlpack__")
+
+
+class EntryPoint:
+    """A callable entry point of a compiled model.
+
+    ``ep(*arrays, **named)`` returns the output array, or a tuple of them
+    when there are several; ``ep.run(...)`` always returns a tuple;
+    ``ep.run_into(outputs, ...)`` writes into caller-provided arrays.
+    Inputs may be numpy arrays, any DLPack tensor on the CPU (PyTorch, JAX,
+    ...), or nested lists / scalars (converted to the input's dtype). Outputs
+    are new 64-byte-aligned numpy arrays. The GIL is released while the
+    compiled code runs.
+    """
+
+    def __init__(self, model: "CompiledModel", signature: Mapping[str, Any]):
+        self._model = model
+        self._module = model._module
+        self.name: str = signature["name"]
+        self.symbol: str = signature["symbol"]
+        args = signature["args"]
+        self.has_weights: bool = any(a["role"] == "weights" for a in args)
+        self.inputs: tuple[TensorSpec, ...] = tuple(
+            TensorSpec._from_arg(a) for a in args if a["role"] == "input")
+        self.outputs: tuple[TensorSpec, ...] = tuple(
+            TensorSpec._from_arg(a) for a in args if a["role"] == "output")
+
+    def __repr__(self) -> str:
+        ins = ", ".join(map(str, self.inputs))
+        outs = ", ".join(map(str, self.outputs))
+        return f"<EntryPoint {self.name}({ins}) -> ({outs})>"
+
+    # -- argument binding ----------------------------------------------------
+
+    def _bind(self, arrays: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
+        specs = self.inputs
+        names = [s.name for s in specs]
+        listing = ", ".join(names) if names else "none"
+        if len(arrays) > len(specs):
+            raise self._error(
+                f"entry point '{self.name}' takes {len(specs)} input"
+                f"{'' if len(specs) == 1 else 's'} ({listing}), got {len(arrays)}",
+                subject="input", expected=str(len(specs)), given=str(len(arrays)))
+        bound: list[Any] = list(arrays) + [_MISSING] * (len(specs) - len(arrays))
+        for key, value in named.items():
+            if key not in names:
+                raise self._error(
+                    f"entry point '{self.name}' has no input named '{key}' "
+                    f"(inputs: {listing})", subject=key, expected=listing, given=key)
+            i = names.index(key)
+            if bound[i] is not _MISSING:
+                raise self._error(
+                    f"input '{key}' of entry point '{self.name}' was given twice "
+                    "(by position and by name)", subject=key, index=i)
+            bound[i] = value
+        missing = [n for n, v in zip(names, bound) if v is _MISSING]
+        if missing:
+            raise self._error(
+                f"entry point '{self.name}' is missing input"
+                f"{'' if len(missing) == 1 else 's'} {', '.join(repr(m) for m in missing)} "
+                f"(inputs: {listing})",
+                subject=missing[0], index=names.index(missing[0]),
+                expected=str(len(specs)), given=str(len(specs) - len(missing)))
+        return [self._convert(v, s, i) for i, (v, s) in enumerate(zip(bound, specs))]
+
+    def _convert(self, value: Any, spec: TensorSpec, index: int) -> Any:
+        label = f"input '{spec.name}' (#{index}) of entry point '{self.name}'"
+        if isinstance(value, np.ndarray):
+            if value.dtype.name == "bfloat16":  # ml_dtypes: pass the bits
+                return value.view(np.uint16)
+            if value.dtype.kind not in "biufc":
+                raise self._error(
+                    f"{label} has dtype {value.dtype}, expected {spec.dtype}",
+                    subject=spec.name, index=index, expected=spec.dtype,
+                    given=str(value.dtype))
+            return value
+        if hasattr(value, "__dlpack__"):
+            return value
+        if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
+            return self._convert(np.asarray(value), spec, index)
+        # Nested lists and scalars have no dtype of their own: they take the
+        # input's, unless that would change their kind (1.5 into an i32).
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            array, error = None, e
+        if array is None or array.dtype.kind not in "biuf":
+            raise self._error(
+                f"{label} must be an array (numpy, or any DLPack tensor on the "
+                f"CPU), not {type(value).__name__}"
+                + (f": {error}" if array is None else ""),
+                subject=spec.name, index=index, expected="array",
+                given=type(value).__name__)
+        target = spec.numpy_dtype
+        if not np.can_cast(array.dtype, target, casting="same_kind"):
+            raise self._error(
+                f"{label} holds {array.dtype} values that do not convert to "
+                f"{spec.dtype} without changing their kind",
+                subject=spec.name, index=index, expected=spec.dtype,
+                given=str(array.dtype))
+        return array.astype(target)
+
+    def _error(self, message, subject="", expected="", given="", index=-1):
+        return _from_status("SignatureMismatch", message, subject, expected, given,
+                            index if index is not None else -1)
+
+    def _finish(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+        out = []
+        for a, spec in zip(arrays, self.outputs):
+            if spec.dtype == "bf16" and a.dtype == np.uint16:
+                bf16 = _bfloat16()
+                if bf16 is not None:
+                    a = a.view(bf16)
+            out.append(a)
+        return tuple(out)
+
+    # -- calling -------------------------------------------------------------
+
+    def run(self, *arrays: Any, **named: Any) -> tuple[np.ndarray, ...]:
+        """Runs the entry point; returns a tuple with one array per output."""
+        inputs = self._bind(arrays, named)
+        return self._finish(self._module.run(self.name, inputs))
+
+    def __call__(self, *arrays: Any, **named: Any):
+        """Like run(), but a single output is returned as it is."""
+        out = self.run(*arrays, **named)
+        return out[0] if len(out) == 1 else out
+
+    def run_into(self, outputs: Sequence[Any], *arrays: Any, **named: Any):
+        """Runs the entry point writing into `outputs` (writable arrays of
+        the output shapes and dtypes, in order); returns them as a tuple."""
+        inputs = self._bind(arrays, named)
+        outs = [o.view(np.uint16) if isinstance(o, np.ndarray) and o.dtype.name == "bfloat16"
+                else o for o in outputs]
+        self._module.run(self.name, inputs, outs)
+        return tuple(outputs)
+
+    def output_shapes(self, *arrays: Any, **named: Any) -> list[tuple[int, ...]]:
+        """The output shapes these inputs give (raises SignatureError when a
+        dynamic output extent is not determined by the inputs)."""
+        return self._module.output_shapes(self.name, self._bind(arrays, named))
+
+
+_MISSING = object()
+
+
+class CompiledModel:
+    """A loaded .sitsm artifact.
+
+    Calling the model calls its default entry point ("main", or the only
+    one); ``model.entry("name")`` reaches the others.
+    """
+
+    def __init__(self, module, path: str | None = None):
+        self._module = module
+        self.path = path
+        self.device: str = module.device
+        self.content_hash: str = module.content_hash
+        self.manifest: dict = json.loads(module.manifest_json)
+        self.entry_points: dict[str, EntryPoint] = {
+            name: EntryPoint(self, module.signature(name)) for name in module.entry_points}
+
+    def entry(self, name: str) -> EntryPoint:
+        try:
+            return self.entry_points[name]
+        except KeyError:
+            raise _from_status(
+                "InvalidArgument",
+                f"no entry point named '{name}'; the model has: "
+                f"{', '.join(self.entry_points)}", subject=name) from None
+
+    @property
+    def default_entry(self) -> EntryPoint:
+        if "main" in self.entry_points:
+            return self.entry_points["main"]
+        if len(self.entry_points) == 1:
+            return next(iter(self.entry_points.values()))
+        raise _from_status(
+            "InvalidArgument",
+            "this model has several entry points and none is called 'main': use "
+            f"model.entry(name) with one of {', '.join(self.entry_points)}")
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.default_entry.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.default_entry.outputs
+
+    def __call__(self, *arrays: Any, **named: Any):
+        return self.default_entry(*arrays, **named)
+
+    def run(self, *arrays: Any, **named: Any) -> tuple[np.ndarray, ...]:
+        return self.default_entry.run(*arrays, **named)
+
+    def run_into(self, outputs: Sequence[Any], *arrays: Any, **named: Any):
+        return self.default_entry.run_into(outputs, *arrays, **named)
+
+    def __repr__(self) -> str:
+        where = f" from {self.path!r}" if self.path else ""
+        target = self.manifest.get("target", {})
+        return (f"<CompiledModel{where} target={target.get('name')!r} "
+                f"({target.get('triple')}) device={self.device!r} "
+                f"entry points: {', '.join(self.entry_points)}>")
+
+
+def load(path: str | os.PathLike, device: str = "cpu") -> CompiledModel:
+    """Verifies and loads a .sitsm artifact.
+
+    Checks integrity (magic, format version, section bounds, content hash,
+    manifest schema) and compatibility (architecture, CPU features, entry
+    symbols) before any of its code runs; raises an ArtifactError subclass
+    otherwise, or DeviceError for an unavailable `device` ("cpu", "cuda:0",
+    "hip:0"; only "cpu" runs code today).
+    """
+    path = os.fspath(path)
+    return CompiledModel(_native().Module.load(path, device), path)
+
+
+def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu") -> CompiledModel:
+    """Like load(), for an artifact held in memory."""
+    return CompiledModel(_native().Module.load_bytes(data, device))

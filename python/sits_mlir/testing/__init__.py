@@ -1,0 +1,1 @@
+"""Testing helpers: `reference.evaluate` interprets imported modules with NumPy."""

@@ -1,0 +1,227 @@
+//===- artifact.h - The .sitsm compiled-artifact format ---------------------===//
+//
+// One file holds everything a compiled model needs: a manifest (UTF-8 JSON),
+// the code for each target (`code.<target>`: a host shared object today,
+// `device.<target>` binaries later) and the weights, each in its own 64-byte
+// aligned section, under a SHA-256 content hash stored in the file. The byte
+// layout is specified in runtime/src/core/ARTIFACT.md; this library is the
+// only code that writes or reads it (the compiler calls `ArtifactWriter`
+// through the Python bindings).
+//
+// `ArtifactReader::open` verifies integrity (magic, version, section bounds,
+// hash, manifest schema) and never executes anything;
+// `checkHostCompatibility` then verifies the artifact can run here
+// (architecture, OS, CPU features, ELF class/machine and entry symbols).
+// `Module::load` does both before any byte of the code runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_ARTIFACT_H
+#define SITS_RUNTIME_ARTIFACT_H
+
+#include "sits/runtime/dtype.h"
+#include "sits/runtime/export.h"
+#include "sits/runtime/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sits::runtime {
+
+/// The format version this runtime writes, and the newest it reads.
+inline constexpr uint32_t kArtifactFormatVersion = 1;
+/// Conventional file extension.
+inline constexpr const char *kArtifactExtension = ".sitsm";
+
+//===----------------------------------------------------------------------===//
+// Manifest
+//===----------------------------------------------------------------------===//
+
+/// What an argument of an entry point is.
+enum class ArgRole : uint8_t {
+  /// The artifact's `weights` section as a rank-1 i8 memref; always the
+  /// first argument when present, supplied by the runtime.
+  kWeights,
+  /// A caller-supplied input, read only.
+  kInput,
+  /// A caller-owned output buffer the code writes in place.
+  kOutput,
+};
+/// "weights", "input", "output".
+SITS_RUNTIME_API std::string_view argRoleName(ArgRole role);
+
+struct SITS_RUNTIME_API ArgSpec {
+  ArgRole role = ArgRole::kInput;
+  std::string name;
+  DType dtype = DType::kF32;
+  /// One extent per dimension; -1 is dynamic.
+  std::vector<int64_t> shape;
+  /// Empty, or one entry per dimension: a symbolic name ("batch") that ties
+  /// equal dynamic extents together across arguments, or "" for none. The
+  /// runtime uses it to check inputs agree and to size dynamic outputs.
+  std::vector<std::string> dimNames;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// "f32[?, 4]".
+  std::string typeString() const;
+};
+
+struct SITS_RUNTIME_API EntryPointSpec {
+  /// The name callers use ("main").
+  std::string name;
+  /// The exported C symbol: `void <symbol>(void **args)`, by convention
+  /// "sits_entry_" + name.
+  std::string symbol;
+  /// In call order: [weights], inputs..., outputs...
+  std::vector<ArgSpec> args;
+
+  bool hasWeights() const {
+    return !args.empty() && args.front().role == ArgRole::kWeights;
+  }
+  /// The input (resp. output) arguments, in order.
+  std::vector<const ArgSpec *> inputs() const;
+  std::vector<const ArgSpec *> outputs() const;
+};
+
+struct SITS_RUNTIME_API TargetSpec {
+  /// The compiler's target name ("cpu"); the code lives in `code.<name>`.
+  std::string name;
+  /// LLVM target triple ("x86_64-unknown-linux-gnu").
+  std::string triple;
+  /// LLVM CPU name ("emeraldrapids", "generic").
+  std::string cpu;
+  /// LLVM feature strings the code was built with ("+avx512f", "-amx-tile").
+  std::vector<std::string> features;
+
+  /// The triple's architecture, normalised ("x86_64", "aarch64").
+  std::string arch() const;
+};
+
+struct SITS_RUNTIME_API Manifest {
+  uint32_t formatVersion = 0;
+  std::string sitsVersion;
+  std::string llvmVersion;
+  TargetSpec target;
+  std::vector<EntryPointSpec> entryPoints;
+  /// Lowercase hex SHA-256 of the file (see ARTIFACT.md).
+  std::string contentHash;
+  /// The manifest exactly as stored (keys the runtime does not know
+  /// included).
+  std::string json;
+
+  const EntryPointSpec *findEntryPoint(std::string_view name) const;
+  std::string codeSectionName() const { return "code." + target.name; }
+};
+
+/// Parses and validates a manifest against the schema of ARTIFACT.md.
+/// kCorruptArtifact (with `subject` = the offending field) on failure.
+SITS_RUNTIME_API StatusOr<Manifest> parseManifest(std::string_view json);
+
+//===----------------------------------------------------------------------===//
+// Sections
+//===----------------------------------------------------------------------===//
+
+struct SectionInfo {
+  std::string name;
+  /// Byte offset from the start of the file (a multiple of 64).
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct ByteSpan {
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Writer
+//===----------------------------------------------------------------------===//
+
+/// What was written.
+struct ArtifactInfo {
+  std::string contentHash;
+  uint64_t fileSize = 0;
+  std::vector<SectionInfo> sections;
+  /// The completed manifest as stored.
+  std::string manifestJson;
+};
+
+class SITS_RUNTIME_API ArtifactWriter {
+public:
+  ArtifactWriter();
+  ~ArtifactWriter();
+  ArtifactWriter(ArtifactWriter &&) noexcept;
+  ArtifactWriter &operator=(ArtifactWriter &&) noexcept;
+
+  /// The manifest, a JSON object following ARTIFACT.md. The writer fills in
+  /// `format_version`, `content_hash`, `sits_version` and `llvm_version`
+  /// (when absent: the versions this runtime was built with), and
+  /// `target.name` (when absent: from the single `code.*` section). Checked
+  /// when written, against the sections added.
+  Status setManifest(std::string_view json);
+
+  /// Adds section `name` ("code.cpu", "weights", "device.sm_90", ...). The
+  /// bytes are referenced, not copied: keep them alive until `write` or
+  /// `serialize` returns.
+  Status addSection(std::string_view name, const void *data, size_t size);
+
+  /// Writes the artifact to `path` atomically (a temporary file renamed
+  /// over it). Fails with kInvalidArgument when the manifest does not
+  /// follow the schema or does not match the sections (a missing code
+  /// section, an entry symbol the code does not export, weights arguments
+  /// without a weights section, ...).
+  StatusOr<ArtifactInfo> write(const std::string &path) const;
+  /// The same bytes, in memory.
+  StatusOr<std::vector<uint8_t>> serialize(ArtifactInfo *info = nullptr) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+//===----------------------------------------------------------------------===//
+// Reader
+//===----------------------------------------------------------------------===//
+
+class SITS_RUNTIME_API ArtifactReader {
+public:
+  /// Maps `path` read-only and verifies it: magic, format version, header
+  /// and section bounds, the content hash over the whole file, the manifest
+  /// schema. Nothing in the file is executed.
+  static StatusOr<ArtifactReader> open(const std::string &path);
+  /// The same for bytes in memory (copied into 64-byte-aligned storage).
+  static StatusOr<ArtifactReader> fromMemory(const void *data, size_t size);
+
+  const Manifest &manifest() const;
+  uint32_t formatVersion() const;
+  const std::string &contentHash() const;
+  uint64_t fileSize() const;
+  const std::vector<SectionInfo> &sections() const;
+  /// The bytes of section `name`; nullopt when absent. Valid while this
+  /// reader (or a copy, or a Module loaded from it) lives; 64-byte aligned.
+  std::optional<ByteSpan> section(std::string_view name) const;
+
+  struct Impl;
+  explicit ArtifactReader(std::shared_ptr<const Impl> impl)
+      : impl_(std::move(impl)) {}
+  const std::shared_ptr<const Impl> &impl() const { return impl_; }
+
+private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Whether the verified artifact can run on this host: the target triple's
+/// architecture and OS equal the host's, every CPU feature the code was
+/// built with is present (kIncompatibleTarget, listing them in `missing`),
+/// the code section is an ELF shared object for this machine
+/// (kCorruptArtifact / kIncompatibleTarget) and exports every entry symbol
+/// (kMissingSymbol). Reads bytes only; runs nothing.
+SITS_RUNTIME_API Status checkHostCompatibility(const ArtifactReader &reader);
+
+} // namespace sits::runtime
+
+#endif // SITS_RUNTIME_ARTIFACT_H

@@ -1,0 +1,86 @@
+//===- buffer.h - Caller-owned tensors passed to compiled code -------------===//
+//
+// A `BufferView` describes memory the caller owns: a pointer, an element
+// type, a shape and strides in elements (empty strides = contiguous
+// row-major). The runtime never takes ownership. Compiled code assumes
+// contiguous, 64-byte-aligned buffers; `Module::run` copies views that are
+// not into aligned scratch buffers (and outputs back), so any view works,
+// and aligned contiguous ones cost nothing extra.
+//
+// `AlignedBuffer` is an owning, 64-byte-aligned allocation for callers that
+// want the fast path.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_BUFFER_H
+#define SITS_RUNTIME_BUFFER_H
+
+#include "sits/runtime/dtype.h"
+#include "sits/runtime/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sits::runtime {
+
+/// The alignment compiled code assumes for every buffer.
+inline constexpr size_t kBufferAlignment = 64;
+
+struct SITS_RUNTIME_API BufferView {
+  void *data = nullptr;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  /// Strides in elements, one per dimension; empty means contiguous
+  /// row-major. Negative strides are allowed (inputs only).
+  std::vector<int64_t> strides;
+
+  BufferView() = default;
+  BufferView(void *data, DType dtype, std::vector<int64_t> shape,
+             std::vector<int64_t> strides = {})
+      : data(data), dtype(dtype), shape(std::move(shape)),
+        strides(std::move(strides)) {}
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// Product of the shape (1 for rank 0).
+  int64_t numElements() const;
+  /// The row-major strides of `shape`.
+  std::vector<int64_t> contiguousStrides() const;
+  /// True when the strides are empty or equal the row-major ones (size-1
+  /// dimensions may have any stride).
+  bool isContiguous() const;
+  bool isAligned() const {
+    return reinterpret_cast<uintptr_t>(data) % kBufferAlignment == 0;
+  }
+  /// "f32[2, 3]".
+  std::string typeString() const;
+};
+
+/// "[2, -1, 4]" (-1 prints as "?").
+SITS_RUNTIME_API std::string shapeToString(const std::vector<int64_t> &shape);
+
+/// An owning 64-byte-aligned allocation (contents uninitialised).
+class SITS_RUNTIME_API AlignedBuffer {
+public:
+  AlignedBuffer() = default;
+  static StatusOr<AlignedBuffer> allocate(size_t bytes);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer &&other) noexcept;
+  AlignedBuffer &operator=(AlignedBuffer &&other) noexcept;
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+
+  void *data() const { return data_; }
+  size_t size() const { return size_; }
+  /// Gives up ownership; free the result with `AlignedBuffer::release`'s
+  /// counterpart `AlignedBuffer::freeReleased`.
+  void *release();
+  static void freeReleased(void *data);
+
+private:
+  void *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+} // namespace sits::runtime
+
+#endif // SITS_RUNTIME_BUFFER_H

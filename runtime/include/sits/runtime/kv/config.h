@@ -1,0 +1,106 @@
+//===- config.h - KV pool configuration and its validation -----------------===//
+//
+// `PoolConfig` is the input of `Allocator::create` (spec §4.2).
+// `validatePoolConfig` applies every creation rule and computes the derived
+// sizes with overflow checks; the allocator calls it, and the runtime may call
+// it to size the KV tensors before creating an allocator.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_KV_CONFIG_H
+#define SITS_RUNTIME_KV_CONFIG_H
+
+#include "sits/runtime/kv/hash.h"
+#include "sits/runtime/kv/status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sits::runtime::kv {
+
+/// Element type of the KV tensors.
+enum class DType : int32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kBF16 = 2,
+  kFP8E4M3 = 3,
+  kFP8E5M2 = 4,
+  kInt8 = 5,
+};
+
+/// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8".
+const char *dtypeName(DType dtype);
+/// Size of one element in bytes, 0 for a value outside the enum.
+int64_t dtypeSize(DType dtype);
+/// Parses a dtype name; the error lists the supported set.
+StatusOr<DType> parseDType(std::string_view name);
+/// "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8".
+const char *supportedDTypes();
+
+/// How the runtime executes the copies the allocator emits (spec O12).
+enum class CopyOrdering : int32_t {
+  /// Each epoch's copies run on the compute stream before that step's
+  /// kernels: a copy source may be handed out again at once.
+  kStreamOrdered = 0,
+  /// Copies run asynchronously (on one copy stream, in list order): device
+  /// blocks named by a copy stay pinned until `complete(epoch)`; a source
+  /// whose last holder is gone is EVICTING meanwhile.
+  kAsync = 1,
+};
+
+/// The default 16-byte hash seed (deployments SHOULD set their own).
+inline constexpr const char *kDefaultHashSeed = "sits-kv-seed-v1!";
+
+/// Creation parameters (spec §4.2). Field names match the spec so the
+/// bindings can expose them unchanged.
+struct PoolConfig {
+  int64_t num_blocks = 0;
+  /// Tokens per block: a power of two in [1, 256].
+  int64_t block_size = 16;
+  int64_t num_layers = 1;
+  int64_t num_kv_heads = 1;
+  int64_t head_dim = 128;
+  DType dtype = DType::kF16;
+  /// 2 (K and V) or 1 (MLA).
+  int64_t kv_factor = 2;
+  int64_t max_seq_len = 131072;
+  bool enable_prefix_caching = true;
+  /// Block 0 is never handed out and pads kernel block tables.
+  bool reserve_null_block = true;
+  /// 0: no host tier.
+  int64_t num_host_blocks = 0;
+  /// Admission (`addSequence`, `swapIn`) must leave this many blocks free.
+  int64_t watermark_blocks = 0;
+  HashAlgo hash_algo = HashAlgo::kSha256;
+  /// At least 16 bytes; part of every chain root.
+  std::string hash_seed = kDefaultHashSeed;
+  /// Verify every prefix hit against the block's stored tokens and parent
+  /// hash. Always on for a non-cryptographic `hash_algo`; optional for
+  /// SHA-256.
+  bool verify_hits = false;
+  CopyOrdering copy_ordering = CopyOrdering::kStreamOrdered;
+};
+
+/// Sizes derived from a valid config.
+struct PoolGeometry {
+  int64_t bytes_per_block = 0;
+  /// num_blocks × bytes_per_block (device tier).
+  int64_t total_bytes = 0;
+  /// num_host_blocks × bytes_per_block.
+  int64_t host_total_bytes = 0;
+  /// num_blocks − 1 with a null block, else num_blocks.
+  int64_t usable_blocks = 0;
+  /// ceil(max_seq_len / block_size).
+  int64_t max_blocks_per_seq = 0;
+  /// True when hits are verified (verify_hits or a non-cryptographic hash).
+  bool verify_hits = false;
+};
+
+/// Applies every rule of spec §4.2. Errors are `InvalidArgument` naming the
+/// field (and, for block_size / dtype / hash_algo / copy_ordering, the
+/// supported set).
+StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &config);
+
+} // namespace sits::runtime::kv
+
+#endif // SITS_RUNTIME_KV_CONFIG_H

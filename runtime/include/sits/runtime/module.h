@@ -1,0 +1,89 @@
+//===- module.h - A loaded compiled model ----------------------------------===//
+//
+// `Module::load` verifies an artifact (integrity, then compatibility with
+// this host), loads its code from memory and resolves its entry points.
+// `Module::run` calls an entry point with caller-owned buffers:
+//
+//   auto m = sits::runtime::Module::load("model.sitsm");
+//   if (!m.ok()) { std::cerr << m.status().toString(); return 1; }
+//   float x[8], y[8];
+//   BufferView in(x, DType::kF32, {2, 4}), out(y, DType::kF32, {2, 4});
+//   Status s = m->run("main", {in}, {out});
+//
+// A Module is a cheap, copyable handle; copies share the loaded code, which
+// is unloaded with the last copy. `run` may be called from many threads at
+// once. Compiled code that splits work across threads uses the process-wide
+// pool of `thread_pool.h`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_MODULE_H
+#define SITS_RUNTIME_MODULE_H
+
+#include "sits/runtime/artifact.h"
+#include "sits/runtime/buffer.h"
+#include "sits/runtime/device.h"
+#include "sits/runtime/export.h"
+#include "sits/runtime/status.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sits::runtime {
+
+struct LoadOptions {
+  /// Device URI (see device.h). Only "cpu" runs code today.
+  std::string device = "cpu";
+};
+
+class SITS_RUNTIME_API Module {
+public:
+  /// Loads the artifact at `path`. The file is mapped read-only; the code is
+  /// copied to an anonymous in-memory file before the dynamic loader sees
+  /// it, so replacing `path` afterwards changes nothing. The weights are
+  /// served from the mapping: do not write to the file in place while it is
+  /// loaded (replacing it by rename is fine).
+  static StatusOr<Module> load(const std::string &path,
+                               const LoadOptions &options = {});
+  /// Loads an artifact held in memory (copied).
+  static StatusOr<Module> load(const void *data, size_t size,
+                               const LoadOptions &options = {});
+  /// Loads an artifact the caller has already opened.
+  static StatusOr<Module> load(const ArtifactReader &reader,
+                               const LoadOptions &options = {});
+
+  /// Entry point names, in manifest order.
+  std::vector<std::string> entryPoints() const;
+  /// The signature of entry point `name`, or nullptr.
+  const EntryPointSpec *signature(std::string_view name) const;
+  const Manifest &manifest() const;
+  const ArtifactReader &artifact() const;
+  const Device &device() const;
+
+  /// The shapes the outputs of `name` take for these inputs: static extents,
+  /// and dynamic ones resolved through `dim_names` shared with an input.
+  /// kSignatureMismatch when the inputs do not fit the signature or an
+  /// output extent cannot be determined from them.
+  StatusOr<std::vector<std::vector<int64_t>>>
+  outputShapes(std::string_view name,
+               const std::vector<BufferView> &inputs) const;
+
+  /// Runs entry point `name`. `inputs` and `outputs` follow the signature's
+  /// order (the weights argument is supplied by the runtime). Their count,
+  /// dtypes and shapes are checked first (kSignatureMismatch, naming the
+  /// argument and the expected vs given). Views that are not contiguous or
+  /// not 64-byte aligned are staged through aligned copies.
+  Status run(std::string_view name, const std::vector<BufferView> &inputs,
+             const std::vector<BufferView> &outputs) const;
+
+  struct Impl;
+
+private:
+  explicit Module(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+} // namespace sits::runtime
+
+#endif // SITS_RUNTIME_MODULE_H

@@ -1,0 +1,42 @@
+//===- thread_pool.h - The worker threads compiled code runs on ------------===//
+//
+// Compiled code that splits work across threads does so through MLIR's async
+// runtime ABI (`mlirAsyncRuntimeExecute`, `...AwaitAllInGroup`, ...), which
+// SitsRuntime implements on one process-wide pool of std::threads. The pool
+// starts on first use with `defaultNumThreads()` workers: the value of
+// SITS_NUM_THREADS when it is a positive integer, else the number of CPUs
+// this process may run on. It can be resized at any time, also while code
+// runs (workers above the new size leave after their current task).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_THREAD_POOL_H
+#define SITS_RUNTIME_THREAD_POOL_H
+
+#include "sits/runtime/export.h"
+#include "sits/runtime/status.h"
+
+#include <cstdint>
+
+namespace sits::runtime {
+
+/// SITS_NUM_THREADS when set to a positive integer, else the CPUs in this
+/// process's affinity mask (at least 1).
+SITS_RUNTIME_API int defaultNumThreads();
+/// The pool's size (the size it will start with, if not started yet).
+SITS_RUNTIME_API int numThreads();
+/// Resizes the pool; 0 restores `defaultNumThreads()`. kInvalidArgument for
+/// n < 0 or n > 4096, or when called from a pool worker.
+SITS_RUNTIME_API Status setNumThreads(int n);
+
+/// Counters for tests and diagnostics.
+struct ThreadPoolStats {
+  int threads = 0;
+  int64_t tasksExecuted = 0;
+  /// Async runtime objects (tokens, values, groups) not yet destroyed.
+  int64_t liveAsyncObjects = 0;
+};
+SITS_RUNTIME_API ThreadPoolStats threadPoolStats();
+
+} // namespace sits::runtime
+
+#endif // SITS_RUNTIME_THREAD_POOL_H

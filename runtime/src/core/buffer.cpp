@@ -1,0 +1,105 @@
+//===- buffer.cpp - BufferView and AlignedBuffer ---------------------------===//
+#include "sits/runtime/buffer.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace sits::runtime {
+
+int64_t BufferView::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> BufferView::contiguousStrides() const {
+  std::vector<int64_t> out(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    out[i] = s;
+    s *= shape[i];
+  }
+  return out;
+}
+
+bool BufferView::isContiguous() const {
+  if (strides.empty())
+    return true;
+  if (strides.size() != shape.size())
+    return false;
+  if (numElements() == 0)
+    return true;
+  std::vector<int64_t> want = contiguousStrides();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1 && strides[i] != want[i])
+      return false;
+  return true;
+}
+
+std::string shapeToString(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      out += ", ";
+    out += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+  }
+  out += "]";
+  return out;
+}
+
+std::string BufferView::typeString() const {
+  return std::string(dtypeName(dtype)) + shapeToString(shape);
+}
+
+StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
+  AlignedBuffer buffer;
+  // aligned_alloc wants a multiple of the alignment; never allocate 0 bytes
+  // so the pointer is always valid and aligned.
+  size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment *
+                   kBufferAlignment;
+  if (rounded == 0)
+    rounded = kBufferAlignment;
+  if (rounded < bytes)
+    return Status(StatusCode::kOutOfMemory,
+                  "cannot allocate " + std::to_string(bytes) + " bytes")
+        .withIndex(static_cast<int64_t>(bytes));
+  void *p = std::aligned_alloc(kBufferAlignment, rounded);
+  if (!p)
+    return Status(StatusCode::kOutOfMemory,
+                  "cannot allocate " + std::to_string(bytes) + " bytes")
+        .withIndex(static_cast<int64_t>(bytes));
+  buffer.data_ = p;
+  buffer.size_ = bytes;
+  return buffer;
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer &&other) noexcept
+    : data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void *AlignedBuffer::release() {
+  void *p = data_;
+  data_ = nullptr;
+  size_ = 0;
+  return p;
+}
+
+void AlignedBuffer::freeReleased(void *data) { std::free(data); }
+
+} // namespace sits::runtime

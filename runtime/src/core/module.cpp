@@ -1,0 +1,410 @@
+//===- module.cpp - Loading and running compiled models --------------------===//
+#include "artifact_internal.h"
+#include "code_loader.h"
+
+#include "sits/runtime/host.h"
+#include "sits/runtime/module.h"
+
+#include <cstring>
+#include <map>
+
+namespace sits::runtime {
+
+using EntryFn = void (*)(void **);
+
+struct Module::Impl {
+  ArtifactReader reader;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<LoadedCode> code;
+  struct Entry {
+    const EntryPointSpec *spec;
+    EntryFn fn;
+  };
+  std::vector<Entry> entries;
+  ByteSpan weights;
+
+  explicit Impl(ArtifactReader r) : reader(std::move(r)) {}
+  const Entry *find(std::string_view name) const {
+    for (const Entry &e : entries)
+      if (e.spec->name == name)
+        return &e;
+    return nullptr;
+  }
+};
+
+namespace {
+
+/// A never-dereferenced, aligned stand-in for the data of empty buffers.
+alignas(kBufferAlignment) uint8_t gEmpty[kBufferAlignment];
+
+Status mismatch(std::string message, const ArgSpec &arg, int64_t index,
+                std::string expected, std::string actual) {
+  return Status(StatusCode::kSignatureMismatch, std::move(message))
+      .withSubject(arg.name)
+      .withIndex(index)
+      .withExpected(std::move(expected), std::move(actual));
+}
+
+std::string argLabel(const EntryPointSpec &ep, const ArgSpec &arg, int64_t pos) {
+  return std::string(argRoleName(arg.role)) + " '" + arg.name + "' (#" +
+         std::to_string(pos) + ") of entry point '" + ep.name + "'";
+}
+
+std::string listNames(const std::vector<const ArgSpec *> &args) {
+  std::string out;
+  for (const ArgSpec *a : args)
+    out += (out.empty() ? "" : ", ") + a->name;
+  return out;
+}
+
+/// Binds dimension names to extents and checks one buffer against its spec.
+class SignatureChecker {
+public:
+  explicit SignatureChecker(const EntryPointSpec &ep) : ep_(ep) {}
+
+  Status check(const ArgSpec &arg, int64_t pos, const BufferView &view,
+               bool bindNames) {
+    std::string label = argLabel(ep_, arg, pos);
+    if (view.dtype != arg.dtype)
+      return mismatch(label + " has dtype " + std::string(dtypeName(view.dtype)) +
+                          ", expected " + std::string(dtypeName(arg.dtype)),
+                      arg, pos, std::string(dtypeName(arg.dtype)),
+                      std::string(dtypeName(view.dtype)));
+    if (view.rank() != arg.rank())
+      return mismatch(label + " has shape " + shapeToString(view.shape) +
+                          " (rank " + std::to_string(view.rank()) +
+                          "), expected " + shapeToString(arg.shape) + " (rank " +
+                          std::to_string(arg.rank()) + ")",
+                      arg, pos, shapeToString(arg.shape),
+                      shapeToString(view.shape));
+    if (!view.strides.empty() && view.strides.size() != view.shape.size())
+      return Status(StatusCode::kInvalidArgument,
+                    label + " has " + std::to_string(view.strides.size()) +
+                        " strides for " + std::to_string(view.shape.size()) +
+                        " dimensions")
+          .withSubject(arg.name)
+          .withIndex(pos);
+    for (size_t d = 0; d < arg.shape.size(); ++d) {
+      int64_t got = view.shape[d];
+      if (got < 0)
+        return mismatch(label + " has a negative extent in shape " +
+                            shapeToString(view.shape),
+                        arg, pos, shapeToString(arg.shape),
+                        shapeToString(view.shape));
+      if (arg.shape[d] >= 0 && got != arg.shape[d])
+        return mismatch(label + " has shape " + shapeToString(view.shape) +
+                            ", expected " + shapeToString(arg.shape) +
+                            " (dimension " + std::to_string(d) + " must be " +
+                            std::to_string(arg.shape[d]) + ")",
+                        arg, pos, shapeToString(arg.shape),
+                        shapeToString(view.shape));
+      if (d < arg.dimNames.size() && !arg.dimNames[d].empty()) {
+        const std::string &dn = arg.dimNames[d];
+        auto it = bound_.find(dn);
+        if (it == bound_.end()) {
+          if (bindNames)
+            bound_[dn] = {got, arg.name};
+        } else if (it->second.first != got) {
+          return mismatch(label + " has shape " + shapeToString(view.shape) +
+                              ": dimension " + std::to_string(d) + " ('" + dn +
+                              "') is " + std::to_string(got) + " but '" +
+                              it->second.second + "' has " + dn + " = " +
+                              std::to_string(it->second.first),
+                          arg, pos, dn + " = " + std::to_string(it->second.first),
+                          dn + " = " + std::to_string(got));
+        }
+      }
+    }
+    if (!view.data && view.numElements() != 0)
+      return Status(StatusCode::kInvalidArgument, label + " has no data")
+          .withSubject(arg.name)
+          .withIndex(pos);
+    return Status::OK();
+  }
+
+  /// The shape output `arg` must have; an unresolved dynamic extent stays
+  /// -1.
+  std::vector<int64_t> resolve(const ArgSpec &arg) const {
+    std::vector<int64_t> shape = arg.shape;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] < 0 && d < arg.dimNames.size() && !arg.dimNames[d].empty()) {
+        auto it = bound_.find(arg.dimNames[d]);
+        if (it != bound_.end())
+          shape[d] = it->second.first;
+      }
+    return shape;
+  }
+
+private:
+  const EntryPointSpec &ep_;
+  std::map<std::string, std::pair<int64_t, std::string>> bound_;
+};
+
+Status checkCounts(const EntryPointSpec &ep, size_t want, size_t got,
+                   const char *what, const std::vector<const ArgSpec *> &args) {
+  if (want == got)
+    return Status::OK();
+  return Status(StatusCode::kSignatureMismatch,
+                "entry point '" + ep.name + "' takes " + std::to_string(want) +
+                    " " + what + (want == 1 ? "" : "s") +
+                    (args.empty() ? "" : " (" + listNames(args) + ")") +
+                    ", got " + std::to_string(got))
+      .withSubject(what)
+      .withExpected(std::to_string(want), std::to_string(got));
+}
+
+Status validateInputs(const EntryPointSpec &ep, const std::vector<BufferView> &inputs,
+                      SignatureChecker &checker) {
+  std::vector<const ArgSpec *> specs = ep.inputs();
+  SITS_RETURN_IF_ERROR(checkCounts(ep, specs.size(), inputs.size(), "input", specs));
+  for (size_t i = 0; i < specs.size(); ++i)
+    SITS_RETURN_IF_ERROR(checker.check(*specs[i], int64_t(i), inputs[i], true));
+  return Status::OK();
+}
+
+/// Copies a strided view into contiguous row-major `dst` (or back when
+/// `toView`).
+void copyStrided(const BufferView &view, uint8_t *contiguous, bool toView) {
+  size_t elem = dtypeSize(view.dtype);
+  int64_t total = view.numElements();
+  if (total == 0)
+    return;
+  size_t rank = view.shape.size();
+  std::vector<int64_t> strides =
+      view.strides.empty() ? view.contiguousStrides() : view.strides;
+  auto *base = static_cast<uint8_t *>(view.data);
+  if (rank == 0) {
+    if (toView)
+      std::memcpy(base, contiguous, elem);
+    else
+      std::memcpy(contiguous, base, elem);
+    return;
+  }
+  std::vector<int64_t> index(rank, 0);
+  int64_t off = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    uint8_t *strided = base + off * int64_t(elem);
+    if (toView)
+      std::memcpy(strided, contiguous + size_t(n) * elem, elem);
+    else
+      std::memcpy(contiguous + size_t(n) * elem, strided, elem);
+    for (size_t axis = rank; axis-- > 0;) {
+      ++index[axis];
+      off += strides[axis];
+      if (index[axis] < view.shape[axis])
+        break;
+      off -= strides[axis] * view.shape[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+/// A memref descriptor {allocated, aligned, offset, sizes[], strides[]}.
+std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> d(3 + 2 * shape.size());
+  int64_t ptr;
+  static_assert(sizeof(void *) == sizeof(int64_t), "64-bit hosts only");
+  std::memcpy(&ptr, &data, sizeof(ptr));
+  d[0] = ptr;
+  d[1] = ptr;
+  d[2] = 0;
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    d[3 + i] = shape[i];
+    d[3 + shape.size() + i] = stride;
+    stride *= shape[i];
+  }
+  return d;
+}
+
+} // namespace
+
+StatusOr<Module> Module::load(const std::string &path, const LoadOptions &options) {
+  // Resolve the device first: a bad URI should not cost a full hash.
+  StatusOr<std::shared_ptr<Device>> device =
+      DeviceRegistry::global().open(options.device);
+  if (!device.ok())
+    return device.status();
+  StatusOr<ArtifactReader> reader = ArtifactReader::open(path);
+  if (!reader.ok())
+    return reader.status();
+  return load(*reader, options);
+}
+
+StatusOr<Module> Module::load(const void *data, size_t size,
+                              const LoadOptions &options) {
+  StatusOr<std::shared_ptr<Device>> device =
+      DeviceRegistry::global().open(options.device);
+  if (!device.ok())
+    return device.status();
+  StatusOr<ArtifactReader> reader = ArtifactReader::fromMemory(data, size);
+  if (!reader.ok())
+    return reader.status();
+  return load(*reader, options);
+}
+
+StatusOr<Module> Module::load(const ArtifactReader &reader,
+                              const LoadOptions &options) {
+  StatusOr<std::shared_ptr<Device>> device =
+      DeviceRegistry::global().open(options.device);
+  if (!device.ok())
+    return device.status();
+  if ((*device)->kind() != DeviceKind::kCpu)
+    return Status(StatusCode::kUnimplemented,
+                  "running code on " + (*device)->uri() + " is not implemented")
+        .withSubject((*device)->uri());
+  SITS_RETURN_IF_ERROR(checkHostCompatibility(reader));
+
+  auto impl = std::make_shared<Impl>(reader);
+  impl->device = *device;
+  const Manifest &m = impl->reader.manifest();
+  std::optional<ByteSpan> code = impl->reader.section(m.codeSectionName());
+  StatusOr<std::unique_ptr<LoadedCode>> loaded =
+      LoadedCode::load(*code, m.target.name + ":" + m.contentHash.substr(0, 16));
+  if (!loaded.ok())
+    return loaded.status();
+  impl->code = std::move(loaded).value();
+  for (const EntryPointSpec &ep : m.entryPoints) {
+    void *sym = impl->code->symbol(ep.symbol);
+    if (!sym)
+      return Status(StatusCode::kMissingSymbol,
+                    "entry point '" + ep.name + "': the loaded code has no '" +
+                        ep.symbol + "'")
+          .withSubject(ep.symbol);
+    impl->entries.push_back({&ep, reinterpret_cast<EntryFn>(sym)});
+  }
+  if (std::optional<ByteSpan> w = impl->reader.section("weights"))
+    impl->weights = *w;
+  return Module(std::move(impl));
+}
+
+std::vector<std::string> Module::entryPoints() const {
+  std::vector<std::string> out;
+  for (const Impl::Entry &e : impl_->entries)
+    out.push_back(e.spec->name);
+  return out;
+}
+
+const EntryPointSpec *Module::signature(std::string_view name) const {
+  const Impl::Entry *e = impl_->find(name);
+  return e ? e->spec : nullptr;
+}
+
+const Manifest &Module::manifest() const { return impl_->reader.manifest(); }
+const ArtifactReader &Module::artifact() const { return impl_->reader; }
+const Device &Module::device() const { return *impl_->device; }
+
+namespace {
+Status unknownEntry(const Module &m, std::string_view name) {
+  std::string known;
+  for (const std::string &n : m.entryPoints())
+    known += (known.empty() ? "" : ", ") + n;
+  return Status(StatusCode::kInvalidArgument,
+                "no entry point named '" + std::string(name) +
+                    "'; the model has: " + known)
+      .withSubject(std::string(name));
+}
+} // namespace
+
+StatusOr<std::vector<std::vector<int64_t>>>
+Module::outputShapes(std::string_view name,
+                     const std::vector<BufferView> &inputs) const {
+  const Impl::Entry *entry = impl_->find(name);
+  if (!entry)
+    return unknownEntry(*this, name);
+  const EntryPointSpec &ep = *entry->spec;
+  SignatureChecker checker(ep);
+  SITS_RETURN_IF_ERROR(validateInputs(ep, inputs, checker));
+  std::vector<std::vector<int64_t>> out;
+  std::vector<const ArgSpec *> outputs = ep.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::vector<int64_t> shape = checker.resolve(*outputs[i]);
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] < 0)
+        return mismatch("output '" + outputs[i]->name + "' of entry point '" +
+                            ep.name + "' has shape " +
+                            shapeToString(outputs[i]->shape) + " and no input "
+                            "determines dimension " + std::to_string(d) +
+                            "; pass preallocated outputs",
+                        *outputs[i], int64_t(i), shapeToString(outputs[i]->shape),
+                        "unknown");
+    out.push_back(std::move(shape));
+  }
+  return out;
+}
+
+Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
+                   const std::vector<BufferView> &outputs) const {
+  const Impl::Entry *entry = impl_->find(name);
+  if (!entry)
+    return unknownEntry(*this, name);
+  const EntryPointSpec &ep = *entry->spec;
+  SignatureChecker checker(ep);
+  SITS_RETURN_IF_ERROR(validateInputs(ep, inputs, checker));
+  std::vector<const ArgSpec *> outSpecs = ep.outputs();
+  SITS_RETURN_IF_ERROR(
+      checkCounts(ep, outSpecs.size(), outputs.size(), "output", outSpecs));
+  // Outputs: static extents and names bound by the inputs must match.
+  for (size_t i = 0; i < outSpecs.size(); ++i)
+    SITS_RETURN_IF_ERROR(checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
+
+  // Descriptors, staging what is not contiguous and aligned.
+  std::vector<std::vector<int64_t>> descs;
+  std::vector<AlignedBuffer> scratch;
+  std::vector<std::pair<const BufferView *, void *>> copyBack;
+  descs.reserve(ep.args.size());
+  if (ep.hasWeights()) {
+    void *w = impl_->weights.size ? const_cast<uint8_t *>(impl_->weights.data)
+                                  : static_cast<void *>(gEmpty);
+    descs.push_back(descriptor(w, {int64_t(impl_->weights.size)}));
+  }
+  auto stage = [&](const BufferView &view, bool isOutput) -> StatusOr<void *> {
+    if (view.numElements() == 0)
+      return static_cast<void *>(gEmpty);
+    if (view.isContiguous() && view.isAligned())
+      return view.data;
+    size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
+    StatusOr<AlignedBuffer> buf = AlignedBuffer::allocate(bytes);
+    if (!buf.ok())
+      return buf.status();
+    void *p = buf->data();
+    if (view.isContiguous()) {
+      if (!isOutput)
+        std::memcpy(p, view.data, bytes);
+    } else if (!isOutput) {
+      copyStrided(view, static_cast<uint8_t *>(p), false);
+    }
+    scratch.push_back(std::move(buf).value());
+    if (isOutput)
+      copyBack.emplace_back(&view, p);
+    return p;
+  };
+  for (const BufferView &in : inputs) {
+    StatusOr<void *> p = stage(in, false);
+    if (!p.ok())
+      return p.status();
+    descs.push_back(descriptor(*p, in.shape));
+  }
+  for (const BufferView &out : outputs) {
+    StatusOr<void *> p = stage(out, true);
+    if (!p.ok())
+      return p.status();
+    descs.push_back(descriptor(*p, out.shape));
+  }
+  std::vector<void *> args;
+  args.reserve(descs.size());
+  for (std::vector<int64_t> &d : descs)
+    args.push_back(d.data());
+
+  entry->fn(args.data());
+
+  for (auto &[view, p] : copyBack) {
+    if (view->isContiguous())
+      std::memcpy(view->data, p, size_t(view->numElements()) * dtypeSize(view->dtype));
+    else
+      copyStrided(*view, static_cast<uint8_t *>(p), true);
+  }
+  return Status::OK();
+}
+
+} // namespace sits::runtime

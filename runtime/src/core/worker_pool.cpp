@@ -1,0 +1,208 @@
+//===- worker_pool.cpp - The process-wide worker threads -------------------===//
+#include "worker_pool.h"
+
+#include "sits/runtime/thread_pool.h"
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <thread>
+#include <vector>
+
+namespace sits::runtime {
+namespace pool {
+namespace {
+
+constexpr int kMaxThreads = 4096;
+
+struct State {
+  std::mutex mu;
+  std::condition_variable workCv;
+  std::deque<Task> queue;
+  /// Desired number of workers; workers with an id >= target leave.
+  int target = 0;
+  bool started = false;
+  /// threads[id] is worker `id`.
+  std::vector<std::thread> threads;
+  /// Serialises resize() calls (held while joining, never with `mu`).
+  std::mutex resizeMu;
+  std::atomic<int64_t> executed{0};
+};
+
+std::atomic<State *> gState{nullptr};
+std::mutex gCreateMu;
+thread_local State *tWorkerOf = nullptr;
+
+void atforkPrepare() { gCreateMu.lock(); }
+void atforkParent() { gCreateMu.unlock(); }
+void atforkChild() {
+  // The child has none of the parent's threads; abandon (leak) the old
+  // state, whose mutexes may be held by threads that do not exist here.
+  State *old = gState.load(std::memory_order_relaxed);
+  int target = old ? old->target : 0;
+  gState.store(nullptr, std::memory_order_relaxed);
+  if (target > 0) {
+    State *fresh = new State();
+    fresh->target = target;
+    gState.store(fresh, std::memory_order_relaxed);
+  }
+  gCreateMu.unlock(); // locked by atforkPrepare on this (the only) thread
+}
+
+State &state() {
+  State *s = gState.load(std::memory_order_acquire);
+  if (s)
+    return *s;
+  std::lock_guard<std::mutex> lock(gCreateMu);
+  s = gState.load(std::memory_order_relaxed);
+  if (!s) {
+    static bool registered = [] {
+      pthread_atfork(atforkPrepare, atforkParent, atforkChild);
+      return true;
+    }();
+    (void)registered;
+    s = new State();
+    s->target = defaultNumThreads();
+    gState.store(s, std::memory_order_release);
+  }
+  return *s;
+}
+
+void workerMain(State *s, int id) {
+  tWorkerOf = s;
+  std::unique_lock<std::mutex> lock(s->mu);
+  while (true) {
+    s->workCv.wait(lock, [&] { return id >= s->target || !s->queue.empty(); });
+    if (id >= s->target)
+      break;
+    Task t = s->queue.front();
+    s->queue.pop_front();
+    lock.unlock();
+    t.fn(t.arg);
+    s->executed.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+  }
+}
+
+// Called with s.mu held.
+void startLocked(State &s) {
+  if (s.started)
+    return;
+  s.started = true;
+  for (int id = int(s.threads.size()); id < s.target; ++id)
+    s.threads.emplace_back(workerMain, &s, id);
+}
+
+} // namespace
+
+void submit(Task task) {
+  State &s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    startLocked(s);
+    s.queue.push_back(task);
+  }
+  s.workCv.notify_one();
+}
+
+bool tryRunOne() {
+  State &s = state();
+  Task t;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.queue.empty())
+      return false;
+    t = s.queue.front();
+    s.queue.pop_front();
+  }
+  t.fn(t.arg);
+  s.executed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void waitForWork(std::chrono::microseconds timeout) {
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.queue.empty())
+    s.workCv.wait_for(lock, timeout);
+}
+
+bool onWorkerThread() { return tWorkerOf != nullptr; }
+
+int size() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.target;
+}
+
+int64_t tasksExecuted() {
+  return state().executed.load(std::memory_order_relaxed);
+}
+
+Status resize(int n) {
+  if (n < 0 || n > kMaxThreads)
+    return Status(StatusCode::kInvalidArgument,
+                  "thread count must be between 0 (the default) and " +
+                      std::to_string(kMaxThreads) + ", got " + std::to_string(n))
+        .withSubject("threads");
+  if (onWorkerThread())
+    return Status(StatusCode::kInvalidArgument,
+                  "the thread pool cannot be resized from one of its workers")
+        .withSubject("threads");
+  if (n == 0)
+    n = defaultNumThreads();
+  State &s = state();
+  std::lock_guard<std::mutex> resizeLock(s.resizeMu);
+  std::vector<std::thread> leaving;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.target = n;
+    if (!s.started)
+      return Status::OK();
+    while (int(s.threads.size()) > n) {
+      leaving.push_back(std::move(s.threads.back()));
+      s.threads.pop_back();
+    }
+    for (int id = int(s.threads.size()); id < n; ++id)
+      s.threads.emplace_back(workerMain, &s, id);
+  }
+  s.workCv.notify_all();
+  for (std::thread &t : leaving)
+    t.join();
+  return Status::OK();
+}
+
+} // namespace pool
+
+int defaultNumThreads() {
+  if (const char *env = std::getenv("SITS_NUM_THREADS")) {
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(env, &end, 10);
+    if (errno == 0 && end != env && *end == '\0' && v > 0 &&
+        v <= pool::kMaxThreads)
+      return int(v);
+  }
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0)
+      return n;
+  }
+#endif
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc ? int(hc) : 1;
+}
+
+int numThreads() { return pool::size(); }
+
+Status setNumThreads(int n) { return pool::resize(n); }
+
+} // namespace sits::runtime

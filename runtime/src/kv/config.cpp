@@ -1,0 +1,143 @@
+//===- config.cpp - PoolConfig validation (spec §4.2) ---------------------===//
+#include "sits/runtime/kv/config.h"
+
+#include "errors.h"
+
+namespace sits::runtime::kv {
+namespace {
+
+struct DTypeEntry {
+  DType dtype;
+  const char *name;
+  int64_t size;
+};
+
+constexpr DTypeEntry kDTypes[] = {
+    {DType::kF32, "f32", 4},          {DType::kF16, "f16", 2},
+    {DType::kBF16, "bf16", 2},        {DType::kFP8E4M3, "fp8_e4m3", 1},
+    {DType::kFP8E5M2, "fp8_e5m2", 1}, {DType::kInt8, "int8", 1},
+};
+
+/// Block ids are int32 and the metadata is sized up front: cap the pool at
+/// 2^30 blocks per tier.
+constexpr int64_t kMaxBlocks = int64_t(1) << 30;
+constexpr int64_t kMaxBlockSize = 256;
+
+bool mulOverflows(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+
+} // namespace
+
+const char *dtypeName(DType dtype) {
+  for (const DTypeEntry &e : kDTypes)
+    if (e.dtype == dtype)
+      return e.name;
+  return "unknown";
+}
+
+int64_t dtypeSize(DType dtype) {
+  for (const DTypeEntry &e : kDTypes)
+    if (e.dtype == dtype)
+      return e.size;
+  return 0;
+}
+
+const char *supportedDTypes() {
+  return "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8";
+}
+
+StatusOr<DType> parseDType(std::string_view name) {
+  for (const DTypeEntry &e : kDTypes)
+    if (name == e.name)
+      return e.dtype;
+  Status st = errors::invalidArgument(
+      "dtype", -1,
+      "unsupported dtype '" + std::string(name) + "'; supported: " +
+          supportedDTypes());
+  return st;
+}
+
+StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
+  using errors::invalidArgument;
+  if (c.num_blocks <= 0)
+    return invalidArgument("num_blocks", c.num_blocks, "must be > 0");
+  if (c.reserve_null_block && c.num_blocks < 2)
+    return invalidArgument("num_blocks", c.num_blocks,
+                           "must be >= 2 when reserve_null_block is set "
+                           "(block 0 is the null block)");
+  if (c.num_blocks > kMaxBlocks)
+    return invalidArgument("num_blocks", c.num_blocks,
+                           "must be <= 2^30 (" + std::to_string(kMaxBlocks) +
+                               ")");
+  if (c.block_size <= 0 || c.block_size > kMaxBlockSize ||
+      (c.block_size & (c.block_size - 1)) != 0)
+    return invalidArgument("block_size", c.block_size,
+                           "supported block sizes: 1, 2, 4, 8, 16, 32, 64, "
+                           "128, 256 (powers of two <= 256)");
+  if (c.num_layers <= 0)
+    return invalidArgument("num_layers", c.num_layers, "must be > 0");
+  if (c.num_kv_heads <= 0)
+    return invalidArgument("num_kv_heads", c.num_kv_heads, "must be > 0");
+  if (c.head_dim <= 0)
+    return invalidArgument("head_dim", c.head_dim, "must be > 0");
+  const int64_t elem = dtypeSize(c.dtype);
+  if (elem == 0)
+    return invalidArgument("dtype", int64_t(c.dtype),
+                           std::string("unsupported dtype; supported: ") +
+                               supportedDTypes());
+  if (c.kv_factor != 1 && c.kv_factor != 2)
+    return invalidArgument("kv_factor", c.kv_factor,
+                           "must be 1 (MLA) or 2 (K and V)");
+  if (c.max_seq_len <= 0)
+    return invalidArgument("max_seq_len", c.max_seq_len, "must be > 0");
+  if (c.num_host_blocks < 0)
+    return invalidArgument("num_host_blocks", c.num_host_blocks,
+                           "must be >= 0 (0: no host tier)");
+  if (c.num_host_blocks > kMaxBlocks)
+    return invalidArgument("num_host_blocks", c.num_host_blocks,
+                           "must be <= 2^30");
+  const int64_t usable = c.num_blocks - (c.reserve_null_block ? 1 : 0);
+  if (c.watermark_blocks < 0 || c.watermark_blocks >= usable)
+    return invalidArgument("watermark_blocks", c.watermark_blocks,
+                           "must be >= 0 and < usable blocks (" +
+                               std::to_string(usable) + ")");
+  if (c.hash_algo != HashAlgo::kSha256 && c.hash_algo != HashAlgo::kMurmur3_128)
+    return invalidArgument("hash_algo", int64_t(c.hash_algo),
+                           "supported: sha256, murmur3_128");
+  if (c.hash_seed.size() < 16)
+    return invalidArgument("hash_seed", int64_t(c.hash_seed.size()),
+                           "must be at least 16 bytes");
+  if (c.copy_ordering != CopyOrdering::kStreamOrdered &&
+      c.copy_ordering != CopyOrdering::kAsync)
+    return invalidArgument("copy_ordering", int64_t(c.copy_ordering),
+                           "supported: STREAM_ORDERED, ASYNC");
+
+  // bytes_per_block = kv_factor × layers × heads × head_dim × bs × sizeof.
+  PoolGeometry g;
+  int64_t bytes = c.kv_factor;
+  const int64_t factors[] = {c.num_layers, c.num_kv_heads, c.head_dim,
+                             c.block_size, elem};
+  for (int64_t f : factors)
+    if (mulOverflows(bytes, f, &bytes))
+      return invalidArgument("bytes_per_block", -1,
+                             "kv_factor × num_layers × num_kv_heads × "
+                             "head_dim × block_size × sizeof(dtype) "
+                             "overflows int64");
+  g.bytes_per_block = bytes;
+  if (mulOverflows(c.num_blocks, bytes, &g.total_bytes))
+    return invalidArgument("total_bytes", -1,
+                           "num_blocks × bytes_per_block (" +
+                               std::to_string(bytes) + ") overflows int64");
+  if (mulOverflows(c.num_host_blocks, bytes, &g.host_total_bytes))
+    return invalidArgument("host_total_bytes", -1,
+                           "num_host_blocks × bytes_per_block (" +
+                               std::to_string(bytes) + ") overflows int64");
+  g.usable_blocks = usable;
+  g.max_blocks_per_seq =
+      c.max_seq_len / c.block_size + (c.max_seq_len % c.block_size != 0);
+  g.verify_hits = c.verify_hits || !isCryptographic(c.hash_algo);
+  return g;
+}
+
+} // namespace sits::runtime::kv

@@ -1,0 +1,113 @@
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-tile-and-fuse{num-threads=2}),canonicalize,cse)' | FileCheck %s
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-tile-and-fuse{num-threads=2}))' --mlir-pass-statistics 2>&1 | FileCheck %s --check-prefix=STATS
+
+// A matmul with a bias+relu epilogue becomes one fusion group: one
+// scf.forall over 64x128 output tiles, each computing its slice of the
+// matmul (fill, then a kc=256 reduction loop around an 8x32 register block
+// stepping k by one) and then the epilogue on that slice.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @matmul_epilogue
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (64, 128)
+//       CHECK:     linalg.fill
+//       CHECK:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %[[C256:.+]] iter_args
+//       CHECK:       scf.for
+//       CHECK:         scf.for
+//       CHECK:           scf.for
+//       CHECK:             linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x1xf32>, tensor<1x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
+//       CHECK:     linalg.generic
+//  CHECK-SAME:       ins(%{{.+}}, %{{.+}} : tensor<1x64xf32>, tensor<64xf32>)
+//       CHECK:     scf.forall.in_parallel
+//   CHECK-NOT:   scf.forall (
+//       CHECK:   return
+// STATS: (S) 2 num-fused
+// STATS: (S) 1 num-groups
+func.func @matmul_epilogue(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>, %bias: tensor<512xf32>) -> tensor<512x512xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<512x512xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<512x512xf32>) -> tensor<512x512xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<512x512xf32>, tensor<512x512xf32>) outs(%f : tensor<512x512xf32>) -> tensor<512x512xf32>
+  %r = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%m, %bias : tensor<512x512xf32>, tensor<512xf32>) outs(%e : tensor<512x512xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.maximumf %s, %z : f32
+    linalg.yield %t : f32
+  } -> tensor<512x512xf32>
+  return %r : tensor<512x512xf32>
+}
+
+// -----
+
+// A matmul whose result has a second user is not recomputed: it stays a
+// group of its own and both consumers read its result.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @shared_matmul
+//       CHECK:   %[[M:.+]] = scf.forall
+//       CHECK:     linalg.matmul
+//       CHECK:   scf.forall
+//   CHECK-NOT:     linalg.matmul
+//       CHECK:   return %[[M]],
+func.func @shared_matmul(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x64xf32>, tensor<64x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%m : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %t = arith.maximumf %x, %z : f32
+    linalg.yield %t : f32
+  } -> tensor<64x64xf32>
+  return %m, %r : tensor<64x64xf32>, tensor<64x64xf32>
+}
+
+// -----
+
+// Row reductions (softmax) keep each row whole inside a tile: the forall
+// splits the rows across threads and the max, exp-sum and division of a row
+// are fused into the same tile.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#red = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @softmax_rows
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (128) step (32)
+//       CHECK:     scf.for
+//       CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]
+//  CHECK-SAME:         ins(%{{.+}} : tensor<1x512xf32>)
+//       CHECK:     scf.for
+//       CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]
+//       CHECK:     scf.for
+//       CHECK:       scf.for
+//       CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "parallel"]
+//  CHECK-SAME:           tensor<1x64xf32>
+//       CHECK:     scf.forall.in_parallel
+//   CHECK-NOT:   scf.forall (
+func.func @softmax_rows(%x: tensor<128x512xf32>) -> tensor<128x512xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<128xf32>
+  %mi = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<128xf32>) -> tensor<128xf32>
+  %max = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<128x512xf32>) outs(%mi : tensor<128xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %r = arith.maximumf %a, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<128xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%e1 : tensor<128xf32>) -> tensor<128xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #red, #red], iterator_types = ["parallel", "reduction"]} ins(%x, %max : tensor<128x512xf32>, tensor<128xf32>) outs(%si : tensor<128xf32>) {
+  ^bb0(%a: f32, %m: f32, %s: f32):
+    %d = arith.subf %a, %m : f32
+    %ex = math.exp %d : f32
+    %r = arith.addf %ex, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<128xf32>
+  %e2 = tensor.empty() : tensor<128x512xf32>
+  %y = linalg.generic {indexing_maps = [#id, #red, #red, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %max, %sum : tensor<128x512xf32>, tensor<128xf32>, tensor<128xf32>) outs(%e2 : tensor<128x512xf32>) {
+  ^bb0(%a: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    %ex = math.exp %d : f32
+    %r = arith.divf %ex, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<128x512xf32>
+  return %y : tensor<128x512xf32>
+}

@@ -1,0 +1,32 @@
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{num-threads=2})' | FileCheck %s
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{num-threads=1})' | FileCheck %s --check-prefix=ONE
+
+// The whole CPU pipeline, as sits_mlir.compile runs it: graph passes, SITS to
+// linalg, tiling, vectorization, bufferization with out-params, weights
+// moved to a buffer, and the LLVM dialect with the runtime's entry point.
+
+// Tiles run as tasks through MLIR's async runtime ABI (implemented by the
+// SITS runtime); the vectorized kernel sits in the outlined parallel body.
+// With one thread there is no async runtime at all.
+
+// CHECK: module attributes {sits.target = #sits.target<"cpu">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// CHECK-DAG: llvm.func @main(
+// CHECK-DAG: llvm.func @_mlir_ciface_main(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)
+// CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)
+// CHECK-DAG: llvm.call @mlirAsyncRuntimeExecute
+// CHECK-DAG: llvm.intr.fmuladd
+// CHECK-NOT: sits.matmul
+// CHECK-NOT: linalg.
+// CHECK-NOT: memref.
+
+// ONE-NOT: mlirAsyncRuntime
+// ONE: llvm.intr.fmuladd
+// ONE: llvm.func @sits_entry_main
+module attributes {sits.target = #sits.target<"cpu">} {
+  func.func @main(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+    %w = arith.constant dense_resource<w> : tensor<64x64xf32>
+    %h = sits.matmul %x, %w : (tensor<8x64xf32>, tensor<64x64xf32>) -> tensor<8x64xf32>
+    %y = sits.activation <relu> %h : tensor<8x64xf32>
+    return %y : tensor<8x64xf32>
+  }
+}

@@ -1,0 +1,92 @@
+"""Helpers of the runtime tests: manifests for the test kernels and an
+independent encoder of the .sitsm layout (written from ARTIFACT.md, with
+hashlib), for crafting inconsistent artifacts that still carry a valid
+content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+KERNELS = ROOT / "test" / "unit" / "runtime" / "core" / "kernels"
+
+
+def host_triple() -> str:
+    from sits_mlir import runtime
+
+    return f"{runtime.host_cpu()['arch']}-unknown-linux-gnu"
+
+
+def arg(role, name, dtype, shape, dim_names=None):
+    a = {"role": role, "name": name, "dtype": dtype, "shape": list(shape)}
+    if dim_names is not None:
+        a["dim_names"] = list(dim_names)
+    return a
+
+
+def manifest(entries, features=("+sse2",), triple=None, **extra):
+    m = {
+        "target": {"triple": triple or host_triple(), "cpu": "generic",
+                   "features": list(features)},
+        "entry_points": entries,
+    }
+    m.update(extra)
+    return m
+
+
+ADD_ENTRY = {
+    "name": "main",
+    "args": [arg("input", "x", "f32", [-1, 4], ["batch", None]),
+             arg("input", "y", "f32", [-1, 4], ["batch", None]),
+             arg("output", "z", "f32", [-1, 4], ["batch", None])],
+}
+
+
+# -- an independent encoder of the layout (ARTIFACT.md), for crafting
+#    inconsistent artifacts that still carry a valid hash ---------------------
+
+def decode(data: bytes):
+    version, _, count = struct.unpack_from("<III", data, 8)
+    sections = []
+    for i in range(count):
+        e = 64 + 64 * i
+        name = data[e:e + 40].rstrip(b"\0").decode()
+        off, size = struct.unpack_from("<QQ", data, e + 40)
+        sections.append((name, bytes(data[off:off + size])))
+    return version, sections
+
+
+def encode(version: int, sections) -> bytes:
+    sections = [(n, bytearray(b)) for n, b in sections]
+    manifest_bytes = next(b for n, b in sections if n == "manifest")
+    key = b'"content_hash": "'
+    pos = manifest_bytes.rindex(key) + len(key)
+    manifest_bytes[pos:pos + 64] = b"0" * 64
+    header_size = 64 + 64 * len(sections)
+    offsets, end = [], header_size
+    for name, body in sections:
+        align = 4096 if name == "weights" else 64
+        end = (end + align - 1) // align * align
+        offsets.append(end)
+        end += len(body)
+    out = bytearray(end)
+    out[0:8] = b"\x89SITSM\r\n"
+    struct.pack_into("<IIIIQ", out, 8, version, header_size, len(sections), pos, end)
+    for i, ((name, body), off) in enumerate(zip(sections, offsets)):
+        struct.pack_into("<40sQQII", out, 64 + 64 * i, name.encode(), off, len(body), 0, 0)
+        out[off:off + len(body)] = body
+    digest = hashlib.sha256(out).digest()
+    out[32:64] = digest
+    manifest_off = offsets[[n for n, _ in sections].index("manifest")]
+    out[manifest_off + pos:manifest_off + pos + 64] = digest.hex().encode()
+    return bytes(out)
+
+
+def patch_manifest(data: bytes, old: str, new: str) -> bytes:
+    version, sections = decode(data)
+    sections = [(n, b.replace(old.encode(), new.encode(), 1) if n == "manifest" else b)
+                for n, b in sections]
+    assert any(old.encode() in b for n, b in decode(data)[1] if n == "manifest"), old
+    return encode(version, sections)

@@ -1,0 +1,153 @@
+//===- construction_test.cpp - Spec §5 A: T01–T06 --------------------------===//
+#include "kv_test_util.h"
+
+#include <climits>
+
+using namespace sits::runtime::kv;
+using namespace sits::runtime::kv::test;
+
+TEST(KVAlloc, T01_ValidConfigInitialState) {
+  auto a = makePool(poolConfig(32));
+  ASSERT_TRUE(a);
+  const Stats s = stats(*a);
+  EXPECT_EQ(s.total_blocks, 32);
+  EXPECT_EQ(s.usable_blocks, 31);
+  EXPECT_EQ(s.free_blocks, 31);
+  EXPECT_EQ(s.cached_blocks, 0);
+  EXPECT_EQ(s.active_blocks, 0);
+  EXPECT_EQ(s.num_sequences, 0);
+  EXPECT_EQ(s.blocks_allocated, 0);
+  EXPECT_EQ(s.prefix_queries, 0);
+  EXPECT_EQ(s.failed_calls, 0);
+  EXPECT_EQ(freeOrder(*a), ids(1, 32));
+  EXPECT_EQ(block(*a, 0).state, BlockState::kReserved);
+  EXPECT_EQ(*a->numFreeBlocks(), 31);
+  EXPECT_EQ(a->defaultPad(), 0);
+  // bytes_per_block = 2 × 2 layers × 2 heads × 64 × 16 × 2 bytes.
+  EXPECT_EQ(a->geometry().bytes_per_block, 2 * 2 * 2 * 64 * 16 * 2);
+  EXPECT_EQ(a->geometry().total_bytes, 32 * a->geometry().bytes_per_block);
+  KV_ASSERT_INVARIANTS(*a);
+}
+
+TEST(KVAlloc, T02_EachFieldZeroOrNegativeNamesTheField) {
+  struct Case {
+    const char *field;
+    void (*mutate)(PoolConfig &);
+  };
+  const Case cases[] = {
+      {"num_blocks", [](PoolConfig &c) { c.num_blocks = 0; }},
+      {"num_blocks", [](PoolConfig &c) { c.num_blocks = -5; }},
+      {"block_size", [](PoolConfig &c) { c.block_size = 0; }},
+      {"block_size", [](PoolConfig &c) { c.block_size = -16; }},
+      {"num_layers", [](PoolConfig &c) { c.num_layers = 0; }},
+      {"num_layers", [](PoolConfig &c) { c.num_layers = -1; }},
+      {"num_kv_heads", [](PoolConfig &c) { c.num_kv_heads = 0; }},
+      {"head_dim", [](PoolConfig &c) { c.head_dim = -64; }},
+      {"kv_factor", [](PoolConfig &c) { c.kv_factor = 0; }},
+      {"kv_factor", [](PoolConfig &c) { c.kv_factor = 3; }},
+      {"max_seq_len", [](PoolConfig &c) { c.max_seq_len = 0; }},
+      {"num_host_blocks", [](PoolConfig &c) { c.num_host_blocks = -1; }},
+      {"watermark_blocks", [](PoolConfig &c) { c.watermark_blocks = -1; }},
+      {"watermark_blocks", [](PoolConfig &c) { c.watermark_blocks = 31; }},
+      {"hash_seed", [](PoolConfig &c) { c.hash_seed = "short"; }},
+  };
+  for (const Case &tc : cases) {
+    PoolConfig c = poolConfig(32);
+    tc.mutate(c);
+    auto r = Allocator::create(c);
+    ASSERT_FALSE(r.ok()) << tc.field;
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << tc.field;
+    EXPECT_EQ(r.status().info().field, tc.field);
+    EXPECT_NE(r.status().message().find(tc.field), std::string::npos);
+  }
+}
+
+TEST(KVAlloc, T03_BytesPerBlockAndTotalOverflow) {
+  PoolConfig c = poolConfig(32);
+  c.num_layers = int64_t(1) << 40;
+  c.num_kv_heads = int64_t(1) << 20;
+  c.head_dim = 1024;
+  auto r = Allocator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().info().field, "bytes_per_block");
+
+  PoolConfig t = poolConfig(int64_t(1) << 30);
+  t.num_layers = int64_t(1) << 20;
+  t.num_kv_heads = 64;
+  t.head_dim = 256; // bytes_per_block = 2^46: fits; × 2^30 blocks does not
+  auto g = validatePoolConfig(t);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().info().field, "total_bytes");
+  EXPECT_EQ(Allocator::create(t).code(), StatusCode::kInvalidArgument);
+
+  PoolConfig h = poolConfig(32);
+  h.num_layers = int64_t(1) << 20;
+  h.num_kv_heads = 64;
+  h.head_dim = 256;
+  h.num_host_blocks = int64_t(1) << 30;
+  EXPECT_EQ(validatePoolConfig(h).status().info().field, "host_total_bytes");
+}
+
+TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
+  PoolConfig c = poolConfig(32);
+  c.block_size = 48;
+  auto r = Allocator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().info().field, "block_size");
+  EXPECT_NE(r.status().message().find("1, 2, 4, 8, 16, 32, 64, 128, 256"),
+            std::string::npos)
+      << r.status().message();
+  c.block_size = 512;
+  EXPECT_EQ(Allocator::create(c).status().info().field, "block_size");
+
+  PoolConfig d = poolConfig(32);
+  d.dtype = static_cast<DType>(99);
+  auto rd = Allocator::create(d);
+  ASSERT_FALSE(rd.ok());
+  EXPECT_EQ(rd.status().info().field, "dtype");
+  EXPECT_NE(rd.status().message().find(supportedDTypes()), std::string::npos);
+
+  auto p = parseDType("f64");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("bf16"), std::string::npos);
+  EXPECT_EQ(*parseDType("fp8_e4m3"), DType::kFP8E4M3);
+
+  PoolConfig h = poolConfig(32);
+  h.hash_algo = static_cast<HashAlgo>(7);
+  EXPECT_EQ(Allocator::create(h).status().info().field, "hash_algo");
+}
+
+TEST(KVAlloc, T05_SingleBlockPool) {
+  PoolConfig c = poolConfig(1);
+  auto r = Allocator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().info().field, "num_blocks");
+
+  c.reserve_null_block = false;
+  auto a = makePool(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(stats(*a).usable_blocks, 1);
+  EXPECT_EQ(a->defaultPad(), -1);
+  auto added = a->addSequence(7, 16);
+  KV_ASSERT_OK(added);
+  EXPECT_EQ(added->block_ids, std::vector<int32_t>{0});
+  KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(8, 1), StatusCode::kOutOfBlocks);
+  KV_ASSERT_INVARIANTS(*a);
+}
+
+TEST(KVAlloc, T06_TwoAllocatorsAreIndependent) {
+  auto a = makePool(poolConfig(16));
+  auto b = makePool(poolConfig(16));
+  KV_ASSERT_OK(a->addSequence(1, 40));
+  KV_ASSERT_OK(b->addSequence(1, 16));
+  EXPECT_EQ(table(*a, 1), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(table(*b, 1), (std::vector<int32_t>{1}));
+  std::vector<int32_t> copy = table(*a, 1);
+  a.reset(); // destroying one while a copy of its table is held
+  EXPECT_EQ(copy, (std::vector<int32_t>{1, 2, 3}));
+  KV_ASSERT_OK(b->append(1, 1));
+  EXPECT_EQ(table(*b, 1), (std::vector<int32_t>{1, 2}));
+  KV_ASSERT_INVARIANTS(*b);
+}
