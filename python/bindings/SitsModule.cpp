@@ -170,27 +170,19 @@ MlirLogicalResult captureDiagnostic(MlirDiagnostic diag, void *userData) {
   return mlirLogicalResultSuccess();
 }
 
-/// Runs an emission entry point with the GIL released and diagnostics
-/// captured; returns (ok, bytes, [(severity, location, message)]).
-nb::tuple runEmission(
-    MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
-                              MlirStringCallback, void *),
-    MlirOperation module, const std::string &triple, const std::string &cpu,
-    const std::string &features, int optLevel) {
-  SitsLLVMObjectOptions options{
-      mlirStringRefCreate(triple.data(), triple.size()),
-      mlirStringRefCreate(cpu.data(), cpu.size()),
-      mlirStringRefCreate(features.data(), features.size()), optLevel};
+/// Runs `produce(callback, userData)` -- a C API call streaming bytes to a
+/// callback -- with the GIL released and the context's diagnostics captured.
+/// Returns (ok, bytes, [(severity, location, message)]).
+template <typename Produce>
+nb::tuple runCapturingDiagnostics(MlirContext context, Produce produce) {
   std::vector<CapturedDiagnostic> diagnostics;
   std::string output;
-  MlirContext context = mlirOperationGetContext(module);
   MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(
       context, captureDiagnostic, &diagnostics, nullptr);
   MlirLogicalResult result;
   {
     nb::gil_scoped_release release;
-    result = emit(
-        module, options,
+    result = produce(
         [](MlirStringRef s, void *data) {
           static_cast<std::string *>(data)->append(s.data, s.length);
         },
@@ -202,6 +194,24 @@ nb::tuple runEmission(
     diags.append(nb::make_tuple(severity, location, message));
   return nb::make_tuple(mlirLogicalResultIsSuccess(result),
                         nb::bytes(output.data(), output.size()), diags);
+}
+
+/// An emission entry point (object or LLVM IR) through
+/// runCapturingDiagnostics.
+nb::tuple runEmission(
+    MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
+                              MlirStringCallback, void *),
+    MlirOperation module, const std::string &triple, const std::string &cpu,
+    const std::string &features, int optLevel) {
+  SitsLLVMObjectOptions options{
+      mlirStringRefCreate(triple.data(), triple.size()),
+      mlirStringRefCreate(cpu.data(), cpu.size()),
+      mlirStringRefCreate(features.data(), features.size()), optLevel};
+  return runCapturingDiagnostics(
+      mlirOperationGetContext(module),
+      [&](MlirStringCallback callback, void *userData) {
+        return emit(module, options, callback, userData);
+      });
 }
 
 } // namespace
@@ -270,23 +280,11 @@ NB_MODULE(_sits, m) {
   m.def(
       "serialize_weights",
       [](MlirOperation module) {
-        std::vector<CapturedDiagnostic> diagnostics;
-        std::string output;
-        MlirContext context = mlirOperationGetContext(module);
-        MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(
-            context, captureDiagnostic, &diagnostics, nullptr);
-        MlirLogicalResult result = sitsSerializeWeights(
-            module,
-            [](MlirStringRef s, void *data) {
-              static_cast<std::string *>(data)->append(s.data, s.length);
-            },
-            &output);
-        mlirContextDetachDiagnosticHandler(context, handler);
-        nb::list diags;
-        for (auto &[severity, location, message] : diagnostics)
-          diags.append(nb::make_tuple(severity, location, message));
-        return nb::make_tuple(mlirLogicalResultIsSuccess(result),
-                              nb::bytes(output.data(), output.size()), diags);
+        return runCapturingDiagnostics(
+            mlirOperationGetContext(module),
+            [&](MlirStringCallback callback, void *userData) {
+              return sitsSerializeWeights(module, callback, userData);
+            });
       },
       "module"_a,
       "The weights buffer of a module processed by "

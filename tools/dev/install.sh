@@ -33,5 +33,5 @@ for d in "$@"; do defines+=("-Ccmake.define.$d"); done
 echo "==> building and installing sits-mlir (build dir: build/pip)"
 start=$(date +%s)
 "${pip[@]}" install -q --no-build-isolation \
-  -Cbuild-dir=build/pip "${defines[@]}" ".[test]"
+  -Cbuild-dir=build/pip "${defines[@]}" ".[test,demo]"
 echo "==> installed in $(( $(date +%s) - start )) s"

@@ -1,8 +1,12 @@
 """The compiler driver: model in, one-file artifact out.
 
 Every stage is reachable three ways that agree: this Python API, the
-`sits-opt` tool with the same named pipeline (`Artifact.pipeline` says which),
-and lit tests of the passes it runs.
+`sits-opt` tool with the same named pipeline (`Artifact.pipeline` holds the
+exact string), and lit tests of the passes it runs.
+
+    art = sits_mlir.compile("model.onnx", target="cpu", output="model.sitsm")
+    model = art.load()
+    y = model(x)
 """
 
 from __future__ import annotations
@@ -10,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import numpy as np
+from typing import Any, Iterator
 
 from .. import ir, passmanager, targets
 from ..errors import CompileError, Diagnostic
@@ -25,9 +28,10 @@ __all__ = ["Artifact", "CompileOptions", "compile", "lower"]
 
 @dataclass
 class CompileOptions:
-    """How to compile. Every field has a sensible default for the target."""
+    """How to compile. Every field has a default suited to the target."""
 
-    #: Threads the code is tiled for (0: the target's core count).
+    #: Threads the code is tiled for (0: the target's core count; 1: plain
+    #: single-threaded code).
     threads: int = 0
     #: LLVM optimization level (0-3).
     opt_level: int = 3
@@ -43,7 +47,10 @@ class Artifact:
 
     path: str
     manifest: dict
+    #: The pass pipeline that produced the code: `sits-opt --pass-pipeline=...`
+    #: on the imported IR reproduces it.
     pipeline: str
+    #: Seconds spent in each stage.
     timings: dict[str, float] = field(default_factory=dict)
 
     def load(self, device: str = "cpu"):
@@ -59,13 +66,15 @@ class _Progress:
         self.timings: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def stage(self, name: str):
+    def stage(self, name: str, detail: str = "") -> Iterator[None]:
+        if self.enabled:
+            print(f"[sits] {name} {detail}".rstrip() + " ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
         yield
         elapsed = time.perf_counter() - start
         self.timings[name] = elapsed
         if self.enabled:
-            print(f"[sits] {name:<10s} {elapsed * 1e3:8.1f} ms", file=sys.stderr, flush=True)
+            print(f"[sits] {name} done in {elapsed:.2f} s", file=sys.stderr, flush=True)
 
 
 def _cpu_pipeline(options: CompileOptions) -> str:
@@ -82,52 +91,55 @@ def _run_pipeline(module: ir.Module, pipeline: str) -> None:
         raise CompileError.from_mlir_error("compilation failed", error) from None
 
 
-def _emit_object(module: ir.Module, target: targets.Target, opt_level: int) -> bytes:
+def _native_call(name: str, *args) -> bytes:
+    """Calls an emitter of the _sits extension, turning its diagnostics into
+    a CompileError."""
     from .._mlir_libs import _sits
 
-    ok, data, diagnostics = _sits.emit_object(
-        module.operation, target.triple, target.chip, target.features, opt_level)
+    ok, data, diagnostics = getattr(_sits, name)(*args)
     if not ok:
-        raise CompileError("code emission failed", [
+        raise CompileError(f"{name.replace('_', ' ')} failed", [
             Diagnostic(message=m, location=loc, severity=sev) for sev, loc, m in diagnostics])
     return data
 
 
-def _spec(name: str, type_: ir.Type) -> dict:
+_DTYPES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f64", "i64": "i64", "i32": "i32",
+           "i16": "i16", "i8": "i8", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
+           "i1": "bool"}
+
+
+def _spec(role: str, name: str, type_: ir.Type) -> dict:
     shaped = ir.RankedTensorType(type_)
-    dims = [-1 if shaped.is_dynamic_dim(i) else shaped.get_dim_size(i) for i in range(shaped.rank)]
-    return {"name": name, "shape": dims, "dtype": _dtype_name(shaped.element_type)}
+    element = str(shaped.element_type)
+    if element not in _DTYPES:
+        raise CompileError(f"{role} '{name}' has element type {element}, which the runtime "
+                           "cannot pass at the model boundary")
+    shape = [-1 if shaped.is_dynamic_dim(i) else shaped.get_dim_size(i)
+             for i in range(shaped.rank)]
+    return {"role": role, "name": name, "dtype": _DTYPES[element], "shape": shape}
 
 
-def _dtype_name(t: ir.Type) -> str:
-    text = str(t)
-    names = {"f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f64", "i64": "i64", "i32": "i32",
-             "i16": "i16", "i8": "i8", "ui8": "u8", "i1": "bool"}
-    if text not in names:
-        raise CompileError(f"element type {text} is not supported at the model boundary")
-    return names[text]
+def _find_main(module: ir.Module):
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and \
+                ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op
+    raise CompileError("the model has no public function @main")
 
 
 def _entry_signature(module: ir.Module, input_names, output_names) -> dict:
-    """The public @main's arguments, read before lowering rewrites them."""
-    main = None
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            main = op
-    if main is None:
-        raise CompileError("the model has no public function @main")
-    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
-    ins = [_spec(n, t) for n, t in zip(input_names or [f"input_{i}" for i in range(len(ftype.inputs))],
-                                       ftype.inputs)]
-    outs = [_spec(n, t) for n, t in zip(output_names or [f"output_{i}" for i in range(len(ftype.results))],
-                                        ftype.results)]
-    args = ([{"role": "input", **s} for s in ins] + [{"role": "output", **s} for s in outs])
+    """Inputs and outputs of @main, read before lowering rewrites them."""
+    ftype = ir.FunctionType(ir.TypeAttr(_find_main(module).attributes["function_type"]).value)
+    input_names = input_names or [f"input_{i}" for i in range(len(ftype.inputs))]
+    output_names = output_names or [f"output_{i}" for i in range(len(ftype.results))]
+    args = [_spec("input", n, t) for n, t in zip(input_names, ftype.inputs)]
+    args += [_spec("output", n, t) for n, t in zip(output_names, ftype.results)]
     return {"name": "main", "symbol": "sits_entry_main", "args": args}
 
 
 def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None = None) -> str:
-    """Runs the target's pipeline on `module` in place; returns the pipeline
-    string, which `sits-opt --pass-pipeline=...` reproduces."""
+    """Runs the target's pipeline on `module` in place (SITS/linalg on
+    tensors to the LLVM dialect) and returns the pipeline string."""
     options = options or CompileOptions()
     t = targets.lookup(target)
     if t.is_gpu:
@@ -135,65 +147,80 @@ def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None
                            "compile for target='cpu'")
     from ..dialects import sits
 
-    module.operation.attributes["sits.target"] = sits.TargetAttr.get(t.name)
+    with module.context:
+        module.operation.attributes["sits.target"] = sits.TargetAttr.get(t.name)
     pipeline = _cpu_pipeline(options)
     _run_pipeline(module, pipeline)
     return pipeline
 
 
 def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = None, *,
-            options: CompileOptions | None = None) -> Artifact:
+            options: CompileOptions | None = None, **option_fields) -> Artifact:
     """Compiles `model` for `target` into one .sitsm artifact file.
 
-    `model` is an ONNX file path or `onnx.ModelProto`, an `.mlir` file path,
-    or an `ir.Module` (SITS/linalg IR with a public `@main`). `output`
-    defaults to the model path with the `.sitsm` suffix (or a temporary
-    file for in-memory models).
+    `model` is an ONNX file path, its bytes or an `onnx.ModelProto`, an
+    `.mlir` file path, or an `ir.Module` (SITS/linalg IR with a public
+    `@main`, compiled in place). `output` defaults to the model's path with
+    the `.sitsm` suffix, or a temporary file. Options are a CompileOptions
+    or its fields as keywords (`threads=4`, `progress=True`, ...).
+
+    Raises CompileError listing every problem found (all unsupported ONNX
+    nodes at once, or the MLIR diagnostics of a failed pass, with the ONNX
+    node names as locations).
     """
     options = options or CompileOptions()
+    for key, value in option_fields.items():
+        if not hasattr(options, key):
+            raise TypeError(f"compile() got an unexpected keyword argument '{key}'")
+        setattr(options, key, value)
     progress = _Progress(options.progress)
     t = targets.lookup(target)
 
-    with progress.stage("import"):
-        module, input_names, output_names, weights, source = _import(model)
-    signature = _entry_signature(module, input_names, output_names)
-    with progress.stage("lower"):
-        pipeline = lower(module, t.name, options)
-    with progress.stage("codegen"):
-        obj = _emit_object(module, t, options.opt_level)
+    with contextlib.ExitStack() as stack:
+        if not isinstance(model, ir.Module):
+            stack.enter_context(ir.Context())
+        with progress.stage("import"):
+            module, input_names, output_names, keep_alive, source = _import(model)
+        signature = _entry_signature(module, input_names, output_names)
+        with progress.stage("lower", f"({_cpu_pipeline(options)})"):
+            pipeline = lower(module, t.name, options)
+        with progress.stage("codegen"):
+            weights = _native_call("serialize_weights", module.operation)
+            obj = _native_call("emit_object", module.operation, t.triple, t.chip,
+                               t.features, options.opt_level)
+        del keep_alive
     with progress.stage("link"):
         shared_object = link_shared_object([obj])
 
-    if output is None:
-        output = _default_output(source)
+    if weights:
+        signature["args"].insert(0, {"role": "weights", "name": "weights", "dtype": "i8",
+                                     "shape": [len(weights)]})
     manifest = {
         "target": {"name": t.name, "triple": t.triple, "cpu": t.chip,
-                   "features": [f for f in t.features.split(",") if f]},
+                   "features": [f for f in t.features.split(",") if f.startswith("+")]},
         "entry_points": [signature],
         "pipeline": pipeline,
     }
-    with progress.stage("write"):
+    path = os.fspath(output) if output is not None else _default_output(source)
+    with progress.stage("write", path):
         from .. import runtime
 
-        runtime.write_artifact(os.fspath(output), manifest=manifest, code=shared_object,
-                               weights=None, target=t.name)
-        manifest = runtime.read_manifest(os.fspath(output))
-    return Artifact(os.fspath(output), manifest, pipeline, progress.timings)
+        runtime.write_artifact(path, manifest=manifest, code=shared_object,
+                               weights=weights or None, target=t.name)
+        manifest = runtime.read_manifest(path)
+    return Artifact(path, manifest, pipeline, progress.timings)
 
 
 def _default_output(source: str | None) -> str:
-    if source:
-        root, _ = os.path.splitext(source)
-        return root + ".sitsm"
-    import tempfile
-
+    if source and not source.endswith(".sitsm"):
+        return os.path.splitext(source)[0] + ".sitsm"
     fd, path = tempfile.mkstemp(suffix=".sitsm", prefix="sits-")
     os.close(fd)
     return path
 
 
 def _import(model: Any):
-    """(module, input names, output names, weights keep-alive, source path)."""
+    """(module, input names, output names, objects to keep alive, source)."""
     if isinstance(model, ir.Module):
         return model, None, None, None, None
     if isinstance(model, (str, os.PathLike)):
@@ -204,12 +231,12 @@ def _import(model: Any):
             with open(path) as f:
                 text = f.read()
             try:
-                return ir.Module.parse(text, context=ir.Context.current), None, None, None, path
+                return ir.Module.parse(text), None, None, None, path
             except ir.MLIRError as error:
                 raise CompileError.from_mlir_error(f"cannot parse {path}", error) from None
     from ..frontend.onnx import import_model
 
-    imported = import_model(model)
+    imported = import_model(model, context=ir.Context.current)
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-    return (imported.module, [s.name for s in imported.inputs], [s.name for s in imported.outputs],
-            imported.weights, source)
+    return (imported.module, [s.name for s in imported.inputs],
+            [s.name for s in imported.outputs], imported, source)

@@ -15,7 +15,7 @@ from sits_mlir import ir
 from sits_mlir.frontend.onnx import import_model
 from sits_mlir.testing.reference import evaluate
 
-from models import model_path, relative_error, run_onnxruntime  # noqa: F401,F811 (fixture)
+from bench_models import relative_error, run_onnxruntime
 
 # ops (counted in the printed IR) each model must contain
 EXPECTED = {

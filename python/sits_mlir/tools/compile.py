@@ -1,0 +1,77 @@
+"""sits-compile: compile a model into a SITS artifact (.sitsm).
+
+    sits-compile model.onnx --target cpu -o model.sitsm [--threads N]
+
+Accepts ONNX models and .mlir files (SITS/linalg IR with a public @main).
+Prints the artifact's signature and the time of each stage; errors go to
+stderr with every problem found (all unsupported ONNX nodes at once), and
+the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import targets
+
+    p = argparse.ArgumentParser(prog="sits-compile",
+                                description="Compile a model into a SITS artifact (.sitsm).")
+    p.add_argument("model", help="an ONNX model or an .mlir file")
+    p.add_argument("--target", default="cpu",
+                   help=f"target name or alias ({', '.join(targets.names())}; default: cpu)")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="the artifact to write (default: the model's name with .sitsm)")
+    p.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="threads to tile for (default: 0, the target's core count)")
+    p.add_argument("--opt-level", type=int, default=3, choices=range(4), metavar="{0-3}",
+                   help="LLVM optimization level (default: 3)")
+    p.add_argument("--check", action="store_true",
+                   help="only run the pre-flight check and list unsupported nodes")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from ..errors import CompileError
+
+    try:
+        if args.check:
+            from .. import check
+
+            problems = check(args.model, args.target)
+            for problem in problems:
+                print(problem)
+            if not args.quiet:
+                print(f"{len(problems)} unsupported node(s)")
+            return 1 if problems else 0
+
+        from ..compiler import compile as compile_model
+
+        artifact = compile_model(args.model, args.target, args.output, threads=args.threads,
+                                 opt_level=args.opt_level, progress=not args.quiet)
+    except CompileError as error:
+        print(f"sits-compile: error: {error}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        entry = artifact.manifest["entry_points"][0]
+        for arg in entry["args"]:
+            if arg["role"] == "weights":
+                continue
+            dims = "x".join("?" if d < 0 else str(d) for d in arg["shape"]) or "scalar"
+            print(f"  {arg['role']:<6s} {arg['name']}: {dims} {arg['dtype']}")
+        size = os.path.getsize(artifact.path)
+        total = sum(artifact.timings.values())
+        print(f"wrote {artifact.path} ({size / 2**20:.1f} MiB) in {total:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
