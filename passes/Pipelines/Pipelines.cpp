@@ -34,6 +34,10 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   // Nothing fuses into a contraction's operand: that would recompute it
   // once per output column.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // Constant weights are laid out in register-block panels first, so that
+  // the reshapes this introduces propagate through the epilogues during
+  // elementwise fusion.
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuPackWeights());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
   addCleanup(pm);
 

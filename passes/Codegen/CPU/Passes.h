@@ -27,7 +27,7 @@ struct CpuTilingConfig {
   int64_t lanes = 8;
   /// Register block of a contraction's output (mr x nr) and the reduction
   /// step held in registers.
-  int64_t mr = 8, nr = 16, kr = 1;
+  int64_t mr = 8, nr = 16, kr = 8;
   /// Reduction-dimension block that keeps a panel of the rhs in cache.
   int64_t kc = 256;
   /// Output tile of a contraction one task computes.

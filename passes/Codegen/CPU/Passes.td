@@ -5,6 +5,38 @@
 
 include "mlir/Pass/PassBase.td"
 
+def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "func::FuncOp"> {
+  let summary = "Store constant matmul weights in register-block panels";
+  let description = [{
+    A contraction `C[m, n] += A[m, k] * B[k, n]` whose `B` is a constant
+    gets `B` re-laid out at compile time as panels `P[n / nr, k, nr]` of
+    `nr` columns (the width of the register block), and becomes a
+    contraction over `(m, nb, j, k)` writing `C` viewed as `[m, n / nr, nr]`.
+    Each register block then streams one contiguous panel instead of
+    strided rows a page apart: weight-bound layers (batch-8 MLPs, decode
+    steps) become bandwidth-bound instead of latency-bound.
+
+    Weights whose `n` is not a multiple of `nr` keep their layout.
+
+    ```mlir
+    // Before
+    %w = arith.constant dense_resource<fc1> : tensor<1024x4096xf32>
+    %c = linalg.matmul ins(%x, %w : tensor<8x1024xf32>, tensor<1024x4096xf32>) outs(%f : tensor<8x4096xf32>)
+    // After
+    %p = arith.constant dense_resource<fc1.packed> : tensor<128x1024x32xf32>
+    %fe = tensor.expand_shape %f [[0], [1, 2]] output_shape [8, 128, 32]
+    %r = linalg.generic {(m, nb, j, k): A (m, k), P (nb, k, j), C (m, nb, j)} ins(%x, %p) outs(%fe)
+    %c = tensor.collapse_shape %r [[0], [1, 2]] : tensor<8x128x32xf32> into tensor<8x4096xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numPacked", "num-packed", "Constant weights stored in panels">,
+  ];
+}
+
 def SitsCpuFuseElementwise : Pass<"sits-cpu-fuse-elementwise", "func::FuncOp"> {
   let summary = "Fuse elementwise producers into consumers that read each value once";
   let description = [{

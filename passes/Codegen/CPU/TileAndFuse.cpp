@@ -60,7 +60,7 @@ CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
   // leaving room for the rhs row and the broadcast lhs element.
   config.mr = 8;
   config.nr = 2 * config.lanes;
-  config.kr = 1;
+  config.kr = 8;
   config.mc = 8 * config.mr;
   config.nc = 4 * config.nr;
   config.kc = 256;
@@ -153,7 +153,11 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
           return dim.getPosition();
         return std::nullopt;
       };
-      int mLoop = -1, nLoop = -1;
+      // Root loops of each kind, outermost first. A tile spans `mc` rows and
+      // `nc` columns in total: when the columns are split over several
+      // loops (weights packed in panels: nb x nr), the innermost is kept
+      // whole and the outer ones take the rest.
+      SmallVector<unsigned> mLoops, nLoops;
       for (unsigned i = 0; i < ranges.size(); ++i) {
         std::optional<unsigned> a = anchorLoopOf(i);
         if (!a || iterators[i] != utils::IteratorType::parallel)
@@ -161,21 +165,40 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
         if (llvm::is_contained(dims->batch, *a))
           sizes[i] = 1;
         else if (llvm::is_contained(dims->m, *a))
-          sizes[i] = config.mc, mLoop = i;
+          mLoops.push_back(i);
         else if (llvm::is_contained(dims->n, *a))
-          sizes[i] = config.nc, nLoop = i;
+          nLoops.push_back(i);
       }
+      auto spread = [&](ArrayRef<unsigned> loops, int64_t total) {
+        int64_t remaining = total;
+        for (unsigned idx = loops.size(); idx-- > 0;) {
+          unsigned i = loops[idx];
+          bool inner = idx + 1 == loops.size();
+          if (!inner || ShapedType::isDynamic(ranges[i])) {
+            sizes[i] = std::max<int64_t>(1, remaining);
+            remaining = 1;
+          } else {
+            sizes[i] = std::min(ranges[i], remaining);
+            remaining = std::max<int64_t>(1, remaining / ranges[i]);
+          }
+        }
+      };
+      spread(mLoops, config.mc);
+      spread(nLoops, config.nc);
+      int mLoop = mLoops.empty() ? -1 : int(mLoops.front());
+      int nLoop = nLoops.empty() ? -1 : int(nLoops.front());
+      // The smallest step of the outer loop that still cuts whole blocks.
+      int64_t nStep = nLoops.size() > 1 ? 1 : config.nr;
+      int64_t mStep = mLoops.size() > 1 ? 1 : config.mr;
       // Halve N, then M, down to one register block until every thread has
       // a couple of tiles.
       while (countTiles(ranges, sizes) < wanted) {
-        if (nLoop >= 0 && sizes[nLoop] > config.nr &&
-            (ShapedType::isDynamic(ranges[nLoop]) ||
-             sizes[nLoop] / 2 < ranges[nLoop] || sizes[nLoop] >= 2 * ranges[nLoop])) {
-          sizes[nLoop] = std::max(config.nr, sizes[nLoop] / 2);
+        if (nLoop >= 0 && sizes[nLoop] > nStep) {
+          sizes[nLoop] = std::max(nStep, sizes[nLoop] / 2);
           continue;
         }
-        if (mLoop >= 0 && sizes[mLoop] > config.mr) {
-          sizes[mLoop] = std::max(config.mr, sizes[mLoop] / 2);
+        if (mLoop >= 0 && sizes[mLoop] > mStep) {
+          sizes[mLoop] = std::max(mStep, sizes[mLoop] / 2);
           continue;
         }
         break;

@@ -20,22 +20,23 @@ using namespace mlir::sits;
 
 namespace {
 
-/// Iteration spaces above this many elements stay scalar loops: vectors that
-/// large spill and blow up compile time.
+/// Ops whose operands would become vectors of more than this many elements
+/// stay scalar loops: vectors that large spill and blow up compile time.
 constexpr int64_t kMaxVectorElements = 1024;
 
 bool shouldVectorize(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || !linalg::hasVectorizationImpl(op))
     return false;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  int64_t elements = 1;
-  for (int64_t range : ranges) {
-    if (ShapedType::isDynamic(range))
+  if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+    return false;
+  // Each operand becomes one vector of its (static) shape; a contraction's
+  // iteration space (m x n x k) is never materialized as a vector.
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<ShapedType>(operand.get().getType());
+    if (type && type.getNumElements() > kMaxVectorElements)
       return false;
-    elements *= range;
   }
-  return elements <= kMaxVectorElements &&
-         succeeded(linalg::vectorizeOpPrecondition(op));
+  return succeeded(linalg::vectorizeOpPrecondition(op));
 }
 
 struct SitsCpuVectorizePass
@@ -43,6 +44,20 @@ struct SitsCpuVectorizePass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     IRRewriter rewriter(&getContext());
+
+    // Tiles have unit dimensions where a loop was stepped by one (a panel
+    // of packed weights, a row of a batch); dropping them leaves the plain
+    // matmul/elementwise shapes the vectorizer and the contraction lowering
+    // handle best.
+    {
+      RewritePatternSet patterns(&getContext());
+      linalg::ControlDropUnitDims options;
+      options.rankReductionStrategy =
+          linalg::ControlDropUnitDims::RankReductionStrategy::ExtractInsertSlice;
+      linalg::populateFoldUnitExtentDimsPatterns(patterns, options);
+      if (failed(applyPatternsGreedily(func, std::move(patterns))))
+        return signalPassFailure();
+    }
 
     SmallVector<linalg::LinalgOp> candidates;
     func.walk([&](linalg::LinalgOp op) {
@@ -65,13 +80,15 @@ struct SitsCpuVectorizePass
       ++numVectorized;
     }
 
-    // Reductions become vector.contract; slices of tensors fold into the
-    // transfers that read and write them, so that the accumulator pattern
-    // (read before the reduction loop, write after) is visible to hoisting.
+    // Broadcasting reads become a read and a broadcast, which then fold
+    // with the multiply-add into vector.contract. Slices stay slices: an
+    // accumulator slice read and written once per reduction step is a
+    // matching extract/insert pair that hoisting below lifts out of the
+    // reduction loop, leaving the accumulator in registers.
     RewritePatternSet patterns(&getContext());
+    vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
     vector::populateVectorReductionToContractPatterns(patterns);
     vector::populateSinkVectorOpsPatterns(patterns);
-    tensor::populateFoldTensorSubsetIntoVectorTransferPatterns(patterns);
     vector::TransferReadOp::getCanonicalizationPatterns(patterns,
                                                         &getContext());
     vector::TransferWriteOp::getCanonicalizationPatterns(patterns,

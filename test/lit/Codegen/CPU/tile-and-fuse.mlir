@@ -4,7 +4,7 @@
 // A matmul with a bias+relu epilogue becomes one fusion group: one
 // scf.forall over 64x128 output tiles, each computing its slice of the
 // matmul (fill, then a kc=256 reduction loop around an 8x32 register block
-// stepping k by one) and then the epilogue on that slice.
+// stepping k by eight) and then the epilogue on that slice.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -15,7 +15,7 @@
 //       CHECK:       scf.for
 //       CHECK:         scf.for
 //       CHECK:           scf.for
-//       CHECK:             linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x1xf32>, tensor<1x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
+//       CHECK:             linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x8xf32>, tensor<8x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
 //       CHECK:     linalg.generic
 //  CHECK-SAME:       ins(%{{.+}}, %{{.+}} : tensor<1x64xf32>, tensor<64xf32>)
 //       CHECK:     scf.forall.in_parallel

@@ -1,0 +1,148 @@
+//===- PackWeights.cpp - Constant weights in register-block panels --------===//
+
+#include "passes/Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <cstring>
+
+namespace mlir::sits::cpu {
+#define GEN_PASS_DEF_SITSCPUPACKWEIGHTS
+#include "passes/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::sits::cpu
+
+using namespace mlir;
+using namespace mlir::sits;
+
+namespace {
+
+/// The bytes of a constant with a plain row-major layout.
+std::optional<ArrayRef<char>> rawBytes(ElementsAttr value) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      return blob->getData();
+    return std::nullopt;
+  }
+  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && !dense.isSplat())
+    return dense.getRawData();
+  return std::nullopt;
+}
+
+/// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N]) to read B
+/// from panels of `nr` columns. Fails, changing nothing, for any other shape.
+LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
+                              int64_t nr) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
+      !linalg::isaContractionOpInterface(op))
+    return failure();
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || !dims->batch.empty() || dims->m.size() != 1 ||
+      dims->n.size() != 1 || dims->k.size() != 1)
+    return failure();
+  unsigned m = dims->m[0], n = dims->n[0], k = dims->k[0];
+  MLIRContext *ctx = op.getContext();
+  auto dim = [&](unsigned d) { return getAffineDimExpr(d, ctx); };
+  OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
+  OpOperand *init = op.getDpsInitOperand(0);
+  if (op.getMatchingIndexingMap(lhs) != AffineMap::get(3, 0, {dim(m), dim(k)}, ctx) ||
+      op.getMatchingIndexingMap(rhs) != AffineMap::get(3, 0, {dim(k), dim(n)}, ctx) ||
+      op.getMatchingIndexingMap(init) != AffineMap::get(3, 0, {dim(m), dim(n)}, ctx))
+    return failure();
+
+  auto constant = rhs->get().getDefiningOp<arith::ConstantOp>();
+  auto type = dyn_cast<RankedTensorType>(rhs->get().getType());
+  auto initType = dyn_cast<RankedTensorType>(init->get().getType());
+  if (!constant || !type || !initType || !type.hasStaticShape() ||
+      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
+      type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+    return failure();
+  int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
+  if (nSize % nr != 0 || nSize == nr)
+    return failure();
+  auto value = dyn_cast<ElementsAttr>(constant.getValue());
+  std::optional<ArrayRef<char>> bytes = value ? rawBytes(value) : std::nullopt;
+  int64_t elementBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+  if (!bytes ||
+      static_cast<int64_t>(bytes->size()) != kSize * nSize * elementBytes)
+    return failure();
+
+  // P[nb][k][j] = B[k][nb * nr + j]: each panel row is one register block's
+  // slice of a row of B, and a panel is contiguous.
+  int64_t panels = nSize / nr;
+  AsmResourceBlob blob =
+      HeapAsmResourceBlob::allocate(bytes->size(), /*align=*/64);
+  MutableArrayRef<char> out = blob.getMutableData();
+  int64_t rowBytes = nr * elementBytes;
+  for (int64_t nb = 0; nb < panels; ++nb)
+    for (int64_t kk = 0; kk < kSize; ++kk)
+      std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
+                  bytes->data() + (kk * nSize + nb * nr) * elementBytes,
+                  rowBytes);
+  auto packedType =
+      RankedTensorType::get({panels, kSize, nr}, type.getElementType());
+  std::string name = "packed";
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value))
+    name = (resource.getRawHandle().getKey() + ".packed").str();
+
+  // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr],
+  // with the same scalar body (multiply-add, and any casts).
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value packed = arith::ConstantOp::create(
+      rewriter, loc,
+      DenseResourceElementsAttr::get(packedType, name, std::move(blob)));
+  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
+  auto expandedType = RankedTensorType::get(
+      {initType.getDimSize(0), panels, nr}, initType.getElementType());
+  SmallVector<OpFoldResult> outputShape = {
+      tensor::getMixedSize(rewriter, loc, init->get(), 0),
+      rewriter.getIndexAttr(panels), rewriter.getIndexAttr(nr)};
+  Value expanded = tensor::ExpandShapeOp::create(
+      rewriter, loc, expandedType, init->get(), split, outputShape);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  // Loops: 0 = m, 1 = nb, 2 = j, 3 = k.
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(4, 0, {d(0), d(3)}, ctx),
+      AffineMap::get(4, 0, {d(1), d(3), d(2)}, ctx),
+      AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)};
+  SmallVector<utils::IteratorType> iterators = {
+      utils::IteratorType::parallel, utils::IteratorType::parallel,
+      utils::IteratorType::parallel, utils::IteratorType::reduction};
+  Block *body = op.getBlock();
+  auto panelOp = linalg::GenericOp::create(
+      rewriter, loc, expandedType, ValueRange{lhs->get(), packed},
+      ValueRange{expanded}, maps, iterators,
+      [&](OpBuilder &b, Location, ValueRange args) {
+        IRMapping mapping;
+        mapping.map(body->getArguments(), args);
+        for (Operation &inner : *body)
+          b.clone(inner, mapping);
+      });
+  Value collapsed = tensor::CollapseShapeOp::create(
+      rewriter, loc, initType, panelOp.getResult(0), split);
+  rewriter.replaceOp(op, collapsed);
+  if (constant->use_empty())
+    rewriter.eraseOp(constant);
+  return success();
+}
+
+struct SitsCpuPackWeightsPass
+    : cpu::impl::SitsCpuPackWeightsBase<SitsCpuPackWeightsPass> {
+  void runOnOperation() override {
+    cpu::CpuTilingConfig config = cpu::getCpuTilingConfig(getOperation());
+    SmallVector<linalg::LinalgOp> candidates;
+    getOperation().walk([&](linalg::LinalgOp op) { candidates.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : candidates)
+      if (succeeded(packConstantRhs(rewriter, op, config.nr)))
+        ++numPacked;
+  }
+};
+
+} // namespace
