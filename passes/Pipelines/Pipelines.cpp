@@ -37,6 +37,7 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   // Constant weights are laid out in register-block panels first, so that
   // the reshapes this introduces propagate through the epilogues during
   // elementwise fusion.
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuConvToGemm());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuPackWeights());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
   addCleanup(pm);

@@ -2,6 +2,8 @@
 
 #include "passes/Transforms/Passes.h"
 
+#include "passes/Transforms/ConstantData.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -15,18 +17,6 @@ namespace mlir::sits {
 using namespace mlir;
 using namespace mlir::sits;
 
-/// The raw bytes of a constant, when it has them laid out plainly.
-static std::optional<ArrayRef<char>> getRawBytes(ElementsAttr value) {
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      return blob->getData();
-    return std::nullopt;
-  }
-  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && !dense.isSplat())
-    return dense.getRawData();
-  return std::nullopt;
-}
-
 FailureOr<MatmulOp>
 mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
                                         MatmulOp matmul) {
@@ -38,15 +28,12 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
                                        "rhs is not a constant used only here");
   auto value = dyn_cast<ElementsAttr>(constant.getValue());
   auto type = dyn_cast<RankedTensorType>(constant.getType());
-  if (!value || !type || !type.hasStaticShape() || type.getEncoding() ||
-      !type.getElementType().isIntOrFloat() ||
-      type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+  std::optional<ArrayRef<char>> bytes =
+      value && type && !type.getEncoding() ? getConstantBytes(value)
+                                           : std::nullopt;
+  if (!bytes)
     return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
-  std::optional<ArrayRef<char>> bytes = getRawBytes(value);
-  int64_t elementBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
-  if (!bytes ||
-      static_cast<int64_t>(bytes->size()) != type.getNumElements() * elementBytes)
-    return rewriter.notifyMatchFailure(matmul, "rhs data is not available");
+  int64_t elementBytes = getElementBytes(type);
 
   // Transpose the two innermost dimensions of every batch.
   ArrayRef<int64_t> shape = type.getShape();
@@ -67,18 +54,9 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
   std::swap(transposedShape[shape.size() - 2], transposedShape.back());
   auto transposedType =
       RankedTensorType::get(transposedShape, type.getElementType());
-  std::string name = "transposed";
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value))
-    name = (resource.getRawHandle().getKey() + ".t").str();
 
-  // Inline data stays inline; a resource becomes a new resource.
-  TypedAttr transposedValue;
-  if (isa<DenseElementsAttr>(value))
-    transposedValue =
-        DenseElementsAttr::getFromRawBuffer(transposedType, blob.getData());
-  else
-    transposedValue =
-        DenseResourceElementsAttr::get(transposedType, name, std::move(blob));
+  TypedAttr transposedValue =
+      makeConstantLike(value, transposedType, std::move(blob), ".t");
   rewriter.setInsertionPoint(constant);
   auto transposed = arith::ConstantOp::create(rewriter, constant.getLoc(),
                                               transposedValue);

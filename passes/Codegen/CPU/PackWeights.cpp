@@ -2,6 +2,8 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "passes/Transforms/ConstantData.h"
+
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -19,18 +21,6 @@ using namespace mlir;
 using namespace mlir::sits;
 
 namespace {
-
-/// The bytes of a constant with a plain row-major layout.
-std::optional<ArrayRef<char>> rawBytes(ElementsAttr value) {
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      return blob->getData();
-    return std::nullopt;
-  }
-  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && !dense.isSplat())
-    return dense.getRawData();
-  return std::nullopt;
-}
 
 /// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N]) to read B
 /// from panels of `nr` columns. Fails, changing nothing, for any other shape.
@@ -66,11 +56,11 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   if (nSize % nr != 0 || nSize == nr)
     return failure();
   auto value = dyn_cast<ElementsAttr>(constant.getValue());
-  std::optional<ArrayRef<char>> bytes = value ? rawBytes(value) : std::nullopt;
-  int64_t elementBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
-  if (!bytes ||
-      static_cast<int64_t>(bytes->size()) != kSize * nSize * elementBytes)
+  std::optional<ArrayRef<char>> bytes =
+      value ? getConstantBytes(value) : std::nullopt;
+  if (!bytes)
     return failure();
+  int64_t elementBytes = getElementBytes(type);
 
   // P[nb][k][j] = B[k][nb * nr + j]: each panel row is one register block's
   // slice of a row of B, and a panel is contiguous.
@@ -86,9 +76,6 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
                   rowBytes);
   auto packedType =
       RankedTensorType::get({panels, kSize, nr}, type.getElementType());
-  std::string name = "packed";
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value))
-    name = (resource.getRawHandle().getKey() + ".packed").str();
 
   // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr],
   // with the same scalar body (multiply-add, and any casts).
@@ -96,7 +83,7 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   rewriter.setInsertionPoint(op);
   Value packed = arith::ConstantOp::create(
       rewriter, loc,
-      DenseResourceElementsAttr::get(packedType, name, std::move(blob)));
+      makeConstantLike(value, packedType, std::move(blob), ".packed"));
   SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
   auto expandedType = RankedTensorType::get(
       {initType.getDimSize(0), panels, nr}, initType.getElementType());

@@ -17,11 +17,14 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Iterators.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::sits::cpu {
@@ -75,14 +78,24 @@ namespace {
 
 /// Tiling slices each operand by the bounding box of its indexing map over
 /// the tile, then applies the same map to tile-local indices: right for
-/// projected permutations, wrong for maps with mod/floordiv (im2col), whose
-/// value depends on where the tile starts. Such ops stay whole.
+/// linear maps (shifting a tile shifts every access by the same offset),
+/// wrong for maps with mod/floordiv (upstream im2col), whose value depends
+/// on where the tile starts. Such ops stay whole.
 bool isSafelyTileable(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp)
     return isa<TilingInterface>(op);
   return llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
-    return map.isProjectedPermutation(/*allowZeroInResults=*/true);
+    return llvm::all_of(map.getResults(), [](AffineExpr e) {
+      bool linear = true;
+      e.walk([&](AffineExpr sub) {
+        auto kind = sub.getKind();
+        if (kind == AffineExprKind::Mod || kind == AffineExprKind::FloorDiv ||
+            kind == AffineExprKind::CeilDiv)
+          linear = false;
+      });
+      return linear;
+    });
   });
 }
 
@@ -101,20 +114,44 @@ bool isCheapToRecompute(Operation *op) {
              linalg::CopyOp>(op);
 }
 
-/// The contraction whose output `root` consumes elementwise, if any: its
-/// tile shape then decides the group's.
-linalg::LinalgOp findAnchorContraction(linalg::LinalgOp root) {
+/// Whether every loop of `map` appears in exactly one of its results, each
+/// a linear combination of loops (a permutation, or several loops flattened
+/// into one dimension, such as pixels oh * OW + ow).
+bool isLinearPartition(AffineMap map) {
+  SmallVector<int> uses(map.getNumDims(), 0);
+  for (AffineExpr e : map.getResults()) {
+    bool linear = true;
+    e.walk([&](AffineExpr sub) {
+      if (auto dim = dyn_cast<AffineDimExpr>(sub))
+        ++uses[dim.getPosition()];
+      else if (sub.getKind() != AffineExprKind::Add &&
+               sub.getKind() != AffineExprKind::Mul &&
+               !isa<AffineConstantExpr>(sub))
+        linear = false;
+    });
+    if (!linear || !e.isPureAffine())
+      return false;
+  }
+  return llvm::all_of(uses, [](int n) { return n == 1; });
+}
+
+/// The contraction whose output `root` consumes elementwise, if any, and
+/// the map from root loops to the contraction's output dimensions: its tile
+/// shape then decides the group's.
+std::pair<linalg::LinalgOp, AffineMap>
+findAnchorContraction(linalg::LinalgOp root) {
   if (isContraction(root))
-    return root;
-  if (!linalg::isElementwise(root))
-    return nullptr;
+    return {root, AffineMap::getMultiDimIdentityMap(root.getNumLoops(),
+                                                    root.getContext())};
+  if (root.getNumReductionLoops() != 0)
+    return {};
   for (OpOperand *input : root.getDpsInputOperands()) {
     auto producer = input->get().getDefiningOp<linalg::LinalgOp>();
-    if (producer && isContraction(producer) &&
-        root.getMatchingIndexingMap(input).isIdentity())
-      return producer;
+    AffineMap map = root.getMatchingIndexingMap(input);
+    if (producer && isContraction(producer) && isLinearPartition(map))
+      return {producer, map};
   }
-  return nullptr;
+  return {};
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -128,6 +165,21 @@ int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
   return tiles;
 }
 
+/// Rounds each tile size down to a divisor of its range when that costs at
+/// most half the tile: equal tiles keep every tile's shape static, where a
+/// ragged last tile would make all of them dynamic.
+void preferDivisors(ArrayRef<int64_t> ranges, MutableArrayRef<int64_t> sizes) {
+  for (auto [range, size] : llvm::zip_equal(ranges, sizes)) {
+    if (size <= 0 || ShapedType::isDynamic(range) || range % size == 0)
+      continue;
+    int64_t divisor = size;
+    while (range % divisor != 0)
+      --divisor;
+    if (2 * divisor >= size)
+      size = divisor;
+  }
+}
+
 /// Forall tile sizes for the root of a group. Every reduction dimension is
 /// left whole (size 0), so each tile is independent.
 SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
@@ -137,20 +189,25 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
   SmallVector<int64_t> sizes(ranges.size(), 0);
   int64_t wanted = 2 * config.threads;
 
-  if (linalg::LinalgOp anchor = findAnchorContraction(root)) {
+  auto [anchor, rootToOutput] = findAnchorContraction(root);
+  if (anchor) {
     FailureOr<linalg::ContractionDimensions> dims =
         linalg::inferContractionDims(anchor);
     if (succeeded(dims)) {
-      // Map the root's loops (= the anchor's output dims) to anchor loops.
+      // Root loop -> the anchor's output dimension it indexes -> the anchor
+      // loop producing that dimension.
       AffineMap outMap =
           anchor.getMatchingIndexingMap(anchor.getDpsInitOperand(0));
       auto anchorLoopOf = [&](unsigned rootLoop) -> std::optional<unsigned> {
         if (root == anchor)
           return rootLoop;
-        if (rootLoop >= outMap.getNumResults())
-          return std::nullopt;
-        if (auto dim = dyn_cast<AffineDimExpr>(outMap.getResult(rootLoop)))
-          return dim.getPosition();
+        for (auto [dimPos, expr] : llvm::enumerate(rootToOutput.getResults())) {
+          if (!expr.isFunctionOfDim(rootLoop) ||
+              dimPos >= outMap.getNumResults())
+            continue;
+          if (auto loop = dyn_cast<AffineDimExpr>(outMap.getResult(dimPos)))
+            return loop.getPosition();
+        }
         return std::nullopt;
       };
       // Root loops of each kind, outermost first. A tile spans `mc` rows and
@@ -206,6 +263,7 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
       for (unsigned i = 0; i < ranges.size(); ++i)
         if (!ShapedType::isDynamic(ranges[i]) && sizes[i] >= ranges[i])
           sizes[i] = ranges[i];
+      preferDivisors(ranges, sizes);
       return sizes;
     }
   }
@@ -235,6 +293,7 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
     sizes[i] = size;
     remaining = ceilDiv(remaining, ceilDiv(range, size));
   }
+  preferDivisors(ranges, sizes);
   return sizes;
 }
 
@@ -278,9 +337,26 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
 
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   SmallVector<int64_t> cache(numLoops, 0), regs(numLoops, 0);
-  for (unsigned k : dims->k)
-    if (ShapedType::isDynamic(ranges[k]) || ranges[k] > config.kc)
+  // Reduction chunks of at most kc whole register steps, equal where some
+  // count up to twice the fewest divides K (K = 1152 is cut 6 x 192, not
+  // 4 x 256 + 128), else as equal as register steps allow.
+  for (unsigned k : dims->k) {
+    if (ShapedType::isDynamic(ranges[k])) {
       cache[k] = config.kc;
+      continue;
+    }
+    if (ranges[k] <= config.kc)
+      continue;
+    int64_t steps = ceilDiv(ranges[k], config.kr);
+    int64_t fewest = ceilDiv(ranges[k], config.kc);
+    int64_t chunks = fewest;
+    for (int64_t c = fewest; c <= 2 * fewest; ++c)
+      if (steps % c == 0) {
+        chunks = c;
+        break;
+      }
+    cache[k] = ceilDiv(steps, chunks) * config.kr;
+  }
   for (unsigned b : dims->batch)
     regs[b] = 1;
   for (unsigned m : dims->m)
@@ -415,6 +491,26 @@ llvm::SetVector<Operation *> computeFusionGroup(linalg::LinalgOp root) {
 // The pass
 //===----------------------------------------------------------------------===//
 
+/// Splits `loop` into whole steps and a last partial step, then does the
+/// same for the loops nested in both. Every register tile but the last of
+/// each loop is then static, and so is the last when the bounds are: the
+/// vectorizer needs static shapes.
+void peelNest(RewriterBase &rewriter, scf::ForOp loop) {
+  scf::ForOp partial;
+  SmallVector<scf::ForOp> parts = {loop};
+  if (succeeded(scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)))
+    parts.push_back(partial);
+  for (scf::ForOp part : parts) {
+    SmallVector<scf::ForOp> children;
+    part.getBody()->walk([&](scf::ForOp child) {
+      if (child->getParentOfType<scf::ForOp>() == part)
+        children.push_back(child);
+    });
+    for (scf::ForOp child : children)
+      peelNest(rewriter, child);
+  }
+}
+
 /// The last linalg op of the function body that is not yet inside a tile
 /// and has not been given up on.
 linalg::LinalgOp findNextRoot(func::FuncOp func,
@@ -528,6 +624,20 @@ struct SitsCpuTileAndFusePass
       else if (op.getNumLoops() > 0)
         (void)tileForVectors(rewriter, op, config);
     }
+
+    SmallVector<scf::ForOp> outermost;
+    func.walk([&](scf::ForOp loop) {
+      if (!loop->getParentOfType<scf::ForOp>())
+        outermost.push_back(loop);
+    });
+    for (scf::ForOp loop : outermost)
+      peelNest(rewriter, loop);
+    // Tile sizes min(step, ub - iv) in loops that need no peeling are the
+    // step: the loop bounds say so.
+    RewritePatternSet patterns(&getContext());
+    scf::populateSCFForLoopCanonicalizationPatterns(patterns);
+    if (failed(applyPatternsGreedily(func, std::move(patterns))))
+      return signalPassFailure();
   }
 };
 

@@ -111,3 +111,59 @@ func.func @softmax_rows(%x: tensor<128x512xf32>) -> tensor<128x512xf32> {
   } -> tensor<128x512xf32>
   return %y : tensor<128x512xf32>
 }
+
+// -----
+
+// Register steps that do not divide a loop are peeled: the full steps are
+// static 8x8x32 matmuls, K's last step a static 8x4x32 one, and only the
+// rows left over in a ragged distributed tile (13 = 8 + 5) stay dynamic.
+// CHECK-LABEL: func.func @ragged
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (13) step (8)
+//       CHECK:     %[[ROWS:.+]] = affine.min
+//       CHECK:     %[[FULL:.+]] = affine.apply #{{.+}}()[%[[ROWS]]]
+//       CHECK:     scf.for %{{.+}} = %{{.+}} to %[[FULL]] step %{{.+}}
+//       CHECK:       scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}}
+//       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x8xf32>, tensor<8x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
+//       CHECK:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x4xf32>, tensor<4x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
+//       CHECK:     scf.for %{{.+}} = %[[FULL]] to %[[ROWS]]
+//       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<8x32xf32>)
+//       CHECK:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<?x4xf32>, tensor<4x32xf32>)
+func.func @ragged(%a: tensor<13x20xf32>, %b: tensor<20x32xf32>) -> tensor<13x32xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<13x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<13x32xf32>) -> tensor<13x32xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<13x20xf32>, tensor<20x32xf32>) outs(%f : tensor<13x32xf32>) -> tensor<13x32xf32>
+  return %m : tensor<13x32xf32>
+}
+
+// -----
+
+// A convolution's output transpose reads the GEMM at pixel oh * 7 + ow, a
+// linear map: the GEMM is still the anchor, so each tile is one panel of
+// 32 channels over all 49 pixels (8-row register steps, row 48 peeled),
+// and the transposing epilogue fuses into the same tile.
+// CHECK-LABEL: func.func @conv_transpose_epilogue
+//       CHECK:   scf.forall (%{{.+}}) in (2)
+//       CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<1x8x8xf32>, tensor<1x8x32xf32>) outs(%{{.+}} : tensor<1x1x8x32xf32>)
+//       CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<1x1x8xf32>, tensor<1x8x32xf32>) outs(%{{.+}} : tensor<1x1x1x32xf32>)
+//       CHECK:         linalg.generic {{.+}} ins(%{{.+}} : tensor<1x1x7x1xf32>) outs(%{{.+}} : tensor<1x1x1x1x7xf32>)
+//       CHECK:       tensor.parallel_insert_slice %{{.+}} into %{{.+}}[0, %{{.+}}, 0, 0, 0] [1, 1, 32, 7, 7]
+//   CHECK-NOT:   linalg.generic
+func.func @conv_transpose_epilogue(%i: tensor<1x49x64xf32>, %w: tensor<2x64x32xf32>) -> tensor<1x2x32x7x7xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x2x49x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x2x49x32xf32>) -> tensor<1x2x49x32xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(n, fb, p, j, k) -> (n, p, k)>, affine_map<(n, fb, p, j, k) -> (fb, k, j)>, affine_map<(n, fb, p, j, k) -> (n, fb, p, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%i, %w : tensor<1x49x64xf32>, tensor<2x64x32xf32>) outs(%f : tensor<1x2x49x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x49x32xf32>
+  %e5 = tensor.empty() : tensor<1x2x32x7x7xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(n, fb, j, oh, ow) -> (n, fb, oh * 7 + ow, j)>, affine_map<(n, fb, j, oh, ow) -> (n, fb, j, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%c : tensor<1x2x49x32xf32>) outs(%e5 : tensor<1x2x32x7x7xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.maximumf %v, %z : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x7x7xf32>
+  return %y : tensor<1x2x32x7x7xf32>
+}
