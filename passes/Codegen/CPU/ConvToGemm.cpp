@@ -1,16 +1,16 @@
 //===- ConvToGemm.cpp - Convolutions as a gather and a panel GEMM ---------===//
 //
-//   I[n, p, k]           = X[n, c, oh * sh + kh * dh, ow * sw + kw * dw]
-//                          (p = oh * OW + ow, k = (c * KH + kh) * KW + kw)
-//   C[n, fb, p, j]       = c0 + sum_k I[n, p, k] * F[fb, k, j]
-//   Y[n, fb, j, oh, ow]  = C[n, fb, oh * OW + ow, j]      (f = fb * nr + j)
+//   I[n, k, oh, ow]         = X[n, c, oh * sh + kh * dh, ow * sw + kw * dw]
+//                             (k = (c * KH + kh) * KW + kw)
+//   C[n, fb, oh, ow, j]     = c0 + sum_k I[n, k, oh, ow] * F[fb, k, j]
+//   Y[n, fb, j, oh, ow]     = C[n, fb, oh, ow, j]          (f = fb * nr + j)
 //
 // c0 is the convolution's initial value when that is a fill; any other
 // initial value is added to Y instead.
 //
 // F is the filter re-laid out at compile time. A register block of C is
-// 8 pixels by nr channels; it reads 8 rows of I and one row of a panel of F,
-// both contiguous.
+// 8 pixels of an output row by nr channels; per k it reads 8 consecutive
+// values of I and one row of a panel of F.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +73,7 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
 
   int64_t n = initType.getDimSize(0), f = fs[0], c = fs[1], kh = fs[2],
           kw = fs[3], oh = initType.getDimSize(2), ow = initType.getDimSize(3);
-  int64_t k = c * kh * kw, p = oh * ow, panels = f / nr;
+  int64_t k = c * kh * kw, panels = f / nr;
   SmallVector<int64_t> strides = llvm::to_vector(conv.getStrides().getValues<int64_t>());
   SmallVector<int64_t> dilations =
       llvm::to_vector(conv.getDilations().getValues<int64_t>());
@@ -91,25 +91,27 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
                        filterPanels(*bytes, fs, getElementBytes(filterType), nr),
                        ".panels"));
 
-  // The gather of input patches.
+  // The gather of input patches, k-major: for one k the patches along a row
+  // of output pixels are a row of the input (strided by the convolution's
+  // stride), so the innermost loop vectorizes as one read, and the index
+  // arithmetic on k is hoisted out of it.
   auto idx = [&](OpBuilder &b, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   auto patchesType =
-      RankedTensorType::get({n, p, k}, inputType.getElementType());
-  Value patchesInit = tensor::EmptyOp::create(rewriter, loc, patchesType.getShape(),
-                                              patchesType.getElementType());
+      RankedTensorType::get({n, k, oh, ow}, inputType.getElementType());
+  Value patchesInit = tensor::EmptyOp::create(
+      rewriter, loc, patchesType.getShape(), patchesType.getElementType());
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  SmallVector<utils::IteratorType> par3(3, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> par4(4, utils::IteratorType::parallel);
   auto patches = linalg::GenericOp::create(
       rewriter, loc, patchesType, ValueRange{}, ValueRange{patchesInit},
-      SmallVector<AffineMap>{AffineMap::getMultiDimIdentityMap(3, ctx)}, par3,
+      SmallVector<AffineMap>{AffineMap::getMultiDimIdentityMap(4, ctx)}, par4,
       [&](OpBuilder &b, Location, ValueRange) {
         Value nIdx = linalg::IndexOp::create(b, loc, 0);
-        Value pIdx = linalg::IndexOp::create(b, loc, 1);
-        Value kIdx = linalg::IndexOp::create(b, loc, 2);
-        Value ohIdx = arith::DivUIOp::create(b, loc, pIdx, idx(b, ow));
-        Value owIdx = arith::RemUIOp::create(b, loc, pIdx, idx(b, ow));
+        Value kIdx = linalg::IndexOp::create(b, loc, 1);
+        Value ohIdx = linalg::IndexOp::create(b, loc, 2);
+        Value owIdx = linalg::IndexOp::create(b, loc, 3);
         Value cIdx = arith::DivUIOp::create(b, loc, kIdx, idx(b, kh * kw));
         Value r = arith::RemUIOp::create(b, loc, kIdx, idx(b, kh * kw));
         Value khIdx = arith::DivUIOp::create(b, loc, r, idx(b, kw));
@@ -127,8 +129,9 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
       });
 
   // The GEMM on panels. A filled initial value (the usual case) seeds the
-  // accumulator; any other is added in the transpose below.
-  auto accType = RankedTensorType::get({n, panels, p, nr}, element);
+  // accumulator; any other is added in the transpose below. Pixels are two
+  // M loops (oh, ow): a register block is 8 pixels of one output row.
+  auto accType = RankedTensorType::get({n, panels, oh, ow, nr}, element);
   Value accInit = tensor::EmptyOp::create(rewriter, loc, accType.getShape(), element);
   auto initFill = init.getDefiningOp<linalg::FillOp>();
   Value seed = initFill ? initFill.getDpsInputOperand(0)->get()
@@ -136,12 +139,12 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
                                                     rewriter.getZeroAttr(element))
                               .getResult();
   Value acc = linalg::FillOp::create(rewriter, loc, seed, accInit).getResult(0);
-  // Loops: 0 = n, 1 = fb, 2 = p, 3 = j, 4 = k.
+  // Loops: 0 = n, 1 = fb, 2 = oh, 3 = ow, 4 = j, 5 = k.
   SmallVector<AffineMap> gemmMaps = {
-      AffineMap::get(5, 0, {d(0), d(2), d(4)}, ctx),
-      AffineMap::get(5, 0, {d(1), d(4), d(3)}, ctx),
-      AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)};
-  SmallVector<utils::IteratorType> gemmIterators(4, utils::IteratorType::parallel);
+      AffineMap::get(6, 0, {d(0), d(5), d(2), d(3)}, ctx),
+      AffineMap::get(6, 0, {d(1), d(5), d(4)}, ctx),
+      AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx)};
+  SmallVector<utils::IteratorType> gemmIterators(5, utils::IteratorType::parallel);
   gemmIterators.push_back(utils::IteratorType::reduction);
   Block *body = conv.getBlock();
   auto gemm = linalg::GenericOp::create(
@@ -154,14 +157,13 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
           b.clone(inner, mapping);
       });
 
-  // Back to NCHW: Y viewed as
-  // [n, fb, j, oh, ow] reads C[n, fb, oh * OW + ow, j], a linear map, so the
-  // transpose tiles and fuses like any elementwise op; the views are free.
+  // Back to NCHW: Y viewed as [n, fb, j, oh, ow] is a transpose of C, which
+  // tiles and fuses like any elementwise op; the view is free.
   auto out5Type = RankedTensorType::get({n, panels, nr, oh, ow}, element);
   SmallVector<ReassociationIndices> splitChannels = {{0}, {1, 2}, {3}, {4}};
   Value out5Init =
       tensor::EmptyOp::create(rewriter, loc, out5Type.getShape(), element);
-  AffineMap fromAcc = AffineMap::get(5, 0, {d(0), d(1), d(3) * ow + d(4), d(2)}, ctx);
+  AffineMap fromAcc = AffineMap::get(5, 0, {d(0), d(1), d(3), d(4), d(2)}, ctx);
   AffineMap identity = AffineMap::getMultiDimIdentityMap(5, ctx);
   SmallVector<Value> inputs = {gemm.getResult(0)};
   SmallVector<AffineMap> outMaps = {fromAcc};

@@ -9,17 +9,19 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
   let summary = "2-D convolutions with constant filters as im2col and a panel GEMM";
   let description = [{
     Rewrites `linalg.conv_2d_nchw_fchw` whose filter is a constant into
-    a gather of input patches, `I[n, p, k]` (pixel `p = oh * OW + ow`,
-    `k = (c * KH + kh) * KW + kw`), a contraction with the filter stored
-    at compile time as panels `F[f / nr, k, nr]`, accumulating
-    `C[n, f / nr, p, f % nr]` (a register block is 8 pixels by `nr`
-    channels, both operands read contiguously), and an elementwise
-    transpose back to NCHW that adds the convolution's initial value.
+    a gather of input patches, k-major `I[n, k, oh, ow]`
+    (`k = (c * KH + kh) * KW + kw`), a contraction with the filter stored
+    at compile time as panels `F[f / nr, k, nr]` accumulating
+    `C[n, f / nr, oh, ow, f % nr]` (a register block is 8 pixels of an
+    output row by `nr` channels; per k it reads 8 consecutive patches and
+    one panel row), and a transpose back to NCHW. A filled initial value
+    seeds the accumulator; any other is added in the transpose.
 
     The gather is an ordinary all-parallel `linalg.generic` (indices from
     `linalg.index`, values from `tensor.extract`), so tiling and fusion
     treat it like any elementwise op: each tile gathers only its own
-    patches. Filters whose output channels are not a multiple of `nr` keep
+    patches, a row of output pixels at a time (one vector read per k).
+    Filters whose output channels are not a multiple of `nr` keep
     the convolution.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",

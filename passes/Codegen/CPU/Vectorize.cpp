@@ -36,7 +36,9 @@ bool shouldVectorize(linalg::LinalgOp op) {
     if (type && type.getNumElements() > kMaxVectorElements)
       return false;
   }
-  return succeeded(linalg::vectorizeOpPrecondition(op));
+  return succeeded(linalg::vectorizeOpPrecondition(
+      op, /*inputVectorSizes=*/{}, /*inputScalableVecDims=*/{},
+      /*vectorizeNDExtract=*/true));
 }
 
 struct SitsCpuVectorizePass
@@ -68,10 +70,12 @@ struct SitsCpuVectorizePass
       rewriter.setInsertionPoint(op);
       // Contractions go straight to vector.contract with their own maps;
       // the default multi_reduction form hides the matmul structure from
-      // the outer-product lowering.
+      // the outer-product lowering. Gathers (tensor.extract at computed
+      // indices, e.g. convolution patches) become one contiguous read when
+      // the innermost index steps by one, else a vector gather.
       FailureOr<linalg::VectorizationResult> result = linalg::vectorize(
           rewriter, op, /*inputVectorSizes=*/{}, /*inputScalableVecDims=*/{},
-          /*vectorizeNDExtract=*/false, /*flatten1DDepthwiseConv=*/false,
+          /*vectorizeNDExtract=*/true, /*flatten1DDepthwiseConv=*/false,
           /*assumeDynamicDimsMatchVecSizes=*/false,
           /*createNamedContraction=*/true);
       if (failed(result))

@@ -1,38 +1,44 @@
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-conv-to-gemm))' | FileCheck %s
 
-// A convolution with a constant filter becomes a gather of input patches
-// I[n, p, k], a contraction with the filter in panels [F/32, K, 32] into
-// C[n, F/32, p, 32], and a transpose Y[n, F/32, 32, oh, ow] =
-// C[n, F/32, oh * OW + ow, 32] viewed as NCHW.
+// A convolution with a constant filter becomes a k-major gather of input
+// patches I[n, k, oh, ow], a contraction with the filter in panels
+// [F/32, K, 32] into C[n, F/32, oh, ow, 32], and a transpose
+// Y[n, F/32, 32, oh, ow] = C[n, F/32, oh, ow, 32] viewed as NCHW.
 
-// CHECK-DAG: #[[ID3:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
-// CHECK-DAG: #[[LHS:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d4)>
-// CHECK-DAG: #[[PANEL:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4, d3)>
-// CHECK-DAG: #[[ACC:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
-// CHECK-DAG: #[[FROMACC:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3 * 2 + d4, d2)>
+// CHECK-DAG: #[[ID4:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[LHS:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d2, d3)>
+// CHECK-DAG: #[[PANEL:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d1, d5, d4)>
+// CHECK-DAG: #[[ACC:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>
+// CHECK-DAG: #[[FROMACC:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4, d2)>
 // CHECK-DAG: #[[ID5:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
 // CHECK-LABEL: func.func @conv
 //  CHECK-SAME:   (%[[X:.+]]: tensor<1x2x5x5xf32>, %[[B:.+]]: tensor<1x32x2x2xf32>)
 // Panel 0 row 0 holds F[0..31][k = 0]: 0.0, then F[1][0] = 18.0 (0x41900000).
 //       CHECK:   %[[P:.+]] = arith.constant dense<"0x0000000000009041{{.*}}"> : tensor<1x18x32xf32>
-//       CHECK:   %[[I:.+]] = linalg.generic {indexing_maps = [#[[ID3]]], iterator_types = ["parallel", "parallel", "parallel"]} outs({{.+}} : tensor<1x4x18xf32>)
-// Pixel p = oh * 2 + ow, k = c * 9 + kh * 3 + kw; stride 2.
+//       CHECK:   %[[I:.+]] = linalg.generic {indexing_maps = [#[[ID4]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs({{.+}} : tensor<1x18x2x2xf32>)
+// k = c * 9 + kh * 3 + kw; input row oh * 2 + kh, column ow * 2 + kw.
 //       CHECK:     %[[N:.+]] = linalg.index 0
-//       CHECK:     %[[PX:.+]] = linalg.index 1
-//       CHECK:     %[[K:.+]] = linalg.index 2
-//       CHECK:     arith.divui %[[PX]]
-//       CHECK:     arith.remui %[[PX]]
+//       CHECK:     %[[K:.+]] = linalg.index 1
+//       CHECK:     %[[OH:.+]] = linalg.index 2
+//       CHECK:     %[[OW:.+]] = linalg.index 3
 //       CHECK:     %[[C:.+]] = arith.divui %[[K]]
-//       CHECK:     tensor.extract %[[X]][%[[N]], %[[C]], %{{.+}}, %{{.+}}] : tensor<1x2x5x5xf32>
+//       CHECK:     %[[R:.+]] = arith.remui %[[K]]
+//       CHECK:     %[[KH:.+]] = arith.divui %[[R]]
+//       CHECK:     %[[KW:.+]] = arith.remui %[[R]]
+//       CHECK:     %[[SH:.+]] = arith.muli %[[OH]], %[[TWO:.+]] : index
+//       CHECK:     %[[IH:.+]] = arith.addi %[[SH]], %{{.+}} : index
+//       CHECK:     %[[SW:.+]] = arith.muli %[[OW]], %{{.+}} : index
+//       CHECK:     %[[IW:.+]] = arith.addi %[[SW]], %{{.+}} : index
+//       CHECK:     tensor.extract %[[X]][%[[N]], %[[C]], %[[IH]], %[[IW]]] : tensor<1x2x5x5xf32>
 // The initial value is not a fill: C starts from zero and Y adds it.
 //       CHECK:   %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
 //       CHECK:   %[[Z:.+]] = linalg.fill ins(%[[ZERO]] : f32)
-//  CHECK-SAME:     -> tensor<1x1x4x32xf32>
-//       CHECK:   %[[G:.+]] = linalg.generic {indexing_maps = [#[[LHS]], #[[PANEL]], #[[ACC]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[I]], %[[P]] : tensor<1x4x18xf32>, tensor<1x18x32xf32>) outs(%[[Z]] : tensor<1x1x4x32xf32>)
+//  CHECK-SAME:     -> tensor<1x1x2x2x32xf32>
+//       CHECK:   %[[G:.+]] = linalg.generic {indexing_maps = [#[[LHS]], #[[PANEL]], #[[ACC]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[I]], %[[P]] : tensor<1x18x2x2xf32>, tensor<1x18x32xf32>) outs(%[[Z]] : tensor<1x1x2x2x32xf32>)
 //       CHECK:     arith.mulf
 //       CHECK:     arith.addf
 //       CHECK:   %[[BE:.+]] = tensor.expand_shape %[[B]] {{\[}}[0], [1, 2], [3], [4]] output_shape [1, 1, 32, 2, 2]
-//       CHECK:   %[[T:.+]] = linalg.generic {indexing_maps = [#[[FROMACC]], #[[ID5]], #[[ID5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[G]], %[[BE]] : tensor<1x1x4x32xf32>, tensor<1x1x32x2x2xf32>)
+//       CHECK:   %[[T:.+]] = linalg.generic {indexing_maps = [#[[FROMACC]], #[[ID5]], #[[ID5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[G]], %[[BE]] : tensor<1x1x2x2x32xf32>, tensor<1x1x32x2x2xf32>)
 //       CHECK:     arith.addf
 //       CHECK:   %[[Y:.+]] = tensor.collapse_shape %[[T]] {{\[}}[0], [1, 2], [3], [4]] : tensor<1x1x32x2x2xf32> into tensor<1x32x2x2xf32>
 //       CHECK:   return %[[Y]]
@@ -48,9 +54,9 @@ func.func @conv(%x: tensor<1x2x5x5xf32>, %b: tensor<1x32x2x2xf32>) -> tensor<1x3
 // A filled initial value seeds the accumulator; Y only moves values.
 // CHECK-LABEL: func.func @filled
 //  CHECK-SAME:   (%[[X:.+]]: tensor<1x2x5x5xf32>, %[[V:.+]]: f32)
-//       CHECK:   %[[Z:.+]] = linalg.fill ins(%[[V]] : f32) outs({{.+}} : tensor<1x1x4x32xf32>)
-//       CHECK:   %[[G:.+]] = linalg.generic {{.+}} outs(%[[Z]] : tensor<1x1x4x32xf32>)
-//       CHECK:   %[[T:.+]] = linalg.generic {{.+}} ins(%[[G]] : tensor<1x1x4x32xf32>) outs({{.+}} : tensor<1x1x32x2x2xf32>)
+//       CHECK:   %[[Z:.+]] = linalg.fill ins(%[[V]] : f32) outs({{.+}} : tensor<1x1x2x2x32xf32>)
+//       CHECK:   %[[G:.+]] = linalg.generic {{.+}} outs(%[[Z]] : tensor<1x1x2x2x32xf32>)
+//       CHECK:   %[[T:.+]] = linalg.generic {{.+}} ins(%[[G]] : tensor<1x1x2x2x32xf32>) outs({{.+}} : tensor<1x1x32x2x2xf32>)
 //  CHECK-NEXT:   ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
 //  CHECK-NEXT:     linalg.yield %[[IN]] : f32
 func.func @filled(%x: tensor<1x2x5x5xf32>, %v: f32) -> tensor<1x32x2x2xf32> {
