@@ -54,6 +54,9 @@ void mlir::sits::buildCpuCodegenPassPipeline(
     pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuVectorize());
     addCleanup(pm);
   }
+  // exp, erf, tanh, ... as polynomials in the vectors they already have,
+  // not one libm call per lane.
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuApproximateMath());
 
   // Bufferize with results as caller-provided out-params: the runtime owns
   // every output buffer and the compiled code writes into it in place.

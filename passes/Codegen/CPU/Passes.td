@@ -32,6 +32,21 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
   ];
 }
 
+def SitsCpuApproximateMath : Pass<"sits-cpu-approximate-math", "func::FuncOp"> {
+  let summary = "Transcendental math functions as vector polynomials";
+  let description = [{
+    Rewrites `math.exp`, `math.erf`, `math.tanh`, `math.log` and the other
+    functions with an accurate upstream polynomial approximation (errors of
+    a few ulp in f32) into arithmetic, so that vector code computes them in
+    its vectors instead of one libm call per lane. Narrower float types are
+    computed in f32. Functions without such an approximation keep their
+    libm calls.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "func::FuncOp"> {
   let summary = "Store constant matmul weights in register-block panels";
   let description = [{
