@@ -1,10 +1,11 @@
 //===- SitsRuntimeModule.cpp - sits_mlir._sits_runtime ---------------------===//
 //
-// The nanobind module over the runtime core. It is deliberately thin: every
+// The nanobind module over the runtime: the core here, the KV-cache
+// allocator in KVBindings.cpp (bindKV). It is deliberately thin: every
 // check (artifact integrity, compatibility, signatures) happens in C++, and
 // each failed Status becomes the matching typed exception of
-// sits_mlir.runtime.errors (built by its `_from_status`). The friendly
-// Python API lives in sits_mlir/runtime/.
+// sits_mlir.runtime.errors (built by its `_from_status`, see PyStatus.h).
+// The friendly Python API lives in sits_mlir/runtime/.
 //
 // Arrays cross as nanobind ndarrays, so anything with the buffer protocol or
 // DLPack (numpy, PyTorch, JAX on CPU) is accepted without a copy; outputs are
@@ -12,6 +13,7 @@
 // GIL is released while compiled code runs.
 //
 //===----------------------------------------------------------------------===//
+#include "PyStatus.h"
 #include "sits/runtime/runtime.h"
 
 #include <nanobind/nanobind.h>
@@ -28,21 +30,39 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using namespace sits::runtime;
 
-namespace {
-
 //===----------------------------------------------------------------------===//
 // Errors
 //===----------------------------------------------------------------------===//
 
-/// Raises the Python exception for `status` (never returns).
-[[noreturn]] void raise(const Status &status) {
+namespace sits::runtime::python {
+
+void raise(const Status &status, ErrorDomain domain) {
   const ErrorInfo &info = status.info();
   nb::object exc;
   try {
+    // The whole payload; _from_status keeps what the exception class uses.
+    nb::dict payload;
+    payload["subject"] = info.subject;
+    payload["expected"] = info.expected;
+    payload["given"] = info.actual;
+    payload["index"] = info.index;
+    payload["missing"] = nb::cast(info.missing);
+    payload["value"] = info.value;
+    payload["limit"] = info.limit;
+    payload["needed"] = info.needed;
+    payload["available"] = info.available;
+    payload["evictable"] = info.evictable;
+    payload["evicting"] = info.evicting;
+    payload["seq_id"] = info.has_seq_id ? nb::cast(info.seq_id) : nb::none();
+    payload["block_id"] = info.block_id;
+    payload["invariant"] = info.invariant;
+    payload["state"] = info.state;
+    payload["batch_index"] = info.batch_index;
     nb::object errors = nb::module_::import_("sits_mlir.runtime.errors");
-    exc = errors.attr("_from_status")(statusCodeName(info.code), info.message,
-                                      info.subject, info.expected, info.actual,
-                                      info.index, info.missing);
+    exc = errors.attr("_from_status")(
+        statusCodeName(info.code), info.message,
+        nb::arg("payload") = payload,
+        nb::arg("kv") = domain == ErrorDomain::kKV);
   } catch (nb::python_error &) {
     // The Python package is not importable: fall back to a builtin.
     throw std::runtime_error(status.toString());
@@ -51,16 +71,13 @@ namespace {
   throw nb::python_error();
 }
 
-template <typename T> T unwrap(StatusOr<T> &&s) {
-  if (!s.ok())
-    raise(s.status());
-  return std::move(s).value();
-}
+} // namespace sits::runtime::python
 
-void check(const Status &s) {
-  if (!s.ok())
-    raise(s);
-}
+namespace {
+
+using sits::runtime::python::check;
+using sits::runtime::python::raise;
+using sits::runtime::python::unwrap;
 
 //===----------------------------------------------------------------------===//
 // Arrays
@@ -418,8 +435,9 @@ std::vector<uint8_t> bytesOf(nb::handle data) {
 } // namespace
 
 NB_MODULE(_sits_runtime, m) {
-  m.doc() = "SITS runtime core (C++): artifacts, loading and running compiled "
-            "models, devices, the thread pool. Use sits_mlir.runtime.";
+  m.doc() = "SITS runtime (C++): artifacts, loading and running compiled "
+            "models, devices, the thread pool, the paged KV-cache allocator. "
+            "Use sits_mlir.runtime and sits_mlir.runtime.kv.";
   m.attr("FORMAT_VERSION") = kArtifactFormatVersion;
 
   nb::class_<Module>(m, "Module")
@@ -567,4 +585,6 @@ NB_MODULE(_sits_runtime, m) {
       "uri"_a, "Opens a device: (canonical uri, description), or raises DeviceError.");
   m.def("version", [] { return std::string(sitsVersion()); });
   m.def("llvm_version", [] { return std::string(llvmVersion()); });
+
+  sits::runtime::python::bindKV(m);
 }

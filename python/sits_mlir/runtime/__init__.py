@@ -16,6 +16,10 @@ neither MLIR nor LLVM at run time. Failures raise the typed exceptions of
 
 The compiler writes artifacts with `write_artifact` (and reads them back with
 `read_artifact` / `read_manifest`).
+
+The paged KV-cache allocator for decoder models is `sits_mlir.runtime.kv`
+(`from sits_mlir.runtime import kv; kv.KVAllocator(...)`); its errors are the
+`KVError` subclasses of `sits_mlir.runtime.errors`.
 """
 
 from __future__ import annotations

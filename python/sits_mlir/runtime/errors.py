@@ -1,9 +1,13 @@
 """Typed exceptions of the SITS runtime.
 
-Every failure of the runtime core (C++) arrives as one of these, with the
-structured details of its status: ``code`` (the C++ status name, e.g.
-``"CorruptArtifact"``), ``subject`` (the argument, section, manifest field,
-symbol, path or device it is about), ``expected``/``given`` and ``index``.
+Every failure of the runtime (C++) arrives as one of these, built from the
+runtime's one ``Status`` (runtime/include/sits/runtime/status.h): ``code``
+(the C++ status name, e.g. ``"CorruptArtifact"`` or ``"OutOfBlocks"``) and
+the structured payload of that code as attributes.
+
+Runtime core (artifacts, models, devices): ``subject`` (the argument,
+section, manifest field, symbol, path or device it is about),
+``expected``/``given`` and ``index``.
 
     SitsError
     ├── ArtifactError                  the file cannot be used
@@ -15,7 +19,25 @@ symbol, path or device it is about), ``expected``/``given`` and ``index``.
     │   └── ArtifactNotFoundError      (also a FileNotFoundError)
     ├── SignatureError                 wrong inputs (also TypeError and ValueError)
     ├── DeviceError                    no such device / driver, or not runnable
-    └── RuntimeCoreError               anything else (bad argument, I/O, internal)
+    ├── RuntimeCoreError               anything else (bad argument, I/O, internal)
+    └── KVError                        the KV-cache allocator (sits_mlir.runtime.kv),
+        │                              one class per code of spec §4.9:
+        ├── KVInvalidArgument          InvalidArgument (also ValueError): ``field``, ``value``
+        ├── KVOutOfBlocks              OutOfBlocks, retryable: ``needed``, ``available``,
+        │                              ``evictable``, ``evicting``
+        ├── KVCapacityError            CapacityExceeded, permanent: ``limit_name``,
+        │                              ``requested``, ``limit``
+        ├── UnknownSequence            UnknownSequence (also KeyError): ``seq_id``
+        ├── SequenceExists             SequenceExists: ``seq_id``
+        ├── InvalidState               InvalidState: ``state``, ``seq_id``
+        ├── HostTierFull               HostTierFull: ``needed``, ``available``
+        ├── DoubleFree                 DoubleFree: ``block_id``
+        ├── KVInternalError            Internal (pool poisoned): ``invariant``
+        └── KVOutOfMemory              OutOfMemory (also MemoryError): ``requested``
+
+Every KV exception's ``str()`` is the C++ message, which includes the
+payload (``needed = 5, available = 3, evictable = 0, evicting = 0``), and
+names the failing item of a batch call (``batch_index``).
 """
 
 from __future__ import annotations
@@ -30,10 +52,21 @@ __all__ = [
     "CodeLoadError",
     "CorruptArtifactError",
     "DeviceError",
+    "DoubleFree",
+    "HostTierFull",
     "IncompatibleArtifactError",
+    "InvalidState",
+    "KVCapacityError",
+    "KVError",
+    "KVInternalError",
+    "KVInvalidArgument",
+    "KVOutOfBlocks",
+    "KVOutOfMemory",
     "MissingSymbolError",
     "RuntimeCoreError",
+    "SequenceExists",
     "SignatureError",
+    "UnknownSequence",
     "UnsupportedFormatError",
 ]
 
@@ -107,6 +140,152 @@ class RuntimeCoreError(_Details, SitsError):
     allocation failure, or an internal error."""
 
 
+#: Payload defaults (an ErrorInfo field that does not apply keeps these).
+_DEFAULTS = {"subject": "", "value": 0, "limit": 0, "needed": 0, "available": 0,
+             "evictable": 0, "evicting": 0, "seq_id": None, "block_id": -1,
+             "invariant": 0, "state": ""}
+
+
+class KVError(SitsError):
+    """A failed call of the KV-cache allocator (sits_mlir.runtime.kv). Every
+    error leaves the allocator's state unchanged (spec §4.3); batch calls
+    are all-or-nothing and ``batch_index`` names the item that failed."""
+
+    code: str = ""
+    #: The C++ message, which includes the payload.
+    message: str = ""
+    #: Index of the failing item of a batch call, None for single calls.
+    batch_index: int | None = None
+
+    def _set_payload(self, p: dict) -> None:
+        """Keeps the payload fields this class documents."""
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.batch_index is not None:
+            text += f" (batch item {self.batch_index})"
+        return text
+
+
+class KVInvalidArgument(KVError, ValueError):
+    """A bad argument: a config field, a negative count, a position out of
+    range, an output buffer too small. ``field`` names it, ``value`` is the
+    offending value."""
+
+    field: str = ""
+    value: int = 0
+
+    def _set_payload(self, p):
+        self.field, self.value = p["subject"], p["value"]
+
+
+class KVOutOfBlocks(KVError):
+    """Not enough free blocks now (retryable: free, evict or wait and try
+    again). ``needed`` blocks were asked, ``available`` could be taken
+    (free + evictable, minus the watermark for admissions), ``evictable`` of
+    them are cached, ``evicting`` wait for ``complete(epoch)`` (ASYNC copy
+    mode)."""
+
+    retryable = True
+    needed: int = 0
+    available: int = 0
+    evictable: int = 0
+    evicting: int = 0
+
+    def _set_payload(self, p):
+        self.needed, self.available = p["needed"], p["available"]
+        self.evictable, self.evicting = p["evictable"], p["evicting"]
+
+
+class KVCapacityError(KVError):
+    """The request can never fit (not retryable): ``requested`` exceeds
+    ``limit``, the limit named ``limit_name`` (``max_seq_len``,
+    ``usable_blocks``)."""
+
+    retryable = False
+    limit_name: str = ""
+    requested: int = 0
+    limit: int = 0
+
+    def _set_payload(self, p):
+        self.limit_name, self.requested, self.limit = p["subject"], p["value"], p["limit"]
+
+
+class UnknownSequence(KVError, KeyError):
+    """A call named a sequence that is not live (never added, or already
+    freed). ``seq_id`` is the id."""
+
+    seq_id: int | None = None
+
+    def _set_payload(self, p):
+        self.seq_id = p["seq_id"]
+
+    __str__ = KVError.__str__  # not KeyError's repr-quoting
+
+
+class SequenceExists(KVError):
+    """``add_sequence`` or ``fork`` into an id that is live. ``seq_id``."""
+
+    seq_id: int | None = None
+
+    def _set_payload(self, p):
+        self.seq_id = p["seq_id"]
+
+
+class InvalidState(KVError):
+    """The call is not allowed in the current state: ``state`` is the state
+    that forbids it (``"SWAPPED"``, ``"ACTIVE"``, ``"NO_HOST_TIER"``,
+    ``"SHARED_BLOCK"``, ``"CLOSED"``, ...), ``seq_id`` the sequence when one
+    is concerned."""
+
+    state: str = ""
+    seq_id: int | None = None
+
+    def _set_payload(self, p):
+        self.state, self.seq_id = p["state"], p["seq_id"]
+
+
+class HostTierFull(KVError):
+    """``swap_out`` needs ``needed`` host blocks, only ``available`` are
+    free."""
+
+    needed: int = 0
+    available: int = 0
+
+    def _set_payload(self, p):
+        self.needed, self.available = p["needed"], p["available"]
+
+
+class DoubleFree(KVError):
+    """A block-level unref of block ``block_id``, whose reference count is
+    already 0."""
+
+    block_id: int = -1
+
+    def _set_payload(self, p):
+        self.block_id = p["block_id"]
+
+
+class KVInternalError(KVError):
+    """The allocator found an impossible state and is poisoned: every later
+    call raises this too. ``invariant`` is the violated invariant (1..10 for
+    I1..I10 of the spec, 0 for another impossible state)."""
+
+    invariant: int = 0
+
+    def _set_payload(self, p):
+        self.invariant = p["invariant"]
+
+
+class KVOutOfMemory(KVError, MemoryError):
+    """The allocator's metadata could not be allocated: ``requested`` bytes."""
+
+    requested: int = 0
+
+    def _set_payload(self, p):
+        self.requested = p["value"]
+
+
 _BY_CODE = {
     "CorruptArtifact": CorruptArtifactError,
     "UnsupportedVersion": UnsupportedFormatError,
@@ -118,6 +297,20 @@ _BY_CODE = {
     "DeviceUnavailable": DeviceError,
 }
 
+#: KV codes (spec §4.9) → exception class.
+_KV_BY_CODE = {
+    "InvalidArgument": KVInvalidArgument,
+    "OutOfBlocks": KVOutOfBlocks,
+    "CapacityExceeded": KVCapacityError,
+    "UnknownSequence": UnknownSequence,
+    "SequenceExists": SequenceExists,
+    "InvalidState": InvalidState,
+    "HostTierFull": HostTierFull,
+    "DoubleFree": DoubleFree,
+    "Internal": KVInternalError,
+    "OutOfMemory": KVOutOfMemory,
+}
+
 
 def _from_status(
     code: str,
@@ -127,9 +320,24 @@ def _from_status(
     given: str = "",
     index: int = -1,
     missing: Sequence[str] = (),
+    *,
+    payload: dict | None = None,
+    kv: bool = False,
 ) -> SitsError:
-    """Builds the exception for a failed C++ Status (called by the
-    extension module)."""
+    """Builds the exception for a failed C++ Status. The extension module
+    passes the whole ErrorInfo as `payload` and `kv` when the status comes
+    from the KV allocator; Python callers pass the core's fields directly."""
+    if payload is None:
+        payload = {"subject": subject, "expected": expected, "given": given,
+                   "index": index, "missing": missing}
+    if kv:
+        exc = _KV_BY_CODE.get(code, KVInternalError)(message)
+        exc.code, exc.message = code, message
+        batch_index = payload.get("batch_index", -1)
+        exc.batch_index = None if batch_index is None or batch_index < 0 else batch_index
+        exc._set_payload({**_DEFAULTS, **payload})
+        return exc
+    subject = payload.get("subject", "")
     cls = _BY_CODE.get(code)
     if cls is None:
         if code == "Unimplemented" and subject.split(":")[0] in ("cuda", "hip"):
@@ -141,7 +349,8 @@ def _from_status(
         import errno
 
         exc.errno = errno.ENOENT  # str(exc) stays the message, which names the path
-    exc._set_details(code, subject, expected, given, index)
+    exc._set_details(code, subject, payload.get("expected", ""), payload.get("given", ""),
+                     payload.get("index", -1))
     if isinstance(exc, IncompatibleArtifactError):
-        exc.missing_features = tuple(missing)
+        exc.missing_features = tuple(payload.get("missing", ()))
     return exc

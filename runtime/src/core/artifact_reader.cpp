@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "artifact_format.h"
 #include "artifact_internal.h"
-#include "sha256.h"
+#include "sits/runtime/sha256.h"
 
 #include "sits/runtime/buffer.h"
 
@@ -276,7 +276,7 @@ StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data, size_t siz
   if (!copy)
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(size) + " bytes")
-        .withIndex(int64_t(size));
+        .withValue(int64_t(size));
   if (size)
     std::memcpy(copy, data, size);
   storage->data = static_cast<const uint8_t *>(copy);

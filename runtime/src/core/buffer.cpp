@@ -63,12 +63,12 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
   if (rounded < bytes)
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(bytes) + " bytes")
-        .withIndex(static_cast<int64_t>(bytes));
+        .withValue(static_cast<int64_t>(bytes));
   void *p = std::aligned_alloc(kBufferAlignment, rounded);
   if (!p)
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(bytes) + " bytes")
-        .withIndex(static_cast<int64_t>(bytes));
+        .withValue(static_cast<int64_t>(bytes));
   buffer.data_ = p;
   buffer.size_ = bytes;
   return buffer;

@@ -268,8 +268,7 @@ bool Allocator::Impl::appendBatchCannotFail(const AppendRequest *reqs,
         r.num_tokens > config_.max_seq_len - s->n)
       return false;
     s->txnStamp = stamp;
-    const int64_t n = s->n + r.num_tokens;
-    const int64_t target = (n >> bsShift_) + ((n & (bs_ - 1)) != 0);
+    const int64_t target = blocksFor(s->n + r.num_tokens);
     if (target > geometry_.usable_blocks)
       return false;
     if (r.num_tokens > 0)
@@ -288,7 +287,7 @@ bool Allocator::Impl::addBatchCannotFail(const AddRequest *reqs,
     if (findSeq(r.seq) || !validateAddArgs(args).ok() ||
         !addCapacityExceeded(r.num_tokens).ok())
       return false;
-    blocks += (r.num_tokens >> bsShift_) + ((r.num_tokens & (bs_ - 1)) != 0);
+    blocks += blocksFor(r.num_tokens);
   }
   // Distinct ids: sort a copy (ids of new sequences have no stamp to use).
   std::vector<uint64_t> ids(count);
@@ -392,11 +391,30 @@ int64_t Allocator::Impl::allocatable(int64_t cachedHits) const {
 }
 
 Status Allocator::Impl::outOfBlocks(int64_t needed, int64_t available,
-                                    int64_t cachedHits) const {
+                                    int64_t cachedHits, bool admission) const {
   const int64_t evictable = asyncHost_ ? dev_.numCached
                                        : dev_.numCached - cachedHits;
   return errors::outOfBlocks(needed, available, evictable, dev_.numEvicting,
-                             0);
+                             admission ? config_.watermark_blocks : 0);
+}
+
+Status Allocator::Impl::seqError(uint64_t seq, const Sequence *s,
+                                 const char *op) const {
+  if (!s)
+    return errors::unknownSequence(seq);
+  return errors::invalidSeqState(seq, "SWAPPED",
+                                 std::string(op) +
+                                     " needs an ACTIVE sequence; swap_in "
+                                     "first");
+}
+
+Status Allocator::Impl::growthError(const Sequence &s, int64_t extra,
+                                    const char *what) const {
+  if (extra > config_.max_seq_len - s.n)
+    return errors::capacityExceeded("max_seq_len", saturatingAdd(s.n, extra),
+                                    config_.max_seq_len, what);
+  return errors::capacityExceeded("usable_blocks", blocksFor(s.n + extra),
+                                  geometry_.usable_blocks, "blocks needed");
 }
 
 void Allocator::Impl::emitCopy(Tier srcTier, int32_t src, Tier dstTier,
@@ -496,9 +514,11 @@ void Allocator::Impl::allocateInto(std::vector<int32_t> &table, int64_t count,
   const size_t first = table.size();
   table.resize(first + size_t(count));
   int32_t *out = table.data() + first;
-  auto fillOf = [&](size_t index) {
-    const int64_t rest = n - (int64_t(index) << bsShift_);
-    return int32_t(rest <= 0 ? 0 : (rest >= bs_ ? bs_ : rest));
+  // By value: stores into the block arrays may alias members.
+  const int32_t bs = bs_, shift = bsShift_;
+  auto fillOf = [n, bs, shift](size_t index) {
+    const int64_t rest = n - (int64_t(index) << shift);
+    return int32_t(rest <= 0 ? 0 : (rest >= bs ? bs : rest));
   };
   int64_t done = 0;
   if (!log_.active()) {
@@ -531,39 +551,53 @@ void Allocator::Impl::allocateInto(std::vector<int32_t> &table, int64_t count,
         counters_.peak_active_blocks = p.numActive;
     }
   }
-  if (done < count && !log_.active() && !hostTier_ && !asyncHost_) {
+  if (done < count && !log_.active() && !hostTier_ && !asyncHost_ &&
+      dev_.freeHead == kNil) {
     // Fast path for victims without a host tier: CACHED blocks from the LRU
-    // head lose their hash and become ACTIVE, counters updated once.
+    // head lose their hash and become ACTIVE, counters updated once. First
+    // the run is unlinked (a walk along `next`, which is mostly sequential
+    // memory); then each victim's index entry is erased, with the entries
+    // of the victims kPrefetch ahead fetched meanwhile: the index slot is
+    // the one random access per victim.
+    constexpr int64_t kPrefetch = 8;
     detail::BlockPool &p = dev_;
-    int64_t evicted = 0, physical = 0;
-    while (done < count && p.freeHead == kNil && p.cachedHead != kNil) {
-      const int32_t b = p.cachedHead;
-      const int32_t nextB = p.next[size_t(b)];
-      // The index slot is the one random access: fetch the next victims'
-      // slots ahead of time.
-      if (nextB != kNil) {
-        const int32_t ahead = p.next[size_t(nextB)];
-        if (ahead != kNil)
-          __builtin_prefetch(&p.slots[p.home(p.hash[size_t(ahead)])]);
-      }
-      p.cachedHead = nextB;
-      if (nextB == kNil)
-        p.cachedTail = kNil;
-      else
-        p.link0[size_t(nextB)] = kNil;
-      if (!p.indexErase(b))
-        throw InternalError(6, "cached block " + std::to_string(b) +
-                                   " is missing from the device index");
-      p.hash[size_t(b)] = Hash128{};
-      const int32_t fill = fillOf(first + size_t(done));
-      p.next[size_t(b)] = kNil;
-      p.link0[size_t(b)] = 1;
-      p.meta[size_t(b)] = uint16_t(uint16_t(BlockState::kActive) |
-                                   uint16_t(fill << detail::kFilledShift));
-      physical += fill;
-      out[done++] = b;
-      ++evicted;
+    // Locals: the stores below may alias members for the compiler.
+    int32_t *const next = p.next.data();
+    int32_t *const link0 = p.link0.data();
+    uint16_t *const meta = p.meta.data();
+    Hash128 *const hash = p.hash.data();
+    const uint64_t *const slots = p.slots.data();
+    const uint64_t mask = p.mask;
+    const int64_t start = done;
+    int32_t b = p.cachedHead;
+    for (; done < count && b != kNil; ++done) {
+      out[done] = b;
+      b = next[size_t(b)];
     }
+    p.cachedHead = b;
+    if (b == kNil)
+      p.cachedTail = kNil;
+    else
+      link0[size_t(b)] = kNil;
+    for (int64_t i = start; i < start + kPrefetch && i < done; ++i)
+      __builtin_prefetch(&slots[hash[size_t(out[i])].lo & mask]);
+    int64_t physical = 0;
+    for (int64_t i = start; i < done; ++i) {
+      if (i + kPrefetch < done)
+        __builtin_prefetch(&slots[hash[size_t(out[i + kPrefetch])].lo & mask]);
+      const int32_t v = out[i];
+      if (!p.eraseEntry</*kLogged=*/false>(v))
+        throw InternalError(6, "cached block " + std::to_string(v) +
+                                   " is missing from the device index");
+      hash[size_t(v)] = Hash128{};
+      const int32_t fill = fillOf(first + size_t(i));
+      next[size_t(v)] = kNil;
+      link0[size_t(v)] = 1;
+      meta[size_t(v)] = uint16_t(uint16_t(BlockState::kActive) |
+                                 uint16_t(fill << detail::kFilledShift));
+      physical += fill;
+    }
+    const int64_t evicted = done - start;
     p.numCached -= evicted;
     p.numActive += evicted;
     p.physicalTokens += physical;
@@ -788,7 +822,7 @@ Status Allocator::Impl::addCapacityExceeded(int64_t n) const {
   if (n > config_.max_seq_len)
     return errors::capacityExceeded("max_seq_len", n, config_.max_seq_len,
                                     "num_tokens");
-  const int64_t blocks = (n >> bsShift_) + ((n & (bs_ - 1)) != 0);
+  const int64_t blocks = blocksFor(n);
   if (blocks > geometry_.usable_blocks)
     return errors::capacityExceeded("usable_blocks", blocks,
                                     geometry_.usable_blocks, "blocks needed");
@@ -878,17 +912,13 @@ Status Allocator::Impl::addLocked(const AddArgs &a, const ChainHashes &chain,
   HitPlan plan;
   if (withCache)
     lookupLocked(a.tokens, chain, hitCapBlocks(a.n, a.opts), &plan);
-  const int64_t total = (a.n >> bsShift_) + ((a.n & (bs_ - 1)) != 0);
+  const int64_t total = blocksFor(a.n);
   const int64_t deviceHits = plan.size() - plan.hostHits;
   const int64_t needed = total - deviceHits;
   const int64_t available = allocatable(plan.cachedDeviceHits);
-  if (needed + config_.watermark_blocks > available) {
-    Status st = outOfBlocks(needed, available, plan.cachedDeviceHits);
-    if (config_.watermark_blocks > 0)
-      st.mutableInfo().message +=
-          ", watermark = " + std::to_string(config_.watermark_blocks);
-    return st;
-  }
+  if (needed + config_.watermark_blocks > available)
+    return outOfBlocks(needed, available, plan.cachedDeviceHits,
+                       /*admission=*/true);
 
   // --- commit (no error past this point) ---
   const size_t copyStart = pending_.size();
@@ -965,28 +995,20 @@ StatusOr<AddResult> Allocator::Impl::addSequence(uint64_t seq,
     if (poisoned_.load() < 0 && caching_ && tokens &&
         validateAddArgs(args).ok() && addCapacityExceeded(n).ok())
       computeChain(tokens, n, opts, &chain);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    AddResult result;
-    Status st = addLocked(args, chain, &result);
-    if (!st.ok())
-      return fail(std::move(st));
-    return result;
+    return underLock([&]() -> StatusOr<AddResult> {
+      AddResult result;
+      if (Status st = addLocked(args, chain, &result); !st.ok())
+        return st;
+      return result;
+    });
   });
 }
 
 Status Allocator::Impl::addSequences(const AddRequest *reqs, size_t count,
                                      std::vector<AddResult> *results) {
   return guarded([&]() -> Status {
-    if (count > 0 && !reqs) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (poisoned_.load() >= 0)
-        return poisonedStatus();
-      return fail(errors::invalidArgument("requests", 0, "null array"));
-    }
     std::vector<ChainHashes> chains(count);
-    if (poisoned_.load() < 0 && caching_)
+    if (poisoned_.load() < 0 && caching_ && reqs)
       for (size_t i = 0; i < count; ++i) {
         AddArgs args{reqs[i].seq, reqs[i].num_tokens, reqs[i].tokens,
                      reqs[i].opts};
@@ -995,40 +1017,26 @@ Status Allocator::Impl::addSequences(const AddRequest *reqs, size_t count,
           computeChain(reqs[i].tokens, reqs[i].num_tokens, reqs[i].opts,
                        &chains[i]);
       }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    if (results) {
-      results->clear();
-      results->resize(count);
-    }
-    if (addBatchCannotFail(reqs, count)) {
-      for (size_t i = 0; i < count; ++i) {
-        AddArgs args{reqs[i].seq, reqs[i].num_tokens, reqs[i].tokens,
-                     reqs[i].opts};
-        Status st =
-            addLocked(args, chains[i], results ? &(*results)[i] : nullptr);
-        if (!st.ok())
-          throw InternalError(0, "batch item failed after its check: " +
-                                     st.toString());
+    return underLock([&]() -> Status {
+      if (count > 0 && !reqs)
+        return errors::invalidArgument("requests", 0, "null array");
+      if (results) {
+        results->clear();
+        results->resize(count);
       }
-      return Status::OK();
-    }
-    beginTxn();
-    for (size_t i = 0; i < count; ++i) {
-      AddArgs args{reqs[i].seq, reqs[i].num_tokens, reqs[i].tokens,
-                   reqs[i].opts};
-      Status st = addLocked(args, chains[i], results ? &(*results)[i] : nullptr);
-      if (!st.ok()) {
-        rollbackTxn();
-        if (results)
-          results->clear();
-        st.mutableInfo().batch_index = int64_t(i);
-        return fail(std::move(st));
-      }
-    }
-    commitTxn();
-    return Status::OK();
+      return runBatch(
+          count, addBatchCannotFail(reqs, count),
+          [&](size_t i) {
+            AddArgs args{reqs[i].seq, reqs[i].num_tokens, reqs[i].tokens,
+                         reqs[i].opts};
+            return addLocked(args, chains[i],
+                             results ? &(*results)[i] : nullptr);
+          },
+          [&] {
+            if (results)
+              results->clear();
+          });
+    });
   });
 }
 
@@ -1044,25 +1052,17 @@ Status Allocator::Impl::appendLocked(uint64_t seq, const int32_t *tokens,
   if (withTokens && k > 0 && !tokens)
     return errors::invalidArgument("tokens", 0,
                                    "null token pointer with k > 0");
-  Sequence *s = findSeq(seq);
-  if (!s)
-    return errors::unknownSequence(seq);
-  if (s->state == SeqState::kSwapped)
-    return errors::invalidSeqState(seq, "SWAPPED",
-                                   "append needs an ACTIVE sequence; "
-                                   "swap_in first");
+  Sequence *s = nullptr;
+  if (Status st = findActive(seq, "append", &s); !st.ok())
+    return st;
   if (s->tokensKnown && !withTokens && k > 0)
     return errors::invalidArgument(
         "tokens", 0,
         "the sequence tracks token ids for prefix caching: pass the tokens");
-  if (k > config_.max_seq_len - s->n)
-    return errors::capacityExceeded("max_seq_len", saturatingAdd(s->n, k),
-                                    config_.max_seq_len, "num_tokens");
+  int64_t target = 0;
+  if (Status st = checkGrowth(*s, k, "num_tokens", &target); !st.ok())
+    return st;
   const int64_t n = s->n;
-  const int64_t target = ((n + k) >> bsShift_) + (((n + k) & (bs_ - 1)) != 0);
-  if (target > geometry_.usable_blocks)
-    return errors::capacityExceeded("usable_blocks", target,
-                                    geometry_.usable_blocks, "blocks needed");
   if (out)
     out->clear();
   if (k == 0)
@@ -1074,7 +1074,7 @@ Status Allocator::Impl::appendLocked(uint64_t seq, const int32_t *tokens,
   if (needed > 0) {
     const int64_t available = allocatable();
     if (needed > available)
-      return outOfBlocks(needed, available, 0);
+      return outOfBlocks(needed, available, 0, /*admission=*/false);
   }
 
   // --- commit ---
@@ -1111,84 +1111,45 @@ Status Allocator::Impl::appendLocked(uint64_t seq, const int32_t *tokens,
 
 Status Allocator::Impl::append(uint64_t seq, const int32_t *tokens, int64_t k,
                                bool withTokens, AppendResult *out) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    Status st = appendLocked(seq, tokens, k, withTokens, out);
-    if (!st.ok())
-      return fail(std::move(st));
-    return st;
-  });
+  return run([&] { return appendLocked(seq, tokens, k, withTokens, out); });
 }
 
 Status Allocator::Impl::appendBatch(const AppendRequest *reqs, size_t count,
                                     std::vector<AppendResult> *results) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (count > 0 && !reqs)
-      return fail(errors::invalidArgument("requests", 0, "null array"));
+      return errors::invalidArgument("requests", 0, "null array");
     if (results)
       results->resize(count);
-    if (appendBatchCannotFail(reqs, count)) {
-      for (size_t i = 0; i < count; ++i) {
-        Status st = appendLocked(reqs[i].seq, reqs[i].tokens,
-                                 reqs[i].num_tokens, reqs[i].tokens != nullptr,
-                                 results ? &(*results)[i] : nullptr);
-        if (!st.ok())
-          throw InternalError(0, "batch item failed after its check: " +
-                                     st.toString());
-      }
-      return Status::OK();
-    }
-    beginTxn();
-    for (size_t i = 0; i < count; ++i) {
-      Status st = appendLocked(reqs[i].seq, reqs[i].tokens,
-                               reqs[i].num_tokens, reqs[i].tokens != nullptr,
-                               results ? &(*results)[i] : nullptr);
-      if (!st.ok()) {
-        rollbackTxn();
-        if (results)
-          for (AppendResult &r : *results)
-            r.clear();
-        st.mutableInfo().batch_index = int64_t(i);
-        return fail(std::move(st));
-      }
-    }
-    commitTxn();
-    return Status::OK();
+    return runBatch(
+        count, appendBatchCannotFail(reqs, count),
+        [&](size_t i) {
+          return appendLocked(reqs[i].seq, reqs[i].tokens, reqs[i].num_tokens,
+                              reqs[i].tokens != nullptr,
+                              results ? &(*results)[i] : nullptr);
+        },
+        [&] {
+          if (results)
+            for (AppendResult &r : *results)
+              r.clear();
+        });
   });
 }
 
 Status Allocator::Impl::reserve(uint64_t seq, int64_t lookahead,
                                 AppendResult *out) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (lookahead < 0)
-      return fail(errors::invalidArgument("lookahead", lookahead,
-                                          "must be >= 0"));
-    Sequence *s = findSeq(seq);
-    if (!s)
-      return fail(errors::unknownSequence(seq));
-    if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "reserve needs an ACTIVE sequence"));
-    if (lookahead > config_.max_seq_len - s->n)
-      return fail(errors::capacityExceeded("max_seq_len",
-                                           saturatingAdd(s->n, lookahead),
-                                           config_.max_seq_len,
-                                           "num_tokens + lookahead"));
+      return errors::invalidArgument("lookahead", lookahead, "must be >= 0");
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "reserve", &s); !st.ok())
+      return st;
+    int64_t target = 0;
+    if (Status st =
+            checkGrowth(*s, lookahead, "num_tokens + lookahead", &target);
+        !st.ok())
+      return st;
     const int64_t n = s->n;
-    const int64_t target =
-        ((n + lookahead) >> bsShift_) + (((n + lookahead) & (bs_ - 1)) != 0);
-    if (target > geometry_.usable_blocks)
-      return fail(errors::capacityExceeded("usable_blocks", target,
-                                           geometry_.usable_blocks,
-                                           "blocks needed"));
     const bool cow = lookahead > 0 && tailNeedsCow(*s);
     const int64_t len = int64_t(s->table.size());
     const int64_t grow = std::max<int64_t>(0, target - len);
@@ -1196,7 +1157,7 @@ Status Allocator::Impl::reserve(uint64_t seq, int64_t lookahead,
     if (needed > 0) {
       const int64_t available = allocatable();
       if (needed > available)
-        return fail(outOfBlocks(needed, available, 0));
+        return outOfBlocks(needed, available, 0, /*admission=*/false);
     }
     if (out)
       out->clear();
@@ -1226,33 +1187,27 @@ Status Allocator::Impl::reserve(uint64_t seq, int64_t lookahead,
 //===----------------------------------------------------------------------===//
 
 Status Allocator::Impl::fork(uint64_t parent, uint64_t child, int64_t pos) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (pos < -1)
-      return fail(errors::invalidArgument("pos", pos,
-                                          "must be in [-1, n of parent]"));
-    Sequence *p = findSeq(parent);
-    if (!p)
-      return fail(errors::unknownSequence(parent));
-    if (p->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(parent, "SWAPPED",
-                                          "fork needs an ACTIVE parent"));
+      return errors::invalidArgument("pos", pos,
+                                     "must be in [-1, n of parent]");
+    Sequence *p = nullptr;
+    if (Status st = findActive(parent, "fork (as parent)", &p); !st.ok())
+      return st;
     const int64_t at = pos == -1 ? p->n : pos;
     if (at > p->n)
-      return fail(errors::invalidArgument(
+      return errors::invalidArgument(
           "pos", pos, "must be in [-1, n of parent = " + std::to_string(p->n) +
-                          "]"));
+                          "]");
     if (findSeq(child))
-      return fail(errors::sequenceExists(child));
-    const int64_t shared = (at >> bsShift_) + ((at & (bs_ - 1)) != 0);
+      return errors::sequenceExists(child);
+    const int64_t shared = blocksFor(at);
     if (p->lookahead > 0 && (p->n & (bs_ - 1)) != 0 &&
         shared > (p->n >> bsShift_))
-      return fail(errors::invalidSeqState(
+      return errors::invalidSeqState(
           parent, "RESERVED",
           "the parent's reserved draft slots lie in the block the child "
-          "would share; truncate or append first"));
+          "would share; truncate or append first");
 
     Sequence &c = createSeq(child); // deque: `p` stays valid
     c.table.assign(p->table.begin(), p->table.begin() + ptrdiff_t(shared));
@@ -1276,22 +1231,16 @@ Status Allocator::Impl::fork(uint64_t parent, uint64_t child, int64_t pos) {
 }
 
 Status Allocator::Impl::truncate(uint64_t seq, int64_t newN) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (newN < 0)
-      return fail(errors::invalidArgument("new_n", newN, "must be in [0, n]"));
-    Sequence *s = findSeq(seq);
-    if (!s)
-      return fail(errors::unknownSequence(seq));
-    if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "truncate needs an ACTIVE sequence"));
+      return errors::invalidArgument("new_n", newN, "must be in [0, n]");
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "truncate", &s); !st.ok())
+      return st;
     if (newN > s->n)
-      return fail(errors::invalidArgument(
-          "new_n", newN, "must be in [0, n = " + std::to_string(s->n) + "]"));
-    const int64_t target = (newN >> bsShift_) + ((newN & (bs_ - 1)) != 0);
+      return errors::invalidArgument(
+          "new_n", newN, "must be in [0, n = " + std::to_string(s->n) + "]");
+    const int64_t target = blocksFor(newN);
     releaseTail(*s, target);
     s->lookahead = 0;
     if (newN & (bs_ - 1)) {
@@ -1335,44 +1284,16 @@ Status Allocator::Impl::freeLocked(uint64_t seq) {
 }
 
 Status Allocator::Impl::free(uint64_t seq) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    Status st = freeLocked(seq);
-    if (!st.ok())
-      return fail(std::move(st));
-    return st;
-  });
+  return run([&] { return freeLocked(seq); });
 }
 
 Status Allocator::Impl::freeBatch(const uint64_t *seqs, size_t count) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (count > 0 && !seqs)
-      return fail(errors::invalidArgument("seqs", 0, "null array"));
-    if (freeBatchCannotFail(seqs, count)) {
-      for (size_t i = 0; i < count; ++i) {
-        Status st = freeLocked(seqs[i]);
-        if (!st.ok())
-          throw InternalError(0, "batch item failed after its check: " +
-                                     st.toString());
-      }
-      return Status::OK();
-    }
-    beginTxn();
-    for (size_t i = 0; i < count; ++i) {
-      Status st = freeLocked(seqs[i]);
-      if (!st.ok()) {
-        rollbackTxn();
-        st.mutableInfo().batch_index = int64_t(i);
-        return fail(std::move(st));
-      }
-    }
-    commitTxn();
-    return Status::OK();
+      return errors::invalidArgument("seqs", 0, "null array");
+    return runBatch(
+        count, freeBatchCannotFail(seqs, count),
+        [&](size_t i) { return freeLocked(seqs[i]); }, [] {});
   });
 }
 
@@ -1381,17 +1302,10 @@ Status Allocator::Impl::freeBatch(const uint64_t *seqs, size_t count) {
 //===----------------------------------------------------------------------===//
 
 StatusOr<std::vector<int32_t>> Allocator::Impl::blockTable(uint64_t seq) {
-  return guarded([&]() -> StatusOr<std::vector<int32_t>> {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    Sequence *s = findSeq(seq);
-    if (!s)
-      return fail(errors::unknownSequence(seq));
-    if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "a swapped sequence has no device "
-                                          "block table"));
+  return run([&]() -> StatusOr<std::vector<int32_t>> {
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "block_table", &s); !st.ok())
+      return st;
     return s->table;
   });
 }
@@ -1399,36 +1313,26 @@ StatusOr<std::vector<int32_t>> Allocator::Impl::blockTable(uint64_t seq) {
 Status Allocator::Impl::writeBlockTables(const uint64_t *seqs, size_t count,
                                          int32_t *out, int64_t stride,
                                          int32_t pad) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (count > 0 && !seqs)
-      return fail(errors::invalidArgument("seqs", 0, "null array"));
+      return errors::invalidArgument("seqs", 0, "null array");
     if (count > 0 && !out)
-      return fail(errors::invalidArgument("out", 0, "null output buffer"));
+      return errors::invalidArgument("out", 0, "null output buffer");
     if (stride < 0)
-      return fail(errors::invalidArgument("stride", stride, "must be >= 0"));
+      return errors::invalidArgument("stride", stride, "must be >= 0");
     int64_t longest = 0;
     for (size_t i = 0; i < count; ++i) {
-      Sequence *s = findSeq(seqs[i]);
-      Status st;
-      if (!s)
-        st = errors::unknownSequence(seqs[i]);
-      else if (s->state == SeqState::kSwapped)
-        st = errors::invalidSeqState(seqs[i], "SWAPPED",
-                                     "a swapped sequence has no device "
-                                     "block table");
-      if (!st.ok()) {
+      Sequence *s = nullptr;
+      if (Status st = findActive(seqs[i], "block_table", &s); !st.ok()) {
         st.mutableInfo().batch_index = int64_t(i);
-        return fail(std::move(st));
+        return st;
       }
       longest = std::max<int64_t>(longest, int64_t(s->table.size()));
     }
     if (stride < longest)
-      return fail(errors::invalidArgument(
+      return errors::invalidArgument(
           "stride", stride,
-          "must be >= the longest table (" + std::to_string(longest) + ")"));
+          "must be >= the longest table (" + std::to_string(longest) + ")");
     for (size_t i = 0; i < count; ++i) {
       const Sequence *s = findSeq(seqs[i]);
       int32_t *row = out + ptrdiff_t(i) * stride;
@@ -1443,28 +1347,22 @@ Status Allocator::Impl::writeBlockTables(const uint64_t *seqs, size_t count,
 
 Status Allocator::Impl::slotMapping(uint64_t seq, int64_t start, int64_t count,
                                     int64_t *out) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (start < 0)
-      return fail(errors::invalidArgument("start", start, "must be >= 0"));
+      return errors::invalidArgument("start", start, "must be >= 0");
     if (count < 0)
-      return fail(errors::invalidArgument("count", count, "must be >= 0"));
+      return errors::invalidArgument("count", count, "must be >= 0");
     if (count > 0 && !out)
-      return fail(errors::invalidArgument("out", 0, "null output buffer"));
-    Sequence *s = findSeq(seq);
-    if (!s)
-      return fail(errors::unknownSequence(seq));
-    if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "a swapped sequence has no slots"));
+      return errors::invalidArgument("out", 0, "null output buffer");
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "slot_mapping", &s); !st.ok())
+      return st;
     const int64_t limit = s->n + s->lookahead;
     if (start > limit || count > limit - start)
-      return fail(errors::invalidArgument(
+      return errors::invalidArgument(
           "count", count,
           "positions [start, start + count) must lie in [0, n + lookahead = " +
-              std::to_string(limit) + ")"));
+              std::to_string(limit) + ")");
     // Only slots this sequence may write are exposed (I7): an exclusive
     // unsealed block, or a sealed block this sequence filled itself (its
     // prefill, even if a later request already hit it). Never a shared
@@ -1483,7 +1381,7 @@ Status Allocator::Impl::slotMapping(uint64_t seq, int64_t start, int64_t count,
                 " that this sequence may not write (a shared partial block, "
                 "a prefix-cache hit or a block inherited by fork)");
         st.mutableInfo().value = p;
-        return fail(std::move(st));
+        return st;
       }
     }
     for (int64_t i = 0; i < count; ++i) {
@@ -1508,22 +1406,21 @@ StatusOr<int64_t> Allocator::Impl::lookupPrefix(const int32_t *tokens,
     const bool sane = validateAddArgs(args).ok() && (n == 0 || tokens);
     if (poisoned_.load() < 0 && caching_ && sane && n <= config_.max_seq_len)
       computeChain(tokens, n, &opts, &chain);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    if (Status st = validateAddArgs(args); !st.ok())
-      return fail(std::move(st));
-    if (n > 0 && !tokens)
-      return fail(errors::invalidArgument("tokens", 0, "null token pointer"));
-    if (n > config_.max_seq_len)
-      return fail(errors::capacityExceeded("max_seq_len", n,
-                                           config_.max_seq_len, "num_tokens"));
-    counters_.lookups += 1;
-    if (!caching_)
-      return int64_t(0);
-    HitPlan plan;
-    lookupLocked(tokens, chain, hitCapBlocks(n, &opts), &plan);
-    return plan.size() << bsShift_;
+    return underLock([&]() -> StatusOr<int64_t> {
+      if (Status st = validateAddArgs(args); !st.ok())
+        return st;
+      if (n > 0 && !tokens)
+        return errors::invalidArgument("tokens", 0, "null token pointer");
+      if (n > config_.max_seq_len)
+        return errors::capacityExceeded("max_seq_len", n, config_.max_seq_len,
+                                        "num_tokens");
+      counters_.lookups += 1;
+      if (!caching_)
+        return int64_t(0);
+      HitPlan plan;
+      lookupLocked(tokens, chain, hitCapBlocks(n, &opts), &plan);
+      return plan.size() << bsShift_;
+    });
   });
 }
 
@@ -1535,45 +1432,33 @@ StatusOr<bool> Allocator::Impl::canAdd(int64_t n, const int32_t *tokens,
     if (poisoned_.load() < 0 && caching_ && tokens &&
         validateAddArgs(args).ok() && addCapacityExceeded(n).ok())
       computeChain(tokens, n, &opts, &chain);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
-    if (Status st = validateAddArgs(args); !st.ok())
-      return fail(std::move(st));
-    if (Status st = addCapacityExceeded(n); !st.ok())
-      return fail(std::move(st));
-    HitPlan plan;
-    if (caching_ && tokens)
-      lookupLocked(tokens, chain, hitCapBlocks(n, &opts), &plan);
-    const int64_t total = (n >> bsShift_) + ((n & (bs_ - 1)) != 0);
-    const int64_t needed = total - (plan.size() - plan.hostHits);
-    return needed + config_.watermark_blocks <=
-           allocatable(plan.cachedDeviceHits);
+    return underLock([&]() -> StatusOr<bool> {
+      if (Status st = validateAddArgs(args); !st.ok())
+        return st;
+      if (Status st = addCapacityExceeded(n); !st.ok())
+        return st;
+      HitPlan plan;
+      if (caching_ && tokens)
+        lookupLocked(tokens, chain, hitCapBlocks(n, &opts), &plan);
+      const int64_t needed = blocksFor(n) - (plan.size() - plan.hostHits);
+      return needed + config_.watermark_blocks <=
+             allocatable(plan.cachedDeviceHits);
+    });
   });
 }
 
 StatusOr<int64_t> Allocator::Impl::blocksNeeded(uint64_t seq, int64_t k) {
-  return guarded([&]() -> StatusOr<int64_t> {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  // The same checks as appendLocked, in the same order (spec O9: the query
+  // agrees exactly with the operation).
+  return run([&]() -> StatusOr<int64_t> {
     if (k < 0)
-      return fail(errors::invalidArgument("k", k, "must be >= 0"));
-    Sequence *s = findSeq(seq);
-    if (!s)
-      return fail(errors::unknownSequence(seq));
-    if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "append needs an ACTIVE sequence"));
-    if (k > config_.max_seq_len - s->n)
-      return fail(errors::capacityExceeded("max_seq_len", saturatingAdd(s->n, k),
-                                           config_.max_seq_len, "num_tokens"));
-    const int64_t target =
-        ((s->n + k) >> bsShift_) + (((s->n + k) & (bs_ - 1)) != 0);
-    if (target > geometry_.usable_blocks)
-      return fail(errors::capacityExceeded("usable_blocks", target,
-                                           geometry_.usable_blocks,
-                                           "blocks needed"));
+      return errors::invalidArgument("k", k, "must be >= 0");
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "append", &s); !st.ok())
+      return st;
+    int64_t target = 0;
+    if (Status st = checkGrowth(*s, k, "num_tokens", &target); !st.ok())
+      return st;
     if (k == 0)
       return int64_t(0);
     return int64_t(tailNeedsCow(*s)) +
@@ -1582,24 +1467,16 @@ StatusOr<int64_t> Allocator::Impl::blocksNeeded(uint64_t seq, int64_t k) {
 }
 
 StatusOr<int64_t> Allocator::Impl::numFreeBlocks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  return dev_.numFree + dev_.numCached;
+  return run(
+      [&]() -> StatusOr<int64_t> { return dev_.numFree + dev_.numCached; });
 }
 
 StatusOr<int64_t> Allocator::Impl::numEvictableBlocks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  return dev_.numCached;
+  return run([&]() -> StatusOr<int64_t> { return dev_.numCached; });
 }
 
 StatusOr<int64_t> Allocator::Impl::numAllocatableBlocks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  return allocatable();
+  return run([&]() -> StatusOr<int64_t> { return allocatable(); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1607,26 +1484,23 @@ StatusOr<int64_t> Allocator::Impl::numAllocatableBlocks() {
 //===----------------------------------------------------------------------===//
 
 Status Allocator::Impl::swapOut(uint64_t seq) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     Sequence *s = findSeq(seq);
     if (!s)
-      return fail(errors::unknownSequence(seq));
+      return errors::unknownSequence(seq);
     if (!hostTier_)
-      return fail(errors::invalidSeqState(seq, "NO_HOST_TIER",
-                                          "swap_out needs num_host_blocks > 0"));
+      return errors::invalidSeqState(seq, "NO_HOST_TIER",
+                                     "swap_out needs num_host_blocks > 0");
     if (s->state == SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "SWAPPED",
-                                          "the sequence is already swapped"));
-    const int64_t keep = (s->n >> bsShift_) + ((s->n & (bs_ - 1)) != 0);
+      return errors::invalidSeqState(seq, "SWAPPED",
+                                     "the sequence is already swapped");
+    const int64_t keep = blocksFor(s->n);
     int64_t exclusive = 0;
     for (int64_t j = 0; j < keep; ++j)
       exclusive += dev_.seqRefs(s->table[size_t(j)]) == 1;
     const int64_t hostAvailable = host_.numFree + host_.numCached;
     if (exclusive > hostAvailable)
-      return fail(errors::hostTierFull(exclusive, hostAvailable));
+      return errors::hostTierFull(exclusive, hostAvailable);
 
     // Reserved draft blocks hold no tokens: release them.
     releaseTail(*s, keep);
@@ -1675,30 +1549,22 @@ Status Allocator::Impl::swapOut(uint64_t seq) {
 }
 
 Status Allocator::Impl::swapIn(uint64_t seq) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     Sequence *s = findSeq(seq);
     if (!s)
-      return fail(errors::unknownSequence(seq));
+      return errors::unknownSequence(seq);
     if (!hostTier_)
-      return fail(errors::invalidSeqState(seq, "NO_HOST_TIER",
-                                          "swap_in needs num_host_blocks > 0"));
+      return errors::invalidSeqState(seq, "NO_HOST_TIER",
+                                     "swap_in needs num_host_blocks > 0");
     if (s->state != SeqState::kSwapped)
-      return fail(errors::invalidSeqState(seq, "ACTIVE",
-                                          "swap_in needs a SWAPPED sequence"));
+      return errors::invalidSeqState(seq, "ACTIVE",
+                                     "swap_in needs a SWAPPED sequence");
     int64_t needed = 0;
     for (int32_t h : s->hostTable)
       needed += h != kNil;
     const int64_t available = allocatable();
-    if (needed + config_.watermark_blocks > available) {
-      Status st = outOfBlocks(needed, available, 0);
-      if (config_.watermark_blocks > 0)
-        st.mutableInfo().message +=
-            ", watermark = " + std::to_string(config_.watermark_blocks);
-      return fail(std::move(st));
-    }
+    if (needed + config_.watermark_blocks > available)
+      return outOfBlocks(needed, available, 0, /*admission=*/true);
     const size_t len = s->table.size();
     for (size_t j = 0; j < len; ++j) {
       const int32_t h = s->hostTable[j];
@@ -1728,12 +1594,9 @@ Status Allocator::Impl::swapIn(uint64_t seq) {
 //===----------------------------------------------------------------------===//
 
 Status Allocator::Impl::takePendingCopies(std::vector<BlockCopy> *out) {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (!out)
-      return fail(errors::invalidArgument("out", 0, "null output vector"));
+      return errors::invalidArgument("out", 0, "null output vector");
     out->assign(pending_.begin(), pending_.end());
     if (async_)
       inflight_.insert(inflight_.end(), pending_.begin(), pending_.end());
@@ -1744,15 +1607,12 @@ Status Allocator::Impl::takePendingCopies(std::vector<BlockCopy> *out) {
 }
 
 StatusOr<int64_t> Allocator::Impl::complete(uint64_t epoch) {
-  return guarded([&]() -> StatusOr<int64_t> {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> StatusOr<int64_t> {
     if (epoch >= epoch_)
-      return fail(errors::invalidArgument(
+      return errors::invalidArgument(
           "epoch", int64_t(epoch),
           "not taken yet (take_pending_copies has handed out epochs < " +
-              std::to_string(epoch_) + ")"));
+              std::to_string(epoch_) + ")");
     int64_t done = 0;
     while (!inflight_.empty() && inflight_.front().epoch <= epoch) {
       const BlockCopy c = inflight_.front();
@@ -1768,12 +1628,9 @@ StatusOr<int64_t> Allocator::Impl::complete(uint64_t epoch) {
 }
 
 StatusOr<int64_t> Allocator::Impl::evict(int64_t k) {
-  return guarded([&]() -> StatusOr<int64_t> {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> StatusOr<int64_t> {
     if (k < 0)
-      return fail(errors::invalidArgument("k", k, "must be >= 0"));
+      return errors::invalidArgument("k", k, "must be >= 0");
     int64_t evicted = 0;
     while (evicted < k && dev_.cachedHead != kNil) {
       const int32_t b = dev_.cachedHead;
@@ -1795,22 +1652,19 @@ StatusOr<int64_t> Allocator::Impl::evict(int64_t k) {
 }
 
 Status Allocator::Impl::resetPrefixCache() {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  return run([&]() -> Status {
     if (dev_.numActive > 0)
-      return fail(errors::invalidState(
+      return errors::invalidState(
           "ACTIVE", std::to_string(dev_.numActive) +
-                        " device blocks are in use; free every sequence first"));
+                        " device blocks are in use; free every sequence first");
     if (dev_.numEvicting > 0)
-      return fail(errors::invalidState(
+      return errors::invalidState(
           "EVICTING", std::to_string(dev_.numEvicting) +
-                          " device blocks wait for complete(epoch)"));
+                          " device blocks wait for complete(epoch)");
     if (host_.numActive > 0)
-      return fail(errors::invalidState(
+      return errors::invalidState(
           "ACTIVE", std::to_string(host_.numActive) +
-                        " host blocks hold swapped sequences"));
+                        " host blocks hold swapped sequences");
     dev_.resetToInitial();
     host_.resetToInitial();
     return Status::OK();
@@ -1830,12 +1684,10 @@ StatusOr<AddResult> Allocator::addSequence(uint64_t seq, const int32_t *tokens,
                                            const AddOptions &opts) {
   if (numTokens > 0 && !tokens) {
     // The token form needs tokens; report it like every argument error.
-    std::lock_guard<std::mutex> lock(impl_->mu_);
-    if (impl_->poisoned_.load() >= 0)
-      return impl_->poisonedStatus();
-    return impl_->fail(
-        errors::invalidArgument("tokens", 0, "null token pointer with "
-                                             "num_tokens > 0"));
+    return impl_->run([]() -> StatusOr<AddResult> {
+      return errors::invalidArgument("tokens", 0,
+                                     "null token pointer with num_tokens > 0");
+    });
   }
   // A zero-length token sequence still tracks tokens (appends must carry
   // them): pass a non-null pointer.

@@ -156,8 +156,40 @@ public:
   /// blocks that the same call takes out of the LRU.
   int64_t allocatable(int64_t cachedHits = 0) const;
   bool cachedIsAllocatable() const { return !asyncHost_; }
-  Status outOfBlocks(int64_t needed, int64_t available,
-                     int64_t cachedHits) const;
+  /// OutOfBlocks with the payload of spec §4.9; `admission` (addSequence,
+  /// swapIn) also names the watermark.
+  Status outOfBlocks(int64_t needed, int64_t available, int64_t cachedHits,
+                     bool admission) const;
+  /// Blocks that hold n slots: ceil(n / bs).
+  int64_t blocksFor(int64_t n) const {
+    return (n >> bsShift_) + ((n & (bs_ - 1)) != 0);
+  }
+  /// The live sequence `seq` in state ACTIVE, for operation `op`:
+  /// UnknownSequence if it is not live, InvalidState "SWAPPED" if swapped.
+  /// Inline, with the errors built out of line: it is on every hot path.
+  SITS_KV_INLINE Status findActive(uint64_t seq, const char *op,
+                                   Sequence **out) {
+    Sequence *s = findSeq(seq);
+    if (__builtin_expect(s != nullptr && s->state == SeqState::kActive, 1)) {
+      *out = s;
+      return Status();
+    }
+    return seqError(seq, s, op);
+  }
+  /// CapacityExceeded unless `s` may hold n + `extra` slots (max_seq_len,
+  /// then usable_blocks; `what` names the request in the message). On
+  /// success *target is the table length that needs.
+  SITS_KV_INLINE Status checkGrowth(const Sequence &s, int64_t extra,
+                                    const char *what, int64_t *target) const {
+    if (__builtin_expect(extra <= config_.max_seq_len - s.n, 1)) {
+      *target = blocksFor(s.n + extra);
+      if (__builtin_expect(*target <= geometry_.usable_blocks, 1))
+        return Status();
+    }
+    return growthError(s, extra, what);
+  }
+  Status seqError(uint64_t seq, const Sequence *s, const char *op) const;
+  Status growthError(const Sequence &s, int64_t extra, const char *what) const;
 
   // Block primitives.
   int32_t takeDeviceBlock();
@@ -213,7 +245,26 @@ public:
   Status poisonWith(const Status &st);
   /// Runs `fn` and converts an escaping exception (std::bad_alloc) into a
   /// poisoned pool: the state may be half-changed, so no call may trust it.
-  template <typename Fn> auto guarded(Fn &&fn) -> decltype(fn());
+  template <typename Fn>
+  SITS_KV_INLINE auto guarded(Fn &&fn) -> decltype(fn());
+  /// Runs `fn` (returning a Status or StatusOr) under the lock: a poisoned
+  /// pool fails fast with Internal, and any other error `fn` returns goes
+  /// through fail() (the failure counters). Callers wrap it in guarded().
+  template <typename Fn>
+  SITS_KV_INLINE auto underLock(Fn &&fn) -> decltype(fn());
+  /// guarded(underLock(fn)): the frame of every public operation (inline:
+  /// a single call is tens of nanoseconds).
+  template <typename Fn> SITS_KV_INLINE auto run(Fn &&fn) -> decltype(fn()) {
+    return guarded([&]() SITS_KV_LAMBDA_INLINE { return underLock(fn); });
+  }
+  /// Runs items 0..count-1 of a batch (`item(i)` returns a Status),
+  /// all-or-nothing. When `cannotFail` (a batch pre-check proved it), they
+  /// run directly and a failing item is an impossible state; otherwise they
+  /// run in a transaction that is rolled back at the first failing item,
+  /// then `reset()` clears the results and the error gets that item's
+  /// `batch_index`. Runs under the lock.
+  template <typename Item, typename Reset>
+  Status runBatch(size_t count, bool cannotFail, Item &&item, Reset &&reset);
 
   PoolConfig config_;
   PoolGeometry geometry_;
@@ -259,7 +310,7 @@ public:
 };
 
 template <typename Fn>
-inline auto Allocator::Impl::guarded(Fn &&fn) -> decltype(fn()) {
+SITS_KV_INLINE auto Allocator::Impl::guarded(Fn &&fn) -> decltype(fn()) {
   int invariant = 0;
   std::string message;
   try {
@@ -276,6 +327,48 @@ inline auto Allocator::Impl::guarded(Fn &&fn) -> decltype(fn()) {
   else if (log_.active())
     log_.end();
   return poison(invariant, std::move(message));
+}
+
+namespace detail {
+inline Status takeStatus(Status &s) { return std::move(s); }
+template <typename T> Status takeStatus(StatusOr<T> &s) {
+  return std::move(s).status();
+}
+} // namespace detail
+
+template <typename Fn>
+SITS_KV_INLINE auto Allocator::Impl::underLock(Fn &&fn) -> decltype(fn()) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poisoned_.load() >= 0)
+    return poisonedStatus();
+  auto result = fn();
+  if (!result.ok() && poisoned_.load() < 0)
+    return fail(detail::takeStatus(result));
+  return result;
+}
+
+template <typename Item, typename Reset>
+inline Status Allocator::Impl::runBatch(size_t count, bool cannotFail,
+                                        Item &&item, Reset &&reset) {
+  if (cannotFail) {
+    for (size_t i = 0; i < count; ++i)
+      if (Status st = item(i); !st.ok())
+        throw detail::InternalError(0, "batch item failed after its check: " +
+                                           st.toString());
+    return Status::OK();
+  }
+  beginTxn();
+  for (size_t i = 0; i < count; ++i) {
+    Status st = item(i);
+    if (!st.ok()) {
+      rollbackTxn();
+      reset();
+      st.mutableInfo().batch_index = int64_t(i);
+      return st;
+    }
+  }
+  commitTxn();
+  return Status::OK();
 }
 
 } // namespace sits::runtime::kv

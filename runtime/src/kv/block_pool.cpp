@@ -61,12 +61,21 @@ void BlockPool::resetToInitial() {
   }
 }
 
+// The index is a Robin Hood table: along a probe path entries are ordered by
+// home slot, so a lookup stops at the first entry closer to its home than
+// the probe is to the key's (the key would have displaced it), and a
+// deletion shifts back only the entries that are away from their home. Each
+// entry's home comes from the key bits stored in its slot: no `hash[]` read.
+// Entries of one key share a home and keep their insertion order (see
+// indexInsert), so a lookup returns the oldest of duplicate blocks.
+
 int32_t BlockPool::find(const Hash128 &key, const Hash128 &parent,
                         const int32_t *tokens) const {
   const uint32_t frag = uint32_t(key.lo);
-  for (size_t pos = home(key);; pos = (pos + 1) & mask) {
+  size_t pos = home(key);
+  for (size_t dist = 0;; pos = (pos + 1) & mask, ++dist) {
     const uint64_t s = slots[pos];
-    if (s == kEmptySlot)
+    if (s == kEmptySlot || slotDistance(pos, s) < dist)
       return kNil;
     if (uint32_t(s >> 32) != frag)
       continue;
@@ -86,9 +95,10 @@ int32_t BlockPool::find(const Hash128 &key, const Hash128 &parent,
 
 bool BlockPool::containsKey(const Hash128 &key) const {
   const uint32_t frag = uint32_t(key.lo);
-  for (size_t pos = home(key);; pos = (pos + 1) & mask) {
+  size_t pos = home(key);
+  for (size_t dist = 0;; pos = (pos + 1) & mask, ++dist) {
     const uint64_t s = slots[pos];
-    if (s == kEmptySlot)
+    if (s == kEmptySlot || slotDistance(pos, s) < dist)
       return false;
     if (uint32_t(s >> 32) == frag && hash[size_t(slotBlock(s))] == key)
       return true;
@@ -100,9 +110,10 @@ bool BlockPool::containsContentOf(const BlockPool &other, int32_t src) const {
   if (!verify || !other.verify)
     return containsKey(key);
   const uint32_t frag = uint32_t(key.lo);
-  for (size_t pos = home(key);; pos = (pos + 1) & mask) {
+  size_t pos = home(key);
+  for (size_t dist = 0;; pos = (pos + 1) & mask, ++dist) {
     const uint64_t s = slots[pos];
-    if (s == kEmptySlot)
+    if (s == kEmptySlot || slotDistance(pos, s) < dist)
       return false;
     if (uint32_t(s >> 32) != frag)
       continue;
@@ -117,40 +128,46 @@ bool BlockPool::containsContentOf(const BlockPool &other, int32_t src) const {
 }
 
 void BlockPool::indexInsert(int32_t b) {
-  const Hash128 &key = hash[size_t(b)];
-  size_t pos = home(key);
-  while (slots[pos] != kEmptySlot)
-    pos = (pos + 1) & mask;
-  put(slots[pos], packSlot(b, key));
-  put(indexSize, indexSize + 1);
+  if (log_->active())
+    insertEntry<true>(b);
+  else
+    insertEntry<false>(b);
 }
 
-bool BlockPool::indexErase(int32_t b) {
-  size_t pos = home(hash[size_t(b)]);
-  for (;; pos = (pos + 1) & mask) {
-    if (slots[pos] == kEmptySlot)
-      return false;
-    if (slotBlock(slots[pos]) == b)
+template <bool kLogged> void BlockPool::insertEntry(int32_t b) {
+  // Locals, as in eraseEntry: stores into `slots` may alias `mask`.
+  uint64_t *const table = slots.data();
+  const uint64_t m = mask;
+  auto store = [this](uint64_t &slot, uint64_t value) {
+    if (kLogged)
+      put(slot, value);
+    else
+      slot = value;
+  };
+  size_t pos = size_t(hash[size_t(b)].lo & m);
+  // The entry's place: after every entry at least as far from its home as
+  // the new one would be there (so after the older entries of its own home:
+  // duplicates of one key keep their insertion order).
+  for (size_t dist = 0;; pos = (pos + 1) & m, ++dist) {
+    const uint64_t s = table[pos];
+    if (s == kEmptySlot || ((pos - (s >> 32)) & m) < dist)
       break;
   }
-  // Backward-shift deletion keeps every probe path free of holes; the home
-  // of each later entry comes from its slot, so `hash` is not touched.
-  size_t hole = pos;
-  for (size_t j = (pos + 1) & mask; slots[j] != kEmptySlot;
-       j = (j + 1) & mask) {
-    const size_t k = slotHome(slots[j]);
-    // Move slots[j] into the hole unless its home lies cyclically in
-    // (hole, j].
-    const bool homeBetween =
-        hole <= j ? (k > hole && k <= j) : (k > hole || k <= j);
-    if (!homeBetween) {
-      put(slots[hole], slots[j]);
-      hole = j;
-    }
+  // Robin Hood displacement: the run from there to the next empty slot
+  // moves one slot on (each entry one step further from its home, so the
+  // order along the probe path holds).
+  uint64_t carry = packSlot(b, hash[size_t(b)]);
+  for (;; pos = (pos + 1) & m) {
+    const uint64_t s = table[pos];
+    store(table[pos], carry);
+    if (s == kEmptySlot)
+      break;
+    carry = s;
   }
-  put(slots[hole], kEmptySlot);
-  put(indexSize, indexSize - 1);
-  return true;
+  if (kLogged)
+    put(indexSize, indexSize + 1);
+  else
+    ++indexSize;
 }
 
 void BlockPool::seal(int32_t b, const Hash128 &key, const Hash128 &parent,

@@ -12,8 +12,9 @@
 //   next   int32   `next` link while listed
 //   meta   uint16  state (3 bits) | sealed (1 bit) | filled (9 bits) | mark
 //   hash   16 B    the block's chained hash while sealed
-// The index has a power of two >= 1.25 × blocks of 8-byte slots (block id +
-// 32 key bits): 10.5 B per block for 100,000 blocks. Optional arrays: pins
+// The index is a Robin Hood table with a power of two >= 1.25 × blocks of
+// 8-byte slots (block id + 32 key bits): 10.5 B per block for 100,000
+// blocks. Optional arrays: pins
 // (ASYNC copy mode), verification tokens and parent hash (verify mode).
 //
 //===----------------------------------------------------------------------===//
@@ -32,6 +33,8 @@ constexpr int32_t kNil = -1;
 
 /// Small metadata helpers must fold into the allocator's per-block loops.
 #define SITS_KV_INLINE __attribute__((always_inline)) inline
+/// The same for a lambda (after its parameter list).
+#define SITS_KV_LAMBDA_INLINE __attribute__((always_inline))
 
 /// Raw-memory undo log: records the old bytes of every store made while it
 /// is active; `rollback` restores them newest first. Only fixed-address
@@ -165,8 +168,15 @@ public:
   /// of block `src` of `other`; marks are ignored.
   bool containsContentOf(const BlockPool &other, int32_t src) const;
   void indexInsert(int32_t b);
+  template <bool kLogged> void insertEntry(int32_t b);
   /// Removes b's entry (hash[b] must still be its key). False if absent.
-  bool indexErase(int32_t b);
+  bool indexErase(int32_t b) {
+    return log_->active() ? eraseEntry<true>(b) : eraseEntry<false>(b);
+  }
+  /// indexErase with the stores logged (kLogged) or not; the allocator's
+  /// eviction loop, which runs without a transaction, calls the unlogged
+  /// form directly.
+  template <bool kLogged> bool eraseEntry(int32_t b);
 
   /// Seals b under `key` (index insert, verification record).
   void seal(int32_t b, const Hash128 &key, const Hash128 &parent,
@@ -214,11 +224,52 @@ public:
   size_t home(const Hash128 &key) const { return size_t(key.lo & mask); }
   /// Home slot of an occupied slot, from its stored key bits.
   size_t slotHome(uint64_t s) const { return size_t((s >> 32) & mask); }
+  /// How far the entry in slot `pos` sits from its home (Robin Hood DIB).
+  size_t slotDistance(size_t pos, uint64_t s) const {
+    return (pos - slotHome(s)) & mask;
+  }
 
 private:
   void linkAfter(int32_t b, int32_t prevB, int32_t nextB, int32_t &head,
                  int32_t &tail);
 };
+
+// Backward-shift deletion from the Robin Hood index (see block_pool.cpp):
+// the entries after b's that are not at their home move one slot closer to
+// it. Inline: it is the per-victim work of eviction.
+template <bool kLogged> SITS_KV_INLINE bool BlockPool::eraseEntry(int32_t b) {
+  // Locals: a store into `slots` may alias `mask` for the compiler, which
+  // would reload it (and the array pointer) on every step.
+  uint64_t *const table = slots.data();
+  const uint64_t m = mask;
+  auto store = [this](uint64_t &slot, uint64_t value) {
+    if (kLogged)
+      put(slot, value);
+    else
+      slot = value;
+  };
+  size_t pos = size_t(hash[size_t(b)].lo & m);
+  for (size_t dist = 0;; pos = (pos + 1) & m, ++dist) {
+    const uint64_t s = table[pos];
+    if (s == kEmptySlot || ((pos - (s >> 32)) & m) < dist)
+      return false;
+    if (slotBlock(s) == b)
+      break;
+  }
+  for (size_t next = (pos + 1) & m;; next = (next + 1) & m) {
+    const uint64_t s = table[next];
+    if (s == kEmptySlot || ((s >> 32) & m) == next)
+      break;
+    store(table[pos], s);
+    pos = next;
+  }
+  store(table[pos], kEmptySlot);
+  if (kLogged)
+    put(indexSize, indexSize - 1);
+  else
+    --indexSize;
+  return true;
+}
 
 // Hot list operations, inline so they fold into the allocator's loops.
 SITS_KV_INLINE void BlockPool::linkAfter(int32_t b, int32_t prevB, int32_t nextB,

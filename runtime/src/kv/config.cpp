@@ -58,6 +58,36 @@ StatusOr<DType> parseDType(std::string_view name) {
   return st;
 }
 
+const char *copyOrderingName(CopyOrdering ordering) {
+  switch (ordering) {
+  case CopyOrdering::kStreamOrdered:
+    return "stream_ordered";
+  case CopyOrdering::kAsync:
+    return "async";
+  }
+  return "unknown";
+}
+
+StatusOr<CopyOrdering> parseCopyOrdering(std::string_view name) {
+  for (CopyOrdering o : {CopyOrdering::kStreamOrdered, CopyOrdering::kAsync})
+    if (name == copyOrderingName(o))
+      return o;
+  return errors::invalidArgument("copy_ordering", -1,
+                                 "unsupported copy ordering '" +
+                                     std::string(name) +
+                                     "'; supported: stream_ordered, async");
+}
+
+StatusOr<HashAlgo> parseHashAlgo(std::string_view name) {
+  for (HashAlgo a : {HashAlgo::kSha256, HashAlgo::kMurmur3_128})
+    if (name == hashAlgoName(a))
+      return a;
+  return errors::invalidArgument("hash_algo", -1,
+                                 "unsupported hash algorithm '" +
+                                     std::string(name) +
+                                     "'; supported: sha256, murmur3_128");
+}
+
 StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
   using errors::invalidArgument;
   if (c.num_blocks <= 0)
@@ -111,7 +141,7 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
   if (c.copy_ordering != CopyOrdering::kStreamOrdered &&
       c.copy_ordering != CopyOrdering::kAsync)
     return invalidArgument("copy_ordering", int64_t(c.copy_ordering),
-                           "supported: STREAM_ORDERED, ASYNC");
+                           "supported: stream_ordered, async");
 
   // bytes_per_block = kv_factor × layers × heads × head_dim × bs × sizeof.
   PoolGeometry g;

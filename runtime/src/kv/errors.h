@@ -13,7 +13,7 @@ inline Status invalidArgument(std::string field, int64_t value,
   ErrorInfo e;
   e.code = StatusCode::kInvalidArgument;
   e.message = field + " = " + std::to_string(value) + ": " + detail;
-  e.field = std::move(field);
+  e.subject = std::move(field);
   e.value = value;
   return Status(std::move(e));
 }
@@ -24,7 +24,7 @@ inline Status capacityExceeded(std::string limitName, int64_t value,
   e.code = StatusCode::kCapacityExceeded;
   e.message = what + " = " + std::to_string(value) + " exceeds " + limitName +
               " = " + std::to_string(limit) + " (can never fit)";
-  e.field = std::move(limitName);
+  e.subject = std::move(limitName);
   e.value = value;
   e.limit = limit;
   return Status(std::move(e));
@@ -103,9 +103,11 @@ inline Status doubleFree(int32_t block) {
 inline Status internal(int invariant, std::string detail) {
   ErrorInfo e;
   e.code = StatusCode::kInternal;
-  e.message = (invariant > 0 ? "I" + std::to_string(invariant) + " violated: "
-                             : std::string("impossible state: ")) +
-              detail + " (pool poisoned)";
+  if (invariant > 0)
+    e.message.append("I").append(std::to_string(invariant)).append(" violated: ");
+  else
+    e.message.append("impossible state: ");
+  e.message.append(detail).append(" (pool poisoned)");
   e.invariant = invariant;
   return Status(std::move(e));
 }

@@ -47,29 +47,25 @@ Stats Allocator::Impl::statsLocked() const {
 }
 
 StatusOr<Stats> Allocator::Impl::stats() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  return statsLocked();
+  return run([&]() -> StatusOr<Stats> { return statsLocked(); });
 }
 
 StatusOr<SequenceInfo> Allocator::Impl::sequenceInfo(uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  Sequence *s = findSeq(seq);
-  if (!s)
-    return fail(errors::unknownSequence(seq));
-  SequenceInfo info;
-  info.id = s->id;
-  info.state = s->state;
-  info.num_tokens = s->n;
-  info.lookahead = s->lookahead;
-  info.num_blocks = int64_t(s->table.size());
-  for (int32_t h : s->hostTable)
-    info.num_host_blocks += h != kNil;
-  info.tokens_known = s->tokensKnown;
-  return info;
+  return run([&]() -> StatusOr<SequenceInfo> {
+    Sequence *s = findSeq(seq);
+    if (!s)
+      return errors::unknownSequence(seq);
+    SequenceInfo info;
+    info.id = s->id;
+    info.state = s->state;
+    info.num_tokens = s->n;
+    info.lookahead = s->lookahead;
+    info.num_blocks = int64_t(s->table.size());
+    for (int32_t h : s->hostTable)
+      info.num_host_blocks += h != kNil;
+    info.tokens_known = s->tokensKnown;
+    return info;
+  });
 }
 
 double Allocator::Impl::metadataBytesPerDeviceBlock() const {
@@ -113,32 +109,30 @@ void snapshotTier(const detail::BlockPool &pool,
 } // namespace
 
 StatusOr<StateSnapshot> Allocator::Impl::snapshot() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.load() >= 0)
-    return poisonedStatus();
-  StateSnapshot snap;
-  snapshotTier(dev_, &snap.device, &snap.device_free_order,
-               &snap.device_index_slots);
-  snapshotTier(host_, &snap.host, &snap.host_free_order,
-               &snap.host_index_slots);
-  seqIndex_.forEach([&](uint64_t id, uint32_t slot) {
-    const Sequence &s = seqSlots_[slot];
-    StateSnapshot::Sequence o;
-    o.id = id;
-    o.state = int32_t(s.state);
-    o.n = s.n;
-    o.lookahead = s.lookahead;
-    o.first_owned = s.firstOwned;
-    o.tokens_known = s.tokensKnown;
-    o.root = s.root;
-    o.table = s.table;
-    o.host_table = s.hostTable;
-    o.tokens = s.tokens;
-    for (const BlockExtra &e : s.extras) {
-      o.extra_blocks.push_back(e.block_index);
-      o.extra_data.push_back(e.data);
-    }
-    snap.sequences.push_back(std::move(o));
+  return run([&]() -> StatusOr<StateSnapshot> {
+    StateSnapshot snap;
+    snapshotTier(dev_, &snap.device, &snap.device_free_order,
+                 &snap.device_index_slots);
+    snapshotTier(host_, &snap.host, &snap.host_free_order,
+                 &snap.host_index_slots);
+    seqIndex_.forEach([&](uint64_t id, uint32_t slot) {
+      const Sequence &s = seqSlots_[slot];
+      StateSnapshot::Sequence o;
+      o.id = id;
+      o.state = int32_t(s.state);
+      o.n = s.n;
+      o.lookahead = s.lookahead;
+      o.first_owned = s.firstOwned;
+      o.tokens_known = s.tokensKnown;
+      o.root = s.root;
+      o.table = s.table;
+      o.host_table = s.hostTable;
+      o.tokens = s.tokens;
+      for (const BlockExtra &e : s.extras) {
+        o.extra_blocks.push_back(e.block_index);
+        o.extra_data.push_back(e.data);
+      }
+      snap.sequences.push_back(std::move(o));
   });
   std::sort(snap.sequences.begin(), snap.sequences.end(),
             [](const StateSnapshot::Sequence &a,
@@ -151,54 +145,18 @@ StatusOr<StateSnapshot> Allocator::Impl::snapshot() {
   snap.stats.failed_calls = 0;
   snap.stats.lookups = 0;
   return snap;
+  });
 }
 
 namespace {
 
 bool statsEqual(const Stats &a, const Stats &b, std::string *field) {
-#define SITS_KV_CMP(f)                                                         \
+#define SITS_KV_CMP(type, f)                                                   \
   if (a.f != b.f) {                                                            \
     *field = #f;                                                               \
     return false;                                                              \
   }
-  SITS_KV_CMP(total_blocks)
-  SITS_KV_CMP(usable_blocks)
-  SITS_KV_CMP(free_blocks)
-  SITS_KV_CMP(cached_blocks)
-  SITS_KV_CMP(active_blocks)
-  SITS_KV_CMP(shared_blocks)
-  SITS_KV_CMP(evicting_blocks)
-  SITS_KV_CMP(host_total)
-  SITS_KV_CMP(host_used)
-  SITS_KV_CMP(host_cached)
-  SITS_KV_CMP(num_sequences)
-  SITS_KV_CMP(swapped_sequences)
-  SITS_KV_CMP(utilization)
-  SITS_KV_CMP(occupancy)
-  SITS_KV_CMP(logical_tokens)
-  SITS_KV_CMP(physical_tokens)
-  SITS_KV_CMP(internal_frag_waste_slots)
-  SITS_KV_CMP(waste_pct)
-  SITS_KV_CMP(sharing_factor)
-  SITS_KV_CMP(blocks_allocated)
-  SITS_KV_CMP(blocks_released)
-  SITS_KV_CMP(sequences_added)
-  SITS_KV_CMP(sequences_freed)
-  SITS_KV_CMP(forks)
-  SITS_KV_CMP(cow_copies)
-  SITS_KV_CMP(prefix_queries)
-  SITS_KV_CMP(prefix_query_tokens)
-  SITS_KV_CMP(prefix_hit_tokens)
-  SITS_KV_CMP(hit_rate)
-  SITS_KV_CMP(lookups)
-  SITS_KV_CMP(evictions)
-  SITS_KV_CMP(offloads)
-  SITS_KV_CMP(onboards)
-  SITS_KV_CMP(swapped_out_blocks)
-  SITS_KV_CMP(swapped_in_blocks)
-  SITS_KV_CMP(peak_active_blocks)
-  SITS_KV_CMP(out_of_blocks_failures)
-  SITS_KV_CMP(failed_calls)
+  SITS_KV_STATS_FIELDS(SITS_KV_CMP)
 #undef SITS_KV_CMP
   return true;
 }
@@ -219,34 +177,21 @@ std::string firstMismatch(const char *name, const std::vector<T> &a,
 
 std::string StateSnapshot::diff(const StateSnapshot &o) const {
   std::string d;
-  if (!(d = firstMismatch("device", device, o.device)).empty())
-    return d;
-  if (!(d = firstMismatch("host", host, o.host)).empty())
-    return d;
-  if (!(d = firstMismatch("device_free_order", device_free_order,
-                          o.device_free_order))
-           .empty())
-    return d;
-  if (!(d = firstMismatch("host_free_order", host_free_order,
-                          o.host_free_order))
-           .empty())
-    return d;
-  if (!(d = firstMismatch("device_index_slots", device_index_slots,
-                          o.device_index_slots))
-           .empty())
-    return d;
-  if (!(d = firstMismatch("host_index_slots", host_index_slots,
-                          o.host_index_slots))
-           .empty())
-    return d;
-  if (!(d = firstMismatch("sequences", sequences, o.sequences)).empty())
-    return d;
-  if (!(d = firstMismatch("pending_copies", pending_copies, o.pending_copies))
-           .empty())
-    return d;
-  if (!(d = firstMismatch("inflight_copies", inflight_copies,
-                          o.inflight_copies))
-           .empty())
+  // Keeps the first difference, in field order.
+  auto compare = [&](const char *name, const auto &mine, const auto &theirs) {
+    if (d.empty())
+      d = firstMismatch(name, mine, theirs);
+  };
+  compare("device", device, o.device);
+  compare("host", host, o.host);
+  compare("device_free_order", device_free_order, o.device_free_order);
+  compare("host_free_order", host_free_order, o.host_free_order);
+  compare("device_index_slots", device_index_slots, o.device_index_slots);
+  compare("host_index_slots", host_index_slots, o.host_index_slots);
+  compare("sequences", sequences, o.sequences);
+  compare("pending_copies", pending_copies, o.pending_copies);
+  compare("inflight_copies", inflight_copies, o.inflight_copies);
+  if (!d.empty())
     return d;
   if (epoch != o.epoch)
     return "epoch differs";
@@ -395,9 +340,13 @@ Status checkTier(const detail::BlockPool &p, const std::vector<int32_t> &expRef,
     if (p.slots[pos] != detail::BlockPool::packSlot(b, p.hash[size_t(b)]))
       return bad(6, "index slot of block " + std::to_string(b) +
                         " does not carry its key");
-    // Reachable: no hole between the home slot and this slot.
-    for (size_t q = p.home(p.hash[size_t(b)]); q != pos; q = (q + 1) & p.mask)
-      if (p.slots[q] == detail::BlockPool::kEmptySlot)
+    // Reachable: no hole between the home slot and this slot, and the
+    // Robin Hood order (no entry on the way is closer to its home than
+    // this one was at that slot), which lookups rely on to stop early.
+    for (size_t q = p.home(p.hash[size_t(b)]), d = 0; q != pos;
+         q = (q + 1) & p.mask, ++d)
+      if (p.slots[q] == detail::BlockPool::kEmptySlot ||
+          p.slotDistance(q, p.slots[q]) < d)
         return bad(6, "index entry of block " + std::to_string(b) +
                           " is unreachable from its home slot");
   }
@@ -472,8 +421,7 @@ Status Allocator::Impl::checkInvariantsLocked() {
     if (!st.ok())
       return;
     const Sequence &s = seqSlots_[slot];
-    const int64_t want = ((s.n + s.lookahead) >> bsShift_) +
-                         (((s.n + s.lookahead) & (bs_ - 1)) != 0);
+    const int64_t want = blocksFor(s.n + s.lookahead);
     if (int64_t(s.table.size()) != want) {
       st = errors::internal(5, "seq " + std::to_string(id) + " has " +
                                    std::to_string(s.table.size()) +
@@ -592,14 +540,10 @@ Status Allocator::Impl::checkInvariantsLocked() {
 }
 
 Status Allocator::Impl::checkInvariants() {
-  return guarded([&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (poisoned_.load() >= 0)
-      return poisonedStatus();
+  // A violation poisons the pool (so it is not counted as a failed call).
+  return run([&]() -> Status {
     Status st = checkInvariantsLocked();
-    if (st.ok())
-      return st;
-    return poisonWith(st);
+    return st.ok() ? st : poisonWith(st);
   });
 }
 

@@ -1,11 +1,17 @@
-//===- status.h - Error codes and Status/StatusOr of the runtime core -----===//
+//===- status.h - Error codes and Status/StatusOr of the whole runtime ----===//
 //
-// Every public call of the runtime core reports failure through a `Status`
-// (or a `StatusOr<T>`); no exception crosses the API. The style follows the
-// KV allocator's (`sits/runtime/kv/status.h`): an OK status is a null pointer,
-// an error carries its code, a message that reads well on its own, and the
-// structured fields the Python bindings turn into typed exceptions
-// (`subject`, `expected`, `actual`, `index`).
+// Every public call of the runtime (the core: artifacts, modules, devices,
+// the thread pool; and the KV-cache allocator, sits/runtime/kv/) reports
+// failure through a `Status` or a `StatusOr<T>`; no exception crosses the
+// API. An OK status is a null pointer, so returning it costs nothing on hot
+// paths. An error carries its `StatusCode`, a message that reads well on its
+// own and includes the payload, and the structured payload fields of
+// `ErrorInfo`, which the Python bindings turn into typed exceptions with
+// attributes (sits_mlir.runtime.errors, sits_mlir.runtime.kv).
+//
+// This header and its implementation (src/support/status.cpp) live in the
+// small static library SitsRuntimeSupport that both SitsRuntimeKV and
+// SitsRuntime link; it depends on nothing but the C++ standard library.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_STATUS_H
@@ -14,7 +20,6 @@
 #include "sits/runtime/export.h"
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,61 +27,96 @@
 
 namespace sits::runtime {
 
-/// Error codes of the runtime core. The Python layer maps them to exceptions:
-/// kCorruptArtifact, kUnsupportedVersion, kIncompatibleTarget, kMissingSymbol
-/// and kLoadFailed to `ArtifactError` subclasses, kSignatureMismatch to
-/// `SignatureError`, kDeviceUnavailable to `DeviceError`.
+/// Every error code of the runtime, in three groups. Only the names are
+/// stable (`statusCodeName`); the Python layer maps by name:
+///   * core codes to sits_mlir.runtime.errors (kCorruptArtifact,
+///     kUnsupportedVersion, kIncompatibleTarget, kMissingSymbol, kLoadFailed,
+///     kNotFound to `ArtifactError` subclasses, kSignatureMismatch to
+///     `SignatureError`, kDeviceUnavailable to `DeviceError`);
+///   * KV codes (spec kv-allocator.md §4.9) to sits_mlir.runtime.kv's
+///     exceptions (`KVOutOfBlocks`, `KVCapacityError`, ...).
 enum class StatusCode : int32_t {
   kOk = 0,
-  /// A bad argument to an API call: an invalid manifest handed to the writer,
-  /// an unknown entry point name, a thread count < 0, a malformed device URI.
-  /// `subject` names the argument or manifest field.
+
+  // --- shared -----------------------------------------------------------
+  /// A bad argument: an invalid manifest handed to the writer, an unknown
+  /// entry point, a malformed device URI, a bad KV pool field, a negative
+  /// count, a position out of range, an output buffer too small. Payload:
+  /// `subject` (the argument or field), for KV calls also `value`.
   kInvalidArgument = 1,
+  /// A bug or an impossible state. In the KV allocator: the pool is poisoned
+  /// (a failed invariant); `invariant` is 1..10 for I1..I10, 0 for an
+  /// impossible state found elsewhere, and every later call fails fast with
+  /// this code.
+  kInternal = 2,
+  /// An allocation failed. Payload: `value` (bytes requested).
+  kOutOfMemory = 3,
+  /// Recognised but not implemented yet (e.g. executing on a GPU).
+  kUnimplemented = 4,
+
+  // --- runtime core: files, artifacts, modules, devices ------------------
   /// A file that does not exist. `subject` is the path.
-  kNotFound = 2,
+  kNotFound = 10,
   /// Reading or writing a file failed. `subject` is the path.
-  kIoError = 3,
+  kIoError = 11,
   /// The artifact is damaged or not an artifact: bad magic, a section out of
   /// bounds, a hash mismatch, a manifest that does not follow the schema, a
   /// code section that is not a loadable ELF object. `subject` names the part
   /// (a section or manifest field), `index` a byte offset when there is one.
-  kCorruptArtifact = 4,
+  kCorruptArtifact = 12,
   /// The artifact's format version is newer than this runtime reads.
   /// `expected` is the newest supported version, `actual` the file's.
-  kUnsupportedVersion = 5,
+  kUnsupportedVersion = 13,
   /// The artifact is intact but was built for another machine: a different
   /// architecture or OS, or CPU features this host lacks (`missing`).
-  kIncompatibleTarget = 6,
+  kIncompatibleTarget = 14,
   /// An entry point's symbol is not exported by the code. `subject` is the
   /// symbol.
-  kMissingSymbol = 7,
+  kMissingSymbol = 15,
   /// The dynamic loader refused the code (an undefined symbol, ...).
-  kLoadFailed = 8,
+  kLoadFailed = 16,
   /// A call's arguments do not match the entry point's signature: wrong
   /// count, dtype, rank or shape. `subject` is the argument's name, `index`
   /// its position, `expected`/`actual` what was wanted and what was given.
-  kSignatureMismatch = 9,
+  kSignatureMismatch = 17,
   /// The device URI names a device that is not there (no driver, no such
   /// ordinal). `subject` is the URI.
-  kDeviceUnavailable = 10,
-  /// Recognised but not implemented yet (e.g. executing on a GPU).
-  kUnimplemented = 11,
-  /// A bug in the runtime (an impossible state). Please report it.
-  kInternal = 12,
-  /// An allocation failed. `index` is the byte count requested.
-  kOutOfMemory = 13,
+  kDeviceUnavailable = 18,
+
+  // --- KV-cache allocator (spec §4.9) -----------------------------------
+  /// Retryable: free + evictable blocks < needed (+ watermark for
+  /// admission). Payload: `needed`, `available`, `evictable`, `evicting`.
+  kOutOfBlocks = 30,
+  /// Permanent: the request can never fit. Payload: `subject` (the limit's
+  /// name: "max_seq_len", "usable_blocks"), `value` (requested), `limit`.
+  kCapacityExceeded = 31,
+  /// A call named a sequence that is not live. Payload: `seq_id`.
+  kUnknownSequence = 32,
+  /// `add_sequence` / `fork` into a live id. Payload: `seq_id`.
+  kSequenceExists = 33,
+  /// Operation not allowed in the current state. Payload: `state`, maybe
+  /// `seq_id`.
+  kInvalidState = 34,
+  /// `swap_out` without enough host blocks. Payload: `needed`, `available`.
+  kHostTierFull = 35,
+  /// Block-level unref of a block whose reference count is 0. Payload:
+  /// `block_id`.
+  kDoubleFree = 36,
 };
 
-/// "InvalidArgument", "CorruptArtifact", ...
+/// The code's name: "InvalidArgument", "CorruptArtifact", "OutOfBlocks", ...
 SITS_RUNTIME_API const char *statusCodeName(StatusCode code);
 
-/// The payload of an error. Fields that do not apply keep their defaults.
+/// The payload of an error. Fields that do not apply to a code keep their
+/// defaults (see each code above for the ones it sets).
 struct ErrorInfo {
   StatusCode code = StatusCode::kOk;
-  /// A complete sentence-like message, e.g. "artifact was built for x86_64
-  /// with +avx512bf16, which this CPU lacks".
+  /// A complete message that includes the payload, e.g. "artifact was built
+  /// for x86_64 with +avx512bf16, which this CPU lacks" or "needed = 5,
+  /// available = 3, evictable = 1, evicting = 0".
   std::string message;
-  /// What the error is about: an argument, section, field, symbol, path, URI.
+  /// What the error is about: an argument or config field, a section, a
+  /// manifest field, a symbol, a path, a URI, or a KV limit's name.
   std::string subject;
   /// What was required and what was found (dtype, shape, version, ...).
   std::string expected;
@@ -86,25 +126,61 @@ struct ErrorInfo {
   /// kIncompatibleTarget: every CPU feature the code needs that the host
   /// lacks, LLVM spelling with the '+' ("+avx512bf16").
   std::vector<std::string> missing;
+
+  /// kInvalidArgument (KV): the offending value; kCapacityExceeded: what was
+  /// asked; kOutOfMemory: bytes requested.
+  int64_t value = 0;
+  /// kCapacityExceeded: the limit that `value` exceeds.
+  int64_t limit = 0;
+  /// kOutOfBlocks / kHostTierFull.
+  int64_t needed = 0;
+  int64_t available = 0;
+  int64_t evictable = 0;
+  int64_t evicting = 0;
+  /// kUnknownSequence / kSequenceExists / kInvalidState (when a sequence is
+  /// concerned).
+  bool has_seq_id = false;
+  uint64_t seq_id = 0;
+  /// kDoubleFree.
+  int32_t block_id = -1;
+  /// kInternal (KV): violated invariant (1..10 = I1..I10; 0 = impossible
+  /// state).
+  int32_t invariant = 0;
+  /// kInvalidState: the state that forbids the call ("SWAPPED", "ACTIVE",
+  /// "NO_HOST_TIER", ...).
+  std::string state;
+  /// KV batch calls: index of the item that failed (-1 for single calls).
+  int64_t batch_index = -1;
 };
 
-/// OK or an error with its payload. Cheap to return when OK.
+/// OK or an error with its payload. Cheap to return when OK: a null
+/// pointer, and every member that an OK status touches is inline (hot paths
+/// of the KV allocator return one per call).
 class SITS_RUNTIME_API Status {
 public:
   Status() noexcept = default;
-  explicit Status(ErrorInfo info)
-      : info_(std::make_unique<ErrorInfo>(std::move(info))) {}
+  explicit Status(ErrorInfo info) : info_(newInfo(std::move(info))) {}
   Status(StatusCode code, std::string message);
   Status(const Status &other)
-      : info_(other.info_ ? std::make_unique<ErrorInfo>(*other.info_)
-                          : nullptr) {}
+      : info_(other.info_ ? copyInfo(*other.info_) : nullptr) {}
   Status &operator=(const Status &other) {
-    if (this != &other)
-      info_ = other.info_ ? std::make_unique<ErrorInfo>(*other.info_) : nullptr;
+    if (this != &other) {
+      Status copy(other);
+      std::swap(info_, copy.info_);
+    }
     return *this;
   }
-  Status(Status &&) noexcept = default;
-  Status &operator=(Status &&) noexcept = default;
+  Status(Status &&other) noexcept : info_(other.info_) {
+    other.info_ = nullptr;
+  }
+  Status &operator=(Status &&other) noexcept {
+    std::swap(info_, other.info_);
+    return *this;
+  }
+  ~Status() {
+    if (info_)
+      deleteInfo(info_);
+  }
 
   static Status OK() { return Status(); }
 
@@ -112,17 +188,26 @@ public:
   StatusCode code() const { return info_ ? info_->code : StatusCode::kOk; }
   /// The payload; for an OK status, an all-default ErrorInfo.
   const ErrorInfo &info() const;
+  /// The payload of an error, for builders that add to it. Must not be
+  /// called on an OK status.
+  ErrorInfo &mutableInfo() { return *info_; }
   const std::string &message() const;
-  /// "CorruptArtifact: ..." or "OK".
+  /// "CorruptArtifact: ..." / "OutOfBlocks: needed = 5, ..." or "OK".
   std::string toString() const;
 
   /// Builder-style setters for the payload (no-ops on an OK status).
   Status &withSubject(std::string subject);
   Status &withExpected(std::string expected, std::string actual);
   Status &withIndex(int64_t index);
+  Status &withValue(int64_t value);
 
 private:
-  std::unique_ptr<ErrorInfo> info_;
+  // Out of line: only errors allocate and free a payload.
+  static ErrorInfo *newInfo(ErrorInfo &&info);
+  static ErrorInfo *copyInfo(const ErrorInfo &info);
+  static void deleteInfo(ErrorInfo *info) noexcept;
+
+  ErrorInfo *info_ = nullptr;
 };
 
 /// A value or an error. Calling value() on an error aborts the process (a
@@ -157,6 +242,7 @@ public:
   const T *operator->() const { return &value(); }
   T &operator*() & { return value(); }
   const T &operator*() const & { return value(); }
+  T &&operator*() && { return std::move(*this).value(); }
 
 private:
   void checkValue() const;

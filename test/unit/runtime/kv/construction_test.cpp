@@ -57,7 +57,7 @@ TEST(KVAlloc, T02_EachFieldZeroOrNegativeNamesTheField) {
     auto r = Allocator::create(c);
     ASSERT_FALSE(r.ok()) << tc.field;
     EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << tc.field;
-    EXPECT_EQ(r.status().info().field, tc.field);
+    EXPECT_EQ(r.status().info().subject, tc.field);
     EXPECT_NE(r.status().message().find(tc.field), std::string::npos);
   }
 }
@@ -70,7 +70,7 @@ TEST(KVAlloc, T03_BytesPerBlockAndTotalOverflow) {
   auto r = Allocator::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().info().field, "bytes_per_block");
+  EXPECT_EQ(r.status().info().subject, "bytes_per_block");
 
   PoolConfig t = poolConfig(int64_t(1) << 30);
   t.num_layers = int64_t(1) << 20;
@@ -78,7 +78,7 @@ TEST(KVAlloc, T03_BytesPerBlockAndTotalOverflow) {
   t.head_dim = 256; // bytes_per_block = 2^46: fits; × 2^30 blocks does not
   auto g = validatePoolConfig(t);
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().info().field, "total_bytes");
+  EXPECT_EQ(g.status().info().subject, "total_bytes");
   EXPECT_EQ(Allocator::create(t).code(), StatusCode::kInvalidArgument);
 
   PoolConfig h = poolConfig(32);
@@ -86,7 +86,7 @@ TEST(KVAlloc, T03_BytesPerBlockAndTotalOverflow) {
   h.num_kv_heads = 64;
   h.head_dim = 256;
   h.num_host_blocks = int64_t(1) << 30;
-  EXPECT_EQ(validatePoolConfig(h).status().info().field, "host_total_bytes");
+  EXPECT_EQ(validatePoolConfig(h).status().info().subject, "host_total_bytes");
 }
 
 TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
@@ -94,18 +94,18 @@ TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
   c.block_size = 48;
   auto r = Allocator::create(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().info().field, "block_size");
+  EXPECT_EQ(r.status().info().subject, "block_size");
   EXPECT_NE(r.status().message().find("1, 2, 4, 8, 16, 32, 64, 128, 256"),
             std::string::npos)
       << r.status().message();
   c.block_size = 512;
-  EXPECT_EQ(Allocator::create(c).status().info().field, "block_size");
+  EXPECT_EQ(Allocator::create(c).status().info().subject, "block_size");
 
   PoolConfig d = poolConfig(32);
   d.dtype = static_cast<DType>(99);
   auto rd = Allocator::create(d);
   ASSERT_FALSE(rd.ok());
-  EXPECT_EQ(rd.status().info().field, "dtype");
+  EXPECT_EQ(rd.status().info().subject, "dtype");
   EXPECT_NE(rd.status().message().find(supportedDTypes()), std::string::npos);
 
   auto p = parseDType("f64");
@@ -115,7 +115,7 @@ TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
 
   PoolConfig h = poolConfig(32);
   h.hash_algo = static_cast<HashAlgo>(7);
-  EXPECT_EQ(Allocator::create(h).status().info().field, "hash_algo");
+  EXPECT_EQ(Allocator::create(h).status().info().subject, "hash_algo");
 }
 
 TEST(KVAlloc, T05_SingleBlockPool) {
@@ -123,7 +123,7 @@ TEST(KVAlloc, T05_SingleBlockPool) {
   auto r = Allocator::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().info().field, "num_blocks");
+  EXPECT_EQ(r.status().info().subject, "num_blocks");
 
   c.reserve_null_block = false;
   auto a = makePool(c);

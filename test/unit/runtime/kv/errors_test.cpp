@@ -90,11 +90,11 @@ TEST(KVAlloc, T58_HugeRequestIsCapacityExceeded) {
   auto a = makePool(c);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(1, 32 * 16 + 1),
                             StatusCode::kCapacityExceeded);
-  EXPECT_EQ(a->addSequence(1, 32 * 16 + 1).status().info().field,
+  EXPECT_EQ(a->addSequence(1, 32 * 16 + 1).status().info().subject,
             "usable_blocks");
   KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(1, 100001),
                             StatusCode::kCapacityExceeded);
-  EXPECT_EQ(a->addSequence(1, 100001).status().info().field, "max_seq_len");
+  EXPECT_EQ(a->addSequence(1, 100001).status().info().subject, "max_seq_len");
   EXPECT_EQ(a->canAdd(100001).code(), StatusCode::kCapacityExceeded);
   KV_ASSERT_OK(a->addSequence(1, 32 * 16)); // exactly fits
   KV_ASSERT_OK(a->free(1));
@@ -174,14 +174,14 @@ TEST(KVAlloc, T61_InvalidSizes) {
   auto a = makePool(poolConfig(16));
   KV_ASSERT_OK(a->addSequence(1, 20));
   KV_EXPECT_FAILS_UNCHANGED(*a, a->append(1, -1), StatusCode::kInvalidArgument);
-  EXPECT_EQ(a->append(1, -1).info().field, "k");
+  EXPECT_EQ(a->append(1, -1).info().subject, "k");
   KV_EXPECT_FAILS_UNCHANGED(*a, a->reserve(1, -1),
                             StatusCode::kInvalidArgument);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->truncate(1, -1),
                             StatusCode::kInvalidArgument);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->truncate(1, 21),
                             StatusCode::kInvalidArgument);
-  EXPECT_EQ(a->truncate(1, 21).info().field, "new_n");
+  EXPECT_EQ(a->truncate(1, 21).info().subject, "new_n");
   KV_EXPECT_FAILS_UNCHANGED(*a, a->fork(1, 2, -2),
                             StatusCode::kInvalidArgument);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(3, -5),

@@ -150,6 +150,35 @@ TEST(KVAlloc, T36_DuplicateContentInTwoBlocks) {
   KV_ASSERT_INVARIANTS(*a);
 }
 
+// The index is a Robin Hood table: an insert may displace entries. A hit on
+// duplicate content must still take the oldest block (the reference model
+// of test/python/runtime/kv predicts ids that way), so a displaced entry
+// may not pass a later duplicate of its own key.
+TEST(KVAlloc, T36_DuplicatesKeepTheirOrderWhenDisplaced) {
+  auto a = makePool(poolConfig(64));
+  const auto prompt = tokenRange(16, 1);
+  const std::vector<int32_t> head(prompt.begin(), prompt.begin() + 15);
+  for (uint64_t seq : {1, 2}) { // duplicates: the older block, then the newer
+    KV_ASSERT_OK(a->addSequence(seq, head.data(), 15));
+    KV_ASSERT_OK(a->append(seq, &prompt[15], 1));
+  }
+  const int32_t older = table(*a, 1)[0];
+  // Two more sealed blocks, re-keyed to the home just before the
+  // duplicates' one: the second insert displaces the older duplicate.
+  const Hash128 key = block(*a, older).hash;
+  for (uint64_t seq : {3, 4}) {
+    EXPECT_EQ(addTokens(*a, seq, tokenRange(16, int32_t(100 * seq))), 0);
+    KV_ASSERT_OK(AllocatorTestHooks::setBlockHash(
+        *a, Tier::kDevice, table(*a, seq)[0],
+        Hash128{key.lo - 1, key.hi + seq}));
+  }
+  // (No invariant check: the re-keyed blocks no longer carry their chain
+  // hash, which I6 verifies.)
+  const auto full = tokenRange(20, 1);
+  EXPECT_EQ(addTokens(*a, 5, full), 16);
+  EXPECT_EQ(table(*a, 5)[0], older);
+}
+
 TEST(KVAlloc, T37_LookupPrefixIsSideEffectFree) {
   PoolConfig c = poolConfig(32);
   c.num_host_blocks = 8;

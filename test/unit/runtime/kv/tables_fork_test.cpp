@@ -26,7 +26,7 @@ TEST(KVAlloc, T17_WriteBlockTablesPadsWithTheNullId) {
   std::vector<int32_t> small(3 * 2, -7);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->writeBlockTables(seqs, 3, small.data(), 2),
                             StatusCode::kInvalidArgument);
-  EXPECT_EQ(a->writeBlockTables(seqs, 3, small.data(), 2).info().field,
+  EXPECT_EQ(a->writeBlockTables(seqs, 3, small.data(), 2).info().subject,
             "stride");
   EXPECT_EQ(small, std::vector<int32_t>(6, -7));
   const uint64_t bad[] = {1, 42};
@@ -223,6 +223,6 @@ TEST(KVAlloc, T28_ForkErrors) {
                             StatusCode::kInvalidArgument);
   KV_EXPECT_FAILS_UNCHANGED(*a, a->fork(1, 3, -2),
                             StatusCode::kInvalidArgument);
-  EXPECT_EQ(a->fork(1, 3, -2).info().field, "pos");
+  EXPECT_EQ(a->fork(1, 3, -2).info().subject, "pos");
   KV_ASSERT_INVARIANTS(*a);
 }

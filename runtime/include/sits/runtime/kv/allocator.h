@@ -200,6 +200,58 @@ struct Stats {
   int64_t failed_calls = 0;
 };
 
+/// Every field of `Stats`, in declaration order: X(type, name). One list for
+/// the code that walks all of them (snapshot comparison, the bindings); the
+/// static_assert below catches a field added to the struct but not here.
+#define SITS_KV_STATS_FIELDS(X)                                                \
+  X(int64_t, total_blocks)                                                     \
+  X(int64_t, usable_blocks)                                                    \
+  X(int64_t, free_blocks)                                                      \
+  X(int64_t, cached_blocks)                                                    \
+  X(int64_t, active_blocks)                                                    \
+  X(int64_t, shared_blocks)                                                    \
+  X(int64_t, evicting_blocks)                                                  \
+  X(int64_t, host_total)                                                       \
+  X(int64_t, host_used)                                                        \
+  X(int64_t, host_cached)                                                      \
+  X(int64_t, num_sequences)                                                    \
+  X(int64_t, swapped_sequences)                                                \
+  X(double, utilization)                                                       \
+  X(double, occupancy)                                                         \
+  X(int64_t, logical_tokens)                                                   \
+  X(int64_t, physical_tokens)                                                  \
+  X(int64_t, internal_frag_waste_slots)                                        \
+  X(double, waste_pct)                                                         \
+  X(double, sharing_factor)                                                    \
+  X(int64_t, blocks_allocated)                                                 \
+  X(int64_t, blocks_released)                                                  \
+  X(int64_t, sequences_added)                                                  \
+  X(int64_t, sequences_freed)                                                  \
+  X(int64_t, forks)                                                            \
+  X(int64_t, cow_copies)                                                       \
+  X(int64_t, prefix_queries)                                                   \
+  X(int64_t, prefix_query_tokens)                                              \
+  X(int64_t, prefix_hit_tokens)                                                \
+  X(double, hit_rate)                                                          \
+  X(int64_t, lookups)                                                          \
+  X(int64_t, evictions)                                                        \
+  X(int64_t, offloads)                                                         \
+  X(int64_t, onboards)                                                         \
+  X(int64_t, swapped_out_blocks)                                               \
+  X(int64_t, swapped_in_blocks)                                                \
+  X(int64_t, peak_active_blocks)                                               \
+  X(int64_t, out_of_blocks_failures)                                           \
+  X(int64_t, failed_calls)
+
+namespace detail {
+#define SITS_KV_COUNT_FIELD(type, name) +1
+constexpr size_t kNumStatsFields = 0 SITS_KV_STATS_FIELDS(SITS_KV_COUNT_FIELD);
+#undef SITS_KV_COUNT_FIELD
+static_assert(sizeof(Stats) == kNumStatsFields * 8,
+              "SITS_KV_STATS_FIELDS must list every field of Stats");
+} // namespace detail
+
+
 /// The full observable state, for all-or-nothing tests (spec §5): block
 /// states, refs, free-list order, hash maps, tables, counters other than the
 /// failure counters, pending copies. Two snapshots compare equal iff the

@@ -48,6 +48,13 @@ enum class CopyOrdering : int32_t {
   kAsync = 1,
 };
 
+/// "stream_ordered" / "async".
+const char *copyOrderingName(CopyOrdering ordering);
+/// Parses a copy-ordering name; the error lists the supported set.
+StatusOr<CopyOrdering> parseCopyOrdering(std::string_view name);
+/// Parses a hash algorithm name ("sha256", "murmur3_128").
+StatusOr<HashAlgo> parseHashAlgo(std::string_view name);
+
 /// The default 16-byte hash seed (deployments SHOULD set their own).
 inline constexpr const char *kDefaultHashSeed = "sits-kv-seed-v1!";
 

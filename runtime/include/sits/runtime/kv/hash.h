@@ -3,9 +3,9 @@
 // Two in-repo 128-bit-or-wider hash functions and the chained block hash of
 // spec §4.1/§4.7:
 //
-//   * SHA-256 (default, cryptographic). Uses the x86 SHA extensions when the
-//     CPU has them (detected once at run time through cpuid) and a portable
-//     implementation otherwise. Both give identical digests.
+//   * SHA-256 (default, cryptographic): the runtime's one implementation
+//     (sits/runtime/sha256.h, with SHA-NI when the CPU has it), which the
+//     artifact code uses too.
 //   * MurmurHash3_x64_128 (fast, non-cryptographic). The allocator always
 //     verifies a hit against the stored tokens of the block (and its parent
 //     hash) when this algorithm is selected.
@@ -24,12 +24,20 @@
 #ifndef SITS_RUNTIME_KV_HASH_H
 #define SITS_RUNTIME_KV_HASH_H
 
+#include "sits/runtime/sha256.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace sits::runtime::kv {
+
+// SHA-256 is the runtime's (sits/runtime/sha256.h); re-exported here so KV
+// code written against this header keeps its names.
+using ::sits::runtime::sha256;
+using ::sits::runtime::sha256HardwareAccelerated;
+using ::sits::runtime::sha256Portable;
 
 /// A 128-bit block hash (`lo` = first 8 bytes of the key, little-endian).
 struct Hash128 {
@@ -55,13 +63,6 @@ enum class HashAlgo : int32_t {
 const char *hashAlgoName(HashAlgo algo);
 /// True for the algorithms whose hits need no token verification.
 bool isCryptographic(HashAlgo algo);
-
-/// SHA-256 of `len` bytes into `out[32]`. Dispatches to SHA-NI when present.
-void sha256(const void *data, size_t len, uint8_t out[32]);
-/// The portable implementation (exposed for tests).
-void sha256Portable(const void *data, size_t len, uint8_t out[32]);
-/// True when this CPU has the x86 SHA extensions (and they are used).
-bool sha256HardwareAccelerated();
 
 /// MurmurHash3_x64_128 of `len` bytes with a 32-bit seed; `out[16]` gets
 /// h1 ‖ h2 little-endian, exactly as the reference implementation writes it.

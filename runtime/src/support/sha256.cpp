@@ -1,25 +1,29 @@
 //===- sha256.cpp - SHA-256 with SHA-NI dispatch and a portable fallback --===//
 //
-// FIPS 180-4 SHA-256. The compression function has two implementations: the
-// x86 SHA extensions (SHA-NI: sha256rnds2 / sha256msg1 / sha256msg2), used
-// when cpuid reports them, and a portable one. The choice is made once, at
-// first use, and both produce identical digests (tested).
+// FIPS 180-4 SHA-256, the runtime's only implementation (artifact content
+// hashes and KV block hashes). The compression function has two
+// implementations: the x86 SHA extensions (SHA-NI: sha256rnds2 / sha256msg1
+// / sha256msg2), used when cpuid reports them, and a portable one. The
+// choice is made once, at first use, and both produce identical digests
+// (tested).
 //
 //===----------------------------------------------------------------------===//
-#include "sits/runtime/kv/hash.h"
-#include "sha256_internal.h"
+#include "sits/runtime/sha256.h"
+#include "sha256_compress.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(_M_X64)
-#define SITS_KV_HAVE_X86 1
+#define SITS_SHA_HAVE_X86 1
 #include <cpuid.h>
 #include <immintrin.h>
 #else
-#define SITS_KV_HAVE_X86 0
+#define SITS_SHA_HAVE_X86 0
 #endif
 
-namespace sits::runtime::kv {
+namespace sits::runtime {
 namespace {
 
 constexpr uint32_t kRoundConstants[64] = {
@@ -34,10 +38,6 @@ constexpr uint32_t kRoundConstants[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
     0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
     0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-constexpr uint32_t kInitialStateValues[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
-                                       0xa54ff53a, 0x510e527f, 0x9b05688c,
-                                       0x1f83d9ab, 0x5be0cd19};
 
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
@@ -86,7 +86,7 @@ void compressPortable(uint32_t state[8], const uint8_t *data, size_t blocks) {
   }
 }
 
-#if SITS_KV_HAVE_X86
+#if SITS_SHA_HAVE_X86
 /// SHA-NI compression: four rounds per sha256rnds2 pair, the message
 /// schedule W[g] = msg2(msg1(W[g-4], W[g-3]) + alignr(W[g-1], W[g-2], 4),
 /// W[g-1]) for the 16 groups of 4 rounds.
@@ -182,26 +182,32 @@ bool cpuHasShaNi() {
 
 using CompressFn = void (*)(uint32_t *, const uint8_t *, size_t);
 
-struct Dispatch {
-  CompressFn fn = compressPortable;
-  bool accelerated = false;
-  Dispatch() {
-#if SITS_KV_HAVE_X86
-    if (cpuHasShaNi()) {
-      fn = compressShaNi;
-      accelerated = true;
-    }
+CompressFn detectCompress() {
+#if SITS_SHA_HAVE_X86
+  if (cpuHasShaNi())
+    return compressShaNi;
 #endif
-  }
-};
+  return compressPortable;
+}
 
-// Chosen once at load time (static initialization: no guard on the hot path).
-const Dispatch gDispatch;
+void compressFirstCall(uint32_t *state, const uint8_t *data, size_t blocks);
+
+// The implementation in use. Constant-initialized to a resolver that picks
+// one on the first call (so a caller running during static initialization
+// is safe), then a relaxed load: a plain move on x86, no guard on the hot
+// path.
+std::atomic<CompressFn> gCompress{compressFirstCall};
+
+void compressFirstCall(uint32_t *state, const uint8_t *data, size_t blocks) {
+  const CompressFn fn = detectCompress();
+  gCompress.store(fn, std::memory_order_relaxed);
+  fn(state, data, blocks);
+}
 
 void sha256With(CompressFn compress, const void *data, size_t len,
                 uint8_t out[32]) {
   uint32_t state[8];
-  std::memcpy(state, kInitialStateValues, sizeof(state));
+  std::memcpy(state, detail::kSha256InitialState, sizeof(state));
   const uint8_t *bytes = static_cast<const uint8_t *>(data);
   const size_t fullBlocks = len / 64;
   if (fullBlocks)
@@ -232,18 +238,95 @@ const uint32_t kSha256InitialState[8] = {
     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
 void sha256Compress(uint32_t state[8], const uint8_t *data, size_t blocks) {
-  gDispatch.fn(state, data, blocks);
+  gCompress.load(std::memory_order_relaxed)(state, data, blocks);
 }
 } // namespace detail
 
+//===----------------------------------------------------------------------===//
+// One-shot
+//===----------------------------------------------------------------------===//
+
 void sha256(const void *data, size_t len, uint8_t out[32]) {
-  sha256With(gDispatch.fn, data, len, out);
+  sha256With(gCompress.load(std::memory_order_relaxed), data, len, out);
 }
 
 void sha256Portable(const void *data, size_t len, uint8_t out[32]) {
   sha256With(compressPortable, data, len, out);
 }
 
-bool sha256HardwareAccelerated() { return gDispatch.accelerated; }
+bool sha256HardwareAccelerated() {
+  static const bool accelerated = detectCompress() != compressPortable;
+  return accelerated;
+}
 
-} // namespace sits::runtime::kv
+//===----------------------------------------------------------------------===//
+// Streaming
+//===----------------------------------------------------------------------===//
+
+Sha256::Sha256(bool accelerated) : accelerated_(accelerated) {
+  std::memcpy(state_, detail::kSha256InitialState, sizeof(state_));
+}
+
+void Sha256::compress(const uint8_t *blocks, size_t count) {
+  if (accelerated_)
+    detail::sha256Compress(state_, blocks, count);
+  else
+    compressPortable(state_, blocks, count);
+}
+
+void Sha256::update(const void *data, size_t size) {
+  const auto *p = static_cast<const uint8_t *>(data);
+  length_ += size;
+  if (buffered_) {
+    const size_t take = std::min(size, sizeof(buffer_) - buffered_);
+    std::memcpy(buffer_ + buffered_, p, take);
+    buffered_ += take;
+    p += take;
+    size -= take;
+    if (buffered_ < sizeof(buffer_))
+      return;
+    compress(buffer_, 1);
+    buffered_ = 0;
+  }
+  if (size >= 64) {
+    compress(p, size / 64);
+    p += size / 64 * 64;
+    size %= 64;
+  }
+  if (size) {
+    std::memcpy(buffer_, p, size);
+    buffered_ = size;
+  }
+}
+
+Sha256::Digest Sha256::finish() {
+  const uint64_t bits = length_ * 8;
+  uint8_t pad[72] = {0x80};
+  const size_t padLen = (buffered_ < 56 ? 56 : 120) - buffered_;
+  uint8_t lenBytes[8];
+  for (int i = 0; i < 8; ++i)
+    lenBytes[i] = uint8_t(bits >> (56 - 8 * i));
+  update(pad, padLen);
+  update(lenBytes, 8);
+  Digest out;
+  for (int i = 0; i < 8; ++i) {
+    out[4 * i] = uint8_t(state_[i] >> 24);
+    out[4 * i + 1] = uint8_t(state_[i] >> 16);
+    out[4 * i + 2] = uint8_t(state_[i] >> 8);
+    out[4 * i + 3] = uint8_t(state_[i]);
+  }
+  return out;
+}
+
+std::string Sha256::hex(const Digest &digest) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(64);
+  for (uint8_t b : digest) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+} // namespace sits::runtime

@@ -1,4 +1,4 @@
-//===- status.cpp - Status helpers ----------------------------------------===//
+//===- status.cpp - Status helpers -----------------------------------------===//
 #include "sits/runtime/status.h"
 
 #include <cstdio>
@@ -12,6 +12,12 @@ const char *statusCodeName(StatusCode code) {
     return "OK";
   case StatusCode::kInvalidArgument:
     return "InvalidArgument";
+  case StatusCode::kInternal:
+    return "Internal";
+  case StatusCode::kOutOfMemory:
+    return "OutOfMemory";
+  case StatusCode::kUnimplemented:
+    return "Unimplemented";
   case StatusCode::kNotFound:
     return "NotFound";
   case StatusCode::kIoError:
@@ -30,12 +36,20 @@ const char *statusCodeName(StatusCode code) {
     return "SignatureMismatch";
   case StatusCode::kDeviceUnavailable:
     return "DeviceUnavailable";
-  case StatusCode::kUnimplemented:
-    return "Unimplemented";
-  case StatusCode::kInternal:
-    return "Internal";
-  case StatusCode::kOutOfMemory:
-    return "OutOfMemory";
+  case StatusCode::kOutOfBlocks:
+    return "OutOfBlocks";
+  case StatusCode::kCapacityExceeded:
+    return "CapacityExceeded";
+  case StatusCode::kUnknownSequence:
+    return "UnknownSequence";
+  case StatusCode::kSequenceExists:
+    return "SequenceExists";
+  case StatusCode::kInvalidState:
+    return "InvalidState";
+  case StatusCode::kHostTierFull:
+    return "HostTierFull";
+  case StatusCode::kDoubleFree:
+    return "DoubleFree";
   }
   return "Unknown";
 }
@@ -44,8 +58,18 @@ Status::Status(StatusCode code, std::string message) {
   ErrorInfo info;
   info.code = code;
   info.message = std::move(message);
-  info_ = std::make_unique<ErrorInfo>(std::move(info));
+  info_ = newInfo(std::move(info));
 }
+
+ErrorInfo *Status::newInfo(ErrorInfo &&info) {
+  return new ErrorInfo(std::move(info));
+}
+
+ErrorInfo *Status::copyInfo(const ErrorInfo &info) {
+  return new ErrorInfo(info);
+}
+
+void Status::deleteInfo(ErrorInfo *info) noexcept { delete info; }
 
 const ErrorInfo &Status::info() const {
   static const ErrorInfo okInfo;
@@ -82,6 +106,12 @@ Status &Status::withExpected(std::string expected, std::string actual) {
 Status &Status::withIndex(int64_t index) {
   if (info_)
     info_->index = index;
+  return *this;
+}
+
+Status &Status::withValue(int64_t value) {
+  if (info_)
+    info_->value = value;
   return *this;
 }
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sanitizer runs of the C++ runtime (spec kv-allocator.md T71), from a fresh
+# checkout: the runtime alone (cmake -S runtime: no LLVM or MLIR needed) is
+# built twice with its gtests,
+#   * with AddressSanitizer + UndefinedBehaviorSanitizer: every runtime gtest
+#     (KV allocator and core);
+#   * with ThreadSanitizer: the concurrency tests (KV: KVConcurrency.*; core:
+#     the async runtime / thread pool and concurrent module runs).
+# Build dirs build/sanitize-asan and build/sanitize-tsan persist and ccache
+# is used when present, so a rerun only recompiles what changed. Needs a C++
+# compiler with the sanitizers (GCC or Clang), CMake and GoogleTest
+# (tools/dev/system-packages.sh). SITS_SANITIZE_JOBS sets the parallelism
+# (default 2).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+jobs="${SITS_SANITIZE_JOBS:-2}"
+start=$(date +%s)
+
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+common=(-DSITS_BUILD_CPP_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+command -v ninja >/dev/null && common+=(-G Ninja)
+command -v ccache >/dev/null && common+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+# Fail on the first report, with a stack; tests that kill themselves on
+# purpose are not part of these suites.
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+build() { # dir, sanitizers
+  cmake -S runtime -B "$1" "${common[@]}" "-DSITS_SANITIZE=$2" >/dev/null
+  cmake --build "$1" -j "$jobs" --target sits_kv_tests sits_runtime_core_tests
+}
+
+echo "==> runtime gtests under ASan + UBSan (build/sanitize-asan)"
+build build/sanitize-asan "address;undefined"
+ctest --test-dir build/sanitize-asan --output-on-failure --no-tests=error -j "$jobs"
+
+echo "==> runtime concurrency tests under TSan (build/sanitize-tsan)"
+build build/sanitize-tsan thread
+# ASLR layouts that TSan cannot map make it abort before main on some
+# kernels; run without randomization when setarch allows it.
+run=()
+setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
+"${run[@]}" build/sanitize-tsan/sits_kv_tests --gtest_filter='KVConcurrency.*'
+"${run[@]}" build/sanitize-tsan/src/core/sits_runtime_core_tests \
+  --gtest_filter='AsyncRuntime.*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
+
+echo "==> sanitizers clean in $(( $(date +%s) - start )) s"
