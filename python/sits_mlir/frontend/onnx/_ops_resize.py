@@ -1,0 +1,379 @@
+"""ONNX Resize and the pooling/convolution variants beyond 2-D NCHW
+(1-D and 3-D pools, LpPool, GlobalLpPool, ConvTranspose).
+
+Converters register into `_ops.CONVERTERS` with the `converter` decorator,
+like those in `_ops.py`.
+
+Resize is separable: every resized axis maps each output position to a few
+input positions with weights that depend only on that axis's extents and
+attributes. With static extents those per-axis index/weight tables are
+computed here once (float64, following the ONNX reference) and emitted as
+constants, so the kernels only gather and multiply-add:
+
+* nearest: one `linalg.generic` over the output whose body reads the
+  per-axis index tables (operands with 1-D maps) and `tensor.extract`s X;
+* linear / cubic (any antialias footprint): one `linalg.generic` per
+  resized axis with a tap loop unrolled in the body (indices and weights as
+  1-D operands), accumulating in f32 (f64 for f64 inputs).
+"""
+
+from __future__ import annotations
+
+import math as _pymath
+
+import numpy as np
+
+from ... import ir
+from ...dialects import arith, linalg, math, sits, tensor
+from . import _ops, _types
+from ._builder import elem_of, shape_of
+from ._graph import attributes
+from ._ops import (_PARALLEL, conv_padding, converter, has_input, need_float, norm_axis,
+                   pad_tensor, unused_outputs)
+
+
+def _reduction():
+    return ir.Attribute.parse("#linalg.iterator_type<reduction>")
+
+
+def _affine(n, exprs):
+    return ir.AffineMapAttr.get(ir.AffineMap.get(n, 0, list(exprs)))
+
+
+def _idx_type():
+    return ir.IndexType.get()
+
+
+# =============================================================================
+# Resize
+# =============================================================================
+
+_CTM = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+        "asymmetric", "tf_crop_and_resize")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_POLICIES = ("stretch", "not_larger", "not_smaller")
+
+
+def _const_or_none(g, node, k):
+    """The constant input k, None when absent or empty."""
+    if not has_input(node, k):
+        return None
+    c = g.const(node.input[k])
+    if c is None or c.size == 0:
+        return None
+    return c
+
+
+def _resize_plan(g, node):
+    """Everything Resize needs, or a str reason: a dict with the output
+    extents and, per resized axis, (scale, out extent, roi pair)."""
+    a = attributes(node)
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "the rank of the input is unknown"
+    r = len(xs)
+    mode = a.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        return f"unsupported attribute value mode='{mode}'"
+    ctm = a.get("coordinate_transformation_mode", "half_pixel")
+    if ctm not in _CTM:
+        return f"unsupported attribute value coordinate_transformation_mode='{ctm}'"
+    nearest_mode = a.get("nearest_mode", "round_prefer_floor")
+    if nearest_mode not in _NEAREST:
+        return f"unsupported attribute value nearest_mode='{nearest_mode}'"
+    policy = a.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in _POLICIES:
+        return f"unsupported attribute value keep_aspect_ratio_policy='{policy}'"
+    antialias = int(a.get("antialias", 0))
+    if antialias and mode == "nearest":
+        return "antialias=1 is defined only for the linear and cubic modes"
+    if int(a.get("exclude_outside", 0)) and mode == "nearest":
+        return "exclude_outside=1 with mode='nearest' is not supported"
+    dt = g.dtype(node.input[0])
+    if mode != "nearest" and dt is not None and not _types.is_float(dt):
+        return f"{mode} Resize of {np.dtype(dt).name} tensors is not supported (nearest is)"
+    for k, what in ((1, "roi"), (2, "scales"), (3, "sizes")):
+        if has_input(node, k) and not g.is_const(node.input[k]):
+            if k == 1 and ctm != "tf_crop_and_resize":
+                continue  # roi is read only by tf_crop_and_resize
+            return (f"{what} ('{node.input[k]}') must be known at import time "
+                    "(otherwise the result shape depends on run-time data)")
+    axes = a.get("axes")
+    axes = list(range(r)) if axes is None else [norm_axis(int(x), r) for x in axes]
+    if len(set(axes)) != len(axes) or any(not 0 <= x < r for x in axes):
+        return f"invalid axes {a.get('axes')}"
+    scales, sizes = _const_or_none(g, node, 2), _const_or_none(g, node, 3)
+    if (scales is None) == (sizes is None):
+        return "exactly one of scales and sizes must be given"
+    given = scales if scales is not None else sizes
+    if given.ndim != 1 or given.size != len(axes):
+        return f"{'scales' if sizes is None else 'sizes'} has {given.size} entries for {len(axes)} axes"
+    roi = None
+    if ctm == "tf_crop_and_resize":
+        roi_c = _const_or_none(g, node, 1)
+        if roi_c is None:
+            return "coordinate_transformation_mode='tf_crop_and_resize' needs a roi input"
+        roi_c = roi_c.astype(np.float64).reshape(-1)
+        if roi_c.size != 2 * len(axes):
+            return f"roi has {roi_c.size} entries for {len(axes)} axes"
+        roi = {ax: (roi_c[i], roi_c[len(axes) + i]) for i, ax in enumerate(axes)}
+    scale_of = {d: 1.0 for d in range(r)}
+    out = list(xs)
+    if scales is not None:
+        for ax, s in zip(axes, scales.astype(np.float64)):
+            if not s > 0:
+                return f"scales must be positive, got {scales.tolist()}"
+            scale_of[ax] = float(s)
+            if xs[ax] is not None:
+                out[ax] = int(s * xs[ax])  # floor, as the reference
+            elif s != 1.0:
+                out[ax] = None
+    else:
+        sizes = sizes.astype(np.int64)
+        if np.any(sizes < 0):
+            return f"sizes must not be negative, got {sizes.tolist()}"
+        for ax in axes:
+            if xs[ax] is None:
+                return f"Resize by sizes needs static extents of the resized axes, got {_ops._fmt(xs)}"
+        if policy == "stretch":
+            for ax, s in zip(axes, sizes):
+                scale_of[ax] = float(s) / xs[ax]
+                out[ax] = int(s)
+        else:
+            ratios = [float(s) / xs[ax] for ax, s in zip(axes, sizes)]
+            sc = min(ratios) if policy == "not_larger" else max(ratios)
+            for ax in axes:
+                scale_of[ax] = sc
+                out[ax] = int(sc * xs[ax] + 0.5)  # round half up
+    resized = []
+    for ax in range(r):
+        rp = roi.get(ax) if roi is not None else None
+        identity = (_pymath.isclose(scale_of[ax], 1.0) and out[ax] == xs[ax]
+                    and (rp is None or (_pymath.isclose(rp[0], 0.0) and _pymath.isclose(rp[1], 1.0))))
+        if identity:
+            continue
+        if xs[ax] is None or out[ax] is None:
+            return f"Resize needs static extents of the resized axes, got {_ops._fmt(xs)}"
+        if out[ax] == 0 or xs[ax] == 0:
+            return "Resize to or from an empty axis is not supported"
+        resized.append((ax, scale_of[ax], out[ax], rp))
+    ys = g.shape(node.output[0])
+    if ys is not None and len(ys) == r and any(
+            y is not None and o is not None and y != o for y, o in zip(ys, out)):
+        return f"the computed result shape {_ops._fmt(out)} disagrees with ONNX's {_ops._fmt(ys)}"
+    return {"mode": mode, "ctm": ctm, "nearest_mode": nearest_mode, "antialias": antialias,
+            "A": float(a.get("cubic_coeff_a", -0.75)),
+            "exclude": int(a.get("exclude_outside", 0)),
+            "ev": float(a.get("extrapolation_value", 0.0)),
+            "out": out, "resized": resized}
+
+
+def _check_resize(g, node):
+    p = _resize_plan(g, node)
+    return p if isinstance(p, str) else None
+
+
+# -- per-axis tables (the ONNX reference's arithmetic, in float64) -------------
+
+def _x_original(ctm, y, scale, in_w, out_w, roi):
+    """Source coordinate of each output index `y`, and the tf_crop_and_resize
+    extrapolation mask (None for the other modes)."""
+    length = scale * in_w
+    if ctm == "align_corners":
+        x = np.zeros(out_w) if length == 1 else y * (in_w - 1) / (length - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        if length == 1:
+            x = np.full(out_w, (roi[1] - roi[0]) * (in_w - 1) / 2)
+        else:
+            x = y * (roi[1] - roi[0]) * (in_w - 1) / (length - 1)
+        x = x + roi[0] * (in_w - 1)
+        return x, (x < 0) | (x > in_w - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(out_w, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    else:  # half_pixel_symmetric
+        offset = in_w / 2 * (1 - out_w / length)
+        x = offset + (y + 0.5) / scale - 0.5
+    return x, None
+
+
+def _coeffs(plan, ratio, scale):
+    """Weights of the taps around one source coordinate (`ratio` in (0, 1])."""
+    mode, A = plan["mode"], plan["A"]
+    if mode == "nearest":
+        if ratio == 1.0:
+            return np.array([0.0, 1.0])
+        nm = plan["nearest_mode"]
+        up = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+              "floor": False, "ceil": True}[nm]
+        return np.array([0.0, 1.0]) if up else np.array([1.0, 0.0])
+    if mode == "linear":
+        if not plan["antialias"]:
+            return np.array([1 - ratio, ratio])
+        s = min(scale, 1.0)
+        start = int(np.floor(-1 / s) + 1)
+        args = (np.arange(start, 2 - start) - ratio) * s
+        c = np.clip(1 - np.abs(args), 0, 1)
+        return c / c.sum()
+    if not plan["antialias"]:
+        r = ratio
+        return np.array([
+            ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+            ((A + 2) * r - (A + 3)) * r * r + 1,
+            ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+            ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A])
+    s = min(scale, 1.0)
+    start = int(np.floor(-2 / s) + 1)
+    x = np.abs(s * (np.arange(start, 2 - start) - ratio))
+    c = np.where(x <= 1, (A + 2) * x ** 3 - (A + 3) * x ** 2 + 1,
+                 np.where(x < 2, A * x ** 3 - 5 * A * x ** 2 + 8 * A * x - 4 * A, 0.0))
+    return c / c.sum()
+
+
+def _axis_tables(plan, in_w, scale, out_w, roi):
+    """(indices [out, n] clamped into the input, weights [out, n],
+    extrapolated [out] bool or None) of one resized axis."""
+    y = np.arange(out_w, dtype=np.float64)
+    x, extrap = _x_original(plan["ctm"], y, scale, in_w, out_w, roi)
+    xi = np.floor(x)
+    ratios = np.where(x == xi, 1.0, x - xi)
+    w = np.stack([_coeffs(plan, float(rt), scale) for rt in ratios])
+    n = w.shape[1]
+    # The n taps nearest to x (ties to the smaller index), as the reference
+    # picks them on an edge-padded axis.
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    frac = xp - p
+    if n % 2 == 0:
+        off = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        off = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    taps = (p + off)[:, None] + np.arange(n)[None, :] - pad
+    if plan["exclude"]:
+        w = np.where((taps < 0) | (taps >= in_w), 0.0, w)
+        total = w.sum(axis=1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    idx = np.clip(taps, 0, in_w - 1)
+    if extrap is not None and not extrap.any():
+        extrap = None
+    return idx, w, extrap
+
+
+@converter("Resize", check=_check_resize, reads=(0,))
+def _resize(ctx, node):
+    plan = _resize_plan(ctx.g, node)
+    x = ctx.get(node.input[0])
+    xs = shape_of(x)
+    if not plan["resized"]:
+        return [x]
+    tables = {ax: _axis_tables(plan, xs[ax], s, o, rp) for ax, s, o, rp in plan["resized"]}
+    if plan["mode"] == "nearest":
+        return [_resize_nearest(ctx, x, plan, tables)]
+    # Separable passes, the axes that shrink most first (less work after).
+    order = sorted(tables, key=lambda ax: plan["out"][ax] / xs[ax])
+    elem = elem_of(x)
+    acc = ir.F64Type.get() if isinstance(elem, ir.F64Type) else ir.F32Type.get()
+    y = x
+    for ax in order:
+        y = _resize_axis(ctx, y, ax, tables[ax], plan["ev"], acc)
+    if elem != acc:
+        y = arith.truncf(ctx.b.tensor_type(shape_of(y), elem), y)
+    return [y]
+
+
+def _index_table(ctx, values, name):
+    return ctx.b.constant(np.ascontiguousarray(values, dtype=np.int64), name=name)
+
+
+def _resize_nearest(ctx, x, plan, tables):
+    """One gather: out[..., o_a, ...] = x[..., idx_a[o_a], ...]; an index of
+    -1 marks a tf_crop_and_resize position outside the input."""
+    b = ctx.b
+    xs = shape_of(x)
+    r = len(xs)
+    elem = elem_of(x)
+    out_mixed = [plan["out"][d] if d in tables else b.mixed_shape(x)[d] for d in range(r)]
+    init = b.empty(out_mixed, elem)
+    axes = sorted(tables)
+    operands, maps = [], []
+    for ax in axes:
+        idx, w, extrap = tables[ax]
+        pick = idx[np.arange(idx.shape[0]), np.argmax(w, axis=1)]
+        if extrap is not None:
+            pick = np.where(extrap, -1, pick)
+        operands.append(_index_table(ctx, pick, f"resize_index_{ax}"))
+        maps.append(_affine(r, [ir.AffineDimExpr.get(ax)]))
+    maps.append(ir.AffineMapAttr.get(ir.AffineMap.get_identity(r)))
+    op = linalg.GenericOp([init.type], operands, [init], ir.ArrayAttr.get(maps),
+                          ir.ArrayAttr.get([_PARALLEL()] * r))
+    i64 = ir.IntegerType.get_signless(64)
+    block = op.regions[0].blocks.append(*([i64] * len(axes)), elem)
+    with ir.InsertionPoint(block):
+        coords = [linalg.IndexOp(d).result for d in range(r)]
+        outside = None
+        for k, ax in enumerate(axes):
+            i = arith.index_cast(_idx_type(), block.arguments[k])
+            if tables[ax][2] is not None:
+                zero = arith.constant(_idx_type(), 0)
+                neg = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
+                outside = neg if outside is None else arith.ori(outside, neg)
+                i = arith.maxsi(i, zero)
+            coords[ax] = i
+        v = tensor.extract(x, coords)
+        if outside is not None:
+            v = arith.select(outside, b.scalar(plan["ev"], elem), v)
+        linalg.YieldOp([v])
+    return op.results[0]
+
+
+def _resize_axis(ctx, x, ax, table, ev, acc):
+    """Interpolates `x` along `ax`: out[.., o, ..] = sum_t w_t[o] * x[.., i_t[o], ..]
+    in `acc`, `ev` where the axis is extrapolated."""
+    b = ctx.b
+    idx, w, extrap = table
+    xs = shape_of(x)
+    r = len(xs)
+    elem = elem_of(x)
+    out_mixed = b.mixed_shape(x)
+    out_mixed[ax] = idx.shape[0]
+    init = b.empty(out_mixed, acc)
+    wdt = np.float64 if isinstance(acc, ir.F64Type) else np.float32
+    # Taps whose weight is zero everywhere (e.g. cubic at integer scales
+    # with exclude_outside) cost nothing: drop them.
+    taps = [t for t in range(idx.shape[1]) if np.any(w[:, t] != 0)] or [0]
+    operands = []
+    for t in taps:
+        it = idx[:, t]
+        if extrap is not None and t == taps[0]:
+            it = np.where(extrap, -1, it)  # -1: outside the crop, yields `ev`
+        operands.append(_index_table(ctx, it, f"resize_index_{ax}_{t}"))
+        operands.append(b.constant(w[:, t].astype(wdt), name=f"resize_weight_{ax}_{t}"))
+    row = _affine(r, [ir.AffineDimExpr.get(ax)])
+    maps = [row] * len(operands) + [ir.AffineMapAttr.get(ir.AffineMap.get_identity(r))]
+    op = linalg.GenericOp([init.type], operands, [init], ir.ArrayAttr.get(maps),
+                          ir.ArrayAttr.get([_PARALLEL()] * r))
+    i64 = ir.IntegerType.get_signless(64)
+    block = op.regions[0].blocks.append(*([i64, acc] * len(taps)), acc)
+    with ir.InsertionPoint(block):
+        coords = [linalg.IndexOp(d).result for d in range(r)]
+        total = outside = None
+        for k in range(len(taps)):
+            i = arith.index_cast(_idx_type(), block.arguments[2 * k])
+            if k == 0 and extrap is not None:
+                zero = arith.constant(_idx_type(), 0)
+                outside = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
+                i = arith.maxsi(i, zero)
+            coords[ax] = i
+            v = tensor.extract(x, coords)
+            if elem != acc:
+                v = arith.extf(acc, v)
+            term = arith.mulf(v, block.arguments[2 * k + 1])
+            total = term if total is None else arith.addf(total, term)
+        if outside is not None:
+            total = arith.select(outside, b.scalar(ev, acc), total)
+        linalg.YieldOp([total])
+    return op.results[0]
