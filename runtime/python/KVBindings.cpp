@@ -14,6 +14,9 @@
 //     snapshot, and the calls that hash caller tokens (add_sequence with
 //     tokens, lookup_prefix, can_add). Single O(1) calls keep it: they take
 //     well under a microsecond, less than a release/reacquire pair.
+//   * KVMemory (the KV tensors, kv/memory.h) hands out zero-copy views:
+//     every view owns a shared_ptr to the memory, so the pools live as long
+//     as the KVMemory object or any view of them, whichever goes last.
 //   * Arrays cross as nanobind ndarrays: numpy (or any DLPack/buffer
 //     object on the CPU) of the right dtype is used in place; other
 //     array-likes are converted once with numpy. Outputs
@@ -25,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #include "PyStatus.h"
 #include "sits/runtime/kv/allocator.h"
+#include "sits/runtime/kv/memory.h"
 #include "sits/runtime/kv/testing.h"
 
 #include <nanobind/nanobind.h>
@@ -622,6 +626,183 @@ nb::dict snapshotDict(PyAllocator &self) {
   return out;
 }
 
+//===----------------------------------------------------------------------===//
+// The KV memory
+//===----------------------------------------------------------------------===//
+
+class PyMemory {
+public:
+  explicit PyMemory(const kv::PoolConfig &config)
+      : mem_(unwrapKV(kv::Memory::create(config))) {}
+
+  kv::Memory &get() const {
+    if (!mem_)
+      raiseClosed();
+    return *mem_;
+  }
+  /// Views and GIL-free calls hold their own reference.
+  std::shared_ptr<kv::Memory> share() const {
+    if (!mem_)
+      raiseClosed();
+    return mem_;
+  }
+  void close() { mem_.reset(); }
+  bool closed() const { return !mem_; }
+
+private:
+  [[noreturn]] static void raiseClosed() {
+    ErrorInfo e;
+    e.code = StatusCode::kInvalidState;
+    e.state = "CLOSED";
+    e.message = "state CLOSED: the KV memory was closed (views taken before "
+                "keep their pools alive)";
+    raiseKV(Status(std::move(e)));
+  }
+  std::shared_ptr<kv::Memory> mem_;
+};
+
+/// A capsule that keeps the memory alive for as long as a view of it.
+nb::capsule keepAlive(std::shared_ptr<kv::Memory> mem) {
+  auto *owned = new std::shared_ptr<kv::Memory>(std::move(mem));
+  return nb::capsule(owned, [](void *p) noexcept {
+    delete static_cast<std::shared_ptr<kv::Memory> *>(p);
+  });
+}
+
+/// The tier's pool, or a valid dummy address for an empty tier (views of
+/// zero elements still need a non-null pointer).
+void *viewData(kv::Memory &m, kv::Tier tier) {
+  alignas(64) static uint8_t empty[64];
+  return m.data(tier) ? m.data(tier) : empty;
+}
+
+void requireHostAccess(kv::Memory &m, kv::Tier tier, const char *what) {
+  if (m.backend(tier).hostAccessible())
+    return;
+  ErrorInfo e;
+  e.code = StatusCode::kInvalidState;
+  e.state = "NOT_HOST_ACCESSIBLE";
+  e.message = std::string("state NOT_HOST_ACCESSIBLE: the ") +
+              kv::tierName(tier) + " tier lives in '" +
+              m.backend(tier).name() + "' memory; " + what +
+              " needs host memory (use dlpack())";
+  raiseKV(Status(std::move(e)));
+}
+
+nb::dlpack::dtype dlpackDType(kv::DType dtype) {
+  using nb::dlpack::dtype_code;
+  switch (dtype) {
+  case kv::DType::kF32:
+    return {uint8_t(dtype_code::Float), 32, 1};
+  case kv::DType::kF16:
+    return {uint8_t(dtype_code::Float), 16, 1};
+  case kv::DType::kBF16:
+    return {uint8_t(dtype_code::Bfloat), 16, 1};
+  case kv::DType::kFP8E4M3:
+    return {uint8_t(dtype_code::Float8_E4M3FN), 8, 1};
+  case kv::DType::kFP8E5M2:
+    return {uint8_t(dtype_code::Float8_E5M2), 8, 1};
+  case kv::DType::kInt8:
+    return {uint8_t(dtype_code::Int), 8, 1};
+  }
+  return {uint8_t(dtype_code::UInt), 8, 1};
+}
+
+/// The tier's pool as raw bytes: a writable 1-D uint8 numpy array over the
+/// memory itself (sits_mlir.runtime.kv views it with the config's dtype and
+/// shape).
+nb::object memoryBuffer(PyMemory &self, const std::string &tierName) {
+  std::shared_ptr<kv::Memory> m = self.share();
+  const kv::Tier tier = parseTier(tierName);
+  requireHostAccess(*m, tier, "a NumPy view");
+  const size_t bytes = size_t(m->bytes(tier));
+  void *data = viewData(*m, tier);
+  return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(
+      data, {bytes}, keepAlive(std::move(m))));
+}
+
+/// The tier's pool as a typed 6-D DLPack tensor
+/// [blocks][layers][kv][heads][block_size][head_dim] on the backend's
+/// device (torch.from_dlpack(...) and the like).
+nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
+  std::shared_ptr<kv::Memory> m = self.share();
+  const kv::Tier tier = parseTier(tierName);
+  const kv::MemoryLayout &l = m->layout();
+  const size_t shape[6] = {size_t(m->numBlocks(tier)), size_t(l.num_layers),
+                           size_t(l.kv_factor),        size_t(l.num_kv_heads),
+                           size_t(l.block_size),       size_t(l.head_dim)};
+  const kv::MemoryBackend &backend = m->backend(tier);
+  void *data = viewData(*m, tier);
+  const nb::dlpack::dtype dtype = dlpackDType(m->config().dtype);
+  const int deviceType = backend.dlpackDeviceType();
+  const int deviceId = backend.deviceId();
+  return nb::cast(nb::ndarray<nb::array_api>(
+      data, 6, shape, keepAlive(std::move(m)), nullptr, dtype, deviceType,
+      deviceId));
+}
+
+nb::dict memoryLayoutDict(const kv::Memory &m) {
+  const kv::MemoryLayout &l = m.layout();
+  nb::dict d;
+  d["dtype"] = kv::dtypeName(m.config().dtype);
+  d["elem_size"] = l.elem_size;
+  d["num_blocks"] = m.numBlocks(kv::Tier::kDevice);
+  d["num_host_blocks"] = m.numBlocks(kv::Tier::kHost);
+  d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,
+                                    l.block_size, l.head_dim);
+  d["bytes_per_block"] = l.block_stride;
+  d["block_stride"] = l.block_stride;
+  d["layer_stride"] = l.layer_stride;
+  d["kv_stride"] = l.kv_stride;
+  d["head_stride"] = l.head_stride;
+  d["token_stride"] = l.token_stride;
+  return d;
+}
+
+/// apply_copies: BlockCopy tuples (epoch, src_tier, src, dst_tier, dst,
+/// tokens), as take_pending_copies returns them.
+int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
+  std::shared_ptr<kv::Memory> m = self.share();
+  std::vector<kv::BlockCopy> copies;
+  size_t i = 0;
+  for (nb::handle item : nb::iter(copiesObj)) {
+    kv::BlockCopy c;
+    std::string srcTier, dstTier;
+    bool ok = true;
+    try {
+      ok = nb::len(item) == 6;
+      if (ok) {
+        c.epoch = nb::cast<uint64_t>(item[0]);
+        srcTier = nb::cast<std::string>(item[1]);
+        c.src = nb::cast<int32_t>(item[2]);
+        dstTier = nb::cast<std::string>(item[3]);
+        c.dst = nb::cast<int32_t>(item[4]);
+        c.tokens = nb::cast<int32_t>(item[5]);
+      }
+    } catch (nb::cast_error &) {
+      ok = false;
+    } catch (nb::python_error &) { // len() of a non-sequence
+      ok = false;
+    }
+    if (!ok)
+      badArgument("copies", "item " + std::to_string(i) +
+                                ": expected a BlockCopy (epoch, src_tier, "
+                                "src, dst_tier, dst, tokens), got " +
+                                describe(item));
+    c.src_tier = parseTier(srcTier);
+    c.dst_tier = parseTier(dstTier);
+    copies.push_back(c);
+    ++i;
+  }
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = m->apply(copies);
+  }
+  checkKV(st);
+  return int64_t(copies.size());
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1028,6 +1209,41 @@ void bindKV(nb::module_ &m) {
                 self.get(), parseTier(tier), block, ref));
           },
           "tier"_a, "block"_a, "ref"_a);
+
+  // --- the KV memory --------------------------------------------------------
+  nb::class_<PyMemory>(
+      m, "KVMemory",
+      "The KV tensors of a pool (C++ kv::Memory). Use "
+      "sits_mlir.runtime.kv.KVMemory.")
+      .def(nb::init<const kv::PoolConfig &>(), "config"_a)
+      .def_prop_ro("config",
+                   [](PyMemory &self) { return self.get().config(); })
+      .def_prop_ro("layout",
+                   [](PyMemory &self) { return memoryLayoutDict(self.get()); })
+      .def_prop_ro("closed", &PyMemory::closed)
+      .def("close", &PyMemory::close)
+      .def(
+          "backend",
+          [](PyMemory &self, const std::string &tier) {
+            const kv::MemoryBackend &b = self.get().backend(parseTier(tier));
+            nb::dict d;
+            d["name"] = b.name();
+            d["host_accessible"] = b.hostAccessible();
+            d["dlpack_device"] =
+                nb::make_tuple(b.dlpackDeviceType(), b.deviceId());
+            d["alignment"] = b.alignment();
+            return d;
+          },
+          "tier"_a)
+      .def(
+          "data_ptr",
+          [](PyMemory &self, const std::string &tier) {
+            return uintptr_t(self.get().data(parseTier(tier)));
+          },
+          "tier"_a)
+      .def("buffer", &memoryBuffer, "tier"_a)
+      .def("dlpack", &memoryDLPack, "tier"_a)
+      .def("apply_copies", &applyCopies, "copies"_a);
 }
 
 } // namespace sits::runtime::python

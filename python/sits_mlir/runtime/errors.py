@@ -33,7 +33,7 @@ section, manifest field, symbol, path or device it is about),
         ├── HostTierFull               HostTierFull: ``needed``, ``available``
         ├── DoubleFree                 DoubleFree: ``block_id``
         ├── KVInternalError            Internal (pool poisoned): ``invariant``
-        └── KVOutOfMemory              OutOfMemory (also MemoryError): ``requested``
+        └── KVOutOfMemory              OutOfMemory (also MemoryError): ``requested``, ``field``
 
 Every KV exception's ``str()`` is the C++ message, which includes the
 payload (``needed = 5, available = 3, evictable = 0, evicting = 0``), and
@@ -278,12 +278,15 @@ class KVInternalError(KVError):
 
 
 class KVOutOfMemory(KVError, MemoryError):
-    """The allocator's metadata could not be allocated: ``requested`` bytes."""
+    """The allocator's metadata or the KV memory (``KVMemory``, one tier:
+    ``field`` is "device_tier" or "host_tier") could not be allocated:
+    ``requested`` bytes."""
 
     requested: int = 0
+    field: str = ""
 
     def _set_payload(self, p):
-        self.requested = p["value"]
+        self.requested, self.field = p["value"], p["subject"]
 
 
 _BY_CODE = {

@@ -10,13 +10,16 @@
     pool.append_batch(ids, tokens=next_ids)           # a decode step, 1 token each
     tables = np.zeros((len(ids), 64), np.int32)
     pool.write_block_tables(ids, tables)              # in place, padded with the null block
-    for c in pool.take_pending_copies(): ...          # CoW / swap / offload copies to run
     pool.free_batch(ids)
 
-The allocator manages block ids only: the KV tensors are sized from
-``geometry["bytes_per_block"]`` and the runtime executes the copies the
-allocator lists. All the work happens in the C++ core (runtime/src/kv); this
-module adds the Python conventions:
+    mem = kv.KVMemory(pool)                           # the KV tensors of that pool
+    mem.apply_copies(pool.take_pending_copies())      # CoW / swap / offload, before the kernels
+    k_layer3 = mem.device[:, 3, 0]                    # [blocks, heads, block_size, head_dim] view
+
+The allocator manages block ids only; :class:`KVMemory` owns the KV tensors
+(``bytes_per_block`` × blocks per tier) and executes the copies the allocator
+lists, so the contents follow the blocks. All the work happens in the C++
+core (runtime/src/kv); this module adds the Python conventions:
 
 * **Errors** are typed exceptions, one class per code of spec §4.9, all
   ``sits_mlir.errors.SitsError`` subclasses with the payload as attributes
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .. import _sits_runtime as _native
@@ -66,6 +70,7 @@ __all__ = [
     "KVError",
     "KVInternalError",
     "KVInvalidArgument",
+    "KVMemory",
     "KVOutOfBlocks",
     "KVOutOfMemory",
     "PoolConfig",
@@ -419,3 +424,151 @@ class KVAllocator:
         """Allocator metadata per device block (spec T84)."""
         return self._a.metadata_bytes_per_device_block()
 
+
+#: NumPy dtype of each KV element type (ml_dtypes for bf16 and fp8).
+NUMPY_DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "fp8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "fp8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int8": np.dtype(np.int8),
+}
+
+
+class KVMemory:
+    """The KV tensors of a pool: one array per tier, allocated from the
+    config's geometry (``num_blocks`` × ``bytes_per_block`` for the device
+    tier, ``num_host_blocks`` × ``bytes_per_block`` for the host tier; sizes
+    overflow-checked, page-aligned, zero-filled).
+
+    ``KVMemory(config)``, ``KVMemory(allocator)`` (its config) or
+    ``KVMemory(**fields)``. Every array has the shape
+    ``[blocks, num_layers, kv_factor, num_kv_heads, block_size, head_dim]``
+    (K is ``kv`` 0, V is 1) and the config's dtype: a paged-attention kernel
+    of layer ``l`` reads ``device[:, l]`` and addresses block ``b`` through
+    the int32 block tables of ``KVAllocator.write_block_tables``; see
+    ``layout`` for the byte strides. With no GPU driver (today) the device
+    tier lives in host memory.
+
+    Views (``device``, ``host``, ``view()``, ``dlpack()``) are zero-copy and
+    keep the memory alive: ``close()`` drops this object's reference, and
+    the pools go when the last view does. ``apply_copies`` runs the copies
+    ``KVAllocator.take_pending_copies`` lists; it is not synchronised with
+    other writers of the same blocks (it runs where the runtime runs the
+    step's copies: before that step's kernels).
+    """
+
+    __slots__ = ("_m", "__weakref__")
+
+    def __init__(self, config: PoolConfig | KVAllocator | None = None, /, **fields: Any):
+        if isinstance(config, KVAllocator):
+            config = config.config
+        if config is None:
+            config = PoolConfig(**fields)
+        elif fields:
+            config = config.replace(**fields)
+        self._m = _native.KVMemory(config)
+
+    # --- lifetime -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Drops this object's reference to the memory (idempotent); views
+        taken before keep it alive. Later calls raise ``InvalidState``."""
+        self._m.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._m.closed
+
+    def __enter__(self) -> KVMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __copy__(self):
+        raise TypeError("a KVMemory cannot be copied: copy its arrays (np.array(mem.device)) "
+                        "or create a new one from mem.config")
+
+    def __deepcopy__(self, memo):
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a KVMemory cannot be pickled: save its arrays and config instead")
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "KVMemory(<closed>)"
+        lay = self.layout
+        return (f"KVMemory(dtype={lay['dtype']}, block_shape={lay['block_shape']}, "
+                f"num_blocks={lay['num_blocks']}, num_host_blocks={lay['num_host_blocks']}, "
+                f"device_backend={self.backend('device')['name']!r})")
+
+    # --- geometry ------------------------------------------------------------
+
+    @property
+    def config(self) -> PoolConfig:
+        """A copy of the configuration."""
+        return self._m.config
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        """``dtype``, ``elem_size``, ``num_blocks``, ``num_host_blocks``,
+        ``block_shape`` (layers, kv, heads, block_size, head_dim) and the
+        byte strides ``block_stride`` (= ``bytes_per_block``),
+        ``layer_stride``, ``kv_stride``, ``head_stride``, ``token_stride``."""
+        return self._m.layout
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8)."""
+        return NUMPY_DTYPES[self._m.layout["dtype"]]
+
+    def backend(self, tier: str = "device") -> dict[str, Any]:
+        """Where the tier lives: ``name`` ("host" today), ``host_accessible``,
+        ``dlpack_device`` (type, id) and ``alignment`` of the pool."""
+        return self._m.backend(tier)
+
+    # --- views ---------------------------------------------------------------
+
+    def view(self, tier: str = "device") -> np.ndarray:
+        """The tier's pool as a writable NumPy array of shape ``[blocks,
+        layers, kv_factor, heads, block_size, head_dim]`` (zero-copy)."""
+        lay = self._m.layout
+        blocks = lay["num_blocks"] if tier == "device" else lay["num_host_blocks"]
+        raw = self._m.buffer(tier)
+        return raw.view(self.dtype).reshape((blocks, *lay["block_shape"]))
+
+    @property
+    def device(self) -> np.ndarray:
+        """``view("device")``: the device tier (block 0 is the null block when
+        the config reserves it: zeros, never written by copies)."""
+        return self.view("device")
+
+    @property
+    def host(self) -> np.ndarray:
+        """``view("host")``: the host tier (0 blocks without one)."""
+        return self.view("host")
+
+    def dlpack(self, tier: str = "device") -> Any:
+        """The tier's pool as a DLPack-capable array on its backend's device,
+        with the same shape and dtype (``torch.from_dlpack(mem.dlpack())``;
+        bf16 and fp8 included, which NumPy's own DLPack cannot carry)."""
+        return self._m.dlpack(tier)
+
+    def data_ptr(self, tier: str = "device") -> int:
+        """Address of the tier's pool (0 for an empty tier)."""
+        return self._m.data_ptr(tier)
+
+    # --- copies --------------------------------------------------------------
+
+    def apply_copies(self, copies: Sequence[BlockCopy] | Sequence[tuple]) -> int:
+        """Runs ``copies`` (``KVAllocator.take_pending_copies()``, or any
+        ``(epoch, src_tier, src, dst_tier, dst, tokens)`` tuples) in order:
+        the first ``tokens`` token slots of every (layer, kv, head) of block
+        ``dst`` become those of ``src``. All are validated first (ids in range,
+        ``tokens`` in ``[0, block_size]``, never into the null block):
+        ``KVInvalidArgument`` (with ``batch_index``) copies nothing. The GIL
+        is released while the bytes move. Returns the number of copies."""
+        return self._m.apply_copies(copies)

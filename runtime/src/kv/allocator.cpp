@@ -1082,6 +1082,12 @@ Status Allocator::Impl::appendLocked(uint64_t seq, const int32_t *tokens,
   saveSeq(*s);
   if (cow)
     copyOnWrite(*s, n >> bsShift_, int32_t(n & (bs_ - 1)), out);
+  // The tokens land in the partial tail: this sequence fills that block
+  // from now on, so its slots stay exposed once it is sealed. (An inherited
+  // tail that became exclusive, its other holders gone, is written in place
+  // without a copy; slotMapping used to refuse it once sealed.)
+  if (n & (bs_ - 1))
+    s->firstOwned = std::min<int64_t>(s->firstOwned, n >> bsShift_);
   if (grow) {
     allocateInto(s->table, grow, 0); // filled below, as tokens land
     if (out)

@@ -170,6 +170,30 @@ TEST(KVAlloc, T60_PrefillSlotsStayWritableWhenALaterRequestHitsThem) {
   KV_ASSERT_INVARIANTS(*a);
 }
 
+TEST(KVAlloc, T60_AnInheritedTailWrittenInPlaceStaysWritable) {
+  // Found by the KV memory's content checks: a fork child whose shared
+  // partial tail became exclusive (the parent is gone) appends into it in
+  // place, without a copy; once the block fills and is sealed, the slots of
+  // the tokens it just appended must still be exposed.
+  auto a = makePool(poolConfig(16));
+  const auto prompt = tokenRange(20, 1);
+  EXPECT_EQ(addTokens(*a, 1, prompt), 0); // [1, 2], tail of 4
+  KV_ASSERT_OK(a->fork(1, 2));
+  KV_ASSERT_OK(a->free(1));
+  const auto more = tokenRange(12, 100);
+  AppendResult out;
+  KV_ASSERT_OK(a->append(2, more.data(), 12, &out));
+  EXPECT_TRUE(out.copies.empty()); // exclusive: no CoW
+  EXPECT_TRUE(block(*a, 2).sealed);
+  std::vector<int64_t> slots(12);
+  KV_ASSERT_OK(a->slotMapping(2, 20, 12, slots.data()));
+  EXPECT_EQ(slots[0], 2 * 16 + 4);
+  // The block it inherited whole stays read-only.
+  KV_EXPECT_FAILS_UNCHANGED(*a, a->slotMapping(2, 0, 1, slots.data()),
+                            StatusCode::kInvalidState);
+  KV_ASSERT_INVARIANTS(*a);
+}
+
 TEST(KVAlloc, T61_InvalidSizes) {
   auto a = makePool(poolConfig(16));
   KV_ASSERT_OK(a->addSequence(1, 20));

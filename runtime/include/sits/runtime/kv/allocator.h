@@ -1,8 +1,8 @@
 //===- allocator.h - The paged KV-cache block allocator --------------------===//
 //
 // The C++ core of spec `kv-allocator.md` §4: it manages block ids only (the
-// runtime allocates the KV tensors from `bytes_per_block` and executes the
-// copies listed by `takePendingCopies`).
+// KV tensors, sized from `bytes_per_block`, are `kv::Memory`'s (memory.h),
+// which executes the copies listed by `takePendingCopies`).
 //
 // Contract, for every public method:
 //   * Errors are returned as `Status` / `StatusOr` (spec §4.9); nothing

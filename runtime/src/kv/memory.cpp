@@ -1,0 +1,321 @@
+//===- memory.cpp - The KV tensors and the copies on them ------------------===//
+#include "sits/runtime/kv/memory.h"
+
+#include "errors.h"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define SITS_KV_HAVE_MMAP 1
+#endif
+
+namespace sits::runtime::kv {
+namespace {
+
+constexpr size_t kMinAlignment = 64;
+
+/// Host memory: anonymous mappings rather than malloc, because a pool is
+/// large and long-lived: the pages come zero-filled (the null block must read
+/// as zeros, and zeroing gigabytes up front would touch every page), are
+/// committed on first touch, and go back to the OS at once on destruction.
+class HostBackend final : public MemoryBackend {
+public:
+  const char *name() const override { return "host"; }
+  bool hostAccessible() const override { return true; }
+  int32_t dlpackDeviceType() const override { return 1; } // kDLCPU
+  size_t alignment() const override { return pageSize(); }
+
+  StatusOr<void *> allocate(size_t bytes) override {
+    if (bytes == 0)
+      return errors::invalidArgument("bytes", 0, "must be > 0");
+#ifdef SITS_KV_HAVE_MMAP
+    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      Status st = errors::outOfMemory(int64_t(bytes));
+      st.mutableInfo().message +=
+          std::string(" (mmap: ") + std::strerror(err) + ")";
+      return st;
+    }
+#ifdef MADV_HUGEPAGE
+    // Kernels read blocks scattered over the whole pool: fewer TLB misses
+    // with huge pages. Advisory only; failure changes nothing.
+    if (bytes >= (size_t(2) << 20))
+      (void)::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+#else
+    void *p = ::operator new(bytes, std::align_val_t(kMinAlignment),
+                             std::nothrow);
+    if (!p)
+      return errors::outOfMemory(int64_t(bytes));
+    std::memset(p, 0, bytes);
+    return p;
+#endif
+  }
+
+  void deallocate(void *ptr, size_t bytes) noexcept override {
+    if (!ptr)
+      return;
+#ifdef SITS_KV_HAVE_MMAP
+    (void)::munmap(ptr, bytes);
+#else
+    (void)bytes;
+    ::operator delete(ptr, std::align_val_t(kMinAlignment));
+#endif
+  }
+
+  Status copy(const CopyRegion *regions, size_t count) override {
+    for (size_t i = 0; i < count; ++i) {
+      const CopyRegion &r = regions[i];
+      if (r.height == 1 || r.width == r.pitch) {
+        std::memcpy(r.dst, r.src, size_t(r.width) * size_t(r.height));
+        continue;
+      }
+      auto *dst = static_cast<char *>(r.dst);
+      auto *src = static_cast<const char *>(r.src);
+      for (int64_t row = 0; row < r.height; ++row)
+        std::memcpy(dst + row * r.pitch, src + row * r.pitch, size_t(r.width));
+    }
+    return Status::OK();
+  }
+
+private:
+  static size_t pageSize() {
+#ifdef SITS_KV_HAVE_MMAP
+    static const size_t page = [] {
+      const long p = ::sysconf(_SC_PAGESIZE);
+      return p >= long(kMinAlignment) ? size_t(p) : kMinAlignment;
+    }();
+    return page;
+#else
+    return kMinAlignment;
+#endif
+  }
+};
+
+Status badCopy(size_t index, const char *field, int64_t value,
+               const std::string &detail) {
+  Status st = errors::invalidArgument(
+      field, value, "copy " + std::to_string(index) + ": " + detail);
+  st.mutableInfo().batch_index = int64_t(index);
+  return st;
+}
+
+bool validTier(Tier t) { return t == Tier::kDevice || t == Tier::kHost; }
+
+CopyKind kindOf(Tier src, Tier dst) {
+  if (src == Tier::kDevice)
+    return dst == Tier::kDevice ? CopyKind::kDeviceToDevice
+                                : CopyKind::kDeviceToHost;
+  return dst == Tier::kDevice ? CopyKind::kHostToDevice : CopyKind::kHostToHost;
+}
+
+} // namespace
+
+MemoryBackend::~MemoryBackend() = default;
+
+std::shared_ptr<MemoryBackend> hostMemoryBackend() {
+  // Never destroyed: pools may outlive static destruction order (Python).
+  static auto *backend =
+      new std::shared_ptr<MemoryBackend>(std::make_shared<HostBackend>());
+  return *backend;
+}
+
+MemoryLayout MemoryLayout::of(const PoolConfig &c) {
+  // Every stride divides bytes_per_block, which validatePoolConfig computed
+  // without overflow, so none of these products can overflow.
+  MemoryLayout l;
+  l.num_layers = c.num_layers;
+  l.kv_factor = c.kv_factor;
+  l.num_kv_heads = c.num_kv_heads;
+  l.block_size = c.block_size;
+  l.head_dim = c.head_dim;
+  l.elem_size = dtypeSize(c.dtype);
+  l.token_stride = c.head_dim * l.elem_size;
+  l.head_stride = c.block_size * l.token_stride;
+  l.kv_stride = c.num_kv_heads * l.head_stride;
+  l.layer_stride = c.kv_factor * l.kv_stride;
+  l.block_stride = c.num_layers * l.layer_stride;
+  return l;
+}
+
+StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
+                                                 MemoryOptions options) {
+  StatusOr<PoolGeometry> geometry = validatePoolConfig(config);
+  if (!geometry.ok())
+    return geometry.status();
+  // validatePoolConfig keeps the totals within int64; they must also fit
+  // size_t (32-bit hosts).
+  constexpr uint64_t kMaxSize = std::numeric_limits<size_t>::max();
+  if (uint64_t(geometry->total_bytes) > kMaxSize)
+    return errors::invalidArgument("total_bytes", geometry->total_bytes,
+                                   "exceeds the address space");
+  if (uint64_t(geometry->host_total_bytes) > kMaxSize)
+    return errors::invalidArgument("host_total_bytes",
+                                   geometry->host_total_bytes,
+                                   "exceeds the address space");
+  try {
+    std::unique_ptr<Memory> m(new Memory());
+    m->config_ = config;
+    m->geometry_ = *geometry;
+    m->layout_ = MemoryLayout::of(config);
+    m->device_.backend = options.device_backend ? options.device_backend
+                                                : hostMemoryBackend();
+    m->host_.backend =
+        options.host_backend ? options.host_backend : hostMemoryBackend();
+    struct Want {
+      Pool *pool;
+      int64_t blocks;
+      int64_t bytes;
+      const char *name;
+    };
+    const Want wants[] = {
+        {&m->device_, config.num_blocks, geometry->total_bytes, "device_tier"},
+        {&m->host_, config.num_host_blocks, geometry->host_total_bytes,
+         "host_tier"}};
+    for (const Want &w : wants) {
+      MemoryBackend &backend = *w.pool->backend;
+      if (backend.alignment() < kMinAlignment ||
+          (backend.alignment() & (backend.alignment() - 1)) != 0)
+        return errors::invalidArgument(
+            std::string(w.name) + ".backend", int64_t(backend.alignment()),
+            std::string("backend '") + backend.name() +
+                "' must align to a power of two >= 64 bytes");
+      w.pool->blocks = w.blocks;
+      if (w.bytes == 0)
+        continue;
+      StatusOr<void *> p = backend.allocate(size_t(w.bytes));
+      if (!p.ok()) {
+        // Whatever was allocated goes with `m`.
+        Status st = p.status();
+        if (st.code() == StatusCode::kOutOfMemory) {
+          st.mutableInfo().subject = w.name;
+          st.mutableInfo().value = w.bytes;
+          st.mutableInfo().message +=
+              std::string(" for the ") + w.name + " (" +
+              std::to_string(w.blocks) + " blocks × " +
+              std::to_string(geometry->bytes_per_block) + " bytes_per_block)";
+        }
+        return st;
+      }
+      w.pool->data = *p;
+      w.pool->bytes = size_t(w.bytes);
+      if (reinterpret_cast<uintptr_t>(*p) % backend.alignment() != 0)
+        return Status(StatusCode::kInternal,
+                      std::string("backend '") + backend.name() +
+                          "' returned a misaligned " + w.name + " pool");
+    }
+    return StatusOr<std::unique_ptr<Memory>>(std::move(m));
+  } catch (const std::bad_alloc &) {
+    return errors::outOfMemory(int64_t(sizeof(Memory)));
+  }
+}
+
+Memory::~Memory() {
+  for (Pool *p : {&device_, &host_})
+    if (p->data)
+      p->backend->deallocate(p->data, p->bytes);
+}
+
+int64_t Memory::numBlocks(Tier tier) const {
+  return validTier(tier) ? pool(tier).blocks : 0;
+}
+
+int64_t Memory::bytes(Tier tier) const {
+  return validTier(tier) ? int64_t(pool(tier).bytes) : 0;
+}
+
+void *Memory::data(Tier tier) const {
+  return validTier(tier) ? pool(tier).data : nullptr;
+}
+
+void *Memory::block(Tier tier, int64_t block) const {
+  if (!validTier(tier) || block < 0 || block >= pool(tier).blocks)
+    return nullptr;
+  return static_cast<char *>(pool(tier).data) + block * layout_.block_stride;
+}
+
+void *Memory::blockLayer(Tier tier, int64_t block, int64_t layer) const {
+  void *b = this->block(tier, block);
+  if (!b || layer < 0 || layer >= layout_.num_layers)
+    return nullptr;
+  return static_cast<char *>(b) + layer * layout_.layer_stride;
+}
+
+MemoryBackend &Memory::backend(Tier tier) const {
+  return *pool(tier).backend;
+}
+
+Status Memory::apply(const BlockCopy *copies, size_t count) {
+  if (count == 0)
+    return Status::OK();
+  if (!copies)
+    return errors::invalidArgument("copies", int64_t(count),
+                                   "null array for a non-empty list");
+  const int64_t bs = config_.block_size;
+  for (size_t i = 0; i < count; ++i) {
+    const BlockCopy &c = copies[i];
+    if (!validTier(c.src_tier))
+      return badCopy(i, "src_tier", int64_t(c.src_tier),
+                     "not a tier (device = 0, host = 1)");
+    if (!validTier(c.dst_tier))
+      return badCopy(i, "dst_tier", int64_t(c.dst_tier),
+                     "not a tier (device = 0, host = 1)");
+    const int64_t srcBlocks = pool(c.src_tier).blocks;
+    const int64_t dstBlocks = pool(c.dst_tier).blocks;
+    if (c.src < 0 || c.src >= srcBlocks)
+      return badCopy(i, "src", c.src,
+                     std::string("outside the ") + tierName(c.src_tier) +
+                         " tier's " + std::to_string(srcBlocks) + " blocks");
+    if (c.dst < 0 || c.dst >= dstBlocks)
+      return badCopy(i, "dst", c.dst,
+                     std::string("outside the ") + tierName(c.dst_tier) +
+                         " tier's " + std::to_string(dstBlocks) + " blocks");
+    // Kernels read the null block as padding: it stays zero.
+    if (c.dst_tier == Tier::kDevice && c.dst == 0 && config_.reserve_null_block)
+      return badCopy(i, "dst", c.dst, "the null block is never written");
+    if (c.tokens < 0 || c.tokens > bs)
+      return badCopy(i, "tokens", c.tokens,
+                     "must be in [0, block_size = " + std::to_string(bs) +
+                         "]");
+  }
+  try {
+    std::vector<CopyRegion> regions;
+    regions.reserve(count);
+    const int64_t rows =
+        layout_.num_layers * layout_.kv_factor * layout_.num_kv_heads;
+    for (size_t i = 0; i < count; ++i) {
+      const BlockCopy &c = copies[i];
+      if (c.tokens == 0 || (c.src_tier == c.dst_tier && c.src == c.dst))
+        continue;
+      CopyRegion r;
+      r.dst = block(c.dst_tier, c.dst);
+      r.src = block(c.src_tier, c.src);
+      r.kind = kindOf(c.src_tier, c.dst_tier);
+      if (c.tokens == bs) { // the whole block: one contiguous span
+        r.width = r.pitch = layout_.block_stride;
+        r.height = 1;
+      } else { // the valid prefix of every (layer, kv, head) tile
+        r.width = c.tokens * layout_.token_stride;
+        r.pitch = layout_.head_stride;
+        r.height = rows;
+      }
+      regions.push_back(r);
+    }
+    if (regions.empty())
+      return Status::OK();
+    return device_.backend->copy(regions.data(), regions.size());
+  } catch (const std::bad_alloc &) {
+    return errors::outOfMemory(int64_t(count * sizeof(CopyRegion)));
+  }
+}
+
+} // namespace sits::runtime::kv

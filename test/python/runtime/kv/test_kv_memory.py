@@ -1,0 +1,368 @@
+"""The KV memory (sits_mlir.runtime.kv.KVMemory): the pools as NumPy and
+DLPack views of the documented shape and dtype, their lifetime, the size and
+allocation errors, and that the allocator's copies (CoW, swap, offload,
+onboarding) carry the KV contents with the blocks."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+import random
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from sits_mlir.runtime import kv
+
+SMALL = dict(block_size=4, num_layers=2, num_kv_heads=2, head_dim=4, dtype="f32",
+             max_seq_len=1 << 16)
+
+
+def memory(**fields) -> kv.KVMemory:
+    return kv.KVMemory(**{**SMALL, **fields})
+
+
+# --- shapes, dtypes, layout --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [
+    ("f32", np.float32), ("f16", np.float16), ("bf16", ml_dtypes.bfloat16),
+    ("fp8_e4m3", ml_dtypes.float8_e4m3fn), ("fp8_e5m2", ml_dtypes.float8_e5m2),
+    ("int8", np.int8)])
+def test_views_have_the_documented_shape_and_dtype(dtype, np_dtype):
+    m = memory(num_blocks=8, num_host_blocks=3, dtype=dtype)
+    assert m.dtype == np.dtype(np_dtype)
+    assert m.device.shape == (8, 2, 2, 2, 4, 4)  # [blocks, layers, kv, heads, bs, head_dim]
+    assert m.host.shape == (3, 2, 2, 2, 4, 4)
+    assert m.device.dtype == np.dtype(np_dtype) and m.device.flags.c_contiguous
+    assert m.device.flags.writeable
+    geometry = m.config.validate()
+    assert m.device.nbytes == geometry["total_bytes"] == 8 * geometry["bytes_per_block"]
+    assert m.host.nbytes == geometry["host_total_bytes"]
+    assert not m.device.view(np.uint8).any() and not m.host.view(np.uint8).any()  # zero-filled
+
+
+def test_layout_strides_match_the_views():
+    m = memory(num_blocks=8)
+    lay = m.layout
+    assert lay["block_shape"] == (2, 2, 2, 4, 4)
+    assert (lay["block_stride"], lay["layer_stride"], lay["kv_stride"], lay["head_stride"],
+            lay["token_stride"], lay["elem_size"]) == (512, 256, 128, 64, 16, 4)
+    assert lay["bytes_per_block"] == m.config.validate()["bytes_per_block"]
+    assert m.device.strides[:5] == (512, 256, 128, 64, 16)
+    # Block b of layer l, as a kernel addresses it.
+    m.device[5, 1, 1, 0, 2, 3] = 7.0
+    raw = np.frombuffer(m.device, np.uint8)
+    at = 5 * 512 + 256 + 128 + 0 * 64 + 2 * 16 + 3 * 4
+    assert raw[at:at + 4].view(np.float32)[0] == 7.0
+
+
+def test_pools_are_aligned_and_views_are_zero_copy():
+    m = memory(num_blocks=16, num_host_blocks=4)
+    for tier in ("device", "host"):
+        ptr = m.data_ptr(tier)
+        assert ptr % 4096 == 0
+        assert m.view(tier).__array_interface__["data"][0] == ptr
+        info = m.backend(tier)
+        assert info["name"] == "host" and info["host_accessible"]
+        assert info["dlpack_device"] == (1, 0) and ptr % info["alignment"] == 0
+    a, b = m.device, m.device
+    a[3] = 1.5
+    assert (b[3] == 1.5).all()
+
+
+def test_no_host_tier_gives_an_empty_view():
+    m = memory(num_blocks=4)
+    assert m.host.shape == (0, 2, 2, 2, 4, 4)
+    assert m.data_ptr("host") == 0
+    with pytest.raises(kv.KVInvalidArgument, match="tier"):
+        m.view("gpu")
+
+
+def test_construct_from_an_allocator_or_a_config():
+    a = kv.KVAllocator(num_blocks=8, **SMALL)
+    assert kv.KVMemory(a).config == a.config
+    assert kv.KVMemory(a.config, num_blocks=4).layout["num_blocks"] == 4
+    assert "KVMemory(dtype=f32" in repr(kv.KVMemory(a))
+
+
+# --- lifetime ----------------------------------------------------------------------------------
+
+
+def test_views_keep_the_memory_alive():
+    m = memory(num_blocks=8, num_host_blocks=2)
+    dev, host, raw = m.device, m.host, m.dlpack()
+    dev[1] = 3.0
+    m.close()
+    assert m.closed
+    with pytest.raises(kv.InvalidState, match="CLOSED"):
+        m.device
+    del m
+    gc.collect()
+    assert (dev[1] == 3.0).all()  # still mapped
+    dev[2] = 4.0
+    host[:] = 1.0
+    assert raw is not None
+
+
+def test_context_manager_closes():
+    with memory(num_blocks=4) as m:
+        view = m.device
+    assert m.closed
+    view[:] = 2.0
+
+
+def test_copying_and_pickling_are_refused():
+    m = memory(num_blocks=4)
+    for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            fn(m)
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_bad_config_names_the_field():
+    with pytest.raises(kv.KVInvalidArgument) as e:
+        memory(num_blocks=8, num_layers=0)
+    assert e.value.field == "num_layers"
+
+
+def test_size_overflow_is_an_error():
+    with pytest.raises(kv.KVInvalidArgument) as e:
+        memory(num_blocks=8, num_layers=1 << 20, num_kv_heads=1 << 20, head_dim=1 << 20)
+    assert e.value.field == "bytes_per_block"
+    with pytest.raises(kv.KVInvalidArgument) as e:
+        memory(num_blocks=1 << 30, num_layers=1 << 20, head_dim=1 << 14)
+    assert e.value.field == "total_bytes"
+    with pytest.raises(kv.KVInvalidArgument) as e:
+        memory(num_blocks=8, num_host_blocks=1 << 30, num_layers=1 << 20, head_dim=1 << 14)
+    assert e.value.field == "host_total_bytes"
+
+
+def test_allocation_failure_is_out_of_memory_with_the_bytes():
+    # 2^30 blocks of 2^23 bytes: beyond any address space.
+    big = dict(num_layers=1, num_kv_heads=1, head_dim=1 << 16, block_size=16)
+    with pytest.raises(kv.KVOutOfMemory) as e:
+        memory(num_blocks=1 << 30, **big)
+    assert isinstance(e.value, MemoryError)
+    assert e.value.requested == 1 << 53 and e.value.field == "device_tier"
+    assert "device_tier" in str(e.value)
+    with pytest.raises(kv.KVOutOfMemory) as e:
+        memory(num_blocks=4, num_host_blocks=1 << 30, **big)
+    assert e.value.field == "host_tier"
+
+
+def test_bad_copies_copy_nothing():
+    m = memory(num_blocks=8, num_host_blocks=2)
+    m.device[1:] = np.arange(7, dtype=np.float32)[:, None, None, None, None, None]
+    before = m.device.copy()
+    good = kv.BlockCopy(0, "device", 1, "device", 2, 4)
+    for bad, field in [((0, "device", 8, "device", 2, 4), "src"),
+                       ((0, "device", 1, "host", 2, 4), "dst"),
+                       ((0, "device", 1, "device", 0, 4), "dst"),  # the null block
+                       ((0, "device", 1, "device", 2, 5), "tokens")]:
+        with pytest.raises(kv.KVInvalidArgument) as e:
+            m.apply_copies([good, bad])
+        assert e.value.field == field and e.value.batch_index == 1
+    for bad in [(0, "gpu", 1, "device", 2, 4), (0, "device", 1), "nope", None]:
+        with pytest.raises(kv.KVInvalidArgument):
+            m.apply_copies([good, bad])
+    np.testing.assert_array_equal(m.device, before)
+    assert m.apply_copies([]) == 0
+    assert m.apply_copies([good]) == 1
+    np.testing.assert_array_equal(m.device[2], before[1])
+
+
+def test_partial_copy_moves_the_valid_prefix_of_every_tile():
+    m = memory(num_blocks=4, num_host_blocks=2)
+    rng = np.random.default_rng(0)
+    m.device[1] = rng.standard_normal(m.device[1].shape, dtype=np.float32)
+    m.device[2] = -1.0
+    m.apply_copies([(0, "device", 1, "device", 2, 3)])
+    np.testing.assert_array_equal(m.device[2][..., :3, :], m.device[1][..., :3, :])
+    assert (m.device[2][..., 3:, :] == -1.0).all()
+    # Across tiers, in list order.
+    m.apply_copies([(1, "device", 1, "host", 0, 4), (1, "host", 0, "device", 3, 4)])
+    np.testing.assert_array_equal(m.host[0], m.device[1])
+    np.testing.assert_array_equal(m.device[3], m.device[1])
+
+
+def test_dlpack_shares_the_memory():
+    torch = pytest.importorskip("torch")
+    m = memory(num_blocks=4, dtype="bf16")
+    t = torch.from_dlpack(m.dlpack())
+    assert t.dtype == torch.bfloat16 and tuple(t.shape) == m.device.shape
+    assert t.data_ptr() == m.data_ptr()
+    t[2, 1, 0] = 2.5
+    assert (m.device[2, 1, 0].astype(np.float32) == 2.5).all()
+    assert torch.from_dlpack(m.dlpack("host")).shape[0] == 0
+
+
+# --- the contents follow the blocks ------------------------------------------------------------
+
+
+class Kernel:
+    """An allocator + its memory + what each live sequence's KV must read.
+    The "kernel" writes a value per (token, position, layer, kv, head, d)
+    through slot_mapping; prefix-cache hits hold the same content."""
+
+    def __init__(self, **fields):
+        self.a = kv.KVAllocator(**{**SMALL, **fields})
+        self.m = kv.KVMemory(self.a)
+        self.tokens: dict[int, list[int]] = {}
+        self.swapped: set[int] = set()
+        self.copies = 0
+        lay = self.m.layout["block_shape"]
+        self.offsets = np.arange(np.prod(lay[:3]) * lay[4], dtype=np.float32).reshape(
+            lay[0], lay[1], lay[2], lay[4]) / 1024
+
+    def value(self, token, pos):
+        return np.float32(token * 64 + pos) + self.offsets
+
+    def sync(self):
+        copies = self.a.take_pending_copies()
+        self.copies += self.m.apply_copies(copies)
+
+    def write(self, seq, start, stop):
+        if stop <= start:
+            return
+        bs, dev = self.a.config.block_size, self.m.device
+        for pos, slot in zip(range(start, stop), self.a.slot_mapping(seq, start, stop - start)):
+            dev[slot // bs, :, :, :, slot % bs, :] = self.value(self.tokens[seq][pos], pos)
+
+    def check(self):
+        bs, dev = self.a.config.block_size, self.m.device
+        for seq, toks in self.tokens.items():
+            if seq in self.swapped:
+                continue
+            table = self.a.block_table(seq)
+            for pos, tok in enumerate(toks):
+                got = dev[table[pos // bs], :, :, :, pos % bs, :]
+                np.testing.assert_array_equal(got, self.value(tok, pos),
+                                              err_msg=f"seq {seq} position {pos}")
+
+    def add(self, seq, toks):
+        r = self.a.add_sequence(seq, toks)
+        self.tokens[seq] = list(toks)
+        self.sync()
+        self.write(seq, r.cached_tokens, len(toks))
+        return r
+
+    def append(self, seq, toks):
+        r = self.a.append(seq, toks)
+        start = len(self.tokens[seq])
+        self.tokens[seq] += list(toks)
+        self.sync()
+        self.write(seq, start, len(self.tokens[seq]))
+        return r
+
+    def fork(self, parent, child, pos=-1):
+        self.a.fork(parent, child, pos)
+        self.tokens[child] = self.tokens[parent][:len(self.tokens[parent]) if pos < 0 else pos]
+
+    def free(self, seq):
+        self.a.free(seq)
+        del self.tokens[seq]
+        self.swapped.discard(seq)
+
+
+def test_fork_then_write_copies_the_parents_tail():
+    k = Kernel(num_blocks=16)
+    k.add(1, list(range(100, 106)))  # blocks [1, 2]: the tail holds 2 tokens
+    k.fork(1, 2)
+    parent_tail = k.a.block_table(1)[1]
+    before = k.m.device[parent_tail].copy()
+    r = k.a.append(2, [7])  # the child writes first: copy-on-write
+    assert len(r.copies) == 1 and r.copies[0].tokens == 2 and r.copies[0].src == parent_tail
+    child_tail = r.copies[0].dst
+    k.tokens[2].append(7)
+    k.sync()
+    # After the copy, before the kernel: the child's block holds the parent's tokens.
+    np.testing.assert_array_equal(k.m.device[child_tail][..., :2, :],
+                                  k.m.device[parent_tail][..., :2, :])
+    k.write(2, 6, 7)
+    np.testing.assert_array_equal(k.m.device[parent_tail], before)  # untouched
+    k.check()
+    k.append(1, [8, 9])  # the parent's tail is exclusive now: no copy
+    assert k.copies == 1
+    k.check()
+    k.a.check_invariants()
+
+
+def test_swap_out_and_in_carry_the_content():
+    k = Kernel(num_blocks=12, num_host_blocks=8)
+    k.add(1, list(range(100, 110)))  # 3 blocks, tail of 2
+    k.fork(1, 2, 4)                  # block 1 shared
+    k.a.swap_out(1)
+    k.swapped.add(1)
+    k.sync()
+    assert k.copies == 2
+    k.add(3, list(range(500, 540)))  # takes and overwrites the freed blocks
+    k.check()
+    k.free(3)
+    k.a.swap_in(1)
+    k.swapped.discard(1)
+    k.sync()
+    k.check()
+    k.append(1, [1, 2, 3])
+    k.check()
+    k.a.check_invariants()
+
+
+def test_eviction_offload_and_onboarding_carry_the_content():
+    k = Kernel(num_blocks=5, num_host_blocks=8)  # 4 usable device blocks
+    prompt = list(range(100, 110))
+    k.add(1, prompt)
+    k.free(1)                        # 2 sealed blocks cached
+    k.add(2, list(range(700, 716)))  # every block: the cached ones are offloaded
+    assert k.a.stats().offloads == 2
+    k.check()
+    k.free(2)
+    r = k.add(3, prompt)             # served by the host tier: onboarded
+    assert r.cached_tokens == 8 and r.num_onboarded == 2
+    k.check()
+    k.a.check_invariants()
+
+
+def test_random_operations_keep_every_sequences_content():
+    rng = random.Random(7)
+    k = Kernel(num_blocks=20, num_host_blocks=10)
+    next_id, ops = 1, 0
+    for _ in range(300):
+        live = sorted(k.tokens)
+        resident = [s for s in live if s not in k.swapped]
+        op = rng.randrange(9)
+        try:
+            if op <= 1 or not live:
+                k.add(next_id, [rng.randint(1, 3) for _ in range(rng.randrange(12))])
+                next_id += 1
+            elif op <= 4 and resident:
+                s = rng.choice(resident)
+                k.append(s, [rng.randint(1, 3) for _ in range(rng.randint(1, 5))])
+            elif op == 5 and resident:
+                p = rng.choice(resident)
+                k.fork(p, next_id, rng.randint(0, len(k.tokens[p])))
+                next_id += 1
+            elif op == 6:
+                k.free(rng.choice(live))
+            elif op == 7:
+                s = rng.choice(live)
+                if s in k.swapped:
+                    k.a.swap_in(s)
+                    k.swapped.discard(s)
+                else:
+                    k.a.swap_out(s)
+                    k.swapped.add(s)
+                k.sync()
+            else:
+                k.a.evict(rng.randint(1, 3))
+                k.sync()
+        except (kv.KVOutOfBlocks, kv.HostTierFull, kv.InvalidState):
+            continue
+        ops += 1
+        k.check()
+    k.a.check_invariants()
+    assert ops > 200 and k.copies > 30
