@@ -74,3 +74,45 @@ def test_resize_compiled(name):
     got = SitsBackend.prepare(model).run(feed)
     for want, have in zip(expected, got):
         np.testing.assert_allclose(have, want, rtol=case.rtol, atol=case.atol)
+
+
+def _model(node, x_shape, y_shape=None, opset=18):
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    graph = h.make_graph([node], "t", [h.make_tensor_value_info("x", TP.FLOAT, x_shape)],
+                         [h.make_tensor_value_info("y", TP.FLOAT, y_shape)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool_compiled(p):
+    from onnx import helper as h
+
+    from sits_mlir.testing.onnx_backend import SitsBackend
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    model = _model(h.make_node("GlobalLpPool", ["x"], ["y"], p=p), x.shape, [2, 3, 1, 1])
+    (y,) = SitsBackend.prepare(model).run([x])
+    want = (np.abs(x.astype(np.float64)) ** p).sum(axis=(2, 3), keepdims=True) ** (1.0 / p)
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_pool_3d_dynamic_batch(op):
+    """3-D pools (linalg.generic windows) with a run-time batch extent."""
+    from onnx import helper as h
+    from onnx.reference import ReferenceEvaluator
+
+    from sits_mlir.testing.onnx_backend import SitsBackend
+
+    node = h.make_node(op, ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[1, 2, 1],
+                       pads=[0, 1, 1, 1, 0, 0])
+    model = _model(node, ["n", 2, 4, 5, 3], ["n", 2, 4, 2, 3])
+    rep = SitsBackend.prepare(model)
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 2, 4, 5, 3)).astype(np.float32)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+        # The output's batch extent is passed in: preallocated outputs.
+        (y,) = rep._model.run_into([np.empty(want.shape, np.float32)], x)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
