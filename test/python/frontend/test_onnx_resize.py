@@ -27,13 +27,13 @@ def _cases(pattern):
                       key=lambda c: c.name)
 
 
-def _frozen(case):
+def _frozen(case, frozen=_FROZEN):
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     inputs, outputs = case.data_sets[0]
     feed = {}
     for inp, value in zip(list(model.graph.input), inputs):
-        if inp.name in _FROZEN:
+        if inp.name in frozen:
             model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), inp.name))
             model.graph.input.remove(inp)
         else:
@@ -116,3 +116,53 @@ def test_pool_3d_dynamic_batch(op):
         # The output's batch extent is passed in: preallocated outputs.
         (y,) = rep._model.run_into([np.empty(want.shape, np.float32)], x)
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+CONVT = _cases(r"^test_convtranspose")
+
+
+@pytest.mark.parametrize("frozen_w", [False, True], ids=["runtime_w", "constant_w"])
+@pytest.mark.parametrize("case", CONVT, ids=[c.name for c in CONVT])
+def test_conv_transpose_backend_case(case, frozen_w):
+    """The filter as a run-time input (transposed and flipped by a gather
+    generic) and as an initializer (transposed and flipped at import)."""
+    model, feed, expected = _frozen(case, _FROZEN | {"W"} if frozen_w else _FROZEN)
+    got = evaluate(import_model(model), feed)
+    got = list(got.values()) if isinstance(got, dict) else list(got)
+    np.testing.assert_allclose(got[0], expected[0], rtol=case.rtol, atol=case.atol)
+
+
+@pytest.mark.parametrize("attrs,x_shape,const_w", [
+    (dict(strides=[2], pads=[3, 2]), [2, 4, 7], True),  # pads > K-1: cropping
+    (dict(strides=[2, 3], pads=[2, 0, 3, 1], group=2, output_padding=[1, 1]), [1, 4, 5, 4], False),
+    (dict(strides=[2, 3], pads=[2, 0, 3, 1], group=2, dilations=[2, 1]), [3, 4, 5, 4], True),
+    (dict(strides=[2, 2, 1], auto_pad="SAME_LOWER"), [1, 2, 3, 4, 2], False),
+])
+def test_conv_transpose_compiled_vs_onnxruntime(attrs, x_shape, const_w):
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    from sits_mlir.testing.onnx_backend import SitsBackend
+
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(0)
+    k = len(x_shape) - 2
+    w = rng.standard_normal([x_shape[1], 3] + [3] * k).astype(np.float32)
+    bias = rng.standard_normal(3 * attrs.get("group", 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(bias, "b")]
+    inputs = [h.make_tensor_value_info("x", TP.FLOAT, ["n"] + x_shape[1:])]
+    if const_w:
+        inits.append(numpy_helper.from_array(w, "w"))
+    else:
+        inputs.append(h.make_tensor_value_info("w", TP.FLOAT, w.shape))
+    node = h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    model = onnx.shape_inference.infer_shapes(h.make_model(
+        h.make_graph([node], "t", inputs, [h.make_empty_tensor_value_info("y")],
+                     initializer=inits),
+        opset_imports=[h.make_opsetid("", 17)], ir_version=8))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    feed = {"x": x} if const_w else {"x": x, "w": w}
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feed)
+    rep = SitsBackend.prepare(model)
+    (got,) = rep._model.run_into([np.empty(want.shape, np.float32)], *feed.values())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
