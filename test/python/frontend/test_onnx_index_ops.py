@@ -100,3 +100,22 @@ def test_scatter_nd_slices(reduction):
         idx = np.array([[[1], [-1]], [[2], [0]]], np.int64)
     node = h.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
     check(make([node], {"x": x, "i": idx, "u": upd}), {"x": x, "i": idx, "u": upd})
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_losses(op, reduction, weighted):
+    x = RNG.standard_normal((3, 4, 2, 5))
+    if op == "NegativeLogLikelihoodLoss":
+        x[0, 2, 1, 1] = -np.inf  # an ignored position must not turn into NaN
+    t = RNG.integers(0, 4, (3, 2, 5)).astype(np.int32)
+    t[0, 1, 1] = 2
+    t[1, 0] = 2
+    w = RNG.uniform(0.5, 2.0, 4)
+    inputs, names = {"x": x, "t": t}, ["x", "t"]
+    if weighted:
+        inputs["w"], names = w, names + ["w"]
+    outs = ["y", "lp"] if op == "SoftmaxCrossEntropyLoss" else ["y"]
+    node = h.make_node(op, names, outs, reduction=reduction, ignore_index=2)
+    check(make([node], inputs, outputs=outs), inputs, rtol=1e-10, atol=1e-12)

@@ -442,3 +442,101 @@ def _scatter_nd(ctx, node):
         return _scatter_store(t, coords + q, tensor.extract(updates, p + q), combine)
 
     return [_loop_nest(outer + inner, data, body)]
+
+
+# -- NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss ----------------------
+
+def _check_loss(g, node):
+    a = attributes(node)
+    red = a.get("reduction", "mean")
+    if red not in ("none", "sum", "mean"):
+        return f"unsupported attribute value reduction='{red}'"
+    r = need_float(g, node) or _need_rank(g, node.input[0]) or \
+        _need_rank(g, node.input[1], "target")
+    if r:
+        return r
+    xs, ts = g.shape(node.input[0]), g.shape(node.input[1])
+    if len(xs) < 2 or len(ts) != len(xs) - 1:
+        return f"needs an [N, C, d1, ...] input and an [N, d1, ...] target, got ranks " \
+               f"{len(xs)} and {len(ts)}"
+    if has_input(node, 2):
+        ws = g.shape(node.input[2])
+        if ws is None or len(ws) != 1:
+            return "the weight input must be 1-D"
+        if g.dtype(node.input[2]) != g.dtype(node.input[0]):
+            return "the weight must have the input's element type"
+    return None
+
+
+def nll_loss(ctx, x, target, weight, ignore_index, reduction):
+    """ONNX NegativeLogLikelihoodLoss of `x` [N, C, d...] (log-probabilities)
+    at `target` [N, d...]: loss = -x[n, t, d] * w[t] (w = 1 without weights;
+    0 where t == ignore_index), then none / sum / mean (sum over the sum of
+    the applied weights). Targets are clamped into [0, C) for the reads."""
+    b = ctx.b
+    elem = elem_of(x)
+    n = len(shape_of(target))
+    classes = _extent(b, x, 1)
+    tshape = b.mixed_shape(target)
+    mean = reduction == "mean"
+    outs = [b.empty(tshape, elem)] + ([b.empty(tshape, elem)] if mean else [])
+
+    def body(t, *_):
+        ti = arith.index_cast(_index(), t)
+        ti = arith.minsi(arith.maxsi(ti, _cidx(0)), arith.subi(_as_index(classes), _cidx(1)))
+        dims = [linalg.IndexOp(d).result for d in range(n)]
+        v = tensor.extract(x, dims[:1] + [ti] + dims[1:])
+        w = tensor.extract(weight, [ti]) if weight is not None else None
+        loss = arith.negf(v) if w is None else arith.mulf(w, arith.negf(v))
+        if w is None and mean:
+            w = b.scalar(1.0, elem)
+        if ignore_index is not None:
+            ign = arith.cmpi(arith.CmpIPredicate.eq, t, b.scalar(ignore_index, elem_of(target)))
+            zero = b.scalar(0.0, elem)
+            loss = arith.select(ign, zero, loss)  # also when -x is inf or NaN
+            w = arith.select(ign, zero, w) if w is not None else None
+        return [loss, w] if mean else [loss]
+
+    ident = list(range(n))
+    res = _generic([target], outs, [ident] * (1 + len(outs)), ["parallel"] * n, body)
+    if reduction == "none":
+        return res[0]
+
+    def total(v):
+        return b.reduce(v, list(range(n)), lambda e, acc: arith.addf(acc, e), 0.0)
+
+    s = total(res[0])
+    return arith.divf(s, total(res[1])) if mean else s
+
+
+def _loss_args(ctx, node):
+    a = ctx.attrs(node)
+    weight = ctx.get(node.input[2]) if has_input(node, 2) else None
+    ii = a.get("ignore_index")
+    return ctx.get(node.input[1]), weight, (None if ii is None else int(ii)), \
+        a.get("reduction", "mean")
+
+
+@converter("NegativeLogLikelihoodLoss", check=_check_loss)
+def _nll(ctx, node):
+    return [nll_loss(ctx, ctx.get(node.input[0]), *_loss_args(ctx, node))]
+
+
+def log_softmax(ctx, x, axis):
+    """x - max - log(sum(exp(x - max))) along `axis`."""
+    b = ctx.b
+    rank = len(shape_of(x))
+    shape = b.mixed_shape(x)
+    m = b.keep_dims(b.reduce(x, [axis], arith.maximumf, float("-inf")), rank, [axis])
+    s = arith.subf(x, b.broadcast_to(m, shape))
+    z = b.reduce(math.exp(s), [axis], lambda v, acc: arith.addf(acc, v), 0.0)
+    return arith.subf(s, b.broadcast_to(b.keep_dims(math.log(z), rank, [axis]), shape))
+
+
+@converter("SoftmaxCrossEntropyLoss", check=_check_loss)
+def _sce(ctx, node):
+    """NegativeLogLikelihoodLoss of LogSoftmax(scores) over the classes
+    (axis 1); the optional second output is that log-probability."""
+    lp = log_softmax(ctx, ctx.get(node.input[0]), 1)
+    loss = nll_loss(ctx, lp, *_loss_args(ctx, node))
+    return [loss, lp][:len(node.output)]
