@@ -119,3 +119,21 @@ def test_losses(op, reduction, weighted):
     outs = ["y", "lp"] if op == "SoftmaxCrossEntropyLoss" else ["y"]
     node = h.make_node(op, names, outs, reduction=reduction, ignore_index=2)
     check(make([node], inputs, outputs=outs), inputs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_topk_nan_and_ties(largest, axis):
+    x = np.array([[1, np.nan, 3, 3, -np.inf, np.nan, 0, -0.0],
+                  [2, 2, 2, 2, 1, 1, np.inf, 5]], np.float32)
+    x = x if axis == -1 else np.ascontiguousarray(x.T)
+    k = np.array([2 if axis == 0 else 5], np.int64)
+    node = h.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)
+    check(make([node], {"x": x}, {"k": k}, outputs=["v", "i"]), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8])
+def test_topk_ints(dtype):
+    x = RNG.integers(0, 5, (3, 7, 2)).astype(dtype)
+    node = h.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)
+    check(make([node], {"x": x}, {"k": np.array([7], np.int64)}, outputs=["v", "i"]), {"x": x})

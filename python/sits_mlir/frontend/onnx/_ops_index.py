@@ -540,3 +540,109 @@ def _sce(ctx, node):
     lp = log_softmax(ctx, ctx.get(node.input[0]), 1)
     loss = nll_loss(ctx, lp, *_loss_args(ctx, node))
     return [loss, lp][:len(node.output)]
+
+
+# -- TopK ---------------------------------------------------------------------
+
+def _check_topk(g, node):
+    r = _need_rank(g, node.input[0])
+    if r:
+        return r
+    dt = g.dtype(node.input[0])
+    if dt is not None and _types.is_bool(dt):
+        return "TopK of bool tensors is not supported"
+    s = g.shape(node.input[0])
+    if len(s) == 0:
+        return "TopK of a 0-D tensor"
+    axis = attributes(node).get("axis", -1)
+    r = _check_axis(g, node, len(s), axis)
+    if r:
+        return r
+    if not g.is_const(node.input[1]):
+        ks = g.shape(node.input[1])
+        if ks is None or len(ks) != 1 or ks[0] not in (1, None):
+            return "k must be a 1-D tensor of one element"
+        return None
+    k = np.asarray(g.const(node.input[1])).reshape(-1)
+    if k.size != 1:
+        return "k must have one element"
+    n = s[norm_axis(axis, len(s))]
+    if k[0] < 0 or (n is not None and k[0] > n):
+        return f"k = {int(k[0])} is out of range for an axis of extent {n}"
+    if k[0] == 0:
+        return "k = 0 (an empty result) is not supported"
+    return None
+
+
+def _precedes(dt, a, i, b, j, largest: bool):
+    """i1: element (a, position i) comes before (b, position j) in TopK's
+    order: by value (NaN above everything, as NumPy sorts), ties by the
+    lower position."""
+    if _types.is_float(dt):
+        P = arith.CmpFPredicate
+        a_nan, b_nan = arith.cmpf(P.UNO, a, a), arith.cmpf(P.UNO, b, b)
+        hi, lo, hi_nan, lo_nan = (a, b, a_nan, b_nan) if largest else (b, a, b_nan, a_nan)
+        ordered = arith.ori(arith.cmpf(P.OGT, hi, lo),
+                            arith.andi(hi_nan, arith.xori(lo_nan, _true())))
+        tie = arith.ori(arith.cmpf(P.OEQ, a, b), arith.andi(a_nan, b_nan))
+    else:
+        P = arith.CmpIPredicate
+        gt = P.ugt if _types.is_unsigned(dt) else P.sgt
+        ordered = arith.cmpi(gt, a, b) if largest else arith.cmpi(gt, b, a)
+        tie = arith.cmpi(P.eq, a, b)
+    return arith.ori(ordered, arith.andi(tie, arith.cmpi(arith.CmpIPredicate.ult, i, j)))
+
+
+def _true():
+    i1 = ir.IntegerType.get_signless(1)
+    return arith.constant(i1, ir.IntegerAttr.get(i1, 1))
+
+
+@converter("TopK", check=_check_topk)
+def _topk(ctx, node):
+    """The k first elements along `axis` in sorted order (stable: equal
+    values by position). rank[i] = how many elements precede element i (a
+    `linalg.generic` with a reduction dim over the axis, quadratic in its
+    extent); indices[p] = the i whose rank is p (a second one); values are
+    gathered at those indices."""
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    dt = ctx.g.dtype(node.input[0])
+    n = len(shape_of(x))
+    axis = norm_axis(a.get("axis", -1), n)
+    largest = bool(a.get("largest", 1))
+    out_k = (ctx.g.shape(node.output[0]) or [None] * n)[axis]
+    if ctx.g.is_const(node.input[1]):
+        k = int(np.asarray(ctx.g.const(node.input[1])).reshape(-1)[0])
+    elif out_k is not None:  # the model declares the result extent: k must be it
+        k = out_k
+    else:  # a run-time k, clamped into [0, extent]: a dynamic result extent
+        kv = tensor.extract(ctx.get(node.input[1]), [b.index(0)])
+        k = arith.index_cast(_index(), kv)
+        extent = b.mixed_shape(x)[axis]
+        k = arith.minsi(arith.maxsi(k, b.index(0)), _as_index(extent))
+    ident, swept = list(range(n)), [n if d == axis else d for d in range(n)]
+    iters = ["parallel"] * n + ["reduction"]
+    i64 = I64()
+
+    rank0 = b.fill(b.scalar(0, i64), b.empty(b.mixed_shape(x), i64))
+
+    def count(xj, xi, acc):
+        i, j = linalg.IndexOp(axis).result, linalg.IndexOp(n).result
+        before = _precedes(dt, xj, j, xi, i, largest)
+        return [arith.addi(acc, arith.extui(i64, before))]
+
+    rank = _generic([x, x], [rank0], [swept, ident, ident], iters, count)[0]
+
+    out_shape = b.mixed_shape(x)
+    out_shape[axis] = k
+    idx0 = b.fill(b.scalar(0, i64), b.empty(out_shape, i64))
+
+    def pick(r, acc):
+        p = arith.index_cast(i64, linalg.IndexOp(axis).result)
+        i = arith.index_cast(i64, linalg.IndexOp(n).result)
+        return [arith.select(arith.cmpi(arith.CmpIPredicate.eq, r, p), i, acc)]
+
+    idx = _generic([rank], [idx0], [swept, ident], iters, pick)[0]
+    return [gather_elements(ctx, x, idx, axis), idx]
