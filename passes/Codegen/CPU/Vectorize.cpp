@@ -24,8 +24,21 @@ namespace {
 /// stay scalar loops: vectors that large spill and blow up compile time.
 constexpr int64_t kMaxVectorElements = 1024;
 
+bool isBool(Type type) { return getElementTypeOrSelf(type).isInteger(1); }
+
 bool shouldVectorize(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || !linalg::hasVectorizationImpl(op))
+    return false;
+  // LLVM packs a vector of i1 into bits in memory while a memref of i1
+  // holds a byte per element, so bool tensors are read and written by
+  // scalar code (bool results computed from other types included).
+  if (llvm::any_of(op->getOperandTypes(), isBool))
+    return false;
+  bool gathersBools = false;
+  op->walk([&](tensor::ExtractOp extract) {
+    gathersBools |= isBool(extract.getType());
+  });
+  if (gathersBools)
     return false;
   if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
     return false;

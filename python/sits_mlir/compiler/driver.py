@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
+
 from .. import ir, passmanager, targets
 from ..errors import CompileError, Diagnostic
 from .link import link_shared_object
@@ -108,15 +110,24 @@ _DTYPES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f64", "i64": "i64
            "i1": "bool"}
 
 
-def _spec(role: str, name: str, type_: ir.Type) -> dict:
+def _spec(role: str, name: str, type_: ir.Type, source=None) -> dict:
     shaped = ir.RankedTensorType(type_)
     element = str(shaped.element_type)
+    if source is not None and np.dtype(source.dtype).kind == "u" and element.startswith("i"):
+        element = "u" + element  # the model's unsigned integer, signless in MLIR
     if element not in _DTYPES:
         raise CompileError(f"{role} '{name}' has element type {element}, which the runtime "
                            "cannot pass at the model boundary")
     shape = [-1 if shaped.is_dynamic_dim(i) else shaped.get_dim_size(i)
              for i in range(shaped.rank)]
-    return {"role": role, "name": name, "dtype": _DTYPES[element], "shape": shape}
+    spec = {"role": role, "name": name, "dtype": _DTYPES[element], "shape": shape}
+    # Symbolic names tie dynamic extents together: an output extent named
+    # like an input's is sized from that input.
+    names = [n if source is not None and k < len(source.dim_names) and shape[k] < 0 else None
+             for k, n in enumerate(getattr(source, "dim_names", ()) or [None] * len(shape))]
+    if any(names):
+        spec["dim_names"] = names
+    return spec
 
 
 def _find_main(module: ir.Module):
@@ -127,13 +138,17 @@ def _find_main(module: ir.Module):
     raise CompileError("the model has no public function @main")
 
 
-def _entry_signature(module: ir.Module, input_names, output_names) -> dict:
-    """Inputs and outputs of @main, read before lowering rewrites them."""
+def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
+    """Inputs and outputs of @main, read before lowering rewrites them.
+    `inputs`/`outputs` are the frontend's TensorSpecs when there are any:
+    they name the arguments and say which (signless) integers are unsigned."""
     ftype = ir.FunctionType(ir.TypeAttr(_find_main(module).attributes["function_type"]).value)
-    input_names = input_names or [f"input_{i}" for i in range(len(ftype.inputs))]
-    output_names = output_names or [f"output_{i}" for i in range(len(ftype.results))]
-    args = [_spec("input", n, t) for n, t in zip(input_names, ftype.inputs)]
-    args += [_spec("output", n, t) for n, t in zip(output_names, ftype.results)]
+    inputs = inputs or [None] * len(ftype.inputs)
+    outputs = outputs or [None] * len(ftype.results)
+    args = [_spec("input", s.name if s else f"input_{i}", t, s)
+            for i, (s, t) in enumerate(zip(inputs, ftype.inputs))]
+    args += [_spec("output", s.name if s else f"output_{i}", t, s)
+             for i, (s, t) in enumerate(zip(outputs, ftype.results))]
     return {"name": "main", "symbol": "sits_entry_main", "args": args}
 
 
@@ -180,8 +195,8 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         if not isinstance(model, ir.Module):
             stack.enter_context(ir.Context())
         with progress.stage("import"):
-            module, input_names, output_names, keep_alive, source = _import(model)
-        signature = _entry_signature(module, input_names, output_names)
+            module, input_specs, output_specs, keep_alive, source = _import(model)
+        signature = _entry_signature(module, input_specs, output_specs)
         with progress.stage("lower", f"({_cpu_pipeline(options)})"):
             pipeline = lower(module, t.name, options)
         with progress.stage("codegen"):
@@ -220,7 +235,7 @@ def _default_output(source: str | None) -> str:
 
 
 def _import(model: Any):
-    """(module, input names, output names, objects to keep alive, source)."""
+    """(module, input specs, output specs, objects to keep alive, source)."""
     if isinstance(model, ir.Module):
         return model, None, None, None, None
     if isinstance(model, (str, os.PathLike)):
@@ -238,5 +253,4 @@ def _import(model: Any):
 
     imported = import_model(model, context=ir.Context.current)
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-    return (imported.module, [s.name for s in imported.inputs],
-            [s.name for s in imported.outputs], imported, source)
+    return imported.module, imported.inputs, imported.outputs, imported, source

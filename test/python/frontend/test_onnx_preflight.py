@@ -145,12 +145,17 @@ def test_invalid_model_is_rejected_by_the_checker():
     assert "missing" in str(err.value)
 
 
-def test_unsupported_opset_and_wrong_argument_type():
-    x = h.make_tensor_value_info("x", TP.FLOAT, [2])
-    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [x],
-                     [h.make_tensor_value_info("y", TP.FLOAT, [2])])
-    with pytest.raises(CompileError, match="opset 11; SITS reads opsets 13"):
-        import_model(h.make_model(g, opset_imports=[h.make_opsetid("", 11)], ir_version=6))
+def test_old_opsets_are_converted_new_ones_refused():
+    x = h.make_tensor_value_info("x", TP.FLOAT, [2, 3])
+    # Opset 11 Squeeze takes its axes as an attribute; opset 13 as an input.
+    g = h.make_graph([h.make_node("Unsqueeze", ["x"], ["u"], axes=[0]),
+                      h.make_node("Relu", ["u"], ["y"])], "g", [x],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 2, 3])])
+    im = import_model(h.make_model(g, opset_imports=[h.make_opsetid("", 11)], ir_version=6))
+    assert im.opset == 13
+    assert [tuple(s.shape) for s in im.outputs] == [(1, 2, 3)]
+    with pytest.raises(CompileError, match="opset 99; SITS reads opsets 13 to"):
+        import_model(h.make_model(g, opset_imports=[h.make_opsetid("", 99)], ir_version=8))
     with pytest.raises(CompileError, match="expected a path"):
         import_model(42)
 

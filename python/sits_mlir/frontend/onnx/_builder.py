@@ -173,7 +173,14 @@ class Builder:
             splat = a.size == 1
         if splat and a.size > 0:
             attr = self._dense(a.reshape(-1)[:1].reshape(()), ttype, special, splat=True)
-        elif a.dtype == np.bool_ or (a.size <= INLINE_LIMIT and not special):
+        elif a.dtype == np.bool_:
+            # Stored as bytes and compared with 0: a buffer of i1 (one byte
+            # per element in memory) has no LLVM lowering as a global.
+            i8 = ir.IntegerType.get_signless(8)
+            stored = self.constant(a.astype(np.int8), name=name, elem=i8)
+            zero = self.splat(0, list(a.shape), i8)
+            return arith.cmpi(arith.CmpIPredicate.ne, stored, zero)
+        elif a.size <= INLINE_LIMIT and not special:
             attr = self._dense(a, ttype, special)
         else:
             attr = self._resource(a, name, ttype)

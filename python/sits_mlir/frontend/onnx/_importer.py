@@ -16,6 +16,8 @@ from ._builder import Builder, shape_of
 from ._graph import Graph, attributes
 from ._load import LoadedModel
 from ._ops import CONVERTERS
+# Op families in their own modules register into CONVERTERS on import.
+from . import _ops_attention, _ops_index, _ops_resize  # noqa: F401,E402
 from ._patterns import emit_fusion, match
 
 
@@ -27,6 +29,13 @@ class TensorSpec:
     name: str
     shape: tuple
     dtype: np.dtype
+    #: ONNX's symbolic name of each dynamic extent ("batch"), else None.
+    dim_names: tuple = ()
+
+
+def _dim_names(g: Graph, name: str) -> tuple:
+    shape = g.sym_shape(name) or ()
+    return tuple(d if isinstance(d, str) else None for d in shape)
 
 
 @dataclass
@@ -107,8 +116,11 @@ class Importer:
             return ""
         if g.dtype(name) is None:
             return f"unsupported element type {_types.dtype_name(et)} of '{name}'"
-        if g.shape(name) is None:
+        shape = g.shape(name)
+        if shape is None:
             return ""
+        if 0 in shape and not g.is_const(name):  # codegen assumes non-empty tensors
+            return f"'{name}' is empty (shape {list(shape)}); empty tensors are not supported"
         return None
 
     def preflight(self) -> list:
@@ -288,7 +300,7 @@ class Importer:
         with ctx, ir.Location.name(g.model.graph.name or "main"):
             self.b = Builder(weights)
             module = ir.Module.create()
-            in_specs = [TensorSpec(n, g.shape(n), g.dtype(n)) for n in g.inputs]
+            in_specs = [TensorSpec(n, g.shape(n), g.dtype(n), _dim_names(g, n)) for n in g.inputs]
             arg_types = [self.b.tensor_type(s.shape, s.dtype) for s in in_specs]
             with ir.InsertionPoint(module.body):
                 fn = func.FuncOp("main", (arg_types, []))
@@ -322,7 +334,8 @@ class Importer:
                 module.operation.verify()
             except ir.MLIRError as e:
                 raise CompileError.from_mlir_error("the imported module does not verify", e) from None
-            out_specs = [TensorSpec(n, shape_of(r), g.dtype(n)) for n, r in zip(g.outputs, results)]
+            out_specs = [TensorSpec(n, shape_of(r), g.dtype(n), _dim_names(g, n))
+                         for n, r in zip(g.outputs, results)]
         return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
                              weights=weights, opset=g.opset, context=ctx)
 

@@ -20,12 +20,13 @@ from typing import Mapping, Optional
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 from ...errors import CompileError, Diagnostic
 
 #: ai.onnx opsets this frontend reads (op semantics were reviewed up to here).
-MIN_OPSET, MAX_OPSET = 13, 23
+MIN_OPSET, MAX_OPSET = 13, 28
 _SKELETON_LIMIT = 1024
 _STANDARD_DOMAINS = ("", "ai.onnx")
 #: Domain given to ops ONNX does not know, so the checker and shape inference
@@ -209,6 +210,18 @@ def _value_type(vi: onnx.ValueInfoProto) -> Optional[ValueType]:
     return ValueType(tt.elem_type, tuple(dims))
 
 
+def _upgrade(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """An older model converted to opset MIN_OPSET by ONNX's own version
+    converter (its adapters rewrite the ops whose signature changed)."""
+    try:
+        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:
+        msg = str(e).strip()
+        raise _fail(f"the model uses ai.onnx opset {opset}, older than the {MIN_OPSET} SITS "
+                    f"reads, and onnx.version_converter could not convert it",
+                    msg.splitlines()[-1] if msg else repr(e)) from None
+
+
 def load(model, *, dynamic_dims=None) -> LoadedModel:
     """Reads and validates `model`, and infers every value's type."""
     proto, path = read_model(model)
@@ -218,10 +231,12 @@ def load(model, *, dynamic_dims=None) -> LoadedModel:
     opset = opsets.get("")
     if opset is None:
         raise _fail("the model imports no ai.onnx opset")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    if opset < MIN_OPSET:
+        proto = _upgrade(proto, opset)
+        opsets[""] = opset = MIN_OPSET
+    if opset > MAX_OPSET:
         raise _fail(f"the model uses ai.onnx opset {opset}; SITS reads opsets "
-                    f"{MIN_OPSET} to {MAX_OPSET} (convert it with "
-                    f"onnx.version_converter)")
+                    f"{MIN_OPSET} to {MAX_OPSET}")
     if dynamic_dims is not None and not isinstance(dynamic_dims, Mapping):
         raise _fail("dynamic_dims must be a mapping from symbolic dimension names "
                     f"to sizes (or None), got {type(dynamic_dims).__name__}")

@@ -161,8 +161,8 @@ def _binary(ctx, node):
 
 def _check_pow(g, node):
     a = _dt(g, node.input[0])
-    if a is not None and not _types.is_float(a):
-        return f"Pow with a {np.dtype(a).name} base is not supported"
+    if a is not None and _types.is_bool(a):
+        return "Pow with a bool base is not supported"
     return None
 
 
@@ -185,6 +185,14 @@ def _pow(ctx, node):
                     return [math.sqrt(x)]
     base_dt = g.dtype(node.input[0])
     exp_dt = g.dtype(exp_name)
+    if not _types.is_float(base_dt):
+        # Integer bases: pow in f64, truncated back to the base's type (as
+        # onnxruntime's std::pow does).
+        f64 = np.dtype(np.float64)
+        x = cast_value(ctx, ctx.get(node.input[0]), base_dt, f64)
+        e = cast_value(ctx, ctx.get(exp_name), exp_dt, f64)
+        r = ctx.b.elementwise(math.powf, [x, e], g.shape(node.output[0]))
+        return [cast_value(ctx, r, f64, base_dt)]
     if exp_dt != base_dt:
         e = ctx.get(exp_name)
         e = cast_value(ctx, e, exp_dt, base_dt)
@@ -193,21 +201,23 @@ def _pow(ctx, node):
     return [ctx.elementwise(math.powf, node.input[:2], node.output[0])]
 
 
-def _check_mod(g, node):
-    a = _dt(g, node.input[0])
-    fmod = attributes(node).get("fmod", 0)
-    if a is not None and _types.is_float(a) and not fmod:
-        return "Mod on floats needs fmod=1"
-    return None
-
-
-@converter("Mod", check=_check_mod)
+@converter("Mod")
 def _mod(ctx, node):
     dt = ctx.g.dtype(node.input[0])
     fmod = ctx.attrs(node).get("fmod", 0)
     u = _types.is_unsigned(dt)
-    if _types.is_float(dt):
+    if _types.is_float(dt) and fmod:
         return [ctx.elementwise(arith.remf, node.input[:2], node.output[0])]
+    if _types.is_float(dt):  # opset 28: fmod=0 on floats is a - floor(a / b) * b
+
+        def floor_mod(a, b):
+            r = arith.remf(a, b)
+            zero = ctx.b.splat(0.0, ctx.b.mixed_shape(r), elem_of(r))
+            fix = arith.andi(arith.cmpf(arith.CmpFPredicate.ONE, r, zero),
+                             arith.xori(arith.cmpf(arith.CmpFPredicate.OLT, r, zero),
+                                        arith.cmpf(arith.CmpFPredicate.OLT, b, zero)))
+            return arith.select(fix, arith.addf(r, b), r)
+        return [ctx.elementwise(floor_mod, node.input[:2], node.output[0])]
     if fmod or u:
         return [ctx.elementwise(arith.remui if u else arith.remsi, node.input[:2], node.output[0])]
 
@@ -286,6 +296,122 @@ def _unary(ctx, node):
 def _not(ctx, node):
     x = ctx.get(node.input[0])
     return [arith.xori(x, ctx.b.splat(1, ctx.b.mixed_shape(x), elem_of(x)))]
+
+
+def _check_bitwise(g, node):
+    dt = _dt(g, node.input[0])
+    if dt is not None and (_types.is_float(dt) or _types.is_bool(dt)):
+        return f"{node.op_type} needs integer tensors, got {np.dtype(dt).name}"
+    if node.op_type == "BitShift" and attributes(node).get("direction") not in (b"LEFT", b"RIGHT",
+                                                                                 "LEFT", "RIGHT"):
+        return "direction must be LEFT or RIGHT"
+    return None
+
+
+@converter("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift", check=_check_bitwise)
+def _bitwise(ctx, node):
+    op = node.op_type
+    if op == "BitShift":
+        direction = ctx.attrs(node)["direction"]
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        # ONNX's BitShift is defined on unsigned types: a logical right shift.
+        fn = arith.shli if direction == "LEFT" else arith.shrui
+    else:
+        fn = {"BitwiseAnd": arith.andi, "BitwiseOr": arith.ori, "BitwiseXor": arith.xori}[op]
+    return [ctx.elementwise(fn, node.input[:2], node.output[0])]
+
+
+@converter("BitwiseNot", check=_check_bitwise)
+def _bitwise_not(ctx, node):
+    x = ctx.get(node.input[0])
+    return [arith.xori(x, ctx.b.splat(-1, ctx.b.mixed_shape(x), elem_of(x)))]
+
+
+@converter("IsInf", check=need_float)
+def _is_inf(ctx, node):
+    a = ctx.attrs(node)
+    x = ctx.get(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+    pos = arith.cmpf(arith.CmpFPredicate.OEQ, x, ctx.b.splat(float("inf"), shape, e))
+    neg = arith.cmpf(arith.CmpFPredicate.OEQ, x, ctx.b.splat(float("-inf"), shape, e))
+    detect_pos, detect_neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
+    if detect_pos and detect_neg:
+        return [arith.ori(pos, neg)]
+    if detect_pos:
+        return [pos]
+    if detect_neg:
+        return [neg]
+    return [ctx.b.splat(0, shape, ir.IntegerType.get_signless(1))]
+
+
+@converter("Sign")
+def _sign(ctx, node):
+    x = ctx.get(node.input[0])
+    dt = ctx.g.dtype(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+    if _types.is_float(dt):
+        zero, one, m1 = (ctx.b.splat(v, shape, e) for v in (0.0, 1.0, -1.0))
+        pos = arith.cmpf(arith.CmpFPredicate.OGT, x, zero)
+        neg = arith.cmpf(arith.CmpFPredicate.OLT, x, zero)
+        # NaN and ±0 pass through unchanged.
+        return [arith.select(pos, one, arith.select(neg, m1, x))]
+    zero, one, m1 = (ctx.b.splat(v, shape, e) for v in (0, 1, -1))
+    pos = arith.cmpi(arith.CmpIPredicate.ugt if _types.is_unsigned(dt) else
+                     arith.CmpIPredicate.sgt, x, zero)
+    if _types.is_unsigned(dt):
+        return [arith.select(pos, one, zero)]
+    neg = arith.cmpi(arith.CmpIPredicate.slt, x, zero)
+    return [arith.select(pos, one, arith.select(neg, m1, zero))]
+
+
+_SMOOTH = ("Softplus", "Softsign", "Selu", "Celu", "ThresholdedRelu", "Mish", "Shrink",
+           "Swish", "Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh")
+
+
+@converter(*_SMOOTH, check=need_float)
+def _smooth(ctx, node):
+    a = ctx.attrs(node)
+    x = ctx.get(node.input[0])
+    shape, e = ctx.b.mixed_shape(x), elem_of(x)
+
+    def c(v):
+        return ctx.b.splat(float(v), shape, e)
+
+    def softplus(v):  # log(1 + exp(v)) without overflow: max(v, 0) + log1p(exp(-|v|))
+        return arith.addf(arith.maximumf(v, c(0)), math.log1p(math.exp(arith.negf(math.absf(v)))))
+
+    op = node.op_type
+    if op == "Softplus":
+        return [softplus(x)]
+    if op == "Softsign":
+        return [arith.divf(x, arith.addf(c(1), math.absf(x)))]
+    if op == "Mish":
+        return [arith.mulf(x, math.tanh(softplus(x)))]
+    if op == "Swish":
+        alpha = a.get("alpha", 1.0)
+        return [arith.mulf(x, sits.activation(sits.ActivationKind.Sigmoid, arith.mulf(x, c(alpha))))]
+    if op in ("Selu", "Celu"):
+        alpha = a.get("alpha", 1.67326319217681884765625 if op == "Selu" else 1.0)
+        if op == "Selu":
+            gamma = a.get("gamma", 1.05070102214813232421875)
+            neg = arith.mulf(c(alpha), math.expm1(x))
+            y = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, c(0)), x, neg)
+            return [arith.mulf(c(gamma), y)]
+        # Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+        neg = arith.mulf(c(alpha), math.expm1(arith.divf(x, c(alpha))))
+        return [arith.addf(arith.maximumf(x, c(0)), arith.minimumf(neg, c(0)))]
+    if op == "ThresholdedRelu":
+        alpha = a.get("alpha", 1.0)
+        return [arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, c(alpha)), x, c(0))]
+    if op == "Shrink":
+        lambd, bias = a.get("lambd", 0.5), a.get("bias", 0.0)
+        lo = arith.cmpf(arith.CmpFPredicate.OLT, x, c(-lambd))
+        hi = arith.cmpf(arith.CmpFPredicate.OGT, x, c(lambd))
+        return [arith.select(lo, arith.addf(x, c(bias)),
+                             arith.select(hi, arith.subf(x, c(bias)), c(0)))]
+    fn = {"Sinh": math.sinh, "Cosh": math.cosh, "Asin": math.asin, "Acos": math.acos,
+          "Asinh": math.asinh, "Acosh": math.acosh, "Atanh": math.atanh}[op]
+    return [fn(x)]
 
 
 _ACTIVATIONS = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
@@ -798,14 +924,19 @@ def _batch_norm(ctx, node):
 
 
 def _check_layer_norm(g, node):
-    r = need_float(g, node) or unused_outputs(1, 2)(g, node)
+    r = need_float(g, node)
     if r:
         return r
+    if attributes(node).get("stash_type", 1) != 1:
+        return "stash_type other than 1 (float32) is not supported"
     xs = g.shape(node.input[0])
     if xs is None:
         return "input rank is unknown"
     axis = norm_axis(attributes(node).get("axis", -1), len(xs))
     normalized = xs[axis:]
+    if None in normalized and any(k < len(node.output) and node.output[k] and
+                                  g.uses(node.output[k]) for k in (1, 2)):
+        return "the Mean and InvStdDev outputs need static normalized extents"
     for k in (1, 2):
         if has_input(node, k):
             s = g.shape(node.input[k])
@@ -848,9 +979,35 @@ def _layer_norm(ctx, node):
     normalized = shape_of(x)[axis:]
     scale = norm_param(ctx, node.input[1], normalized)
     bias = norm_param(ctx, node.input[2], normalized) if has_input(node, 2) else None
+    eps = a.get("epsilon", 1e-5)
     y = sits.layer_norm(x, scale, bias=bias, axis=i64_attr(a.get("axis", -1)),
-                        epsilon=f64_attr(a.get("epsilon", 1e-5)))
-    return [y] + [None] * (len(node.output) - 1)
+                        epsilon=f64_attr(eps))
+    stats = [None, None]
+    if any(k < len(node.output) and node.output[k] and ctx.g.uses(node.output[k])
+           for k in (1, 2)):
+        stats = _layer_norm_stats(ctx, x, ctx.g.dtype(node.input[0]), axis, eps)
+    return ([y] + stats)[:len(node.output)]
+
+
+def _layer_norm_stats(ctx, x, dt, axis, eps):
+    """LayerNormalization's optional Mean and InvStdDev outputs, computed in
+    float32 (stash_type 1) with the reduced axes kept as 1."""
+    b = ctx.b
+    f32 = np.dtype(np.float32)
+    x = cast_value(ctx, x, dt, f32)
+    rank = len(shape_of(x))
+    axes = list(range(axis, rank))
+    count = float(np.prod([shape_of(x)[k] for k in axes]))
+    add = lambda v, acc: arith.addf(acc, v)  # noqa: E731
+
+    def mean_of(v):
+        m = b.reduce(v, axes, add, 0)
+        return arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m)))
+    mean = mean_of(x)
+    centered = arith.subf(x, b.broadcast_to(b.keep_dims(mean, rank, axes), b.mixed_shape(x)))
+    var = mean_of(arith.mulf(centered, centered))
+    inv_std = math.rsqrt(arith.addf(var, b.splat(float(eps), b.mixed_shape(var), elem_of(var))))
+    return [b.keep_dims(mean, rank, axes), b.keep_dims(inv_std, rank, axes)]
 
 
 def _check_rms_norm(g, node):
@@ -930,9 +1087,9 @@ def _check_reduce(g, node):
     axes = reduce_axes(g, node)
     if isinstance(axes, str):
         return axes
-    if dt is not None and _types.is_bool(dt):
-        return "reductions of bool tensors are not supported"
-    if node.op_type in ("ReduceMean", "ReduceL2", "ReduceLogSumExp"):
+    if dt is not None and _types.is_bool(dt) and node.op_type not in ("ReduceMax", "ReduceMin"):
+        return f"{node.op_type} of bool tensors is not supported"
+    if node.op_type in ("ReduceMean", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):
         if dt is not None and not _types.is_float(dt):
             return f"{node.op_type} of integer tensors is not supported"
         s = g.shape(node.input[0])
@@ -942,7 +1099,8 @@ def _check_reduce(g, node):
 
 
 @converter("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-           "ReduceSumSquare", "ReduceL1", "ReduceL2", check=_check_reduce)
+           "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+           check=_check_reduce)
 def _reduce(ctx, node):
     b, g = ctx.b, ctx.g
     x = ctx.get(node.input[0])
@@ -953,8 +1111,18 @@ def _reduce(ctx, node):
     rank = len(shape_of(x))
     op = node.op_type
     f, u = _types.is_float(dt), _types.is_unsigned(dt)
+    shift = None
     if op == "ReduceSumSquare" or op == "ReduceL2":
         x = (arith.mulf if f else arith.muli)(x, x)
+    elif op == "ReduceLogSumExp":
+        # log(sum(exp(x - m))) + m with m the max over the axes, so exp
+        # never overflows; an all -inf slice keeps m finite (0).
+        m = b.reduce(x, axes, lambda v, acc: arith.maximumf(acc, v), float("-inf"))
+        finite = arith.cmpf(arith.CmpFPredicate.ONE, m,
+                            b.splat(float("-inf"), b.mixed_shape(m), elem_of(m)))
+        shift = arith.select(finite, m, b.splat(0.0, b.mixed_shape(m), elem_of(m)))
+        x = math.exp(arith.subf(x, b.broadcast_to(b.keep_dims(shift, rank, axes),
+                                                  b.mixed_shape(x))))
     elif op == "ReduceL1":
         x = math.absf(x) if f else (x if u else math.absi(x))
     add = (lambda v, acc: arith.addf(acc, v)) if f else (lambda v, acc: arith.addi(acc, v))
@@ -964,6 +1132,10 @@ def _reduce(ctx, node):
             combine = (lambda v, acc: arith.maximumf(acc, v)) if is_max else \
                 (lambda v, acc: arith.minimumf(acc, v))
             init = float("-inf") if is_max else float("inf")
+        elif _types.is_bool(dt):  # any / all
+            combine = (lambda v, acc: arith.ori(acc, v)) if is_max else \
+                (lambda v, acc: arith.andi(acc, v))
+            init = 0 if is_max else 1
         else:
             info = np.iinfo(dt)
             combine = {(True, False): lambda v, acc: arith.maxsi(acc, v),
@@ -982,6 +1154,10 @@ def _reduce(ctx, node):
         y = arith.divf(y, b.splat(float(count), b.mixed_shape(y), elem_of(y)))
     elif op == "ReduceL2":
         y = math.sqrt(y)
+    elif op == "ReduceLogSum":
+        y = math.log(y)
+    elif op == "ReduceLogSumExp":
+        y = arith.addf(math.log(y), shift)
     if ctx.attrs(node).get("keepdims", 1):
         y = b.keep_dims(y, rank, axes)
     return [y]
@@ -1478,6 +1654,8 @@ def _check_q(g, node):
         return f"quantized element type {np.dtype(qt).name} is not supported"
     if g.dtype(node.input[1]) != ft:
         return "the scale's element type must be the dequantized type"
+    if node.op_type == "QuantizeLinear" and attributes(node).get("precision", 0):
+        return "the precision attribute (opset 24) is not supported yet"
     p = _quant_params(g, node, qname)
     return p if isinstance(p, str) else None
 

@@ -66,3 +66,20 @@ func.func @dynamic(%a: tensor<?x8xf32>, %b: tensor<8x32xf32>, %c: tensor<?x32xf3
   %m = linalg.matmul ins(%a, %b : tensor<?x8xf32>, tensor<8x32xf32>) outs(%c : tensor<?x32xf32>) -> tensor<?x32xf32>
   return %m : tensor<?x32xf32>
 }
+
+// -----
+
+// Bool tensors stay scalar: LLVM packs a vector of i1 into bits in memory,
+// while a tensor of i1 holds one byte per element.
+// CHECK-LABEL: func.func @bool_result
+//   CHECK-NOT:   vector.transfer_write
+//       CHECK:   linalg.generic
+func.func @bool_result(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xi1> {
+  %e = tensor.empty() : tensor<4x8xi1>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%a, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xi1>) {
+  ^bb0(%x: f32, %y: f32, %o: i1):
+    %c = arith.cmpf olt, %x, %y : f32
+    linalg.yield %c : i1
+  } -> tensor<4x8xi1>
+  return %r : tensor<4x8xi1>
+}
