@@ -558,18 +558,21 @@ def _check_topk(g, node):
     r = _check_axis(g, node, len(s), axis)
     if r:
         return r
-    if not g.is_const(node.input[1]):
-        ks = g.shape(node.input[1])
-        if ks is None or len(ks) != 1 or ks[0] not in (1, None):
-            return "k must be a 1-D tensor of one element"
-        return None
-    k = np.asarray(g.const(node.input[1])).reshape(-1)
-    if k.size != 1:
-        return "k must have one element"
-    n = s[norm_axis(axis, len(s))]
-    if k[0] < 0 or (n is not None and k[0] > n):
-        return f"k = {int(k[0])} is out of range for an axis of extent {n}"
-    if k[0] == 0:
+    axis = norm_axis(axis, len(s))
+    if g.is_const(node.input[1]):
+        k = np.asarray(g.const(node.input[1])).reshape(-1)
+        if k.size != 1:
+            return "k must have one element"
+        k = int(k[0])
+    else:  # a run-time k must be the result extent the model declares
+        out = g.shape(node.output[0])
+        k = None if out is None else out[axis]
+        if k is None:
+            return ("k is computed at run time and the model does not declare the result "
+                    "extent (the result shape depends on run-time data)")
+    if k < 0 or (s[axis] is not None and k > s[axis]):
+        return f"k = {k} is out of range for an axis of extent {s[axis]}"
+    if k == 0:
         return "k = 0 (an empty result) is not supported"
     return None
 
@@ -598,7 +601,7 @@ def _true():
     return arith.constant(i1, ir.IntegerAttr.get(i1, 1))
 
 
-@converter("TopK", check=_check_topk)
+@converter("TopK", check=_check_topk, reads=(0,))
 def _topk(ctx, node):
     """The k first elements along `axis` in sorted order (stable: equal
     values by position). rank[i] = how many elements precede element i (a
@@ -612,16 +615,10 @@ def _topk(ctx, node):
     n = len(shape_of(x))
     axis = norm_axis(a.get("axis", -1), n)
     largest = bool(a.get("largest", 1))
-    out_k = (ctx.g.shape(node.output[0]) or [None] * n)[axis]
     if ctx.g.is_const(node.input[1]):
         k = int(np.asarray(ctx.g.const(node.input[1])).reshape(-1)[0])
-    elif out_k is not None:  # the model declares the result extent: k must be it
-        k = out_k
-    else:  # a run-time k, clamped into [0, extent]: a dynamic result extent
-        kv = tensor.extract(ctx.get(node.input[1]), [b.index(0)])
-        k = arith.index_cast(_index(), kv)
-        extent = b.mixed_shape(x)[axis]
-        k = arith.minsi(arith.maxsi(k, b.index(0)), _as_index(extent))
+    else:  # the model declares the result extent (see _check_topk): k must be it
+        k = ctx.g.shape(node.output[0])[axis]
     ident, swept = list(range(n)), [n if d == axis else d for d in range(n)]
     iters = ["parallel"] * n + ["reduction"]
     i64 = I64()
