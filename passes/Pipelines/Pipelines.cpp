@@ -113,6 +113,7 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   pm.addPass(createConvertAsyncToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(cpu::createSitsCpuBoolMemory());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());

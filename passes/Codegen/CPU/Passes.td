@@ -178,6 +178,21 @@ def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
   ];
 }
 
+def SitsCpuBoolMemory : Pass<"sits-cpu-bool-memory", "ModuleOp"> {
+  let summary = "Scalar loads and stores of i1 buffers as byte accesses";
+  let description = [{
+    A buffer of `i1` holds one byte per element (NumPy's `bool` layout),
+    which upstream's memref-to-LLVM lowering does not accept for element
+    types narrower than a byte. Rewrites every scalar `memref.load` and
+    `memref.store` of `i1` into an `llvm.load`/`llvm.store` of `i8` at the
+    aligned pointer plus the linearized offset (a load compares the byte
+    with 0; a store zero-extends). Runs just before the memref conversion.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def SitsCpuMarkEntryPoints : Pass<"sits-cpu-mark-entry-points", "ModuleOp"> {
   let summary = "Give every public function a C interface for the runtime";
   let description = [{

@@ -42,6 +42,10 @@ bool shouldVectorize(linalg::LinalgOp op) {
     return false;
   if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
     return false;
+  // A tile left with unit loops only has nothing to vectorize (and a
+  // gather there would become an invalid 0-d vector.gather).
+  if (llvm::all_of(op.getStaticLoopRanges(), [](int64_t r) { return r == 1; }))
+    return false;
   // Each operand becomes one vector of its (static) shape; a contraction's
   // iteration space (m x n x k) is never materialized as a vector.
   for (OpOperand &operand : op->getOpOperands()) {

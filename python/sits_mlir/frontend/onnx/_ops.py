@@ -573,12 +573,191 @@ def _check_dropout(g, node):
         t = g.const(node.input[2]) if g.is_const(node.input[2]) else None
         if t is None or bool(np.asarray(t).reshape(-1)[0]):
             return "training_mode must be a constant false"
-    return unused_outputs(1)(g, node)
+    return None
 
 
 @converter("Dropout", check=_check_dropout)
 def _dropout(ctx, node):
-    return [ctx.get(node.input[0])] + [None] * (len(node.output) - 1)
+    x = ctx.get(node.input[0])
+    outs = [x]
+    if len(node.output) > 1 and node.output[1]:  # inference: nothing is dropped
+        outs.append(ctx.b.splat(1, ctx.b.mixed_shape(x), ir.IntegerType.get_signless(1)))
+    return outs
+
+
+def _check_depth_space(g, node):
+    s = g.shape(node.input[0])
+    if s is None or len(s) != 4 or None in s[1:]:
+        return "needs a 4-D NCHW input with static C, H and W"
+    bs = attributes(node).get("blocksize")
+    if not bs or bs < 1:
+        return "blocksize must be a positive integer"
+    if node.op_type == "DepthToSpace" and s[1] % (bs * bs):
+        return "the channel count must be a multiple of blocksize²"
+    if node.op_type == "SpaceToDepth" and (s[2] % bs or s[3] % bs):
+        return "H and W must be multiples of blocksize"
+    return None
+
+
+@converter("DepthToSpace", "SpaceToDepth", check=_check_depth_space)
+def _depth_space(ctx, node):
+    """The ONNX definitions: a 6-D reshape, a transpose and a reshape back."""
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    bs = a["blocksize"]
+    n, c, h, w = shape_of(x)
+    if node.op_type == "DepthToSpace":
+        if a.get("mode", "DCR") in ("CRD", b"CRD"):
+            t = b.reshape(x, (n, c // (bs * bs), bs, bs, h, w))
+            perm = (0, 1, 4, 2, 5, 3)
+        else:
+            t = b.reshape(x, (n, bs, bs, c // (bs * bs), h, w))
+            perm = (0, 3, 4, 1, 5, 2)
+        out = (n, c // (bs * bs), h * bs, w * bs)
+    else:
+        t = b.reshape(x, (n, c, h // bs, bs, w // bs, bs))
+        crd = a.get("mode", "DCR") in ("CRD", b"CRD")
+        perm = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
+        out = (n, c * bs * bs, h // bs, w // bs)
+    return [b.reshape(b.transpose(t, perm), out)]
+
+
+def _check_eye_like(g, node):
+    s = g.shape(node.input[0])
+    if s is None or len(s) != 2 or None in s:
+        return "needs a static 2-D input"
+    if g.dtype(node.output[0]) is None:
+        return "unsupported output element type"
+    return None
+
+
+@converter("EyeLike", check=_check_eye_like, reads=())
+def _eye_like(ctx, node):
+    n, m = ctx.g.shape(node.input[0])
+    k = ctx.attrs(node).get("k", 0)
+    dt = ctx.g.dtype(node.output[0])
+    return [ctx.const_value(np.eye(n, m, k, dtype=dt), node.output[0])]
+
+
+def _check_one_hot(g, node):
+    r = need_const(g, node, 1, 2, what="depth and values")
+    if r:
+        return r
+    s = g.shape(node.input[0])
+    if s is None or None in s:
+        return "needs indices of static shape"
+    if g.dtype(node.input[0]) is None or _types.is_float(g.dtype(node.input[0])):
+        return "needs integer indices"
+    return None
+
+
+@converter("OneHot", check=_check_one_hot, reads=(0,))
+def _one_hot(ctx, node):
+    b, g = ctx.b, ctx.g
+    idx = ctx.get(node.input[0])
+    depth = int(np.asarray(g.const(node.input[1])).reshape(-1)[0])
+    off_on = np.asarray(g.const(node.input[2])).reshape(-1)
+    rank = len(shape_of(idx))
+    axis = norm_axis(ctx.attrs(node).get("axis", -1), rank + 1)
+    out_shape = list(shape_of(idx))
+    out_shape.insert(axis, depth)
+    elem_i = elem_of(idx)
+    # A negative index counts from the end of the depth axis.
+    d = b.splat(depth, shape_of(idx), elem_i)
+    zero = b.splat(0, shape_of(idx), elem_i)
+    idx = arith.select(arith.cmpi(arith.CmpIPredicate.slt, idx, zero), arith.addi(idx, d), idx)
+    unit = out_shape[:axis] + [1] + out_shape[axis + 1:]
+    idx_b = b.broadcast_to(b.reshape(idx, unit), out_shape)
+    iota = b.constant(np.arange(depth, dtype=np.int64).reshape(
+        [depth if k == axis else 1 for k in range(rank + 1)]), name="iota")
+    iota = b.broadcast_to(cast_value(ctx, iota, np.int64, g.dtype(node.input[0])), out_shape)
+    hit = arith.cmpi(arith.CmpIPredicate.eq, idx_b, iota)
+    dt = g.dtype(node.output[0])
+    elem = _types.mlir_type(dt)
+    on = b.splat(off_on[1].item(), out_shape, elem)
+    off = b.splat(off_on[0].item(), out_shape, elem)
+    return [arith.select(hit, on, off)]
+
+
+def _check_channel_norm(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    s = g.shape(node.input[0])
+    if s is None or len(s) < 2 or None in s:
+        return "needs an input of static shape, rank ≥ 2"
+    if node.op_type == "GroupNormalization":
+        groups = attributes(node).get("num_groups")
+        if not groups or s[1] % groups:
+            return "num_groups must divide the channel count"
+        if attributes(node).get("stash_type", 1) != 1:
+            return "stash_type other than 1 (float32) is not supported"
+        for k in (1, 2):
+            ps = g.shape(node.input[k])
+            if ps is None or (ps != (s[1],) and not g.is_const(node.input[k])):
+                return "per-group scale and bias (opset 18) must be constants"
+    if node.op_type == "MeanVarianceNormalization":
+        axes = attributes(node).get("axes", [0, 2, 3])
+        if any(not -len(s) <= a < len(s) for a in axes):
+            return "axes out of range"
+    return None
+
+
+def normalize_over(ctx, x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes` (static), in x's type."""
+    b = ctx.b
+    rank = len(shape_of(x))
+    count = float(np.prod([shape_of(x)[k] for k in axes]))
+    add = lambda v, acc: arith.addf(acc, v)  # noqa: E731
+
+    def mean_of(v):
+        m = b.reduce(v, axes, add, 0)
+        m = arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m)))
+        return b.broadcast_to(b.keep_dims(m, rank, axes), b.mixed_shape(x))
+    centered = arith.subf(x, mean_of(x))
+    var = mean_of(arith.mulf(centered, centered))
+    return arith.mulf(centered, math.rsqrt(arith.addf(var, b.splat(float(eps), b.mixed_shape(x),
+                                                                     elem_of(x)))))
+
+
+@converter("InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
+           check=_check_channel_norm)
+def _channel_norm(ctx, node):
+    b, g = ctx.b, ctx.g
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    shape = list(shape_of(x))
+    rank = len(shape)
+    dt = g.dtype(node.input[0])
+    if node.op_type == "MeanVarianceNormalization":
+        axes = sorted(norm_axis(k, rank) for k in a.get("axes", [0, 2, 3]))
+        return [normalize_over(ctx, x, axes, 1e-9)]
+    eps = a.get("epsilon", 1e-5)
+    f32 = np.dtype(np.float32)
+    xf = cast_value(ctx, x, dt, f32)
+    if node.op_type == "InstanceNormalization":
+        y = normalize_over(ctx, xf, list(range(2, rank)), eps)
+    else:  # per (batch, group) over the group's channels and all positions
+        groups = a["num_groups"]
+        grouped = [shape[0], groups, shape[1] // groups] + shape[2:]
+        y = normalize_over(ctx, b.reshape(xf, grouped), list(range(2, rank + 1)), eps)
+        y = b.reshape(y, shape)
+    y = cast_value(ctx, y, f32, dt)
+    # Per-channel scale and bias along axis 1.
+    ch = [1] * rank
+    ch[1] = shape[1]
+    for k, fn in ((1, arith.mulf), (2, arith.addf)):
+        p = g.const(node.input[k]) if g.is_const(node.input[k]) else None
+        if p is not None:
+            p = np.asarray(p).reshape(-1)
+            if p.size != shape[1]:  # opset 18 GroupNormalization: one per group
+                p = np.repeat(p, shape[1] // p.size)
+            v = b.constant(np.ascontiguousarray(p.reshape(ch)), name=node.input[k])
+        else:
+            v = b.reshape(ctx.get(node.input[k]), ch)
+        y = fn(y, b.broadcast_to(v, shape))
+    return [y]
 
 
 # -- contractions -------------------------------------------------------------

@@ -83,3 +83,21 @@ func.func @bool_result(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xi
   } -> tensor<4x8xi1>
   return %r : tensor<4x8xi1>
 }
+
+// -----
+
+// A tile of unit loops only stays scalar: there is nothing to vectorize, and
+// its gather would become an invalid 0-d vector.gather.
+// CHECK-LABEL: func.func @unit_gather
+//   CHECK-NOT:   vector.gather
+//       CHECK:   linalg.generic
+func.func @unit_gather(%src: tensor<16xf32>, %idx: tensor<1x1xi64>) -> tensor<1x1xf32> {
+  %e = tensor.empty() : tensor<1x1xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%idx : tensor<1x1xi64>) outs(%e : tensor<1x1xf32>) {
+  ^bb0(%i: i64, %o: f32):
+    %k = arith.index_cast %i : i64 to index
+    %v = tensor.extract %src[%k] : tensor<16xf32>
+    linalg.yield %v : f32
+  } -> tensor<1x1xf32>
+  return %r : tensor<1x1xf32>
+}
