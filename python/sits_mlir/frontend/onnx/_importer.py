@@ -107,7 +107,7 @@ class Importer:
                                op_type=n.op_type, node_name=g.node_name(i),
                                domain=domain or "ai.onnx", opset=g.opsets.get(domain, 0))
 
-    def _value_problem(self, name: str) -> Optional[str]:
+    def _value_problem(self, name: str, read: bool = True) -> Optional[str]:
         """Why `name`'s type cannot be imported (None if it can). Returns ''
         when the cause lies upstream (an unknown input rank)."""
         g = self.g
@@ -119,7 +119,7 @@ class Importer:
         shape = g.shape(name)
         if shape is None:
             return ""
-        if 0 in shape and not g.is_const(name):  # codegen assumes non-empty tensors
+        if 0 in shape and read and not g.is_const(name):  # codegen assumes non-empty tensors
             return f"'{name}' is empty (shape {list(shape)}); empty tensors are not supported"
         return None
 
@@ -170,12 +170,14 @@ class Importer:
             if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
                 return "ops with subgraphs are not supported"
         upstream = False
+        unread = {x for k, x in enumerate(n.input)
+                  if conv.reads is not None and k not in conv.reads}
         for name in list(n.input) + list(n.output):
             if not name:
                 continue
             if name in n.output and not g.uses(name) and name != n.output[0]:
                 continue
-            r = self._value_problem(name)
+            r = self._value_problem(name, read=name not in unread)
             if r:
                 return r
             if r == "":

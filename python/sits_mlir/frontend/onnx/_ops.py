@@ -314,8 +314,9 @@ def _bitwise(ctx, node):
     if op == "BitShift":
         direction = ctx.attrs(node)["direction"]
         direction = direction.decode() if isinstance(direction, bytes) else direction
-        # ONNX's BitShift is defined on unsigned types: a logical right shift.
-        fn = arith.shli if direction == "LEFT" else arith.shrui
+        # Unsigned types shift in zeros; signed ones (opset 28) keep the sign.
+        signed = not _types.is_unsigned(ctx.g.dtype(node.input[0]))
+        fn = arith.shli if direction == "LEFT" else (arith.shrsi if signed else arith.shrui)
     else:
         fn = {"BitwiseAnd": arith.andi, "BitwiseOr": arith.ori, "BitwiseXor": arith.xori}[op]
     return [ctx.elementwise(fn, node.input[:2], node.output[0])]
@@ -362,6 +363,54 @@ def _sign(ctx, node):
         return [arith.select(pos, one, zero)]
     neg = arith.cmpi(arith.CmpIPredicate.slt, x, zero)
     return [arith.select(pos, one, arith.select(neg, m1, zero))]
+
+
+def _check_lp_norm(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    s = g.shape(node.input[0])
+    if s is None:
+        return "input rank is unknown"
+    if attributes(node).get("p", 2) not in (1, 2):
+        return "p must be 1 or 2"
+    return None
+
+
+@converter("LpNormalization", check=_check_lp_norm)
+def _lp_norm(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    rank = len(shape_of(x))
+    axis = norm_axis(a.get("axis", -1), rank)
+    p = a.get("p", 2)
+    mag = math.absf(x) if p == 1 else arith.mulf(x, x)
+    norm = b.reduce(mag, [axis], lambda v, acc: arith.addf(acc, v), 0)
+    if p == 2:
+        norm = math.sqrt(norm)
+    norm = b.broadcast_to(b.keep_dims(norm, rank, [axis]), b.mixed_shape(x))
+    # A zero vector stays zero (0 / 0 would be NaN).
+    zero = b.splat(0.0, b.mixed_shape(x), elem_of(x))
+    nonzero = arith.cmpf(arith.CmpFPredicate.ONE, norm, zero)
+    return [arith.select(nonzero, arith.divf(x, norm), zero)]
+
+
+def _check_bitcast(g, node):
+    src, dst = g.dtype(node.input[0]), g.dtype(node.output[0])
+    if src is None or dst is None:
+        return "unsupported element type"
+    if np.dtype(src).itemsize != np.dtype(dst).itemsize or _types.is_bool(src) or \
+            _types.is_bool(dst):
+        return "only bit casts between types of one width (not bool) are supported"
+    return None
+
+
+@converter("BitCast", check=_check_bitcast)
+def _bitcast(ctx, node):
+    x = ctx.get(node.input[0])
+    target = ctx.b.tensor_type(shape_of(x), ctx.g.dtype(node.output[0]))
+    return [arith.bitcast(target, x)]
 
 
 _SMOOTH = ("Softplus", "Softsign", "Selu", "Celu", "ThresholdedRelu", "Mish", "Shrink",
@@ -557,7 +606,7 @@ def _check_cast(g, node):
     return None
 
 
-@converter("Cast", "CastLike", check=_check_cast)
+@converter("Cast", "CastLike", check=_check_cast, reads=(0,))  # CastLike's input 1: its type only
 def _cast(ctx, node):
     return [cast_value(ctx, ctx.get(node.input[0]), ctx.g.dtype(node.input[0]),
                        ctx.g.dtype(node.output[0]))]
