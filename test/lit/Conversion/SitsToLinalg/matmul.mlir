@@ -162,3 +162,18 @@ func.func @matmul_dynamic_batch(%f: tensor<?x8x16xf32>, %g: tensor<4x16x32xf32>)
   %y = sits.matmul %f, %g : (tensor<?x8x16xf32>, tensor<4x16x32xf32>) -> tensor<?x8x32xf32>
   return %y : tensor<?x8x32xf32>
 }
+
+// -----
+
+// Several dynamic batch dimensions are not merged into one (a memref
+// expand_shape takes one dynamic extent per group): a contraction generic
+// over (b0, b1, m, n, k) keeps them apart.
+// CHECK-LABEL: func.func @dynamic_batches
+//   CHECK-NOT:   tensor.collapse_shape
+//   CHECK-NOT:   linalg.batch_matmul
+//       CHECK:   linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+//   CHECK-NOT:   tensor.expand_shape
+func.func @dynamic_batches(%a: tensor<?x?x4x8xf32>, %b: tensor<?x?x8x16xf32>) -> tensor<?x?x4x16xf32> {
+  %0 = sits.matmul %a, %b : (tensor<?x?x4x8xf32>, tensor<?x?x8x16xf32>) -> tensor<?x?x4x16xf32>
+  return %0 : tensor<?x?x4x16xf32>
+}
