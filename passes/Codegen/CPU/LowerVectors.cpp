@@ -37,6 +37,36 @@ struct StridedCopyToLoops : OpRewritePattern<memref::CopyOp> {
   }
 };
 
+/// A contraction of f16/bf16 operands into an f32 accumulator has no
+/// outer-product lowering (vector.outerproduct takes one element type), so
+/// the operands are extended to the accumulator's type first: the products
+/// and sums are f32, as the linalg op specifies.
+struct WidenMixedContraction : OpRewritePattern<vector::ContractionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::ContractionOp contract,
+                                PatternRewriter &rewriter) const override {
+    auto accType = dyn_cast<FloatType>(getElementTypeOrSelf(contract.getAccType()));
+    if (!accType)
+      return rewriter.notifyMatchFailure(contract, "not a float accumulator");
+    auto widen = [&](Value v) -> Value {
+      auto vecType = cast<VectorType>(v.getType());
+      auto elem = dyn_cast<FloatType>(vecType.getElementType());
+      if (!elem || elem.getWidth() >= accType.getWidth())
+        return v;
+      return arith::ExtFOp::create(rewriter, contract.getLoc(),
+                                   vecType.clone(accType), v);
+    };
+    Value lhs = widen(contract.getLhs()), rhs = widen(contract.getRhs());
+    if (lhs == contract.getLhs() && rhs == contract.getRhs())
+      return rewriter.notifyMatchFailure(contract, "operand types match");
+    rewriter.modifyOpInPlace(contract, [&] {
+      contract.getLhsMutable().assign(lhs);
+      contract.getRhsMutable().assign(rhs);
+    });
+    return success();
+  }
+};
+
 struct SitsCpuLowerVectorsPass
     : cpu::impl::SitsCpuLowerVectorsBase<SitsCpuLowerVectorsPass> {
   void runOnOperation() override {
@@ -50,6 +80,7 @@ struct SitsCpuLowerVectorsPass
     // broadcasts and shape casts -> flat 1-D vector ops.
     {
       RewritePatternSet patterns(ctx);
+      patterns.add<WidenMixedContraction>(ctx, /*benefit=*/2);
       vector::populateVectorContractLoweringPatterns(
           patterns, vector::VectorContractLowering::OuterProduct);
       vector::populateVectorOuterProductLoweringPatterns(patterns);

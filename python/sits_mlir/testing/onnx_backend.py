@@ -64,7 +64,9 @@ def compiler_fingerprint() -> str:
     artifacts are valid exactly as long as it is unchanged."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        root = pathlib.Path(__file__).resolve().parents[1]
+        # The package as imported (not symlinks resolved): a build tree
+        # links the Python sources next to the native libraries.
+        root = pathlib.Path(os.path.abspath(__file__)).parents[1]
         h = hashlib.sha256()
         files = sorted(p for p in root.rglob("*")
                        if p.is_file() and (p.suffix in (".py", ".so") or ".so." in p.name))
