@@ -753,21 +753,30 @@ def _check_channel_norm(g, node):
     return None
 
 
-def normalize_over(ctx, x, axes, eps):
-    """(x - mean) / sqrt(var + eps) over `axes` (static), in x's type."""
+def moments(ctx, x, axes):
+    """Mean and (biased) variance of `x` over `axes` (static extents), with
+    the reduced axes kept as 1."""
     b = ctx.b
     rank = len(shape_of(x))
     count = float(np.prod([shape_of(x)[k] for k in axes]))
-    add = lambda v, acc: arith.addf(acc, v)  # noqa: E731
 
     def mean_of(v):
-        m = b.reduce(v, axes, add, 0)
-        m = arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m)))
-        return b.broadcast_to(b.keep_dims(m, rank, axes), b.mixed_shape(x))
-    centered = arith.subf(x, mean_of(x))
-    var = mean_of(arith.mulf(centered, centered))
-    return arith.mulf(centered, math.rsqrt(arith.addf(var, b.splat(float(eps), b.mixed_shape(x),
-                                                                     elem_of(x)))))
+        m = b.reduce(v, axes, lambda e, acc: arith.addf(acc, e), 0)
+        return b.keep_dims(arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m))),
+                           rank, axes)
+    mean = mean_of(x)
+    centered = arith.subf(x, b.broadcast_to(mean, b.mixed_shape(x)))
+    return mean, mean_of(arith.mulf(centered, centered))
+
+
+def normalize_over(ctx, x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes` (static), in x's type."""
+    b = ctx.b
+    shape = b.mixed_shape(x)
+    mean, var = moments(ctx, x, axes)
+    centered = arith.subf(x, b.broadcast_to(mean, shape))
+    return arith.mulf(centered, math.rsqrt(arith.addf(b.broadcast_to(var, shape),
+                                                      b.splat(float(eps), shape, elem_of(x)))))
 
 
 @converter("InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
@@ -1221,21 +1230,10 @@ def _layer_norm_stats(ctx, x, dt, axis, eps):
     """LayerNormalization's optional Mean and InvStdDev outputs, computed in
     float32 (stash_type 1) with the reduced axes kept as 1."""
     b = ctx.b
-    f32 = np.dtype(np.float32)
-    x = cast_value(ctx, x, dt, f32)
-    rank = len(shape_of(x))
-    axes = list(range(axis, rank))
-    count = float(np.prod([shape_of(x)[k] for k in axes]))
-    add = lambda v, acc: arith.addf(acc, v)  # noqa: E731
-
-    def mean_of(v):
-        m = b.reduce(v, axes, add, 0)
-        return arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m)))
-    mean = mean_of(x)
-    centered = arith.subf(x, b.broadcast_to(b.keep_dims(mean, rank, axes), b.mixed_shape(x)))
-    var = mean_of(arith.mulf(centered, centered))
+    x = cast_value(ctx, x, dt, np.dtype(np.float32))
+    mean, var = moments(ctx, x, list(range(axis, len(shape_of(x)))))
     inv_std = math.rsqrt(arith.addf(var, b.splat(float(eps), b.mixed_shape(var), elem_of(var))))
-    return [b.keep_dims(mean, rank, axes), b.keep_dims(inv_std, rank, axes)]
+    return [mean, inv_std]
 
 
 def _check_rms_norm(g, node):
