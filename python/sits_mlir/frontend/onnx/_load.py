@@ -162,6 +162,17 @@ def _skeleton(model: onnx.ModelProto, opsets, dynamic_dims) -> onnx.ModelProto:
                 sg.node.append(n2)
                 need_unknown_domain = True
             continue
+        if key == ("com.microsoft", "MatMulNBits"):
+            # Shape inference sees A x W[K, N] (W a typed stand-in input).
+            attrs = {a.name: a.i for a in node.attribute}
+            w = f"__sits_stand_in_{len(sg.node)}"
+            elem = _elem_type_of(model, node.input[0])
+            if elem is not None and "K" in attrs and "N" in attrs:
+                sg.input.append(onnx.helper.make_tensor_value_info(
+                    w, elem, [attrs["K"], attrs["N"]]))
+                sg.node.append(onnx.helper.make_node("MatMul", [node.input[0], w],
+                                                     [node.output[0]], name=node.name))
+                continue
         n = sg.node.add()
         n.CopyFrom(node)
         if node.domain in _STANDARD_DOMAINS + ("ai.onnx.ml",) and not _schema_known(node, opsets):
@@ -190,6 +201,17 @@ def _skeleton(model: onnx.ModelProto, opsets, dynamic_dims) -> onnx.ModelProto:
                     d.Clear()
                     d.dim_value = int(size)
     return skel
+
+
+def _elem_type_of(model: onnx.ModelProto, name: str) -> Optional[int]:
+    """The element type ONNX declares for a graph input or initializer."""
+    for vi in list(model.graph.input) + list(model.graph.value_info):
+        if vi.name == name and vi.type.HasField("tensor_type"):
+            return vi.type.tensor_type.elem_type
+    for t in model.graph.initializer:
+        if t.name == name:
+            return t.data_type
+    return None
 
 
 def _value_type(vi: onnx.ValueInfoProto) -> Optional[ValueType]:

@@ -1955,3 +1955,86 @@ def _quantize(ctx, node):
     if block is not None:
         kw["block_size"] = i64_attr(block)
     return [sits.quantize(qtype, x, scale, zero_point=zp, **kw)]
+
+
+# -- com.microsoft MatMulNBits -------------------------------------------------
+
+def _check_matmul_nbits(g, node):
+    a = attributes(node)
+    r = need_float(g, node)
+    if r:
+        return r
+    if a.get("bits", 4) not in (4, 8):
+        return f"bits={a.get('bits')} is not supported (4 or 8)"
+    for key in ("K", "N", "block_size"):
+        if not a.get(key) or a[key] < 1:
+            return f"attribute {key} must be a positive integer"
+    if a["block_size"] < 16 or a["block_size"] & (a["block_size"] - 1):
+        return "block_size must be a power of two of at least 16"
+    r = need_const(g, node, 1, 2, 3, 4, 5, what="the weights and their quantization")
+    if r:
+        return r
+    if has_input(node, 4):
+        return "g_idx (act-order) is not supported"
+    if g.dtype(node.input[2]) != g.dtype(node.input[0]):
+        return "the scales' element type must be the input's"
+    return None
+
+
+def _nbits_unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """Low-bit values packed into bytes, lowest bits first, per row."""
+    b = packed.reshape(packed.shape[0], -1).astype(np.uint8)
+    if bits == 8:
+        return b[:, :count]
+    return np.stack([b & 0x0F, b >> 4], axis=-1).reshape(b.shape[0], -1)[:, :count]
+
+
+@converter("MatMulNBits", check=_check_matmul_nbits, domain="com.microsoft", reads=(0,))
+def _matmul_nbits(ctx, node):
+    """onnxruntime's block-quantized weights: B is [N, K/bs, bs·bits/8] bytes,
+    scales [N, K/bs], zero points packed like B (default 2^(bits-1)) or as
+    floats. The weights become a sits.qmatmul over [N, K] int8 values with
+    the zero point folded in, one scale per block along K."""
+    g, b = ctx.g, ctx.b
+    a = ctx.attrs(node)
+    bits, bs, k, n = a.get("bits", 4), a["block_size"], a["K"], a["N"]
+    blocks = -(-k // bs)
+    q = _nbits_unpack(np.asarray(g.const(node.input[1])), bits, blocks * bs).astype(np.int16)
+    scales = np.asarray(g.const(node.input[2])).reshape(n, blocks)
+    offset = 1 << (bits - 1)
+    if has_input(node, 3):
+        zp = np.asarray(g.const(node.input[3]))
+        if _types.is_float(zp.dtype):  # float zero points: w = (q - zp) * s = q*s - zp*s
+            w = (q.reshape(n, blocks, bs).astype(np.float32)
+                 - zp.reshape(n, blocks, 1).astype(np.float32)) * \
+                scales.reshape(n, blocks, 1).astype(np.float32)
+            w = w.reshape(n, -1)[:, :k].T.astype(scales.dtype)
+            y = emit_matmul_const(ctx, node.input[0], np.ascontiguousarray(w), node.output[0])
+            return [y]
+        zp = _nbits_unpack(zp.reshape(n, -1), bits, blocks).astype(np.int16)
+    else:
+        zp = np.full((n, blocks), offset, np.int16)
+    scale = b.constant(np.ascontiguousarray(scales), name=node.input[2])
+    zero_point = None
+    if bits == 4:  # q - zp fits int8: no zero point left in the inner loop
+        centered = (q.reshape(n, blocks, bs) - zp[:, :, None]).reshape(n, -1)[:, :k]
+        weight = b.constant(np.ascontiguousarray(centered.astype(np.int8)), name=node.input[1])
+    else:  # 8-bit: unsigned weights and zero points as they are
+        ui8 = ir.IntegerType.get_unsigned(8)
+        weight = b.constant(np.ascontiguousarray(q[:, :k].astype(np.uint8)), name=node.input[1],
+                            elem=ui8)
+        zero_point = b.constant(np.ascontiguousarray(zp.astype(np.uint8)), name="zero_point",
+                                elem=ui8)
+    x = ctx.get(node.input[0])
+    bias = None
+    if has_input(node, 5):
+        bias = b.constant(np.asarray(g.const(node.input[5])).reshape(n), name=node.input[5])
+    return [sits.qmatmul(x, weight, scale, zero_point=zero_point, bias=bias, axis=i64_attr(1),
+                         block_size=i64_attr(bs), transpose_weight=True)]
+
+
+def emit_matmul_const(ctx, x_name, w: np.ndarray, out_name):
+    """x @ w for a constant [K, N] weight."""
+    b = ctx.b
+    x = ctx.get(x_name)
+    return sits.matmul(x, b.constant(w, name=out_name + "_weight"))
