@@ -2038,3 +2038,91 @@ def emit_matmul_const(ctx, x_name, w: np.ndarray, out_name):
     b = ctx.b
     x = ctx.get(x_name)
     return sits.matmul(x, b.constant(w, name=out_name + "_weight"))
+
+
+# -- integer matmuls: MatMulInteger, QLinearMatMul ------------------------------
+
+_INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _scalar_input(g, node, k):
+    s = g.shape(node.input[k]) if has_input(node, k) else ()
+    return s is not None and int(np.prod([d or 0 for d in s], dtype=np.int64)) <= 1 and \
+        None not in s
+
+
+def _check_int_matmul(g, node):
+    a_name, b_name = (node.input[0], node.input[1]) if node.op_type == "MatMulInteger" else \
+        (node.input[0], node.input[3])
+    for name in (a_name, b_name):
+        if g.dtype(name) not in _INT8:
+            return "needs int8 or uint8 operands"
+    sa, sb = g.shape(a_name), g.shape(b_name)
+    if sa is None or sb is None or len(sa) != len(sb) or len(sa) not in (2, 3):
+        return "needs operands of one rank, 2 or 3"
+    if len(sa) == 3 and (sa[0] != sb[0] or sa[0] is None):
+        return "batched operands need one static batch extent"
+    params = range(2, 4) if node.op_type == "MatMulInteger" else (1, 2, 4, 5, 6, 7)
+    for k in params:
+        if has_input(node, k) and not _scalar_input(g, node, k):
+            return f"input {k} ('{node.input[k]}') must be a scalar (per-row/column not supported)"
+    return None
+
+
+def _int32_operand(ctx, name, zp_name):
+    """`name` widened to i32 with its (scalar) zero point subtracted."""
+    g, b = ctx.g, ctx.b
+    i32 = np.dtype(np.int32)
+    v = cast_value(ctx, ctx.get(name), g.dtype(name), i32)
+    if zp_name:
+        zp = cast_value(ctx, ctx.get(zp_name), g.dtype(zp_name), i32)
+        v = arith.subi(v, b.broadcast_to(b.reshape(zp, ()), b.mixed_shape(v)))
+    return v
+
+
+def _int_matmul(ctx, a, b_):
+    """a @ b_ on i32 tensors of rank 2 or 3 (linalg.matmul / batch_matmul)."""
+    b = ctx.b
+    sa, sb = shape_of(a), shape_of(b_)
+    shape = list(sa[:-1]) + [sb[-1]]
+    i32 = elem_of(a)
+    init = linalg.fill(b.scalar(0, i32), outs=[b.empty(shape, i32)])
+    op = linalg.matmul if len(sa) == 2 else linalg.batch_matmul
+    return op(a, b_, outs=[init])
+
+
+def _opt(node, k):
+    return node.input[k] if has_input(node, k) else None
+
+
+@converter("MatMulInteger", check=_check_int_matmul)
+def _matmul_integer(ctx, node):
+    a = _int32_operand(ctx, node.input[0], _opt(node, 2))
+    b_ = _int32_operand(ctx, node.input[1], _opt(node, 3))
+    return [_int_matmul(ctx, a, b_)]
+
+
+@converter("QLinearMatMul", check=_check_int_matmul)
+def _qlinear_matmul(ctx, node):
+    """The i32 product of the zero-point-free operands, requantized as
+    onnxruntime does: round-half-even(acc * a_scale * b_scale / y_scale)
+    + y_zero_point, saturated to the output type."""
+    g, b = ctx.g, ctx.b
+    acc = _int_matmul(ctx, _int32_operand(ctx, node.input[0], node.input[2]),
+                      _int32_operand(ctx, node.input[3], node.input[5]))
+    shape = b.mixed_shape(acc)
+    f32 = np.dtype(np.float32)
+
+    def scalar_f32(k):
+        v = cast_value(ctx, ctx.get(node.input[k]), g.dtype(node.input[k]), f32)
+        return b.broadcast_to(b.reshape(v, ()), shape)
+    scale = arith.divf(arith.mulf(scalar_f32(1), scalar_f32(4)), scalar_f32(6))
+    y = math.roundeven(arith.mulf(cast_value(ctx, acc, np.dtype(np.int32), f32), scale))
+    out_dt = g.dtype(node.output[0])
+    if has_input(node, 7):
+        y = arith.addf(y, scalar_f32(7))
+    info = np.iinfo(out_dt)
+    e = elem_of(y)
+    y = arith.minimumf(arith.maximumf(y, b.splat(float(info.min), shape, e)),
+                       b.splat(float(info.max), shape, e))
+    return [cast_value(ctx, y, f32, out_dt)]
