@@ -2069,14 +2069,20 @@ def _check_int_matmul(g, node):
     return None
 
 
-def _int32_operand(ctx, name, zp_name):
-    """`name` widened to i32 with its (scalar) zero point subtracted."""
+def _int32_operand(ctx, name, zp_name, axis=None):
+    """`name` widened to i32 with its zero point subtracted: a scalar, or
+    one per index of `axis` (a filter's output channels)."""
     g, b = ctx.g, ctx.b
     i32 = np.dtype(np.int32)
     v = cast_value(ctx, ctx.get(name), g.dtype(name), i32)
     if zp_name:
         zp = cast_value(ctx, ctx.get(zp_name), g.dtype(zp_name), i32)
-        v = arith.subi(v, b.broadcast_to(b.reshape(zp, ()), b.mixed_shape(v)))
+        rank = len(shape_of(v))
+        if axis is not None and int(np.prod(shape_of(zp))) > 1:
+            zp = b.reshape(zp, tuple(shape_of(v)[axis] if d == axis else 1 for d in range(rank)))
+        else:
+            zp = b.reshape(zp, ())
+        v = arith.subi(v, b.broadcast_to(zp, b.mixed_shape(v)))
     return v
 
 
@@ -2107,9 +2113,16 @@ def _qlinear_matmul(ctx, node):
     """The i32 product of the zero-point-free operands, requantized as
     onnxruntime does: round-half-even(acc * a_scale * b_scale / y_scale)
     + y_zero_point, saturated to the output type."""
-    g, b = ctx.g, ctx.b
     acc = _int_matmul(ctx, _int32_operand(ctx, node.input[0], node.input[2]),
                       _int32_operand(ctx, node.input[3], node.input[5]))
+    return [_requantize(ctx, node, acc)]
+
+
+def _requantize(ctx, node, acc):
+    """QLinear* output: round-half-even(acc * s1 * s4 / s6) + zp7 (inputs
+    1, 4, 6 and 7 of QLinearMatMul and QLinearConv), saturated to the
+    output type."""
+    g, b = ctx.g, ctx.b
     shape = b.mixed_shape(acc)
     f32 = np.dtype(np.float32)
 
@@ -2118,11 +2131,73 @@ def _qlinear_matmul(ctx, node):
         return b.broadcast_to(b.reshape(v, ()), shape)
     scale = arith.divf(arith.mulf(scalar_f32(1), scalar_f32(4)), scalar_f32(6))
     y = math.roundeven(arith.mulf(cast_value(ctx, acc, np.dtype(np.int32), f32), scale))
-    out_dt = g.dtype(node.output[0])
     if has_input(node, 7):
         y = arith.addf(y, scalar_f32(7))
+    out_dt = g.dtype(node.output[0])
     info = np.iinfo(out_dt)
     e = elem_of(y)
     y = arith.minimumf(arith.maximumf(y, b.splat(float(info.min), shape, e)),
                        b.splat(float(info.max), shape, e))
-    return [cast_value(ctx, y, f32, out_dt)]
+    return cast_value(ctx, y, f32, out_dt)
+
+
+# -- integer convolutions: ConvInteger, QLinearConv -----------------------------
+
+def _check_int_conv(g, node):
+    x_name, w_name = (node.input[0], node.input[1]) if node.op_type == "ConvInteger" else \
+        (node.input[0], node.input[3])
+    for name in (x_name, w_name):
+        if g.dtype(name) not in _INT8:
+            return "needs int8 or uint8 operands"
+    xs, ws = g.shape(x_name), g.shape(w_name)
+    if xs is None or ws is None or len(xs) != 4 or None in xs or None in ws:
+        return "needs static 2-D NCHW operands"
+    if attributes(node).get("group", 1) != 1:
+        return "grouped integer convolutions are not supported"
+    pads = conv_padding(g, node, xs, ws)
+    if isinstance(pads, str):
+        return pads
+    params = (2,) if node.op_type == "ConvInteger" else (1, 2, 4, 5, 6, 7)
+    for k in params:
+        if has_input(node, k) and not _scalar_input(g, node, k):
+            return f"input {k} ('{node.input[k]}') must be a scalar (per-channel not supported)"
+    if node.op_type == "ConvInteger" and has_input(node, 3) and not _scalar_input(g, node, 3) \
+            and g.shape(node.input[3]) != (ws[0],):
+        return "the filter's zero point must be a scalar or one per output channel"
+    if node.op_type == "QLinearConv" and has_input(node, 8) and g.dtype(node.input[8]) != np.int32:
+        return "the bias must be int32"
+    return None
+
+
+def _int_conv(ctx, node, x, w):
+    """Conv of i32 operands (zero points already subtracted, so padding is
+    0) as linalg.conv_2d_nchw_fchw."""
+    b, g = ctx.b, ctx.g
+    a = ctx.attrs(node)
+    pads = conv_padding(g, node, shape_of(x), shape_of(w))
+    x = pad_tensor(ctx, x, [0, 0] + pads[:2], [0, 0] + pads[2:], 0)
+    shape = list(g.shape(node.output[0]))
+    i32 = elem_of(x)
+    init = linalg.fill(b.scalar(0, i32), outs=[b.empty(shape, i32)])
+    return linalg.conv_2d_nchw_fchw(x, w, outs=[init], strides=list(a.get("strides", [1, 1])),
+                                    dilations=list(a.get("dilations", [1, 1])))
+
+
+@converter("ConvInteger", check=_check_int_conv)
+def _conv_integer(ctx, node):
+    x = _int32_operand(ctx, node.input[0], _opt(node, 2))
+    w = _int32_operand(ctx, node.input[1], _opt(node, 3), axis=0)
+    return [_int_conv(ctx, node, x, w)]
+
+
+@converter("QLinearConv", check=_check_int_conv)
+def _qlinear_conv(ctx, node):
+    """The i32 convolution (+ the i32 bias) requantized like QLinearMatMul."""
+    b = ctx.b
+    acc = _int_conv(ctx, node, _int32_operand(ctx, node.input[0], node.input[2]),
+                    _int32_operand(ctx, node.input[3], node.input[5]))
+    shape = b.mixed_shape(acc)
+    if has_input(node, 8):
+        bias = b.reshape(ctx.get(node.input[8]), (1, shape[1], 1, 1))
+        acc = arith.addi(acc, b.broadcast_to(bias, shape))
+    return [_requantize(ctx, node, acc)]
