@@ -5,6 +5,7 @@
 #include "dialects/Sits/IR/SitsOps.h"
 #include "dialects/Target/KnownTargets.h"
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/GPU/Passes.h"
 #include "passes/Pipelines/Pipelines.h"
 #include "passes/Conversion/Passes.h"
 #include "passes/Transforms/Passes.h"
@@ -24,6 +25,7 @@ void sitsRegisterPasses(void) {
     mlir::sits::registerSitsPasses();
     mlir::sits::registerSitsConversionPasses();
     mlir::sits::cpu::registerSitsCpuPasses();
+    mlir::sits::gpu::registerSitsGpuPasses();
     mlir::sits::registerSitsPipelines();
     return true;
   }();

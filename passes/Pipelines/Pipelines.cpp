@@ -3,6 +3,7 @@
 #include "passes/Pipelines/Pipelines.h"
 
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/GPU/Passes.h"
 #include "passes/Conversion/Passes.h"
 #include "passes/Transforms/Passes.h"
 
@@ -12,6 +13,8 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -145,6 +148,121 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
   buildCpuCodegenPassPipeline(pm, options);
 }
 
+void mlir::sits::buildGpuCodegenPassPipeline(
+    OpPassManager &pm, const GpuCodegenPipelineOptions &options) {
+  // Unknown names get H100 defaults; the Python driver only passes known
+  // NVIDIA targets.
+  const target::TargetInfo *info = target::lookupTarget(options.target);
+  if (!info || info->vendor != target::Vendor::Nvidia)
+    info = target::lookupTarget("h100");
+
+  // As on the CPU: elementwise arith/math on tensors become linalg ops and
+  // chains of them fuse before fusion groups are formed. Convolutions
+  // become a gather and a GEMM first so that their epilogues fuse into the
+  // GEMM like a matmul's, and every copy the model makes becomes a linalg
+  // op, so that it runs in a kernel (the host never touches device memory).
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuConvToGemm());
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMaterializeCopies());
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
+  addCleanup(pm);
+
+  // Blocks, threads and reduction steps, on tensors where fusion is a matter
+  // of slicing values. Staging operands in shared memory comes right after
+  // tiling, while each operand is still a slice of its block's tile (no
+  // canonicalization has merged the slices yet).
+  sits::gpu::SitsGpuTileAndFuseOptions tiling;
+  tiling.maxThreads = options.maxThreads;
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuTileAndFuse(tiling));
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuPromoteOperands());
+  addCleanup(pm);
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuVectorize());
+  addCleanup(pm);
+
+  // Bufferize with results as caller-provided out-params (device buffers
+  // the runtime owns) and the weights as a leading device buffer, as on the
+  // CPU. Workgroup tensors become workgroup buffers.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  addCleanup(pm);
+  // Copies of a buffer onto itself (in-place inserts) fold once CSE has
+  // merged their equal views.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createSitsExternalizeWeights());
+
+  // Kernels: block loops become launches, thread loops SPMD code, staged
+  // copies are shared among a block's threads, and what is left on the
+  // host is launches and device buffers.
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMapToLaunch());
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDistributeCopies());
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDeviceBuffers());
+  addCleanup(pm);
+  // Vectors down to FMAs, loads and stores; what was not vectorized
+  // becomes loops.
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuLowerVectors());
+  pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass(
+      VectorTransferToSCFOptions().enableFullUnroll()));
+  pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuLowerVectors());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  addCleanup(pm);
+
+  // Kernels into a gpu.module; host operations on one stream, in order.
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(sits::gpu::createSitsGpuMergeKernelModules());
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addPass(cpu::createSitsCpuMarkEntryPoints());
+
+  // To the LLVM and NVVM dialects, as upstream's gpu-lower-to-nvvm-pipeline
+  // orders it: common lowerings on host and device code, then the GPU
+  // module with NVVM's conventions (address spaces, libdevice for math),
+  // then the host's GPU runtime calls.
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  GpuNVVMAttachTargetOptions nvvm;
+  nvvm.chip = info->chip.str();
+  nvvm.features = info->features.str();
+  nvvm.optLevel = unsigned(options.optLevel);
+  pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  addCleanup(pm);
+  // Canonicalization folds some 1-D vector ops back into n-D ones, which
+  // the NVVM lowering does not take: lower them once more right before.
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuLowerVectors());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(cpu::createSitsCpuPackEntryPoints());
+  addCleanup(pm);
+}
+
+void mlir::sits::buildGpuPassPipeline(
+    OpPassManager &pm, const GpuCodegenPipelineOptions &options) {
+  buildSitsGraphPassPipeline(pm);
+  // Weights used transposed are stored transposed once, as for the CPU: a
+  // block's tile of B is then rows of consecutive columns.
+  pm.addPass(createSitsFoldWeightTransposes());
+  pm.addPass(createSitsConvertToLinalg());
+  addCleanup(pm);
+  buildGpuCodegenPassPipeline(pm, options);
+}
+
 void mlir::sits::registerSitsPipelines() {
   PassPipelineRegistration<>(
       "sits-graph-pipeline",
@@ -160,4 +278,15 @@ void mlir::sits::registerSitsPipelines() {
       "linalg on tensors to the LLVM dialect for a CPU: tile, fuse, "
       "vectorize, bufferize with out-params, lower",
       buildCpuCodegenPassPipeline);
+  PassPipelineRegistration<GpuCodegenPipelineOptions>(
+      "sits-gpu-pipeline",
+      "A SITS model to host code and NVIDIA kernels: what sits_mlir.compile "
+      "runs for target='h100' and the other NVIDIA targets",
+      buildGpuPassPipeline);
+  PassPipelineRegistration<GpuCodegenPipelineOptions>(
+      "sits-gpu-codegen",
+      "linalg on tensors to host code and NVIDIA kernels: tile to blocks and "
+      "threads, stage operands in shared memory, vectorize, bufferize, "
+      "launch, serialize",
+      buildGpuCodegenPassPipeline);
 }

@@ -49,6 +49,40 @@ void buildSitsGraphPassPipeline(OpPassManager &pm);
 void buildCpuPassPipeline(OpPassManager &pm,
                           const CpuCodegenPipelineOptions &options);
 
+struct GpuCodegenPipelineOptions
+    : public PassPipelineOptions<GpuCodegenPipelineOptions> {
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("Known target to compile for (h100, h200, a100, v100): "
+                     "its chip and PTX features"),
+      llvm::cl::init("h100")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Device code format: 'isa' (PTX), 'bin' (cubin) or "
+                     "'fatbin' (cubin and PTX; 'bin' and 'fatbin' run "
+                     "ptxas, and fatbinary, from PATH)"),
+      llvm::cl::init("isa")};
+  Option<int64_t> optLevel{*this, "opt-level",
+                           llvm::cl::desc("Device code optimization level"),
+                           llvm::cl::init(3)};
+  Option<int64_t> maxThreads{*this, "max-threads",
+                             llvm::cl::desc("Most threads per block"),
+                             llvm::cl::init(256)};
+};
+
+/// linalg on tensors -> kernels for the NVIDIA GPU `options.target`, in a
+/// module the host can call: public functions become entry points
+/// `void sits_entry_<name>(void **args)` (memref descriptors of device
+/// buffers), the kernels a gpu.binary, launched through MLIR's GPU runtime
+/// ABI (mgpu*). See passes/Codegen/GPU/README.md.
+void buildGpuCodegenPassPipeline(OpPassManager &pm,
+                                 const GpuCodegenPipelineOptions &options);
+
+/// A model in SITS + upstream dialects on tensors -> the same, through the
+/// graph pipeline and SITS to linalg.
+void buildGpuPassPipeline(OpPassManager &pm,
+                          const GpuCodegenPipelineOptions &options);
+
 /// Registers the named pipelines with the global registry.
 void registerSitsPipelines();
 

@@ -7,6 +7,7 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/GPU/Passes.h"
 #include "passes/Pipelines/Pipelines.h"
 #include "passes/Conversion/Passes.h"
 #include "passes/Transforms/Passes.h"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
   mlir::sits::registerSitsPasses();
   mlir::sits::registerSitsConversionPasses();
   mlir::sits::cpu::registerSitsCpuPasses();
+  mlir::sits::gpu::registerSitsGpuPasses();
   mlir::sits::registerSitsPipelines();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {

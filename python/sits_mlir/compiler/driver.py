@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import ir, passmanager, targets
 from ..errors import CompileError, Diagnostic
+from . import gpu as _gpu
 from .link import link_shared_object
 
 __all__ = ["Artifact", "CompileOptions", "compile", "lower"]
@@ -54,6 +55,9 @@ class Artifact:
     pipeline: str
     #: Seconds spent in each stage.
     timings: dict[str, float] = field(default_factory=dict)
+    #: GPU targets: the kernels' PTX and cubin (compiler.gpu.DeviceCode);
+    #: the artifact holds the image the host code loads.
+    device_code: Any = None
 
     def load(self, device: str = "cpu"):
         """Loads the artifact with the runtime (see sits_mlir.runtime.load)."""
@@ -158,15 +162,18 @@ def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None
     options = options or CompileOptions()
     t = targets.lookup(target)
     if t.is_gpu:
-        raise CompileError(f"target '{t.name}': GPU code generation is not available yet; "
-                           "compile for target='cpu'")
+        _gpu.check_supported(t)
     from ..dialects import sits
 
     with module.context:
         module.operation.attributes["sits.target"] = sits.TargetAttr.get(t.name)
-    pipeline = _cpu_pipeline(options)
+    pipeline = _pipeline(t, options)
     _run_pipeline(module, pipeline)
     return pipeline
+
+
+def _pipeline(t, options: CompileOptions) -> str:
+    return _gpu.pipeline(t, options.opt_level) if t.is_gpu else _cpu_pipeline(options)
 
 
 def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = None, *,
@@ -190,6 +197,8 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         setattr(options, key, value)
     progress = _Progress(options.progress)
     t = targets.lookup(target)
+    if t.is_gpu:
+        _gpu.check_supported(t)
 
     with contextlib.ExitStack() as stack:
         if not isinstance(model, ir.Module):
@@ -197,12 +206,21 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         with progress.stage("import"):
             module, input_specs, output_specs, keep_alive, source = _import(model)
         signature = _entry_signature(module, input_specs, output_specs)
-        with progress.stage("lower", f"({_cpu_pipeline(options)})"):
+        with progress.stage("lower", f"({_pipeline(t, options)})"):
             pipeline = lower(module, t.name, options)
+        device = None
+        if t.is_gpu:
+            # Device code first: the host code embeds the assembled image.
+            with progress.stage("assemble", f"(PTX for {t.chip})"):
+                device = _gpu.assemble(module, t)
         with progress.stage("codegen"):
             weights = _native_call("serialize_weights", module.operation)
-            obj = _native_call("emit_object", module.operation, t.triple, t.chip,
-                               t.features, options.opt_level)
+            # GPU host code runs on this machine's CPU family, without
+            # assuming any CPU feature.
+            host = targets.lookup("cpu") if t.is_gpu else t
+            obj = _native_call("emit_object", module.operation, host.triple,
+                               _gpu.generic_cpu(host.triple) if t.is_gpu else t.chip,
+                               "" if t.is_gpu else t.features, options.opt_level)
         del keep_alive
     with progress.stage("link"):
         shared_object = link_shared_object([obj])
@@ -216,6 +234,11 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         "entry_points": [signature],
         "pipeline": pipeline,
     }
+    if device is not None:
+        host = targets.lookup("cpu")
+        manifest["target"] = {"name": t.name, "triple": host.triple,
+                              "cpu": _gpu.generic_cpu(host.triple), "features": []}
+        manifest["device"] = _gpu.manifest_entry(t, device)
     path = os.fspath(output) if output is not None else _default_output(source)
     with progress.stage("write", path):
         from .. import runtime
@@ -223,7 +246,9 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         runtime.write_artifact(path, manifest=manifest, code=shared_object,
                                weights=weights or None, target=t.name)
         manifest = runtime.read_manifest(path)
-    return Artifact(path, manifest, pipeline, progress.timings)
+    artifact = Artifact(path, manifest, pipeline, progress.timings)
+    artifact.device_code = device
+    return artifact
 
 
 def _default_output(source: str | None) -> str:

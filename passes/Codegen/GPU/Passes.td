@@ -1,0 +1,288 @@
+//===- Passes.td - SITS GPU code generation passes ---------*- tablegen -*-===//
+//
+// linalg on tensors -> blocks and threads -> gpu.launch. The passes run in
+// this order in sits-gpu-codegen (passes/Pipelines); README.md next to this
+// file describes the kernels they produce and the artifact contract.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SITS_PASSES_CODEGEN_GPU_PASSES_TD
+#define SITS_PASSES_CODEGEN_GPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SitsGpuConvToGemm : Pass<"sits-gpu-conv-to-gemm", "func::FuncOp"> {
+  let summary = "2-D NCHW convolutions as a patch gather and a GEMM";
+  let description = [{
+    Rewrites `linalg.conv_2d_nchw_fchw` into an all-parallel gather of input
+    patches `I[n, k, oh, ow] = X[n, c, oh * sh + kh * dh - ph, ow * sw +
+    kw * dw - pw]` (`k = (c * KH + kh) * KW + kw`) and a contraction
+    `Y[n, f, oh, ow] += F[f, k] * I[n, k, oh, ow]` with the filter viewed as
+    a `[F, C * KH * KW]` matrix (a reshape, no copy). The GEMM's output is
+    NCHW already, so epilogues (folded batch norm, ReLU, residual adds)
+    fuse into its tiles like any matmul epilogue, and its operand tiles are
+    promoted to shared memory like a matmul's.
+
+    A zero `tensor.pad` of the input is folded into the gather, which then
+    reads zeros outside the image instead of a padded copy.
+
+    ```mlir
+    // Before
+    %p = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] { tensor.yield %zero }
+    %y = linalg.conv_2d_nchw_fchw ins(%p, %w : tensor<1x64x56x56xf32>, tensor<64x64x3x3xf32>) outs(%init)
+    // After
+    %i = linalg.generic {iterator_types = 4 x parallel} outs(%e : tensor<1x576x56x56xf32>) {
+      ... tensor.extract %x[...] (zero outside the image) ...
+    }
+    %f = tensor.collapse_shape %w [[0], [1, 2, 3]] : tensor<64x64x3x3xf32> into tensor<64x576xf32>
+    %y = linalg.generic {(n, f, oh, ow, k): F (f, k), I (n, k, oh, ow), Y (n, f, oh, ow)} ins(%f, %i) outs(%init)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numRewritten", "num-rewritten", "Convolutions computed as a GEMM">,
+  ];
+}
+
+def SitsGpuMaterializeCopies : Pass<"sits-gpu-materialize-copies", "func::FuncOp"> {
+  let summary = "Make every data movement a linalg op, so that it runs in a kernel";
+  let description = [{
+    On a GPU every byte the model moves must be moved by a kernel: the host
+    code only launches kernels and never touches device memory. Ops that
+    bufferize to host-side copies become linalg ops that tile like any
+    elementwise op:
+
+    * `tensor.pad` becomes an all-parallel `linalg.generic` that reads the
+      source inside its bounds and yields the padding value outside;
+    * `tensor.concat` becomes an all-parallel `linalg.generic` reading each
+      position from the input that covers it;
+    * the source of a `tensor.insert_slice` that no linalg op computes (a
+      function argument, a constant) is copied by a `linalg.copy`, which
+      bufferization then writes straight into the destination.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
+  let summary = "Distribute linalg fusion groups over thread blocks and threads";
+  let description = [{
+    Forms fusion groups as the CPU tiler does (an op with the elementwise
+    and reduction producers only it consumes) and tiles each group twice:
+
+    1. its root with `scf.forall` over thread blocks
+       (`#gpu.block<linear_dim_*>`), fusing the group into every block;
+    2. inside a block, every op left there with `scf.forall` over threads
+       (`#gpu.thread<linear_dim_*>`), fusing producers each thread needs a
+       part of its own. Ops that several threads read (a row's mean in a
+       layer norm) get a thread loop of their own: their result stays in
+       the block (shared memory after bufferization), and barriers separate
+       the thread loops.
+
+    A contraction's block is `BM x BN` outputs and each thread holds a
+    `TM x TN` register tile, stepping the reduction `BK` at a time in an
+    `scf.for` (the loop `sits-gpu-promote-operands` stages in shared
+    memory). Elementwise ops give each thread a few contiguous elements
+    (one vector); reductions give each thread a row, reduced a vector at a
+    time. Tile sizes divide the iteration space exactly (every tile is
+    static) and come from the target (`sits.target`): its warp size and how
+    many SMs need work.
+
+    ```mlir
+    // Before: matmul + bias/GELU epilogue, 128x2304.
+    // After:
+    scf.forall (%bm, %bn) in (2, 36) {          // #gpu.block<linear_dim_1/0>
+      scf.forall (%tm, %tn) in (16, 16) {       // #gpu.thread<linear_dim_1/0>
+        linalg.fill -> tensor<4x4xf32>
+        scf.for %k = 0 to 768 step 16 { linalg.matmul 4x16 * 16x4 }
+        linalg.generic (epilogue) -> tensor<4x4xf32>
+      }
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect"
+  ];
+  let options = [
+    Option<"maxThreads", "max-threads", "int64_t", /*default=*/"256",
+           "Most threads per block">,
+  ];
+  let statistics = [
+    Statistic<"numGroups", "num-groups", "Fusion groups distributed over blocks">,
+    Statistic<"numFused", "num-fused", "Producers fused into a block">,
+    Statistic<"numThreadLoops", "num-thread-loops", "Thread loops created">,
+  ];
+}
+
+def SitsGpuPromoteOperands : Pass<"sits-gpu-promote-operands", "func::FuncOp"> {
+  let summary = "Stage contraction operand tiles in shared memory";
+  let description = [{
+    For a contraction inside a reduction loop inside a thread loop (the
+    structure `sits-gpu-tile-and-fuse` builds), every operand that the
+    block's threads read parts of is staged: once per reduction step, the
+    block's whole operand tile is copied into a
+    `bufferization.alloc_tensor` in workgroup memory by a `linalg.copy`
+    marked `sits_cooperative`, and each thread reads its slice from there.
+
+    As sequential code this is still exact (every thread copies the whole
+    tile for itself); `sits-gpu-distribute-copies` later makes the threads
+    of a block share the copy and adds the barriers. Tiles larger than
+    `max-bytes` stay in global memory.
+
+    ```mlir
+    scf.for %k = 0 to 768 step 16 iter_args(%c = %acc) {
+      %blk = tensor.extract_slice %a_block[0, %k] [64, 16] [1, 1]
+      %buf = bufferization.alloc_tensor() {memory_space = #gpu.address_space<workgroup>} : tensor<64x16xf32>
+      %sh = linalg.copy {sits_cooperative} ins(%blk) outs(%buf)
+      %a = tensor.extract_slice %sh[%tm4, 0] [4, 16] [1, 1]
+      ... linalg.matmul ins(%a, %b) outs(%c) ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"16384",
+           "Largest operand tile staged in shared memory">,
+  ];
+  let statistics = [
+    Statistic<"numPromoted", "num-promoted", "Operand tiles staged in shared memory">,
+  ];
+}
+
+def SitsGpuVectorize : Pass<"sits-gpu-vectorize", "func::FuncOp"> {
+  let summary = "Vectorize per-thread linalg tiles and keep accumulators in registers";
+  let description = [{
+    Vectorizes the statically shaped linalg ops of each thread (a register
+    tile of a contraction, a few elements of an elementwise op, a vector of
+    a reduction), so that memory is read and written in vectors and a
+    contraction's accumulator lives in registers across its reduction loop.
+    Cooperative copies (`sits_cooperative`) are left for
+    `sits-gpu-distribute-copies`, and ops with more than `max-elements`
+    elements per operand stay scalar loops.
+  }];
+  let dependentDialects = [
+    "::mlir::vector::VectorDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"maxElements", "max-elements", "int64_t", /*default=*/"256",
+           "Largest operand vectorized">,
+  ];
+  let statistics = [
+    Statistic<"numVectorized", "num-vectorized", "Linalg ops vectorized">,
+  ];
+}
+
+def SitsGpuMapToLaunch : Pass<"sits-gpu-map-to-launch", "func::FuncOp"> {
+  let summary = "Turn block and thread loops into gpu.launch";
+  let description = [{
+    After bufferization: each `scf.forall` mapped to `#gpu.block` becomes a
+    `gpu.launch` with a one-dimensional grid (the block loop's iterations,
+    delinearized from `gpu.block_id x`), and the thread loops inside it
+    become SPMD code over `gpu.thread_id x` (upstream's mapping to threads,
+    with a barrier after each loop). The block size is the largest thread
+    loop; smaller ones are predicated.
+
+    Buffers allocated inside a block but outside any thread loop are
+    shared by the block's threads: they become workgroup attributions of
+    the launch. Buffers allocated inside a thread loop are private to a
+    thread: `memref.alloca`. Linalg ops left outside any block loop (ops
+    that cannot be tiled) run in a kernel of one thread, with a remark.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numLaunches", "num-launches", "Kernels launched">,
+  ];
+}
+
+def SitsGpuDistributeCopies : Pass<"sits-gpu-distribute-copies", "func::FuncOp"> {
+  let summary = "Share cooperative copies among the threads of a block";
+  let description = [{
+    Inside `gpu.launch`, a `linalg.copy` marked `sits_cooperative` (written
+    by `sits-gpu-promote-operands`: every thread copies the block's tile)
+    becomes a loop in which thread `t` of `T` copies vectors
+    `t, t + T, t + 2T, ...` of the tile, between two barriers: the first
+    waits until no thread still reads the previous contents, the second
+    until the whole tile is there. Rows whose length is a multiple of four
+    elements are copied four elements (16 bytes) at a time.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+  let statistics = [
+    Statistic<"numDistributed", "num-distributed", "Copies shared among threads">,
+  ];
+}
+
+def SitsGpuDeviceBuffers : Pass<"sits-gpu-device-buffers", "func::FuncOp"> {
+  let summary = "Allocate intermediate buffers in device memory; check the host code";
+  let description = [{
+    The host function only launches kernels. Its `memref.alloc`s
+    (intermediate tensors between kernels) become `gpu.alloc`s, each freed
+    by a `gpu.dealloc` after its last use, and the launches, allocations
+    and frees are ordered on one stream by `gpu-async-region` afterwards.
+
+    Anything else in the host function that would read or write device
+    memory from the CPU (a load, a store, a copy, a linalg op left outside
+    a kernel) is an error with its location, not a crash at run time.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def SitsGpuLowerVectors : Pass<"sits-gpu-lower-vectors"> {
+  let summary = "Lower vector ops to the 1-D forms the NVVM lowering handles";
+  let description = [{
+    Contractions become outer products and FMAs, reductions, transposes,
+    broadcasts and shape casts become 1-D vector ops, and transfers of
+    rank at most one become loads and stores (higher ranks are unrolled by
+    `convert-vector-to-scf{full-unroll}`). Unlike `convert-vector-to-llvm`,
+    `convert-gpu-to-nvvm` has no such pre-lowering of its own, so the
+    pipeline runs this pass inside the GPU module right before it (after
+    the last canonicalization, which folds some 1-D ops back into n-D
+    ones). Copies between strided buffers become loops: a kernel cannot
+    call MLIR's runner library.
+  }];
+  let dependentDialects = [
+    "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SitsGpuMergeKernelModules : Pass<"sits-gpu-merge-kernel-modules", "ModuleOp"> {
+  let summary = "Put every outlined kernel into one gpu.module, with aligned workgroup buffers";
+  let description = [{
+    `gpu-kernel-outlining` puts each kernel into a `gpu.module` of its own.
+    This pass moves them all into the first one, each kernel named after
+    the module it came from (names that stay unique) and constants the
+    kernels share kept once. The model then compiles to one PTX module:
+    one run of the NVPTX back end and of `ptxas`, one device image in the
+    artifact, and one module for the runtime to load.
+
+    It also gives every workgroup buffer of the kernels 16-byte alignment
+    (`llvm.align`): copies staged into shared memory store 16 bytes at a
+    time, and the NVVM lowering aligns a buffer to its element otherwise.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+  let statistics = [
+    Statistic<"numKernels", "num-kernels", "Kernels in the merged module">,
+  ];
+}
+
+#endif // SITS_PASSES_CODEGEN_GPU_PASSES_TD

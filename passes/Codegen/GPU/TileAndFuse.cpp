@@ -1,0 +1,553 @@
+//===- TileAndFuse.cpp - Distribute fusion groups over blocks and threads -===//
+//
+// Level 1: each fusion group's root is tiled with scf.forall over thread
+// blocks and the group is fused into every block. Level 2: inside a block,
+// ops are tiled again with scf.forall over threads, last op first, each
+// thread loop taking the producers only its threads read. Level 3: inside a
+// thread, a contraction steps its reduction BK at a time and a reduction
+// steps a vector at a time.
+//
+// Every tile size divides its loop's range, so every tile has a static
+// shape: thread loops then have static trip counts (the block size), and
+// shared-memory staging and vectorization need static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Codegen/GPU/Passes.h"
+
+#include "passes/Codegen/Common/FusionGroups.h"
+
+#include "dialects/Sits/IR/SitsDialect.h"
+
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Iterators.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/TilingInterface.h"
+
+namespace mlir::sits::gpu {
+#define GEN_PASS_DEF_SITSGPUTILEANDFUSE
+#include "passes/Codegen/GPU/Passes.h.inc"
+} // namespace mlir::sits::gpu
+
+using namespace mlir;
+using namespace mlir::sits::codegen;
+using mlir::sits::gpu::GpuTilingConfig;
+
+//===----------------------------------------------------------------------===//
+// Target facts
+//===----------------------------------------------------------------------===//
+
+const sits::target::TargetInfo *sits::gpu::getGpuTarget(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  for (; module; module = module->getParentOfType<ModuleOp>())
+    if (auto attr = module->getAttrOfType<sits::TargetAttr>(
+            sits::SitsDialect::getTargetAttrName()))
+      if (const target::TargetInfo *info = attr.getInfo())
+        return info->vendor == target::Vendor::Cpu ? nullptr : info;
+  return nullptr;
+}
+
+GpuTilingConfig sits::gpu::getGpuTilingConfig(Operation *op,
+                                              int64_t maxThreads) {
+  GpuTilingConfig config;
+  // Without a target (a bare lit test), an H100-like default.
+  const target::TargetInfo *info = getGpuTarget(op);
+  int64_t units = info ? info->computeUnits : 132;
+  config.warpSize = info ? info->simdWidth : 32;
+  if (maxThreads > 0)
+    config.maxThreads = maxThreads;
+  // Two blocks per SM: one can wait on memory while the other computes.
+  config.wantedBlocks = 2 * units;
+  // 64x64 outputs per block and 4x4 per thread: 256 threads, 16
+  // accumulators each, and a 64x16 + 16x64 fp32 staging tile (8 KiB).
+  config.bm = 64;
+  config.bn = 64;
+  config.tm = 4;
+  config.tn = 4;
+  config.bk = 16;
+  config.vector = 4;
+  // Static shared memory is limited to 48 KiB per block on every NVIDIA
+  // GPU; more needs an opt-in at launch that the runtime ABI does not have.
+  double perUnitKB = info ? info->sharedMemoryPerUnitKB : 228;
+  config.sharedMemoryBytes =
+      std::min<int64_t>(48 * 1024, int64_t(perUnitKB * 1024));
+  return config;
+}
+
+int64_t sits::gpu::largestDivisorAtMost(int64_t n, int64_t bound) {
+  if (n <= 0 || bound <= 0)
+    return 1;
+  for (int64_t d = std::min(n, bound); d > 1; --d)
+    if (n % d == 0)
+      return d;
+  return 1;
+}
+
+namespace {
+
+using sits::gpu::largestDivisorAtMost;
+
+//===----------------------------------------------------------------------===//
+// Tile size selection
+//===----------------------------------------------------------------------===//
+
+/// Which loops of `root` index the m, n and batch dimensions of the
+/// contraction it is anchored on (itself, or the contraction whose result it
+/// consumes elementwise). Empty when there is no such contraction.
+struct ContractionLoops {
+  SmallVector<unsigned> batch, m, n;
+  bool valid = false;
+};
+
+ContractionLoops classifyContractionLoops(linalg::LinalgOp root) {
+  ContractionLoops result;
+  auto [anchor, rootToOutput] = findAnchorContraction(root);
+  if (!anchor)
+    return result;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(anchor);
+  if (failed(dims))
+    return result;
+  AffineMap outMap = anchor.getMatchingIndexingMap(anchor.getDpsInitOperand(0));
+  auto anchorLoopOf = [&](unsigned rootLoop) -> std::optional<unsigned> {
+    if (root == anchor)
+      return rootLoop;
+    for (auto [dimPos, expr] : llvm::enumerate(rootToOutput.getResults())) {
+      if (!expr.isFunctionOfDim(rootLoop) || dimPos >= outMap.getNumResults())
+        continue;
+      if (auto loop = dyn_cast<AffineDimExpr>(outMap.getResult(dimPos)))
+        return loop.getPosition();
+    }
+    return std::nullopt;
+  };
+  SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
+  for (unsigned i = 0; i < root.getNumLoops(); ++i) {
+    std::optional<unsigned> a = anchorLoopOf(i);
+    if (!a || iterators[i] != utils::IteratorType::parallel)
+      continue;
+    if (llvm::is_contained(dims->batch, *a))
+      result.batch.push_back(i);
+    else if (llvm::is_contained(dims->m, *a))
+      result.m.push_back(i);
+    else if (llvm::is_contained(dims->n, *a))
+      result.n.push_back(i);
+  }
+  result.valid = true;
+  return result;
+}
+
+/// Spreads a tile of `total` elements over `loops` (outermost first): the
+/// innermost takes the largest divisor of its range up to `total`, the next
+/// one what is left, and so on.
+void spread(ArrayRef<int64_t> ranges, ArrayRef<unsigned> loops, int64_t total,
+            MutableArrayRef<int64_t> sizes) {
+  int64_t remaining = total;
+  for (unsigned idx = loops.size(); idx-- > 0;) {
+    unsigned i = loops[idx];
+    sizes[i] = largestDivisorAtMost(ranges[i], std::max<int64_t>(1, remaining));
+    remaining = std::max<int64_t>(1, remaining / sizes[i]);
+  }
+}
+
+/// Product of range / size over the tiled loops.
+int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
+  int64_t tiles = 1;
+  for (auto [range, size] : llvm::zip_equal(ranges, sizes))
+    if (size > 0)
+      tiles *= range / size;
+  return tiles;
+}
+
+/// The per-thread tile of an op whose (block-tiled) loop ranges are
+/// `ranges`: a TM x TN register tile of a contraction (or of the
+/// elementwise op consuming it), a vector of an elementwise op's innermost
+/// dimension, one row of a reduction. Reduction loops are not tiled.
+SmallVector<int64_t> selectThreadTiles(linalg::LinalgOp op,
+                                       ArrayRef<int64_t> ranges,
+                                       const GpuTilingConfig &config) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  for (unsigned i = 0; i < ranges.size(); ++i)
+    if (iterators[i] == utils::IteratorType::parallel)
+      sizes[i] = 1;
+  ContractionLoops loops = classifyContractionLoops(op);
+  if (loops.valid) {
+    spread(ranges, loops.m, config.tm, sizes);
+    spread(ranges, loops.n, config.tn, sizes);
+    // A contraction with few rows (a batch of 8, one decoded token) keeps
+    // one row per thread, so that the block still has threads to spare.
+    if (!loops.m.empty() && ranges[loops.m.back()] <= 2 * config.tm)
+      spread(ranges, loops.m, 1, sizes);
+    return sizes;
+  }
+  bool hasReduction = op.getNumReductionLoops() > 0;
+  if (!hasReduction && !ranges.empty() &&
+      iterators.back() == utils::IteratorType::parallel)
+    sizes.back() = largestDivisorAtMost(ranges.back(), config.vector);
+  return sizes;
+}
+
+/// The block tile of a group's root: BM x BN outputs of a contraction, or
+/// as many elements as `maxThreads` threads handle with their thread tiles,
+/// the innermost dimension first. Shrunk while there are fewer blocks than
+/// the GPU wants and each block keeps at least a warp of threads.
+SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
+                                      const GpuTilingConfig &config) {
+  SmallVector<int64_t> ranges = root.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  auto threadsOf = [&](ArrayRef<int64_t> block) {
+    SmallVector<int64_t> thread = selectThreadTiles(root, block, config);
+    int64_t threads = 1;
+    for (auto [b, t] : llvm::zip_equal(block, thread))
+      if (t > 0)
+        threads *= b / t;
+    return threads;
+  };
+  // Candidate loops to shrink, most preferred first.
+  SmallVector<unsigned> shrinkOrder;
+
+  ContractionLoops loops = classifyContractionLoops(root);
+  if (loops.valid) {
+    for (unsigned b : loops.batch)
+      sizes[b] = 1;
+    spread(ranges, loops.m, config.bm, sizes);
+    spread(ranges, loops.n, config.bn, sizes);
+    for (unsigned i = 0; i < ranges.size(); ++i)
+      if (iterators[i] == utils::IteratorType::parallel && sizes[i] == 0)
+        sizes[i] = 1;
+    // N first (the weights' columns), then M.
+    shrinkOrder.append(loops.n.begin(), loops.n.end());
+    shrinkOrder.append(loops.m.begin(), loops.m.end());
+  } else {
+    SmallVector<unsigned> parallel;
+    for (unsigned i = 0; i < ranges.size(); ++i)
+      if (iterators[i] == utils::IteratorType::parallel)
+        parallel.push_back(i);
+    // Whole vectors of the innermost dimension per thread, then rows.
+    SmallVector<int64_t> unit(ranges.size(), 1);
+    SmallVector<int64_t> thread = selectThreadTiles(root, ranges, config);
+    int64_t budget = config.maxThreads;
+    for (unsigned idx = parallel.size(); idx-- > 0;) {
+      unsigned i = parallel[idx];
+      int64_t perThread = std::max<int64_t>(1, thread[i]);
+      int64_t threads =
+          largestDivisorAtMost(ranges[i] / perThread, std::max<int64_t>(1, budget));
+      sizes[i] = threads * perThread;
+      budget = std::max<int64_t>(1, budget / threads);
+    }
+    shrinkOrder.assign(parallel.begin(), parallel.end());
+  }
+
+  // More blocks while there are too few and each keeps two warps: halve
+  // the largest tile dimension that still has room (the first in
+  // `shrinkOrder` on ties), so tiles stay square-ish and reuse operands.
+  while (countTiles(ranges, sizes) < config.wantedBlocks) {
+    std::optional<SmallVector<int64_t>> best;
+    int64_t bestSize = 0;
+    for (unsigned i : shrinkOrder) {
+      if (sizes[i] <= 1 || sizes[i] <= bestSize)
+        continue;
+      SmallVector<int64_t> candidate(sizes);
+      candidate[i] = largestDivisorAtMost(ranges[i], sizes[i] / 2);
+      if (candidate[i] == sizes[i] ||
+          threadsOf(candidate) < 2 * config.warpSize)
+        continue;
+      best = candidate;
+      bestSize = sizes[i];
+    }
+    if (!best)
+      break;
+    sizes = *best;
+  }
+  return sizes;
+}
+
+//===----------------------------------------------------------------------===//
+// Tiling
+//===----------------------------------------------------------------------===//
+
+/// Mapping attributes for a forall over `n` loops: the innermost loop is
+/// linear dimension 0, so consecutive threads (and blocks) take
+/// consecutive elements of the innermost dimension.
+SmallVector<Attribute> linearMapping(MLIRContext *ctx, unsigned n,
+                                     bool threads) {
+  SmallVector<Attribute> mapping;
+  for (unsigned i = 0; i < n; ++i) {
+    auto id = static_cast<mlir::gpu::MappingId>(
+        static_cast<uint64_t>(mlir::gpu::MappingId::LinearDim0) + (n - 1 - i));
+    if (threads)
+      mapping.push_back(mlir::gpu::GPUThreadMappingAttr::get(ctx, id));
+    else
+      mapping.push_back(mlir::gpu::GPUBlockMappingAttr::get(ctx, id));
+  }
+  return mapping;
+}
+
+bool isStaticallyShaped(linalg::LinalgOp op) {
+  return !llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic);
+}
+
+/// Tiles `root` with a forall of `sizes` (mapped to blocks or threads) and
+/// fuses the producers `group` owns, or that are cheap, when each tile
+/// needs its own part of them. Nothing fuses into a contraction's operands:
+/// a contraction's operand tiles are read by many output tiles.
+FailureOr<scf::SCFTileAndFuseResult>
+tileAndFuse(RewriterBase &rewriter, linalg::LinalgOp root,
+            ArrayRef<int64_t> sizes, bool threads) {
+  llvm::SetVector<Operation *> group = computeFusionGroup(root);
+  MLIRContext *ctx = root.getContext();
+  unsigned numLoops = llvm::count_if(sizes, [](int64_t s) { return s > 0; });
+  scf::SCFTileAndFuseOptions options;
+  scf::SCFTilingOptions tiling;
+  tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  tiling.setTileSizes(asFoldResults(ctx, sizes));
+  tiling.setMapping(linearMapping(ctx, numLoops, threads));
+  options.setTilingOptions(tiling);
+  options.setFusionControlFn(
+      [&](tensor::ExtractSliceOp slice, OpResult producer, bool isDestination)
+          -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
+        Operation *op = producer.getOwner();
+        if (!isa<TilingInterface>(op) || !isSafelyTileable(op))
+          return std::nullopt;
+        if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+            linalgOp && !isStaticallyShaped(linalgOp))
+          return std::nullopt;
+        if (isDestination)
+          return scf::SCFTileAndFuseOptions::ControlFnResult{};
+        bool feedsContraction =
+            llvm::any_of(slice->getUses(), [](OpOperand &use) {
+              auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
+              return user && isContraction(user) && user.isDpsInput(&use);
+            });
+        if (feedsContraction || !isDisjointPerTile(slice))
+          return std::nullopt;
+        if (isCheapToRecompute(op) || group.contains(op))
+          return scf::SCFTileAndFuseOptions::ControlFnResult{};
+        return std::nullopt;
+      });
+
+  rewriter.setInsertionPoint(root);
+  FailureOr<scf::SCFTileAndFuseResult> result =
+      scf::tileConsumerAndFuseProducersUsingSCF(
+          rewriter, cast<TilingInterface>(root.getOperation()), options);
+  if (failed(result))
+    return failure();
+  for (OpResult res : root->getResults())
+    if (Value replacement = result->replacements.lookup(res))
+      rewriter.replaceAllUsesWith(res, replacement);
+  if (root->use_empty())
+    rewriter.eraseOp(root);
+  // Fusion leaves the slices it fused through behind, unused; they would
+  // keep the original producers alive.
+  for (LoopLikeOpInterface loop : result->loops)
+    loop->walk<WalkOrder::PostOrder, ReverseIterator>([&](Operation *op) {
+      if (isOpTriviallyDead(op))
+        rewriter.eraseOp(op);
+    });
+  for (Operation *producer : result->fusedProducers)
+    if (isOpTriviallyDead(producer))
+      rewriter.eraseOp(producer);
+  return result;
+}
+
+/// Tiles the loops of `op` given by `sizes` with scf.for.
+LogicalResult tileWithFor(RewriterBase &rewriter, linalg::LinalgOp op,
+                          ArrayRef<int64_t> sizes) {
+  if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+    return success();
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
+  options.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(tiled))
+    return failure();
+  rewriter.replaceOp(op, tiled->replacements);
+  return success();
+}
+
+/// Inside a thread: a contraction steps its reduction BK at a time (the
+/// step sits-gpu-promote-operands stages in shared memory); another
+/// reduction steps its innermost reduction loop a vector at a time.
+LogicalResult tileInsideThread(RewriterBase &rewriter, linalg::LinalgOp op,
+                               const GpuTilingConfig &config) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  if (isContraction(op)) {
+    FailureOr<linalg::ContractionDimensions> dims =
+        linalg::inferContractionDims(op);
+    if (failed(dims))
+      return failure();
+    // The innermost reduction loop steps by BK (or the largest divisor of
+    // its range up to it), outer ones one at a time.
+    for (auto [idx, k] : llvm::enumerate(dims->k))
+      sizes[k] = idx + 1 == dims->k.size()
+                     ? largestDivisorAtMost(ranges[k], config.bk)
+                     : 1;
+    // A reduction shorter than a step needs no loop.
+    for (unsigned k : dims->k)
+      if (sizes[k] == ranges[k])
+        sizes[k] = 0;
+    return tileWithFor(rewriter, op, sizes);
+  }
+  if (op.getNumReductionLoops() == 0)
+    return success();
+  for (unsigned i = ranges.size(); i-- > 0;) {
+    if (iterators[i] != utils::IteratorType::reduction)
+      continue;
+    int64_t step = largestDivisorAtMost(ranges[i], config.vector);
+    sizes[i] = step == ranges[i] ? 0 : step;
+    break;
+  }
+  // Outer reduction loops step one at a time.
+  bool seenInner = false;
+  for (unsigned i = ranges.size(); i-- > 0;) {
+    if (iterators[i] != utils::IteratorType::reduction)
+      continue;
+    if (seenInner && ranges[i] > 1)
+      sizes[i] = 1;
+    seenInner = true;
+  }
+  if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+    return success();
+  // Elementwise producers of the reduced values (the exponentials of a
+  // softmax, a residual add before a norm) are computed a step at a time
+  // inside the loop rather than whole, in the thread's private memory.
+  scf::SCFTileAndFuseOptions options;
+  scf::SCFTilingOptions tiling;
+  tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
+  tiling.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+  options.setTilingOptions(tiling);
+  options.setFusionControlFn(
+      [](tensor::ExtractSliceOp slice, OpResult producer, bool isDestination)
+          -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
+        auto loop = slice->getParentOfType<scf::ForOp>();
+        if (isDestination || !loop || !isCheapToRecompute(producer.getOwner()) ||
+            !isSafelyTileable(producer.getOwner()))
+          return std::nullopt;
+        bool steps = llvm::any_of(slice.getOffsets(), [&](Value offset) {
+          return dependsOn(offset, loop.getInductionVar());
+        });
+        if (!steps)
+          return std::nullopt;
+        return scf::SCFTileAndFuseOptions::ControlFnResult{};
+      });
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTileAndFuseResult> result =
+      scf::tileConsumerAndFuseProducersUsingSCF(
+          rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(result))
+    return failure();
+  for (OpResult res : op->getResults())
+    if (Value replacement = result->replacements.lookup(res))
+      rewriter.replaceAllUsesWith(res, replacement);
+  if (op->use_empty())
+    rewriter.eraseOp(op);
+  for (Operation *producer : result->fusedProducers)
+    if (isOpTriviallyDead(producer))
+      rewriter.eraseOp(producer);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+bool isThreadForall(scf::ForallOp forall) {
+  std::optional<ArrayAttr> mapping = forall.getMapping();
+  return mapping && !mapping->empty() &&
+         isa<mlir::gpu::GPUThreadMappingAttr>((*mapping)[0]);
+}
+
+/// The last op of `block` to tile: a statically shaped linalg op on tensors
+/// that has not been given up on.
+linalg::LinalgOp findNextRoot(Block &block,
+                              const llvm::DenseSet<Operation *> &skipped) {
+  for (Operation &op : llvm::reverse(block)) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
+    if (linalgOp && linalgOp.hasPureTensorSemantics() &&
+        !skipped.contains(&op))
+      return linalgOp;
+  }
+  return nullptr;
+}
+
+struct SitsGpuTileAndFusePass
+    : sits::gpu::impl::SitsGpuTileAndFuseBase<SitsGpuTileAndFusePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    GpuTilingConfig config = sits::gpu::getGpuTilingConfig(func, maxThreads);
+    IRRewriter rewriter(&getContext());
+
+    // Level 1: fusion groups over blocks, last group first.
+    SmallVector<scf::ForallOp> blocks;
+    llvm::DenseSet<Operation *> skipped;
+    while (linalg::LinalgOp root = findNextRoot(func.getBody().front(), skipped)) {
+      skipped.insert(root);
+      if (!isSafelyTileable(root) || !isStaticallyShaped(root))
+        continue;
+      SmallVector<int64_t> sizes = selectBlockTiles(root, config);
+      if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+        continue;
+      FailureOr<scf::SCFTileAndFuseResult> result =
+          tileAndFuse(rewriter, root, sizes, /*threads=*/false);
+      if (failed(result) || result->loops.empty())
+        continue;
+      ++numGroups;
+      numFused += result->fusedProducers.size();
+      blocks.push_back(cast<scf::ForallOp>(result->loops.front().getOperation()));
+    }
+
+    // Level 2: inside each block, thread loops, last op first. (Blocks are
+    // collected anew: fusing a later group may have replaced an earlier
+    // group's loop.)
+    blocks.clear();
+    for (Operation &op : func.getBody().front())
+      if (auto forall = dyn_cast<scf::ForallOp>(&op))
+        if (std::optional<ArrayAttr> mapping = forall.getMapping();
+            mapping && !mapping->empty() &&
+            isa<mlir::gpu::GPUBlockMappingAttr>((*mapping)[0]))
+          blocks.push_back(forall);
+    for (scf::ForallOp block : blocks) {
+      llvm::DenseSet<Operation *> done;
+      Block &body = *block.getBody();
+      while (linalg::LinalgOp op = findNextRoot(body, done)) {
+        done.insert(op);
+        if (!isSafelyTileable(op))
+          continue;
+        SmallVector<int64_t> sizes =
+            selectThreadTiles(op, op.getStaticLoopRanges(), config);
+        if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
+          continue;
+        if (succeeded(tileAndFuse(rewriter, op, sizes, /*threads=*/true)))
+          ++numThreadLoops;
+      }
+    }
+
+    // Level 3: reduction steps inside each thread.
+    SmallVector<linalg::LinalgOp> inner;
+    func.walk([&](linalg::LinalgOp op) {
+      auto forall = op->getParentOfType<scf::ForallOp>();
+      if (forall && isThreadForall(forall) && op.hasPureTensorSemantics() &&
+          isStaticallyShaped(op))
+        inner.push_back(op);
+    });
+    for (linalg::LinalgOp op : inner)
+      (void)tileInsideThread(rewriter, op, config);
+  }
+};
+
+} // namespace

@@ -1,0 +1,87 @@
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-gpu-map-to-launch))' --verify-diagnostics | FileCheck %s
+
+// A block loop becomes a launch over a 1-D grid (16 blocks of the larger
+// thread loop's 256 threads). The row sums the two thread loops share are a
+// workgroup attribution; the first thread loop (4 threads) is predicated,
+// and a barrier follows each. A thread's scratch buffer is a stack buffer.
+
+// CHECK-LABEL: func.func @rows
+//       CHECK:   %[[C16:.+]] = arith.constant 16 : index
+//       CHECK:   %[[C256:.+]] = arith.constant 256 : index
+//       CHECK:   gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C16]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads(%{{.+}}) in (%{{.+}} = %[[C256]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) workgroup(%[[SUM:.+]] : memref<4xf32, #gpu.address_space<workgroup>>)
+//       CHECK:     %[[B:.+]] = affine.delinearize_index %[[BX]] into (16)
+//       CHECK:     %[[ROW0:.+]] = affine.apply #{{.+}}()[%[[B]]]
+//       CHECK:     %[[TID:.+]] = gpu.thread_id x
+//       CHECK:     %[[ACTIVE:.+]] = arith.cmpi ult, %{{.+}}, %c4
+//       CHECK:     scf.if %[[ACTIVE]] {
+//       CHECK:       memref.alloca() : memref<4xf32>
+//       CHECK:       memref.store %{{.+}}, %[[SUM]][%{{.+}}]
+//       CHECK:     }
+//       CHECK:     gpu.barrier
+//   CHECK-NOT:     scf.if
+//       CHECK:     memref.load %[[SUM]]
+//       CHECK:     gpu.barrier
+//       CHECK:     gpu.terminator
+//   CHECK-NOT:   scf.forall
+func.func @rows(%in: memref<64x256xf32>, %out: memref<64x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  scf.forall (%b) = (0) to (64) step (4) {
+    %sum = memref.alloc() : memref<4xf32, #gpu.address_space<workgroup>>
+    scf.forall (%r) in (4) {
+      %scratch = memref.alloc() : memref<4xf32>
+      memref.store %zero, %scratch[%c0] : memref<4xf32>
+      %v = memref.load %scratch[%c0] : memref<4xf32>
+      memref.store %v, %sum[%r] : memref<4xf32, #gpu.address_space<workgroup>>
+      memref.dealloc %scratch : memref<4xf32>
+    } {mapping = [#gpu.thread<linear_dim_0>]}
+    scf.forall (%r, %c) in (4, 64) {
+      %row = arith.addi %b, %r : index
+      %s = memref.load %sum[%r] : memref<4xf32, #gpu.address_space<workgroup>>
+      %x = memref.load %in[%row, %c] : memref<64x256xf32>
+      %y = arith.subf %x, %s : f32
+      memref.store %y, %out[%row, %c] : memref<64x256xf32>
+    } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+    memref.dealloc %sum : memref<4xf32, #gpu.address_space<workgroup>>
+  } {mapping = [#gpu.block<linear_dim_0>]}
+  return
+}
+
+// -----
+
+// Writes of a block outside its thread loops run on thread 0 (every thread
+// would repeat them otherwise), and the block waits for them.
+
+// CHECK-LABEL: func.func @block_write
+//       CHECK:   gpu.launch
+//       CHECK:     %[[TID:.+]] = gpu.thread_id x
+//       CHECK:     %[[FIRST:.+]] = arith.cmpi eq, %[[TID]], %c0
+//       CHECK:     scf.if %[[FIRST]] {
+//       CHECK:       memref.store %{{.+}}, %{{.+}}[%{{.+}}] : memref<8xf32>
+//       CHECK:     }
+//       CHECK:     gpu.barrier
+//       CHECK:     memref.store %{{.+}}, %{{.+}}[%{{.+}}, %{{.+}}] : memref<8x32xf32>
+func.func @block_write(%out: memref<8xf32>, %rows: memref<8x32xf32>) {
+  %one = arith.constant 1.0 : f32
+  scf.forall (%b) in (8) {
+    memref.store %one, %out[%b] : memref<8xf32>
+    scf.forall (%t) in (32) {
+      memref.store %one, %rows[%b, %t] : memref<8x32xf32>
+    } {mapping = [#gpu.thread<linear_dim_0>]}
+  } {mapping = [#gpu.block<linear_dim_0>]}
+  return
+}
+
+// -----
+
+// An op no block loop covers runs in a kernel of one thread.
+
+// CHECK-LABEL: func.func @straggler
+//       CHECK:   gpu.launch blocks({{.+}}) in (%{{.+}} = %[[ONE:.+]], %{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]]) threads({{.+}}) in (%{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]])
+//       CHECK:     linalg.copy
+//       CHECK:     gpu.terminator
+func.func @straggler(%in: memref<?xf32>, %out: memref<?xf32>) {
+  // expected-remark @below {{runs in a GPU kernel of one thread: it was not distributed over blocks}}
+  linalg.copy ins(%in : memref<?xf32>) outs(%out : memref<?xf32>)
+  return
+}
