@@ -132,7 +132,9 @@ def SitsGpuPromoteOperands : Pass<"sits-gpu-promote-operands", "func::FuncOp"> {
     As sequential code this is still exact (every thread copies the whole
     tile for itself); `sits-gpu-distribute-copies` later makes the threads
     of a block share the copy and adds the barriers. Tiles larger than
-    `max-bytes` stay in global memory.
+    `max-bytes` stay in global memory. With `workgroup-memory=false` the
+    buffers get no memory space, so the tiled code can be lowered for a CPU
+    and checked against a reference there (the tests do).
 
     ```mlir
     scf.for %k = 0 to 768 step 16 iter_args(%c = %acc) {
@@ -151,6 +153,9 @@ def SitsGpuPromoteOperands : Pass<"sits-gpu-promote-operands", "func::FuncOp"> {
   let options = [
     Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"16384",
            "Largest operand tile staged in shared memory">,
+    Option<"workgroupMemory", "workgroup-memory", "bool", /*default=*/"true",
+           "Put staged tiles in workgroup memory (false: in the default "
+           "memory space, to run the tiled code on a CPU)">,
   ];
   let statistics = [
     Statistic<"numPromoted", "num-promoted", "Operand tiles staged in shared memory">,

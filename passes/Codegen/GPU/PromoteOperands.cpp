@@ -106,7 +106,7 @@ OpFoldResult composedOffset(OpBuilder &b, Location loc, const SliceChain &chain,
 /// tile is larger than `maxBytes`.
 LogicalResult promoteOperand(RewriterBase &rewriter, OpOperand &operand,
                              scf::ForOp loop, scf::ForallOp forall,
-                             int64_t maxBytes) {
+                             int64_t maxBytes, Attribute memorySpace) {
   Operation *op = operand.getOwner();
   Location loc = op->getLoc();
   auto type = cast<RankedTensorType>(operand.get().getType());
@@ -179,7 +179,8 @@ LogicalResult promoteOperand(RewriterBase &rewriter, OpOperand &operand,
   auto bufferType = RankedTensorType::get(blockShape, type.getElementType());
   auto buffer = bufferization::AllocTensorOp::create(rewriter, loc, bufferType,
                                                      ValueRange{});
-  buffer.setMemorySpaceAttr(workgroupMemorySpace(ctx));
+  if (memorySpace)
+    buffer.setMemorySpaceAttr(memorySpace);
   auto copy = linalg::CopyOp::create(rewriter, loc, block, buffer.getResult());
   copy->setAttr(sits::gpu::kCooperativeAttrName, UnitAttr::get(ctx));
   Value slice = tensor::ExtractSliceOp::create(rewriter, loc, type,
@@ -201,6 +202,8 @@ struct SitsGpuPromoteOperandsPass
     func::FuncOp func = getOperation();
     MLIRContext *ctx = &getContext();
     IRRewriter rewriter(ctx);
+    Attribute memorySpace =
+        workgroupMemory ? workgroupMemorySpace(ctx) : Attribute();
 
     // Operand tiles of contractions stepping their reduction in a thread.
     SmallVector<linalg::LinalgOp> contractions;
@@ -226,7 +229,8 @@ struct SitsGpuPromoteOperandsPass
       if (threadLoops != 1)
         continue;
       for (OpOperand *input : op.getDpsInputOperands())
-        if (succeeded(promoteOperand(rewriter, *input, loop, forall, maxBytes)))
+        if (succeeded(promoteOperand(rewriter, *input, loop, forall, maxBytes,
+                                     memorySpace)))
           ++numPromoted;
     }
 
@@ -249,7 +253,8 @@ struct SitsGpuPromoteOperandsPass
       rewriter.setInsertionPoint(empty);
       auto alloc = bufferization::AllocTensorOp::create(
           rewriter, empty.getLoc(), empty.getType(), empty.getDynamicSizes());
-      alloc.setMemorySpaceAttr(workgroupMemorySpace(ctx));
+      if (memorySpace)
+        alloc.setMemorySpaceAttr(memorySpace);
       rewriter.replaceOp(empty, alloc.getResult());
     }
   }

@@ -1,5 +1,6 @@
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse,sits-gpu-promote-operands),canonicalize,cse)' | FileCheck %s
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse,sits-gpu-promote-operands{max-bytes=1024}),canonicalize,cse)' | FileCheck %s --check-prefix=SMALL
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse,sits-gpu-promote-operands{workgroup-memory=false}),canonicalize,cse)' | FileCheck %s --check-prefix=CPU
 
 // Each step of a block's reduction copies the block's 32x16 tile of A and
 // 16x32 tile of B into workgroup memory (every thread copies all of it, a
@@ -21,6 +22,12 @@
 //       CHECK:         %[[BS:.+]] = linalg.copy {sits_cooperative} ins(%[[BT]] : tensor<16x32xf32>) outs(%[[BBUF]] : tensor<16x32xf32>)
 //       CHECK:         %[[B:.+]] = tensor.extract_slice %[[BS]][0, %[[TN]]] [16, 4] [1, 1]
 //       CHECK:         linalg.matmul ins(%[[A]], %[[B]] : tensor<4x16xf32>, tensor<16x4xf32>)
+
+// To run the tiled code on a CPU, the same staging without memory space.
+// CPU-LABEL: func.func @matmul
+//       CPU:   bufferization.alloc_tensor() : tensor<32x16xf32>
+//       CPU:   linalg.copy {sits_cooperative}
+//   CPU-NOT:   #gpu.address_space
 
 // Tiles larger than max-bytes stay in global memory.
 // SMALL-LABEL: func.func @matmul
