@@ -222,3 +222,21 @@ def test_import_into_a_given_context():
     assert import_model(model, context=ctx).module.context is ctx
     with ir.Context() as current:
         assert import_model(model).module.context is current
+
+
+def test_dynamic_extent_that_is_one_at_run_time_broadcasts(tmp_path):
+    """ONNX broadcasting with dynamic extents: y's first extent is unknown
+    when compiling and 1 when running, so it must broadcast, not be read
+    past its end."""
+    x = h.make_tensor_value_info("x", TP.FLOAT, ["n", 4])
+    y = h.make_tensor_value_info("y", TP.FLOAT, ["m", 4])
+    g = h.make_graph([h.make_node("Add", ["x", "y"], ["z"])], "g", [x, y],
+                     [h.make_tensor_value_info("z", TP.FLOAT, ["n", 4])])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    main = sits_mlir.compile(model, target="cpu", output=tmp_path / "m.sitsm").load().entry("main")
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal((3, 4)).astype(np.float32)
+    for rows in (1, 3):
+        yv = rng.standard_normal((rows, 4)).astype(np.float32)
+        (z,) = main.run(xv, yv)
+        np.testing.assert_allclose(z, xv + yv, rtol=1e-6)

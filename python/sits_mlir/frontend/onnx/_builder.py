@@ -330,6 +330,9 @@ class Builder:
         src = shape_of(v)
         r_in, r_out = len(src), len(shape)
         off = r_out - r_in
+        if any(d is None and not self._same_extent(v, i, shape[i + off])
+               for i, d in enumerate(src)):
+            return self._runtime_broadcast(v, shape)
         static = [d if isinstance(d, int) else None for d in shape]
         keep, mapped = [], set()
         for i, d in enumerate(src):
@@ -356,6 +359,55 @@ class Builder:
                 return self.expand(v, groups, static)
         init = self.empty(shape, elem_of(v))
         return linalg.broadcast(v, outs=[init], dimensions=added).results[0]
+
+    @staticmethod
+    def _same_extent(v: ir.Value, i: int, target) -> bool:
+        """Whether the mixed extent `target` is dim `i` of `v` itself."""
+        if not isinstance(target, ir.Value):
+            return False
+        op = target.owner
+        if not isinstance(op, ir.Operation) and hasattr(op, "operation"):
+            op = op.operation
+        if getattr(op, "name", None) != "tensor.dim" or op.operands[0] != v:
+            return False
+        index = op.operands[1].owner
+        index = getattr(index, "operation", index)
+        try:
+            return ir.IntegerAttr(index.attributes["value"]).value == i
+        except (KeyError, ValueError, TypeError):
+            return False
+
+    def _runtime_broadcast(self, v: ir.Value, shape: Sequence) -> ir.Value:
+        """Broadcast of `v` whose dynamic extents may be 1 at run time (so
+        broadcast) or the target extent: a `linalg.generic` reading `v` at
+        index 0 along every such dim whose run-time extent is 1."""
+        src = shape_of(v)
+        n = len(shape)
+        off = n - len(src)
+        elem = elem_of(v)
+        init = self.empty(shape, elem)
+        index = ir.IndexType.get()
+        dims = {i: self.dim(v, i) for i, d in enumerate(src) if d is None}
+        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        op = linalg.GenericOp([init.type], [], [init],
+                              ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                              ir.ArrayAttr.get([parallel] * n))
+        block = op.regions[0].blocks.append(elem)
+        with ir.InsertionPoint(block):
+            zero = arith.constant(index, 0)
+            one = arith.constant(index, 1)
+            coords = []
+            for i, d in enumerate(src):
+                if d == 1:
+                    coords.append(zero)
+                    continue
+                at = linalg.IndexOp(i + off).result
+                if d is None:
+                    unit = arith.cmpi(arith.CmpIPredicate.eq, dims[i], one)
+                    at = arith.select(unit, zero, at)
+                coords.append(at)
+            linalg.YieldOp([tensor.extract(v, coords)])
+        return op.results[0]
 
     def transpose(self, v: ir.Value, perm: Sequence[int]) -> ir.Value:
         perm = [int(p) for p in perm]
