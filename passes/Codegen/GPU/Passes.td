@@ -86,8 +86,12 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
     `TM x TN` register tile, stepping the reduction `BK` at a time in an
     `scf.for` (the loop `sits-gpu-promote-operands` stages in shared
     memory). Elementwise ops give each thread a few contiguous elements
-    (one vector); reductions give each thread a row, reduced a vector at a
-    time. Tile sizes divide the iteration space exactly (every tile is
+    (one vector). A row reduction of at least two warps' worth of elements
+    is split across a warp (lane `l` reduces elements `l`, `l + 32`, ...,
+    coalesced, into a block-shared partial result that one thread per row
+    then reduces; its elementwise producers are fused into the lanes' part);
+    other reductions give each thread a row, reduced a vector at a time.
+    Tile sizes divide the iteration space exactly (every tile is
     static) and come from the target (`sits.target`): its warp size and how
     many SMs need work.
 
@@ -116,6 +120,7 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
     Statistic<"numGroups", "num-groups", "Fusion groups distributed over blocks">,
     Statistic<"numFused", "num-fused", "Producers fused into a block">,
     Statistic<"numThreadLoops", "num-thread-loops", "Thread loops created">,
+    Statistic<"numSplit", "num-split", "Row reductions split across a warp">,
   ];
 }
 

@@ -20,6 +20,7 @@
 #include "dialects/Sits/IR/SitsDialect.h"
 
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -164,6 +165,27 @@ int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
   return tiles;
 }
 
+/// Marks the partial reductions of split rows while the pass runs.
+constexpr llvm::StringLiteral kLanesAttrName = "sits_lanes";
+
+/// The threads a row of reduction `op` is split across (a warp, or the
+/// largest divisor of the row up to it), or 0 when its reduction stays in
+/// one thread: it must reduce one innermost dimension of at least two warps'
+/// worth of elements into a single result.
+int64_t reductionLanes(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
+                       const GpuTilingConfig &config) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (op.getNumReductionLoops() != 1 || op.getNumDpsInits() != 1 ||
+      ranges.empty() || iterators.back() != utils::IteratorType::reduction ||
+      isContraction(op))
+    return 0;
+  int64_t k = ranges.back();
+  if (ShapedType::isDynamic(k) || k < 2 * config.warpSize)
+    return 0;
+  int64_t lanes = largestDivisorAtMost(k, config.warpSize);
+  return lanes >= 8 ? lanes : 0;
+}
+
 /// The per-thread tile of an op whose (block-tiled) loop ranges are
 /// `ranges`: a TM x TN register tile of a contraction (or of the
 /// elementwise op consuming it), a vector of an elementwise op's innermost
@@ -202,9 +224,11 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
   SmallVector<int64_t> ranges = root.getStaticLoopRanges();
   SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
   SmallVector<int64_t> sizes(ranges.size(), 0);
+  // A reduction root split across lanes has that many threads per row.
+  int64_t lanes = std::max<int64_t>(1, reductionLanes(root, ranges, config));
   auto threadsOf = [&](ArrayRef<int64_t> block) {
     SmallVector<int64_t> thread = selectThreadTiles(root, block, config);
-    int64_t threads = 1;
+    int64_t threads = lanes;
     for (auto [b, t] : llvm::zip_equal(block, thread))
       if (t > 0)
         threads *= b / t;
@@ -233,7 +257,7 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
     // Whole vectors of the innermost dimension per thread, then rows.
     SmallVector<int64_t> unit(ranges.size(), 1);
     SmallVector<int64_t> thread = selectThreadTiles(root, ranges, config);
-    int64_t budget = config.maxThreads;
+    int64_t budget = config.maxThreads / lanes;
     for (unsigned idx = parallel.size(); idx-- > 0;) {
       unsigned i = parallel[idx];
       int64_t perThread = std::max<int64_t>(1, thread[i]);
@@ -314,7 +338,8 @@ tileAndFuse(RewriterBase &rewriter, linalg::LinalgOp root,
       [&](tensor::ExtractSliceOp slice, OpResult producer, bool isDestination)
           -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
         Operation *op = producer.getOwner();
-        if (!isa<TilingInterface>(op) || !isSafelyTileable(op))
+        if (!isa<TilingInterface>(op) || !isSafelyTileable(op) ||
+            op->hasAttr(kLanesAttrName))
           return std::nullopt;
         if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
             linalgOp && !isStaticallyShaped(linalgOp))
@@ -458,6 +483,73 @@ LogicalResult tileInsideThread(RewriterBase &rewriter, linalg::LinalgOp op,
   return success();
 }
 
+/// Splits the row reduction `op` (in a block) across lanes: a partial
+/// reduction in which lane `l` of a row reduces elements `l, l + L, l + 2L,
+/// ...` (consecutive lanes read consecutive addresses), into a block-shared
+/// [rows, L] tensor, and a reduction of those L partial results. Elementwise
+/// producers of the reduced values in the block are fused into the partial
+/// reduction first, so they are computed by the lanes too.
+LogicalResult splitAcrossLanes(RewriterBase &rewriter, linalg::LinalgOp op,
+                               const GpuTilingConfig &config) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  // Splitting renumbers the reduction loop, which linalg.index would see.
+  if (llvm::any_of(ranges, ShapedType::isDynamic) || op.hasIndexSemantics())
+    return failure();
+  int64_t lanes = reductionLanes(op, ranges, config);
+  if (lanes == 0)
+    return failure();
+  int64_t rows = 1;
+  for (auto [range, it] : llvm::zip_equal(ranges, op.getIteratorTypesArray()))
+    if (it == utils::IteratorType::parallel)
+      rows *= range;
+  if (rows * lanes > config.maxThreads)
+    return failure();
+
+  // Elementwise producers in the same block become part of the reduction.
+  bool fused = true;
+  while (fused) {
+    fused = false;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+      if (!producer || producer->getBlock() != op->getBlock() ||
+          !linalg::isElementwise(producer) || producer.hasIndexSemantics() ||
+          !linalg::areElementwiseOpsFusable(input))
+        continue;
+      rewriter.setInsertionPoint(op);
+      FailureOr<linalg::ElementwiseOpFusionResult> result =
+          linalg::fuseElementwiseOps(rewriter, input);
+      if (failed(result))
+        continue;
+      for (auto [oldValue, newValue] : result->replacements)
+        rewriter.replaceUsesWithIf(oldValue, newValue, [&](OpOperand &use) {
+          return use.getOwner() != result->fusedOp;
+        });
+      Operation *old = op;
+      op = cast<linalg::LinalgOp>(result->fusedOp);
+      if (old->use_empty())
+        rewriter.eraseOp(old);
+      if (isOpTriviallyDead(producer))
+        rewriter.eraseOp(producer);
+      fused = true;
+      break;
+    }
+  }
+
+  unsigned index = op.getNumLoops() - 1;
+  rewriter.setInsertionPoint(op);
+  FailureOr<linalg::SplitReductionResult> split = linalg::splitReduction(
+      rewriter, op, [&](linalg::LinalgOp) {
+        return linalg::SplitReductionOptions{lanes, index,
+                                             /*innerParallel=*/true};
+      });
+  if (failed(split))
+    return failure();
+  // The lanes' part gets a thread loop of its own: fused into the final
+  // reduction's thread (one per row) it would run on one lane.
+  split->splitLinalgOp->setAttr(kLanesAttrName, rewriter.getUnitAttr());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
@@ -524,6 +616,16 @@ struct SitsGpuTileAndFusePass
     for (scf::ForallOp block : blocks) {
       llvm::DenseSet<Operation *> done;
       Block &body = *block.getBody();
+      // Row reductions of the block are spread across a warp per row.
+      SmallVector<linalg::LinalgOp> reductions;
+      for (Operation &op : body)
+        if (auto linalgOp = dyn_cast<linalg::LinalgOp>(&op))
+          if (linalgOp.hasPureTensorSemantics() &&
+              linalgOp.getNumReductionLoops() > 0)
+            reductions.push_back(linalgOp);
+      for (linalg::LinalgOp op : reductions)
+        if (succeeded(splitAcrossLanes(rewriter, op, config)))
+          ++numSplit;
       while (linalg::LinalgOp op = findNextRoot(body, done)) {
         done.insert(op);
         if (!isSafelyTileable(op))
@@ -547,6 +649,7 @@ struct SitsGpuTileAndFusePass
     });
     for (linalg::LinalgOp op : inner)
       (void)tileInsideThread(rewriter, op, config);
+    func.walk([](Operation *op) { op->removeAttr(kLanesAttrName); });
   }
 };
 

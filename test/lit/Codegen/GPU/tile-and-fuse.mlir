@@ -24,6 +24,7 @@
 // STATS-LABEL: 'func.func' Pipeline
 // STATS: (S) 2 num-fused
 // STATS: (S) 1 num-groups
+// STATS: (S) 0 num-split
 // STATS: (S) 1 num-thread-loops
 func.func @matmul_epilogue(%a: tensor<128x256xf32>, %b: tensor<256x512xf32>, %bias: tensor<512xf32>) -> tensor<128x512xf32> {
   %z = arith.constant 0.0 : f32
@@ -61,31 +62,40 @@ func.func @skinny(%a: tensor<8x1024xf32>, %b: tensor<1024x4096xf32>) -> tensor<8
 // -----
 
 // Softmax over rows: the row maximum, the sum of exponentials and the
-// division are three kernels (each reads whole rows). A reduction gives each
-// thread a row and steps it a vector of 4 at a time, computing the
-// exponentials a step at a time inside that loop; the division gives each
-// thread 4 consecutive elements.
+// division are three kernels (each reads whole rows). A row reduction is
+// split across a warp: lane l of a row reduces elements l, l + 32, ... (the
+// row viewed as 16 x 32, coalesced) into a block-shared 2x32 partial
+// result, which one thread per row then reduces, 4 at a time. The
+// exponentials are computed by the lanes (fused into their reduction). The
+// division gives each thread 4 consecutive elements.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #red = affine_map<(d0, d1) -> (d0)>
 // CHECK-LABEL: func.func @softmax_rows
-//       CHECK:   scf.forall (%{{.+}}) = (0) to (256) step (64)
-//       CHECK:     scf.forall (%{{.+}}) in (64)
-//       CHECK:       linalg.fill
-//       CHECK:       scf.for %{{.+}} = %c0 to %c512 step %c4
-//       CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]
-//  CHECK-SAME:           ins(%{{.+}} : tensor<1x4xf32>)
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (256) step (2)
+//       CHECK:     tensor.expand_shape %{{.+}} {{\[}}[0], [1, 2]] output_shape [2, 16, 32]
+//       CHECK:     %[[PARTIAL:.+]] = scf.forall (%{{.+}}, %{{.+}}) in (2, 32)
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c4
+//       CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "reduction", "parallel"]
+//  CHECK-SAME:           ins(%{{.+}} : tensor<1x4x1xf32>)
+//       CHECK:         arith.maximumf
+//       CHECK:     } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+//       CHECK:     scf.forall (%{{.+}}) in (2)
+//       CHECK:       tensor.extract_slice %[[PARTIAL]]
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c4
 //       CHECK:     } {mapping = [#gpu.thread<linear_dim_0>]}
-//       CHECK:   scf.forall (%{{.+}}) = (0) to (256) step (64)
-//       CHECK:     scf.forall (%{{.+}}) in (64)
-//       CHECK:       scf.for %{{.+}} = %c0 to %c512 step %c4
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (256) step (2)
+//       CHECK:     scf.forall (%{{.+}}, %{{.+}}) in (2, 32)
+//       CHECK:       scf.for %{{.+}} = %c0 to %c16 step %c4
 //       CHECK:         math.exp
-//       CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]
-//  CHECK-SAME:           ins(%{{.+}} : tensor<1x4xf32>)
+//       CHECK:         arith.addf
+//       CHECK:     scf.forall (%{{.+}}) in (2)
 //       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (256, 512) step (2, 128)
 //       CHECK:     scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (2, 128) step (1, 4)
 //       CHECK:       math.exp
 //       CHECK:       arith.divf
+// STATS-LABEL: 'func.func' Pipeline
+// STATS: (S) 2 num-split
 func.func @softmax_rows(%x: tensor<256x512xf32>) -> tensor<256x512xf32> {
   %ninf = arith.constant 0xFF800000 : f32
   %zero = arith.constant 0.0 : f32
