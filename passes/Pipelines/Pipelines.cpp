@@ -215,6 +215,11 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   addCleanup(pm);
 
   // Kernels into a gpu.module; host operations on one stream, in order.
+  // Constants (hoisted to the host function by canonicalization: a launch
+  // is not isolated from above) move back into the kernels first; passed as
+  // kernel parameters they would hide loop bounds and vector constants from
+  // the NVPTX back end.
+  pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(sits::gpu::createSitsGpuMergeKernelModules());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());

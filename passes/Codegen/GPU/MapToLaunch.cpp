@@ -284,6 +284,12 @@ struct SitsGpuMapToLaunchPass
         return signalPassFailure();
       }
       int64_t threads = blockSize(block);
+      // No NVIDIA GPU runs more threads in a block.
+      if (threads > 1024) {
+        block.emitError() << "a block of " << threads
+                          << " threads: more than the 1024 a GPU runs";
+        return signalPassFailure();
+      }
       FailureOr<mlir::gpu::LaunchOp> launch =
           createLaunch(rewriter, block, threads);
       if (failed(launch))

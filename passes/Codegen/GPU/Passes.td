@@ -127,9 +127,11 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
 def SitsGpuPromoteOperands : Pass<"sits-gpu-promote-operands", "func::FuncOp"> {
   let summary = "Stage contraction operand tiles in shared memory";
   let description = [{
-    For a contraction inside a reduction loop inside a thread loop (the
-    structure `sits-gpu-tile-and-fuse` builds), every operand that the
-    block's threads read parts of is staged: once per reduction step, the
+    For a contraction inside a reduction loop inside a block's largest
+    thread loop (the structure `sits-gpu-tile-and-fuse` builds; a smaller
+    thread loop runs on some threads only, and the staging needs all of
+    them at its barriers), every operand that the block's threads read
+    parts of is staged: once per reduction step, the
     block's whole operand tile is copied into a
     `bufferization.alloc_tensor` in workgroup memory by a `linalg.copy`
     marked `sits_cooperative`, and each thread reads its slice from there.

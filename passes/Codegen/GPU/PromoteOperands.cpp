@@ -43,6 +43,20 @@ Attribute workgroupMemorySpace(MLIRContext *ctx) {
                                           mlir::gpu::AddressSpace::Workgroup);
 }
 
+/// Iterations of `forall` when static.
+std::optional<int64_t> iterations(scf::ForallOp forall) {
+  int64_t count = 1;
+  for (auto [lb, ub, step] :
+       llvm::zip_equal(forall.getStaticLowerBound(),
+                       forall.getStaticUpperBound(), forall.getStaticStep())) {
+    if (ShapedType::isDynamic(lb) || ShapedType::isDynamic(ub) ||
+        ShapedType::isDynamic(step))
+      return std::nullopt;
+    count *= (ub - lb + step - 1) / step;
+  }
+  return count;
+}
+
 /// An operand slice as seen from outside the thread loop: the value it is
 /// sliced from and the chain of slices down to the operand (outermost
 /// first).
@@ -217,16 +231,22 @@ struct SitsGpuPromoteOperandsPass
       if (!loop || !forall || !hasMapping(forall, /*threads=*/true) ||
           !forall->isProperAncestor(loop))
         continue;
-      // Only a block's single thread loop may stage: every thread of the
-      // block must reach the barriers around the copy.
+      // Only the block's largest thread loop may stage: every thread of the
+      // block must reach the barriers around the copy, and smaller loops
+      // run on some threads only.
       auto block = forall->getParentOfType<scf::ForallOp>();
       if (!block || !hasMapping(block, /*threads=*/false))
         continue;
-      unsigned threadLoops = 0;
+      std::optional<int64_t> threads = iterations(forall);
+      bool largest = threads.has_value();
       block.walk([&](scf::ForallOp inner) {
-        threadLoops += hasMapping(inner, /*threads=*/true);
+        if (inner == block || !hasMapping(inner, /*threads=*/true))
+          return;
+        std::optional<int64_t> n = iterations(inner);
+        if (!n || (threads && *n > *threads))
+          largest = false;
       });
-      if (threadLoops != 1)
+      if (!largest)
         continue;
       for (OpOperand *input : op.getDpsInputOperands())
         if (succeeded(promoteOperand(rewriter, *input, loop, forall, maxBytes,

@@ -186,13 +186,41 @@ int64_t reductionLanes(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
   return lanes >= 8 ? lanes : 0;
 }
 
+/// The threads the reduction of a skinny contraction (at most 8 rows: a
+/// batch of a few inputs, a decoded token) is split across, or 0. Such a
+/// contraction is a matrix-vector product bound by reading the weights:
+/// spreading its reduction over a warp gives it 32 times the threads (and
+/// loads in flight) that one thread per output column would. `ranges` are
+/// the loop ranges of `op`, a contraction whose innermost loop is its one
+/// reduction.
+int64_t contractionLanes(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
+                         const GpuTilingConfig &config) {
+  if (!isContraction(op) || op.getNumReductionLoops() != 1 || ranges.empty() ||
+      op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
+    return 0;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims))
+    return 0;
+  int64_t rows = 1;
+  for (unsigned m : dims->m)
+    rows *= ranges[m];
+  int64_t k = ranges.back();
+  if (ShapedType::isDynamic(rows) || ShapedType::isDynamic(k) || rows > 8 ||
+      k < 2 * config.warpSize)
+    return 0;
+  int64_t lanes = largestDivisorAtMost(k, config.warpSize);
+  return lanes >= 8 ? lanes : 0;
+}
+
 /// The per-thread tile of an op whose (block-tiled) loop ranges are
 /// `ranges`: a TM x TN register tile of a contraction (or of the
 /// elementwise op consuming it), a vector of an elementwise op's innermost
 /// dimension, one row of a reduction. Reduction loops are not tiled.
 SmallVector<int64_t> selectThreadTiles(linalg::LinalgOp op,
                                        ArrayRef<int64_t> ranges,
-                                       const GpuTilingConfig &config) {
+                                       const GpuTilingConfig &config,
+                                       bool wholeRows = false) {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   SmallVector<int64_t> sizes(ranges.size(), 0);
   for (unsigned i = 0; i < ranges.size(); ++i)
@@ -203,8 +231,12 @@ SmallVector<int64_t> selectThreadTiles(linalg::LinalgOp op,
     spread(ranges, loops.m, config.tm, sizes);
     spread(ranges, loops.n, config.tn, sizes);
     // A contraction with few rows (a batch of 8, one decoded token) keeps
-    // one row per thread, so that the block still has threads to spare.
-    if (!loops.m.empty() && ranges[loops.m.back()] <= 2 * config.tm)
+    // one row per thread, so that the block still has threads to spare;
+    // one whose reduction is split across lanes (which give it the threads)
+    // keeps all its rows in each thread, reusing each weight it reads.
+    if (wholeRows)
+      spread(ranges, loops.m, 8, sizes);
+    else if (!loops.m.empty() && ranges[loops.m.back()] <= 2 * config.tm)
       spread(ranges, loops.m, 1, sizes);
     return sizes;
   }
@@ -226,8 +258,10 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
   SmallVector<int64_t> sizes(ranges.size(), 0);
   // A reduction root split across lanes has that many threads per row.
   int64_t lanes = std::max<int64_t>(1, reductionLanes(root, ranges, config));
+  bool anchored = classifyContractionLoops(root).valid;
   auto threadsOf = [&](ArrayRef<int64_t> block) {
-    SmallVector<int64_t> thread = selectThreadTiles(root, block, config);
+    SmallVector<int64_t> thread = selectThreadTiles(
+        root, block, config, /*wholeRows=*/lanes > 1 && anchored);
     int64_t threads = lanes;
     for (auto [b, t] : llvm::zip_equal(block, thread))
       if (t > 0)
@@ -239,6 +273,11 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
 
   ContractionLoops loops = classifyContractionLoops(root);
   if (loops.valid) {
+    // A skinny contraction's reduction is split across a warp.
+    auto [anchor, rootToOutput] = findAnchorContraction(root);
+    if (anchor)
+      lanes = std::max<int64_t>(
+          1, contractionLanes(anchor, anchor.getStaticLoopRanges(), config));
     for (unsigned b : loops.batch)
       sizes[b] = 1;
     spread(ranges, loops.m, config.bm, sizes);
@@ -249,6 +288,19 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
     // N first (the weights' columns), then M.
     shrinkOrder.append(loops.n.begin(), loops.n.end());
     shrinkOrder.append(loops.m.begin(), loops.m.end());
+    // At most maxThreads threads: halve N, then M.
+    bool changed = true;
+    while (threadsOf(sizes) > config.maxThreads && changed) {
+      changed = false;
+      for (unsigned i : shrinkOrder) {
+        int64_t smaller = largestDivisorAtMost(ranges[i], sizes[i] / 2);
+        if (sizes[i] > 1 && smaller < sizes[i]) {
+          sizes[i] = smaller;
+          changed = true;
+          break;
+        }
+      }
+    }
   } else {
     SmallVector<unsigned> parallel;
     for (unsigned i = 0; i < ranges.size(); ++i)
@@ -495,18 +547,25 @@ LogicalResult splitAcrossLanes(RewriterBase &rewriter, linalg::LinalgOp op,
   // Splitting renumbers the reduction loop, which linalg.index would see.
   if (llvm::any_of(ranges, ShapedType::isDynamic) || op.hasIndexSemantics())
     return failure();
-  int64_t lanes = reductionLanes(op, ranges, config);
+  bool contraction = isContraction(op);
+  int64_t lanes = contraction ? contractionLanes(op, ranges, config)
+                              : reductionLanes(op, ranges, config);
   if (lanes == 0)
     return failure();
-  int64_t rows = 1;
-  for (auto [range, it] : llvm::zip_equal(ranges, op.getIteratorTypesArray()))
-    if (it == utils::IteratorType::parallel)
-      rows *= range;
-  if (rows * lanes > config.maxThreads)
+  // The threads of the lanes' part: its thread tiles (a contraction's
+  // threads take all rows and 4 columns), times the lanes.
+  SmallVector<int64_t> thread =
+      selectThreadTiles(op, ranges, config, /*wholeRows=*/contraction);
+  int64_t threads = lanes;
+  for (auto [range, t] : llvm::zip_equal(ranges, thread))
+    if (t > 0)
+      threads *= ceilDiv(range, t);
+  if (threads > config.maxThreads)
     return failure();
 
-  // Elementwise producers in the same block become part of the reduction.
-  bool fused = true;
+  // Elementwise producers in the same block become part of the reduction
+  // (not of a contraction: its operands are read by many outputs).
+  bool fused = !contraction;
   while (fused) {
     fused = false;
     for (OpOperand *input : op.getDpsInputOperands()) {
@@ -631,7 +690,9 @@ struct SitsGpuTileAndFusePass
         if (!isSafelyTileable(op))
           continue;
         SmallVector<int64_t> sizes =
-            selectThreadTiles(op, op.getStaticLoopRanges(), config);
+            selectThreadTiles(op, op.getStaticLoopRanges(), config,
+                              /*wholeRows=*/op->hasAttr(kLanesAttrName) &&
+                                  isContraction(op));
         if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
           continue;
         if (succeeded(tileAndFuse(rewriter, op, sizes, /*threads=*/true)))

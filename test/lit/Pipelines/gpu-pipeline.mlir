@@ -9,7 +9,7 @@
 // module serialized to PTX for the target's chip, and host code in the LLVM
 // dialect that launches them through MLIR's GPU runtime ABI.
 
-// The weights stay a buffer the runtime passes (here 64x64 fp32).
+// The weights stay a buffer the runtime passes (64x64 fp32).
 // CHECK: module attributes {gpu.container_module, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
 
 // Host code: the entry point the runtime calls, the launches on one stream.
@@ -19,7 +19,8 @@
 // CHECK-DAG: llvm.call @mgpuStreamSynchronize
 
 // Device code: PTX for the target, with the matmul's tiles staged in shared
-// memory between barriers and multiply-adds on registers.
+// memory (16-byte loads and stores) between barriers, and multiply-adds on
+// registers.
 // CHECK: gpu.binary @main_kernel
 // H100-SAME: #nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // A100-SAME: #nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">
@@ -32,8 +33,10 @@
 // CHECK-SAME: .visible .entry main_kernel(
 // CHECK-SAME: .shared .align 16
 // CHECK-SAME: bar.sync
-// CHECK-SAME: fma.rn.f32
+// CHECK-SAME: ld.global.v4.b32
 // CHECK-SAME: st.shared.v4.b32
+// CHECK-SAME: bar.sync
+// CHECK-SAME: fma.rn.f32
 // H100-SAME: max.NaN.f32
 // A100-SAME: max.NaN.f32
 // V100-SAME: max.f32
@@ -42,10 +45,10 @@
 // CHECK-NOT: linalg.
 // CHECK-NOT: memref.alloc
 module {
-  func.func @main(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
     %w = arith.constant dense_resource<w> : tensor<64x64xf32>
-    %h = sits.matmul %x, %w : (tensor<8x64xf32>, tensor<64x64xf32>) -> tensor<8x64xf32>
-    %y = sits.activation <relu> %h : tensor<8x64xf32>
-    return %y : tensor<8x64xf32>
+    %h = sits.matmul %x, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    %y = sits.activation <relu> %h : tensor<64x64xf32>
+    return %y : tensor<64x64xf32>
   }
 }

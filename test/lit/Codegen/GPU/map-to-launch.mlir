@@ -85,3 +85,18 @@ func.func @straggler(%in: memref<?xf32>, %out: memref<?xf32>) {
   linalg.copy ins(%in : memref<?xf32>) outs(%out : memref<?xf32>)
   return
 }
+
+// -----
+
+// More threads than a GPU block has is an error, not an invalid launch.
+
+func.func @too_many_threads(%out: memref<2048xf32>) {
+  %one = arith.constant 1.0 : f32
+  // expected-error @below {{a block of 2048 threads: more than the 1024 a GPU runs}}
+  scf.forall (%b) in (1) {
+    scf.forall (%t) in (2048) {
+      memref.store %one, %out[%t] : memref<2048xf32>
+    } {mapping = [#gpu.thread<linear_dim_0>]}
+  } {mapping = [#gpu.block<linear_dim_0>]}
+  return
+}

@@ -42,15 +42,26 @@ func.func @matmul_epilogue(%a: tensor<128x256xf32>, %b: tensor<256x512xf32>, %bi
 
 // -----
 
-// A skinny GEMM (a batch of 8 rows) gives each thread one row, so that a
-// block still has threads: 8 rows x 8 column groups of 4, with N split
-// across blocks until there are enough of them (or blocks would drop below
-// two warps).
+// A skinny GEMM (a batch of 8 rows: a matrix-vector product bound by
+// reading the weights) splits its reduction across a warp: lane l of a
+// thread group reduces k = l, l + 32, ... (the operands viewed as
+// [.., 32, 32], coalesced) for all 8 rows and 4 columns, into a
+// block-shared 8x8x32 partial result; one thread per output then adds its
+// 32 partial sums. Each block computes 8 columns with 64 threads.
 
 // CHECK-LABEL: func.func @skinny
-//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (8, 4096) step (8, 32)
-//       CHECK:     scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (8, 32) step (1, 4)
-//       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<1x16xf32>, tensor<16x4xf32>) outs(%{{.+}} : tensor<1x4xf32>)
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (8, 4096) step (8, 8)
+//   CHECK-DAG:     tensor.expand_shape %{{.+}} {{\[}}[0], [1, 2]] output_shape [8, 32, 32] : tensor<8x1024xf32> into tensor<8x32x32xf32>
+//   CHECK-DAG:     tensor.expand_shape %{{.+}} {{\[}}[0, 1], [2]] output_shape [32, 32, 8] : tensor<1024x8xf32> into tensor<32x32x8xf32>
+//       CHECK:     %[[PARTIAL:.+]] = scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) = (0, 0, 0) to (8, 8, 32) step (8, 4, 1)
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c16
+//       CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]
+//  CHECK-SAME:           ins(%{{.+}}, %{{.+}} : tensor<8x16x1xf32>, tensor<16x1x4xf32>) outs(%{{.+}} : tensor<8x4x1xf32>)
+//       CHECK:     } {mapping = [#gpu.thread<linear_dim_2>, #gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+//       CHECK:     scf.forall (%{{.+}}, %{{.+}}) in (8, 8)
+//       CHECK:       tensor.extract_slice %[[PARTIAL]]
+//       CHECK:       scf.for %{{.+}} = %c0 to %c32 step %c4
+//       CHECK:     } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
 func.func @skinny(%a: tensor<8x1024xf32>, %b: tensor<1024x4096xf32>) -> tensor<8x4096xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<8x4096xf32>
