@@ -244,6 +244,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // Canonicalization folds some 1-D vector ops back into n-D ones, which
   // the NVVM lowering does not take: lower them once more right before.
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuLowerVectors());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuBoolMemory());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCanonicalizerPass());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCSEPass());

@@ -276,6 +276,24 @@ def SitsGpuLowerVectors : Pass<"sits-gpu-lower-vectors"> {
   ];
 }
 
+def SitsGpuBoolMemory : Pass<"sits-gpu-bool-memory"> {
+  let summary = "Scalar loads and stores of i1 buffers as byte accesses, in any address space";
+  let description = [{
+    A buffer of `i1` holds one byte per element (NumPy's `bool` layout, and
+    the runtime's), which the memref-to-LLVM lowering (part of
+    `convert-gpu-to-nvvm`) does not accept for element types narrower than
+    a byte. Rewrites every scalar `memref.load` and `memref.store` of `i1`
+    into an `llvm.load`/`llvm.store` of `i8` at the aligned pointer plus the
+    linearized offset, as `sits-cpu-bool-memory` does, with the pointer in
+    the buffer's address space: workgroup buffers (a mask the threads of a
+    block share) are addressed in shared memory, not through the generic
+    space. Runs inside the GPU module right before its conversion to NVVM.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def SitsGpuMergeKernelModules : Pass<"sits-gpu-merge-kernel-modules", "ModuleOp"> {
   let summary = "Put every outlined kernel into one gpu.module, with aligned workgroup buffers";
   let description = [{

@@ -119,6 +119,13 @@ def test_ptx_passes_ptxas(compiled, name, target, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_minilm_compiles(compiled):
+    # Integer inputs, embedding gathers, a boolean attention mask.
+    art = compiled("minilm", "h100")
+    assert art.manifest["device"]["image_format"] in ("fatbin", "bin", "ptx")
+    assert len(art.manifest["device"]["kernels"]) > 50
+
+
 def test_matmul_tiles_are_staged_in_shared_memory(compiled):
     # The GEMMs read their operand tiles from shared memory, 16 bytes at a
     # time, between barriers; weights come in with 16-byte global loads.

@@ -28,7 +28,7 @@ GPU_TILING = ("builtin.module("
               "func.func(sits-gpu-vectorize),canonicalize,cse)")
 
 
-@pytest.mark.parametrize("name", ["mlp", "gpt_prefill", "gpt_decode", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "gpt_prefill", "gpt_decode", "cnn", "minilm"])
 def test_gpu_tiled_model_matches_onnxruntime(model_path, tmp_path, name):
     path, inputs = model_path(name)
     with ir.Context() as ctx:
