@@ -38,8 +38,26 @@ static LogicalResult verifyWeightsLayout(Operation *op, Attribute value) {
   return success();
 }
 
+/// `sits.report.<pass>`: [{op = ..., kind = string, ...}, ...], the
+/// decisions a graph pass made, for the explain report and schedule file.
+/// Each pass owns its keys beyond `op` and `kind`.
+static LogicalResult verifyReport(Operation *op, NamedAttribute attr) {
+  auto entries = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!entries || !llvm::all_of(entries, llvm::IsaPred<DictionaryAttr>))
+    return op->emitError() << "'" << attr.getName().getValue()
+                           << "' must be an array of dictionaries, got "
+                           << attr.getValue();
+  return success();
+}
+
 LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (attr.getName().getValue().starts_with("sits.report.")) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' is only valid on a builtin.module";
+    return verifyReport(op, attr);
+  }
   if (attr.getName() != getTargetAttrName() &&
       attr.getName() != getWeightsAttrName())
     return op->emitError() << "unknown SITS attribute '"

@@ -106,3 +106,9 @@ module attributes {sits.target = #h100, test.other = 1 : i32} {
     return
   }
 }
+
+// -----
+
+// Graph passes record their decisions as `sits.report.<pass>` on the module.
+// CHECK: module attributes {sits.report.pruning = [{kind = "dead", op = "fc1"}]}
+module attributes {sits.report.pruning = [{op = "fc1", kind = "dead"}]} {}

@@ -250,3 +250,19 @@ module {
     return
   }
 }
+
+// -----
+
+// `sits.report.<pass>`: the decisions of a graph pass, an array of
+// dictionaries on the module.
+// expected-error @+1 {{'sits.report.schedule' must be an array of dictionaries, got [1]}}
+module attributes {sits.report.schedule = [1 : i64]} {}
+
+// -----
+
+module {
+  // expected-error @+1 {{'sits.report.pruning' is only valid on a builtin.module}}
+  func.func @f() attributes {sits.report.pruning = []} {
+    return
+  }
+}
