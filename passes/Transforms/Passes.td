@@ -61,6 +61,81 @@ def SitsFoldWeightTransposes : Pass<"sits-fold-weight-transposes"> {
   ];
 }
 
+def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
+  let summary = "Remove dead, constant and zero-contribution parts of the graph";
+  let description = [{
+    Shrinks a model before anything else looks at it, in four steps:
+
+    1. Constant folding of weight-only subgraphs: an op whose operands are
+       all constants (a transpose, reshape, cast or elementwise op applied
+       to a weight) is evaluated now with the op's folder and becomes a
+       constant; weights held as resources are folded too.
+    2. Identity removal: reshapes and casts to the same type, identity
+       transposes, `x * 1`, `x + 0`, `x - 0`, `x / 1`, `sits.activation
+       <none>`.
+    3. Structured pruning of channels and heads whose contribution to the
+       model's outputs is zero (`threshold` = 0) or whose weights are all at
+       most `threshold` in magnitude (max-abs over the channel's or head's
+       slice):
+       * FFN channels of `sits.matmul -> [activation] -> sits.matmul` and
+         output channels of `sits.conv -> [activation] -> sits.conv`
+         (groups 1): channel `j` goes when the consumer's weights reading it
+         are zero, or when the producer's weights writing it are zero: the
+         channel is then the constant `act(bias[j])`, whose contribution is
+         folded into the consumer's bias (for a convolution only when the
+         consumer does not pad, as padding makes the contribution depend on
+         the position; when `act(bias[j]) = 0` it is nothing at all);
+       * heads of `sits.attention` fed by projections (`sits.matmul`, split
+         by `tensor.extract_slice`, `tensor.expand_shape` to heads,
+         `linalg.transpose`) and read by an output projection: head `h`
+         goes when its rows of the output projection are zero, or its value
+         columns and bias are (the head then averages zero vectors). Query,
+         key and value columns of pruned heads leave the projection weights;
+         other users of the per-head keys/values (e.g. a returned KV cache)
+         see zeros for those heads when they are exactly zero, and
+         otherwise keep them computed.
+       Recognised structures that cannot be rewritten get a remark and are
+       left alone.
+    4. Dead code elimination.
+
+    With `threshold` = 0 outputs do not change beyond floating-point
+    rounding; a positive threshold deliberately accepts an approximation.
+    Every removal is recorded in the module attribute `sits.report.pruning`
+    (`{op, kind, ...}` entries) and in the pass statistics.
+
+    ```mlir
+    // Before: FFN channel 1 has zero weights in %w2 (row 1).
+    %h = sits.matmul %x, %w1 bias(%b1) {activation = #sits.activation<gelu>}
+        : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %y = sits.matmul %h, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    // After: column 1 of %w1 and %b1, row 1 of %w2 are gone.
+    %h = sits.matmul %x, %w1p bias(%b1p) {activation = #sits.activation<gelu>}
+        : (tensor<8x16xf32>, tensor<16x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+    %y = sits.matmul %h, %w2p : (tensor<8x3xf32>, tensor<3x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"threshold", "threshold", "double", /*default=*/"0.0",
+           "Prune channels and heads whose weights are all at most this in "
+           "magnitude (0: only those contributing exactly zero)">,
+    Option<"structured", "structured", "bool", /*default=*/"true",
+           "Prune channels and heads (false: only fold, remove identities "
+           "and dead code)">,
+  ];
+  let statistics = [
+    Statistic<"numFolded", "num-folded", "Ops folded into constants">,
+    Statistic<"numIdentities", "num-identities", "Identity ops removed">,
+    Statistic<"numDead", "num-dead", "Dead ops erased">,
+    Statistic<"numChannels", "num-channels",
+              "FFN and convolution channels pruned">,
+    Statistic<"numHeads", "num-heads", "Attention heads pruned">,
+    Statistic<"numBytes", "num-bytes", "Constant bytes removed">,
+  ];
+}
+
 def SitsExternalizeWeights
     : Pass<"sits-externalize-weights", "::mlir::ModuleOp"> {
   let summary = "Read large constants from a weights buffer instead of code";
