@@ -129,17 +129,26 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   addCleanup(pm);
 }
 
-void mlir::sits::buildSitsGraphPassPipeline(OpPassManager &pm) {
+void mlir::sits::buildSitsGraphPassPipeline(
+    OpPassManager &pm, const SitsGraphPipelineOptions &options) {
   // Canonicalization first folds identity activations and quantize/
   // dequantize round trips, so that epilogue fusion sees real producers.
   addCleanup(pm);
   pm.addPass(createSitsFuseEpilogue());
   addCleanup(pm);
+  // Weights are quantized once the graph is final, so that every weight
+  // that survives gets exactly one precision decision.
+  SitsMixedPrecisionOptions precision;
+  precision.precision = options.precision;
+  precision.errorBudget = options.errorBudget;
+  precision.groupSize = options.groupSize;
+  pm.addPass(createSitsMixedPrecision(precision));
+  addCleanup(pm);
 }
 
 void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
-                                      const CpuCodegenPipelineOptions &options) {
-  buildSitsGraphPassPipeline(pm);
+                                      const CpuPipelineOptions &options) {
+  buildSitsGraphPassPipeline(pm, options);
   // The CPU kernels stream the rhs along its rows; constant weights used
   // transposed are stored transposed once, at compile time.
   pm.addPass(createSitsFoldWeightTransposes());
@@ -258,9 +267,9 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   addCleanup(pm);
 }
 
-void mlir::sits::buildGpuPassPipeline(
-    OpPassManager &pm, const GpuCodegenPipelineOptions &options) {
-  buildSitsGraphPassPipeline(pm);
+void mlir::sits::buildGpuPassPipeline(OpPassManager &pm,
+                                      const GpuPipelineOptions &options) {
+  buildSitsGraphPassPipeline(pm, options);
   // Weights used transposed are stored transposed once, as for the CPU: a
   // block's tile of B is then rows of consecutive columns.
   pm.addPass(createSitsFoldWeightTransposes());
@@ -270,11 +279,11 @@ void mlir::sits::buildGpuPassPipeline(
 }
 
 void mlir::sits::registerSitsPipelines() {
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<SitsGraphPipelineOptions>(
       "sits-graph-pipeline",
       "Graph-level SITS passes (target independent)",
       buildSitsGraphPassPipeline);
-  PassPipelineRegistration<CpuCodegenPipelineOptions>(
+  PassPipelineRegistration<CpuPipelineOptions>(
       "sits-cpu-pipeline",
       "A SITS model to the LLVM dialect for a CPU: what sits_mlir.compile "
       "runs for target='cpu'",
@@ -284,7 +293,7 @@ void mlir::sits::registerSitsPipelines() {
       "linalg on tensors to the LLVM dialect for a CPU: tile, fuse, "
       "vectorize, bufferize with out-params, lower",
       buildCpuCodegenPassPipeline);
-  PassPipelineRegistration<GpuCodegenPipelineOptions>(
+  PassPipelineRegistration<GpuPipelineOptions>(
       "sits-gpu-pipeline",
       "A SITS model to host code and NVIDIA kernels: what sits_mlir.compile "
       "runs for target='h100' and the other NVIDIA targets",

@@ -34,6 +34,28 @@ struct CpuCodegenPipelineOptions
       llvm::cl::init(true)};
 };
 
+/// Options of the graph-level passes. The hardware facts they need come from
+/// the module's `sits.target` (the driver sets it), so there is no `target`
+/// option here to clash with the GPU codegen's.
+struct SitsGraphPipelineOptions
+    : public PassPipelineOptions<SitsGraphPipelineOptions> {
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Weight precision of constant-weight matmuls: fp32 "
+                     "(unchanged), int8, int4, fp8 or auto (per block, "
+                     "within error-budget); see sits-mixed-precision"),
+      llvm::cl::init("fp32")};
+  Option<double> errorBudget{
+      *this, "error-budget",
+      llvm::cl::desc("precision=auto: estimated relative RMS output error "
+                     "allowed per weight"),
+      llvm::cl::init(0.01)};
+  Option<int64_t> groupSize{
+      *this, "group-size",
+      llvm::cl::desc("INT4 quantization group along K (32, 64 or 128)"),
+      llvm::cl::init(64)};
+};
+
 /// linalg on tensors -> LLVM dialect for the CPU named by the module's
 /// `sits.target` (the host by default). Public functions become entry points
 /// `void sits_entry_<name>(void **args)` taking memref descriptors of the
@@ -42,12 +64,16 @@ void buildCpuCodegenPassPipeline(OpPassManager &pm,
                                  const CpuCodegenPipelineOptions &options);
 
 /// Graph-level SITS passes, independent of the target's instruction set.
-void buildSitsGraphPassPipeline(OpPassManager &pm);
+void buildSitsGraphPassPipeline(OpPassManager &pm,
+                                const SitsGraphPipelineOptions &options);
+
+/// Options of a whole CPU compile: the graph passes' and codegen's.
+struct CpuPipelineOptions : public CpuCodegenPipelineOptions,
+                            public SitsGraphPipelineOptions {};
 
 /// A model in SITS + upstream dialects on tensors -> LLVM dialect for a CPU:
 /// the graph pipeline, SITS to linalg, then buildCpuCodegenPassPipeline.
-void buildCpuPassPipeline(OpPassManager &pm,
-                          const CpuCodegenPipelineOptions &options);
+void buildCpuPassPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 struct GpuCodegenPipelineOptions
     : public PassPipelineOptions<GpuCodegenPipelineOptions> {
@@ -78,10 +104,13 @@ struct GpuCodegenPipelineOptions
 void buildGpuCodegenPassPipeline(OpPassManager &pm,
                                  const GpuCodegenPipelineOptions &options);
 
+/// Options of a whole GPU compile: the graph passes' and codegen's.
+struct GpuPipelineOptions : public GpuCodegenPipelineOptions,
+                            public SitsGraphPipelineOptions {};
+
 /// A model in SITS + upstream dialects on tensors -> the same, through the
 /// graph pipeline and SITS to linalg.
-void buildGpuPassPipeline(OpPassManager &pm,
-                          const GpuCodegenPipelineOptions &options);
+void buildGpuPassPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 
 /// Registers the named pipelines with the global registry.
 void registerSitsPipelines();

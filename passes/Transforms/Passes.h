@@ -10,6 +10,9 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 
+#include <string>
+#include <vector>
+
 namespace mlir::sits {
 
 #define GEN_PASS_DECL
@@ -28,6 +31,79 @@ fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 /// used only by this matmul.
 FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
                                                 MatmulOp matmul);
+
+/// Storage formats a constant weight can take.
+enum class WeightFormat { Int4, Int8, Fp8, Fp32 };
+StringRef stringifyWeightFormat(WeightFormat format);
+
+/// A [K, N] weight quantized symmetrically with one scale per `group`
+/// consecutive rows of each column (`group >= K`: per channel).
+struct QuantizedWeight {
+  WeightFormat format;
+  int64_t group;
+  /// [K, N] codes: signed integers, or FP8 E4M3FN bit patterns.
+  std::vector<int8_t> codes;
+  /// [ceil(K / group), N] scales.
+  std::vector<float> scales;
+  /// [K, N] values the codes stand for (scale * code).
+  std::vector<float> dequantized;
+};
+QuantizedWeight quantizeWeight(ArrayRef<float> weight, int64_t k, int64_t n,
+                               WeightFormat format, int64_t group);
+
+/// Per-input-channel statistics of a matmul's lhs: E[x_k] and E[x_k^2].
+struct InputStats {
+  std::vector<double> mean, meanSquare;
+  /// "calibration", "layer_norm" or "default" (zero mean, unit variance).
+  std::string source;
+};
+/// The statistics of `matmul`'s lhs (K channels): a `sits.input_stats`
+/// attribute, else derived from a layer norm producer, else the default.
+InputStats estimateInputStats(MatmulOp matmul, int64_t k);
+
+struct PrecisionConfig {
+  WeightFormat format = WeightFormat::Fp32;
+  /// Choose per block within errorBudget instead of applying `format`.
+  bool autoSelect = false;
+  bool allowFp8 = false;
+  double errorBudget = 0.01;
+  int64_t groupSize = 64;
+  int64_t blockK = 64, blockN = 64;
+  bool biasCorrection = true;
+};
+
+/// The formats chosen for the blocks of one weight, with their estimates.
+struct PrecisionPlan {
+  int64_t blockK, blockN, blocksK, blocksN;
+  SmallVector<WeightFormat> candidates;
+  /// One quantization per candidate, over the whole weight.
+  std::vector<QuantizedWeight> quantized;
+  /// Per block (row-major), the index of its candidate and its estimated
+  /// squared output error.
+  std::vector<size_t> blockCandidate;
+  std::vector<double> blockNoise;
+  /// Estimated squared output error and output signal, summed over outputs.
+  double noise = 0.0, signal = 0.0;
+  int64_t bytes = 0;
+  std::vector<double> biasDelta;
+  std::string statsSource;
+  /// sqrt(squared / signal).
+  double relativeError(double squared) const;
+};
+PrecisionPlan planWeightPrecision(ArrayRef<float> weight, int64_t k, int64_t n,
+                                  const InputStats &stats,
+                                  const PrecisionConfig &config);
+
+/// Replaces a matmul by a constant f32 [K, N] (or transposed) weight with
+/// quantized pieces per the plan for `config`, its bias corrected. Fails,
+/// changing nothing, for other matmuls.
+FailureOr<PrecisionPlan> quantizeMatmulWeight(RewriterBase &rewriter,
+                                              MatmulOp matmul,
+                                              const PrecisionConfig &config);
+
+/// The name an op's location gives it (the ONNX node name of a NameLoc or
+/// FusedLoc), else the printed location.
+std::string getLocationName(Location loc);
 
 /// What a structured pruning rewrite removed: channel or head indices (of
 /// `total`), the constant bytes it saved, and how many constant channels it

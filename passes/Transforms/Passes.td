@@ -176,4 +176,80 @@ def SitsExternalizeWeights
   ];
 }
 
+def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Quantize constant matmul weights (INT8, INT4, FP8, or per block)";
+  let description = [{
+    Rewrites every `sits.matmul` whose rhs is a constant 2-D f32 weight into
+    `sits.qmatmul` with the dequantization fused into the contraction:
+
+    * `int8`: symmetric, one scale per output channel;
+    * `int4`: symmetric, one scale per `group-size` rows of K per column,
+      packed two per byte along K (`#sits.packed<storage = i8, axis = 0>`);
+    * `fp8`: E4M3 with one scale per output channel, only for targets whose
+      table lists FP8 E4M3 (the module's `sits.target`, the host by
+      default); asking for it elsewhere is an error;
+    * `auto`: the weight is cut into `block-k` x `block-n` blocks and each
+      block gets the cheapest format (INT4, then INT8 or FP8, then fp32)
+      such that the weight's estimated relative RMS output error stays
+      within `error-budget`. Formats are upgraded greedily, the block with
+      the largest error reduction per extra byte first.
+
+    The error estimate of a format for a block is the exact quantization
+    residual `r = W - Q(W)` weighted by the input's second moment per row:
+    `sum_k E[x_k^2] r_kn^2`, relative to the output's `sum_k E[x_k^2] W_kn^2`.
+    Input statistics come from a `sits.input_stats = {mean, mean_square}`
+    attribute on the matmul (measured on a calibration set), else from the
+    producer when it is a layer norm (`E[x] = beta`, `E[x^2] = gamma^2 +
+    beta^2`), else zero mean and unit variance.
+
+    Bias correction adds `E[x] . r` to each output channel's bias (creating
+    the bias when needed): the residual's mean contribution is removed, so
+    only its variance (`E[x^2] - E[x]^2` in the estimate) remains.
+
+    A weight whose blocks have different formats is executed as one
+    `sits.qmatmul` (or `sits.matmul` for fp32) per run of equal-format
+    blocks along K within each strip of equal-pattern columns; the runs'
+    products are added and the strips concatenated. Each piece then keeps
+    the uniform layout the contraction kernels stream; in `auto` mode 8-bit
+    pieces carry one scale per block row (`block_size = block-k`), so the
+    executed quantization is the estimated one.
+
+    Every decision goes into the module's `sits.report.precision` array:
+    per weight its `op` (location name), `kind` (`quantized` or `skipped`
+    with a `reason`), `format` per block (row-major), `block_shape`,
+    `est_error`, `bytes` (weights + scales), `fp32_bytes` and
+    `bias_correction` (L2 norm of the correction).
+
+    ```mlir
+    // precision=int8
+    %y = sits.matmul %x, %w : (tensor<8x768xf32>, tensor<768x3072xf32>) -> tensor<8x3072xf32>
+    // becomes
+    %y = sits.qmatmul %x, %q, %s bias(%b) {axis = 1 : i64}
+        : (tensor<8x768xf32>, tensor<768x3072xi8>, tensor<3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::sits::SitsDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "fp32 (leave weights alone), int8, int4, fp8 or auto">,
+    Option<"errorBudget", "error-budget", "double", /*default=*/"0.01",
+           "precision=auto: estimated relative RMS output error allowed per weight">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"64",
+           "INT4 group along K: 32, 64 or 128">,
+    Option<"blockK", "block-k", "int64_t", /*default=*/"64",
+           "precision=auto: block rows (along K); a multiple of group-size">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"64",
+           "precision=auto: block columns (along N)">,
+    Option<"biasCorrection", "bias-correction", "bool", /*default=*/"true",
+           "Fold the quantization residual's mean contribution into the bias">,
+  ];
+  let statistics = [
+    Statistic<"numQuantized", "num-quantized", "Weights quantized">,
+    Statistic<"numFp32Bytes", "fp32-bytes", "Bytes of the quantized weights in fp32">,
+    Statistic<"numBytes", "bytes", "Bytes of the quantized weights and scales">,
+  ];
+}
+
 #endif // SITS_PASSES_TRANSFORMS_PASSES_TD

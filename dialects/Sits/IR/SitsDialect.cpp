@@ -50,8 +50,34 @@ static LogicalResult verifyReport(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// `sits.input_stats` on a contraction: {mean, mean_square}, float elements
+/// of one entry per input channel (K), measured on a calibration set and
+/// read by sits-mixed-precision.
+static LogicalResult verifyInputStats(Operation *op, NamedAttribute attr) {
+  if (!isa<MatmulOp, QMatmulOp>(op))
+    return op->emitError() << "'sits.input_stats' is only valid on "
+                              "sits.matmul and sits.qmatmul";
+  auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+  auto isVector = [](Attribute a) {
+    auto e = dyn_cast_or_null<DenseElementsAttr>(a);
+    return e && isa<FloatType>(e.getElementType()) &&
+           e.getType().getRank() == 1;
+  };
+  if (!dict || !isVector(dict.get("mean")) ||
+      !isVector(dict.get("mean_square")) ||
+      cast<DenseElementsAttr>(dict.get("mean")).getNumElements() !=
+          cast<DenseElementsAttr>(dict.get("mean_square")).getNumElements())
+    return op->emitError() << "'sits.input_stats' must be {mean, "
+                              "mean_square}, two 1-D float elements "
+                              "attributes of equal size, got "
+                           << attr.getValue();
+  return success();
+}
+
 LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (attr.getName().getValue() == "sits.input_stats")
+    return verifyInputStats(op, attr);
   if (attr.getName().getValue().starts_with("sits.report.")) {
     if (!isa<ModuleOp>(op))
       return op->emitError() << "'" << attr.getName().getValue()
