@@ -572,6 +572,8 @@ NB_MODULE(_sits_runtime, m) {
       d["uri"] = info.uri;
       d["name"] = info.name;
       d["kind"] = std::string(deviceKindName(info.kind));
+      if (!info.arch.empty())
+        d["arch"] = info.arch;
       out.append(d);
     }
     return out;

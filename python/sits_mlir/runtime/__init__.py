@@ -4,6 +4,7 @@
 
     model = runtime.load("model.sitsm")          # verified before any code runs
     y = model(x)                                 # numpy / DLPack in, numpy out
+    gpu = runtime.load("m.h100.sitsm", device="cuda:0")  # GPU artifacts
     model.inputs, model.outputs, model.manifest  # what it takes and gives
     runtime.set_num_threads(4)                   # the pool compiled code uses
 
@@ -12,7 +13,8 @@ reached through the `sits_mlir._sits_runtime` extension; this package needs
 neither MLIR nor LLVM at run time. Failures raise the typed exceptions of
 `sits_mlir.runtime.errors` (all `sits_mlir.errors.SitsError`s):
 `ArtifactError` and its subclasses for files that cannot be used,
-`SignatureError` for inputs that do not fit, `DeviceError` for devices.
+`SignatureError` for inputs that do not fit, `DeviceError` for devices
+(`GpuDriverError` when a CUDA/HIP driver call fails).
 
 The compiler writes artifacts with `write_artifact` (and reads them back with
 `read_artifact` / `read_manifest`).
@@ -32,6 +34,8 @@ from .errors import (
     CodeLoadError,
     CorruptArtifactError,
     DeviceError,
+    DeviceOutOfMemoryError,
+    GpuDriverError,
     IncompatibleArtifactError,
     MissingSymbolError,
     RuntimeCoreError,
@@ -48,8 +52,10 @@ __all__ = [
     "CompiledModel",
     "CorruptArtifactError",
     "DeviceError",
+    "DeviceOutOfMemoryError",
     "EntryPoint",
     "FORMAT_VERSION",
+    "GpuDriverError",
     "IncompatibleArtifactError",
     "MissingSymbolError",
     "RuntimeCoreError",

@@ -19,6 +19,9 @@ section, manifest field, symbol, path or device it is about),
     │   └── ArtifactNotFoundError      (also a FileNotFoundError)
     ├── SignatureError                 wrong inputs (also TypeError and ValueError)
     ├── DeviceError                    no such device / driver, or not runnable
+    │   └── GpuDriverError             a CUDA / HIP driver call failed: ``function``,
+    │       │                          ``error_name``, ``error_code``
+    │       └── DeviceOutOfMemoryError device memory exhausted (also MemoryError)
     ├── RuntimeCoreError               anything else (bad argument, I/O, internal)
     └── KVError                        the KV-cache allocator (sits_mlir.runtime.kv),
         │                              one class per code of spec §4.9:
@@ -52,7 +55,9 @@ __all__ = [
     "CodeLoadError",
     "CorruptArtifactError",
     "DeviceError",
+    "DeviceOutOfMemoryError",
     "DoubleFree",
+    "GpuDriverError",
     "HostTierFull",
     "IncompatibleArtifactError",
     "InvalidState",
@@ -132,6 +137,27 @@ class SignatureError(_Details, SitsError, TypeError, ValueError):
 class DeviceError(_Details, SitsError):
     """The requested device is not available (no driver, no such device), or
     cannot run compiled code yet."""
+
+
+class GpuDriverError(DeviceError):
+    """A call of the GPU driver library (libcuda / libamdhip64) failed while
+    loading or running a model. ``subject`` is the device ("cuda:0"),
+    ``function`` the driver function ("cuLaunchKernel"), ``error_name`` and
+    ``error_code`` the driver's error ("CUDA_ERROR_LAUNCH_FAILED", 719); the
+    message says all of it."""
+
+    function: str = ""
+    error_name: str = ""
+    error_code: int = 0
+
+
+class DeviceOutOfMemoryError(GpuDriverError, MemoryError):
+    """The device ran out of memory (CUDA_ERROR_OUT_OF_MEMORY,
+    hipErrorOutOfMemory)."""
+
+
+#: The error code both CUDA and HIP use for an exhausted device memory.
+_DRIVER_OUT_OF_MEMORY = 2
 
 
 class RuntimeCoreError(_Details, SitsError):
@@ -341,6 +367,15 @@ def _from_status(
         exc._set_payload({**_DEFAULTS, **payload})
         return exc
     subject = payload.get("subject", "")
+    if code == "DriverError":
+        cls = (DeviceOutOfMemoryError if payload.get("value") == _DRIVER_OUT_OF_MEMORY
+               else GpuDriverError)
+        exc = cls(message)
+        exc._set_details(code, subject, payload.get("expected", ""),
+                         payload.get("given", ""), payload.get("index", -1))
+        exc.function, exc.error_name = exc.expected, exc.given
+        exc.error_code = int(payload.get("value", 0))
+        return exc
     cls = _BY_CODE.get(code)
     if cls is None:
         if code == "Unimplemented" and subject.split(":")[0] in ("cuda", "hip"):

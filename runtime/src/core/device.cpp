@@ -1,18 +1,18 @@
 //===- device.cpp - The device registry and its built-in drivers -----------===//
 //
-// cpu: always present, runs code. cuda / hip: the vendor driver library is
-// dlopen'ed on first use (never linked), initialised and asked for its
-// devices, so machines without a GPU stack get a clear "no CUDA driver
-// found" and GPU machines list their devices; opening one reports that GPU
-// execution is not implemented yet.
+// cpu: always present, runs code. cuda / hip (gpu_driver.cpp): the vendor
+// driver library is dlopen'ed on first use (never linked), initialised and
+// asked for its devices, so machines without a GPU stack get a clear "no
+// CUDA driver found" and GPU machines list and open their devices.
 //
 //===----------------------------------------------------------------------===//
+#include "gpu_device.h"
+
 #include "sits/runtime/device.h"
 #include "sits/runtime/host.h"
 #include "sits/runtime/thread_pool.h"
 
 #include <cctype>
-#include <dlfcn.h>
 
 namespace sits::runtime {
 
@@ -111,142 +111,6 @@ public:
   }
 };
 
-//===----------------------------------------------------------------------===//
-// GPU drivers: a vendor library found at run time
-//===----------------------------------------------------------------------===//
-
-/// What a vendor library offers the probe: init, count, name.
-struct VendorApi {
-  const char *vendor;       // "CUDA", "HIP"
-  const char *scheme;       // "cuda", "hip"
-  std::vector<const char *> libraries;
-  const char *initSymbol;   // int init(unsigned flags)
-  const char *countSymbol;  // int count(int *)
-  const char *nameSymbol;   // int name(char *, int, int ordinal-or-handle)
-  const char *getSymbol;    // CUDA: int cuDeviceGet(int *dev, int ordinal); null for HIP
-  DeviceKind kind;
-};
-
-class VendorDriver final : public Driver {
-public:
-  explicit VendorDriver(VendorApi api) : api_(std::move(api)) {}
-  std::string_view scheme() const override { return api_.scheme; }
-
-  Status probe() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ensureProbed();
-    return status_;
-  }
-
-  std::vector<DeviceInfo> enumerate() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ensureProbed();
-    return devices_;
-  }
-
-  StatusOr<std::shared_ptr<Device>> open(int ordinal) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ensureProbed();
-    std::string uri = std::string(api_.scheme) + ":" + std::to_string(ordinal);
-    if (!status_.ok()) {
-      Status s = status_;
-      return s.withSubject(uri);
-    }
-    if (ordinal < 0 || size_t(ordinal) >= devices_.size())
-      return Status(StatusCode::kDeviceUnavailable,
-                    uri + " does not exist: found " +
-                        std::to_string(devices_.size()) + " " + api_.vendor +
-                        " device(s)")
-          .withSubject(uri);
-    return Status(StatusCode::kUnimplemented,
-                  "running compiled code on " + uri + " (" +
-                      devices_[size_t(ordinal)].name + ") is not implemented "
-                      "yet; this runtime executes on cpu only")
-        .withSubject(uri);
-  }
-
-private:
-  void ensureProbed() {
-    if (probed_)
-      return;
-    probed_ = true;
-    std::string tried;
-    void *lib = nullptr;
-    for (const char *name : api_.libraries) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib)
-        break;
-      const char *e = dlerror();
-      if (!tried.empty())
-        tried += "; ";
-      tried += e ? e : name;
-    }
-    if (!lib) {
-      status_ = Status(StatusCode::kDeviceUnavailable,
-                       std::string("no ") + api_.vendor + " driver found (" +
-                           tried + ")")
-                    .withSubject(api_.scheme);
-      return;
-    }
-    using InitFn = int (*)(unsigned);
-    using CountFn = int (*)(int *);
-    using NameFn = int (*)(char *, int, int);
-    using GetFn = int (*)(int *, int);
-    auto init = reinterpret_cast<InitFn>(dlsym(lib, api_.initSymbol));
-    auto count = reinterpret_cast<CountFn>(dlsym(lib, api_.countSymbol));
-    auto name = reinterpret_cast<NameFn>(dlsym(lib, api_.nameSymbol));
-    auto get = api_.getSymbol ? reinterpret_cast<GetFn>(dlsym(lib, api_.getSymbol))
-                              : nullptr;
-    if (!init || !count || !name || (api_.getSymbol && !get)) {
-      status_ = Status(StatusCode::kDeviceUnavailable,
-                       std::string("the ") + api_.vendor +
-                           " driver library lacks the functions SITS needs")
-                    .withSubject(api_.scheme);
-      return;
-    }
-    if (int rc = init(0); rc != 0) {
-      status_ = Status(StatusCode::kDeviceUnavailable,
-                       std::string(api_.vendor) + " driver found but " +
-                           api_.initSymbol + " failed with error " +
-                           std::to_string(rc) + " (no usable GPU?)")
-                    .withSubject(api_.scheme);
-      return;
-    }
-    int n = 0;
-    if (int rc = count(&n); rc != 0) {
-      status_ = Status(StatusCode::kDeviceUnavailable,
-                       std::string(api_.vendor) + " driver found but " +
-                           api_.countSymbol + " failed with error " +
-                           std::to_string(rc))
-                    .withSubject(api_.scheme);
-      return;
-    }
-    for (int i = 0; i < n; ++i) {
-      int handle = i;
-      if (get && get(&handle, i) != 0)
-        handle = i;
-      char buf[256] = {0};
-      if (name(buf, int(sizeof(buf) - 1), handle) != 0)
-        buf[0] = '\0';
-      devices_.push_back({std::string(api_.scheme) + ":" + std::to_string(i),
-                          buf[0] ? buf : std::string(api_.vendor) + " device",
-                          api_.kind});
-    }
-    if (devices_.empty())
-      status_ = Status(StatusCode::kDeviceUnavailable,
-                       std::string(api_.vendor) + " driver found but it reports "
-                                                  "no devices")
-                    .withSubject(api_.scheme);
-    // The library stays loaded for the process's life, as drivers do.
-  }
-
-  VendorApi api_;
-  std::mutex mu_;
-  bool probed_ = false;
-  Status status_;
-  std::vector<DeviceInfo> devices_;
-};
-
 } // namespace
 
 DeviceRegistry::DeviceRegistry() = default;
@@ -257,13 +121,8 @@ DeviceRegistry &DeviceRegistry::global() {
   static DeviceRegistry *registry = [] {
     auto *r = new DeviceRegistry();
     (void)r->registerDriver(std::make_unique<CpuDriver>());
-    (void)r->registerDriver(std::make_unique<VendorDriver>(VendorApi{
-        "CUDA", "cuda", {"libcuda.so.1", "libcuda.so"}, "cuInit",
-        "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGet", DeviceKind::kCuda}));
-    (void)r->registerDriver(std::make_unique<VendorDriver>(VendorApi{
-        "HIP", "hip", {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"},
-        "hipInit", "hipGetDeviceCount", "hipDeviceGetName", nullptr,
-        DeviceKind::kHip}));
+    (void)r->registerDriver(makeCudaDriver());
+    (void)r->registerDriver(makeHipDriver());
     return r;
   }();
   return *registry;

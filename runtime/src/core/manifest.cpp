@@ -194,6 +194,18 @@ Status manifestFromJson(const json::Value &root, Manifest &m) {
     m.target.features.push_back(f.asString());
   }
 
+  if (const json::Value *device = root.find("device")) {
+    if (!device->isObject())
+      return schemaError("device", "must be an object");
+    DeviceCodeSpec d;
+    SITS_RETURN_IF_ERROR(getString(*device, "device", "kind", d.kind));
+    SITS_RETURN_IF_ERROR(getString(*device, "device", "abi", d.abi));
+    SITS_RETURN_IF_ERROR(getString(*device, "device", "chip", d.chip, false));
+    SITS_RETURN_IF_ERROR(
+        getString(*device, "device", "image_format", d.imageFormat, false));
+    m.device = std::move(d);
+  }
+
   const json::Value *eps = root.find("entry_points");
   if (!eps)
     return schemaError("entry_points", "is missing");

@@ -1,6 +1,7 @@
 //===- module.cpp - Loading and running compiled models --------------------===//
 #include "artifact_internal.h"
 #include "code_loader.h"
+#include "gpu_device.h"
 
 #include "sits/runtime/host.h"
 #include "sits/runtime/module.h"
@@ -22,8 +23,17 @@ struct Module::Impl {
   };
   std::vector<Entry> entries;
   ByteSpan weights;
+  /// GPU models: the device (also `device`) and the weights uploaded to it.
+  std::shared_ptr<GpuDevice> gpu;
+  void *deviceWeights = nullptr;
 
   explicit Impl(ArtifactReader r) : reader(std::move(r)) {}
+  ~Impl() {
+    if (!gpu || !gpu->makeCurrent().ok())
+      return;
+    code.reset(); // its ELF destructor unloads the device code
+    (void)gpu->free(deviceWeights);
+  }
   const Entry *find(std::string_view name) const {
     for (const Entry &e : entries)
       if (e.spec->name == name)
@@ -217,6 +227,59 @@ std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   return d;
 }
 
+/// Whether the artifact's code is for the kind of device it is loaded on.
+Status checkDeviceCompatibility(const Manifest &m, const Device &device) {
+  auto incompatible = [](std::string message, std::string subject) {
+    return Status(StatusCode::kIncompatibleTarget, std::move(message))
+        .withSubject(std::move(subject));
+  };
+  if (device.kind() == DeviceKind::kCpu) {
+    if (m.device)
+      return incompatible("artifact was compiled for " + m.device->kind + " GPUs (target '" +
+                              m.target.name + "'" +
+                              (m.device->chip.empty() ? "" : ", " + m.device->chip) +
+                              "): load it on a " + m.device->kind + " device (e.g. \"" +
+                              m.device->kind + ":0\"), not on " + device.uri(),
+                          "device.kind")
+          .withExpected(m.device->kind, "cpu");
+    return Status::OK();
+  }
+  std::string kind(deviceKindName(device.kind()));
+  if (!m.device)
+    return incompatible("artifact was compiled for the CPU (target '" + m.target.name +
+                            "'): compile it for a GPU target to run it on " +
+                            device.uri(),
+                        "device")
+        .withExpected(kind, "cpu");
+  if (m.device->kind != kind)
+    return incompatible("artifact's device code is for " + m.device->kind +
+                            " GPUs, not for " + device.uri(),
+                        "device.kind")
+        .withExpected(kind, m.device->kind);
+  if (m.device->abi != "mlir-gpu-runtime")
+    return incompatible("artifact's host code calls the GPU runtime ABI '" +
+                            m.device->abi + "', which this runtime does not provide "
+                            "(it provides 'mlir-gpu-runtime')",
+                        "device.abi")
+        .withExpected("mlir-gpu-runtime", m.device->abi);
+  return Status::OK();
+}
+
+/// Uploads the weights section to the device, once per loaded model.
+Status uploadWeights(GpuDevice &gpu, ByteSpan weights, void *&out) {
+  StatusOr<void *> buffer = gpu.allocate(weights.size);
+  if (!buffer.ok())
+    return buffer.status();
+  out = *buffer;
+  StatusOr<GpuDevice::Stream> stream = gpu.acquireStream();
+  if (!stream.ok())
+    return stream.status();
+  Status s = gpu.copyToDevice(out, weights.data, weights.size, *stream);
+  Status synced = gpu.synchronize(*stream);
+  gpu.releaseStream(*stream);
+  return s.ok() ? synced : s;
+}
+
 } // namespace
 
 StatusOr<Module> Module::load(const std::string &path, const LoadOptions &options) {
@@ -249,21 +312,52 @@ StatusOr<Module> Module::load(const ArtifactReader &reader,
       DeviceRegistry::global().open(options.device);
   if (!device.ok())
     return device.status();
-  if ((*device)->kind() != DeviceKind::kCpu)
-    return Status(StatusCode::kUnimplemented,
-                  "running code on " + (*device)->uri() + " is not implemented")
-        .withSubject((*device)->uri());
+  std::shared_ptr<GpuDevice> gpu;
+  if ((*device)->kind() != DeviceKind::kCpu) {
+    gpu = std::dynamic_pointer_cast<GpuDevice>(*device);
+    if (!gpu)
+      return Status(StatusCode::kUnimplemented,
+                    "device " + (*device)->uri() + " cannot run compiled code")
+          .withSubject((*device)->uri());
+  }
+  SITS_RETURN_IF_ERROR(checkDeviceCompatibility(reader.manifest(), **device));
   SITS_RETURN_IF_ERROR(checkHostCompatibility(reader));
 
   auto impl = std::make_shared<Impl>(reader);
   impl->device = *device;
+  impl->gpu = gpu;
   const Manifest &m = impl->reader.manifest();
+  if (std::optional<ByteSpan> w = impl->reader.section("weights"))
+    impl->weights = *w;
+  // GPU code: the weights go to the device first; the code's ELF
+  // constructor then loads its device image through mgpuModuleLoad, bound
+  // to this device by the call scope.
+  GpuCall loadCall;
+  std::optional<GpuCallScope> scope;
+  if (gpu) {
+    SITS_RETURN_IF_ERROR(gpu->makeCurrent());
+    SITS_RETURN_IF_ERROR(uploadWeights(*gpu, impl->weights, impl->deviceWeights));
+    loadCall.device = gpu;
+    scope.emplace(loadCall);
+  }
   std::optional<ByteSpan> code = impl->reader.section(m.codeSectionName());
   StatusOr<std::unique_ptr<LoadedCode>> loaded =
       LoadedCode::load(*code, m.target.name + ":" + m.contentHash.substr(0, 16));
+  scope.reset();
   if (!loaded.ok())
     return loaded.status();
   impl->code = std::move(loaded).value();
+  if (!loadCall.status.ok()) {
+    Status s = loadCall.status;
+    const std::string &function = s.info().expected;
+    if (function.find("ModuleLoad") != std::string::npos && m.device)
+      s.mutableInfo().message +=
+          " (the artifact's device image is " +
+          (m.device->imageFormat.empty() ? std::string("code") : m.device->imageFormat) +
+          (m.device->chip.empty() ? "" : " for " + m.device->chip) +
+          (gpu->chip().empty() ? "" : "; this device is " + gpu->chip()) + ")";
+    return s;
+  }
   for (const EntryPointSpec &ep : m.entryPoints) {
     void *sym = impl->code->symbol(ep.symbol);
     if (!sym)
@@ -273,8 +367,6 @@ StatusOr<Module> Module::load(const ArtifactReader &reader,
           .withSubject(ep.symbol);
     impl->entries.push_back({&ep, reinterpret_cast<EntryFn>(sym)});
   }
-  if (std::optional<ByteSpan> w = impl->reader.section("weights"))
-    impl->weights = *w;
   return Module(std::move(impl));
 }
 
@@ -333,6 +425,104 @@ Module::outputShapes(std::string_view name,
   return out;
 }
 
+namespace {
+
+/// Runs a GPU model's entry point: inputs are copied to device buffers, the
+/// code runs on a stream of the device's pool bound to this thread (its
+/// mgpu* calls use it), outputs come back to the caller's host buffers.
+Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
+                const std::vector<BufferView> &inputs,
+                const std::vector<BufferView> &outputs) {
+  GpuDevice &gpu = *impl.gpu;
+  SITS_RETURN_IF_ERROR(gpu.makeCurrent());
+  StatusOr<GpuDevice::Stream> acquired = gpu.acquireStream();
+  if (!acquired.ok())
+    return acquired.status();
+  GpuDevice::Stream stream = *acquired;
+  std::vector<void *> buffers;
+  // Frees the call's buffers and returns its stream on every path; the
+  // first error wins.
+  auto finish = [&](Status s) {
+    for (void *p : buffers)
+      if (Status f = gpu.freeAsync(p, stream); !f.ok() && s.ok())
+        s = std::move(f);
+    if (Status f = gpu.synchronize(stream); !f.ok() && s.ok())
+      s = std::move(f);
+    gpu.releaseStream(stream);
+    return s;
+  };
+
+  std::vector<std::vector<int64_t>> descs;
+  std::vector<std::vector<uint8_t>> staged; // non-contiguous host views
+  descs.reserve(ep.args.size());
+  if (ep.hasWeights())
+    descs.push_back(descriptor(impl.deviceWeights, {int64_t(impl.weights.size)}));
+  auto deviceBuffer = [&](const BufferView &view) -> StatusOr<void *> {
+    size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
+    StatusOr<void *> p = gpu.allocateAsync(bytes, stream);
+    if (p.ok() && *p)
+      buffers.push_back(*p);
+    return p;
+  };
+  for (const BufferView &in : inputs) {
+    StatusOr<void *> p = deviceBuffer(in);
+    if (!p.ok())
+      return finish(p.status());
+    size_t bytes = size_t(in.numElements()) * dtypeSize(in.dtype);
+    const void *host = in.data;
+    if (bytes && !in.isContiguous()) {
+      staged.emplace_back(bytes);
+      copyStrided(in, staged.back().data(), false);
+      host = staged.back().data();
+    }
+    if (Status s = gpu.copyToDevice(*p, host, bytes, stream); !s.ok())
+      return finish(std::move(s));
+    descs.push_back(descriptor(*p, in.shape));
+  }
+  std::vector<void *> outBuffers;
+  for (const BufferView &out : outputs) {
+    StatusOr<void *> p = deviceBuffer(out);
+    if (!p.ok())
+      return finish(p.status());
+    outBuffers.push_back(*p);
+    descs.push_back(descriptor(*p, out.shape));
+  }
+  std::vector<void *> args;
+  args.reserve(descs.size());
+  for (std::vector<int64_t> &d : descs)
+    args.push_back(d.data());
+
+  GpuCall call;
+  call.device = impl.gpu;
+  call.stream = stream;
+  {
+    GpuCallScope scope(call);
+    fn(args.data());
+  }
+  if (!call.status.ok())
+    return finish(std::move(call.status));
+
+  std::vector<std::pair<const BufferView *, uint8_t *>> copyBack;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const BufferView &out = outputs[i];
+    size_t bytes = size_t(out.numElements()) * dtypeSize(out.dtype);
+    void *host = out.data;
+    if (bytes && !out.isContiguous()) {
+      staged.emplace_back(bytes);
+      host = staged.back().data();
+      copyBack.emplace_back(&out, staged.back().data());
+    }
+    if (Status s = gpu.copyToHost(host, outBuffers[i], bytes, stream); !s.ok())
+      return finish(std::move(s));
+  }
+  SITS_RETURN_IF_ERROR(finish(Status::OK()));
+  for (auto &[view, p] : copyBack)
+    copyStrided(*view, p, true);
+  return Status::OK();
+}
+
+} // namespace
+
 Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
                    const std::vector<BufferView> &outputs) const {
   const Impl::Entry *entry = impl_->find(name);
@@ -347,6 +537,8 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
   // Outputs: static extents and names bound by the inputs must match.
   for (size_t i = 0; i < outSpecs.size(); ++i)
     SITS_RETURN_IF_ERROR(checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
+  if (impl_->gpu)
+    return runOnGpu(*impl_, entry->fn, ep, inputs, outputs);
 
   // Descriptors, staging what is not contiguous and aligned.
   std::vector<std::vector<int64_t>> descs;

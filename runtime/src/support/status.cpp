@@ -36,6 +36,8 @@ const char *statusCodeName(StatusCode code) {
     return "SignatureMismatch";
   case StatusCode::kDeviceUnavailable:
     return "DeviceUnavailable";
+  case StatusCode::kDriverError:
+    return "DriverError";
   case StatusCode::kOutOfBlocks:
     return "OutOfBlocks";
   case StatusCode::kCapacityExceeded:

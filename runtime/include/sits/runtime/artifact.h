@@ -101,11 +101,26 @@ struct SITS_RUNTIME_API TargetSpec {
   std::string arch() const;
 };
 
+/// The manifest's optional `device` object: the host code carries device
+/// code and calls a GPU runtime ABI (passes/Codegen/GPU/README.md).
+struct SITS_RUNTIME_API DeviceCodeSpec {
+  /// The device kind it runs on: "cuda", "hip".
+  std::string kind;
+  /// The runtime ABI the host code calls: "mlir-gpu-runtime".
+  std::string abi;
+  /// The architecture the device code was built for ("sm_90"), or "".
+  std::string chip;
+  /// "fatbin", "bin", "ptx", or "".
+  std::string imageFormat;
+};
+
 struct SITS_RUNTIME_API Manifest {
   uint32_t formatVersion = 0;
   std::string sitsVersion;
   std::string llvmVersion;
   TargetSpec target;
+  /// Present for artifacts whose code runs on a GPU.
+  std::optional<DeviceCodeSpec> device;
   std::vector<EntryPointSpec> entryPoints;
   /// Lowercase hex SHA-256 of the file (see ARTIFACT.md).
   std::string contentHash;

@@ -8,8 +8,10 @@
 // CPU-only build and machine work unchanged, and a missing GPU stack is an
 // ordinary kDeviceUnavailable error ("no CUDA driver found ...").
 //
-// Today the `cpu` driver runs code; `cuda` and `hip` find and enumerate
-// devices but report kUnimplemented when asked to open one.
+// `cpu` runs host code; `cuda` and `hip` (gpu_driver.cpp) open a GPU with
+// its primary context, and run artifacts compiled for it (their host code
+// calls MLIR's GPU runtime ABI, which the runtime implements over the
+// vendor's driver library; passes/Codegen/GPU/README.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_DEVICE_H
@@ -46,6 +48,9 @@ struct DeviceInfo {
   std::string uri;
   std::string name;
   DeviceKind kind = DeviceKind::kCpu;
+  /// The device's architecture where the driver reports it ("sm_90"),
+  /// else "".
+  std::string arch;
 };
 
 class SITS_RUNTIME_API Device {
@@ -93,8 +98,8 @@ public:
   Driver *driver(std::string_view scheme) const;
   /// Opens the device named by `uri`. kInvalidArgument for a malformed URI,
   /// kDeviceUnavailable for an unknown scheme, a missing driver library or
-  /// an ordinal out of range, kUnimplemented for drivers that cannot run
-  /// code yet.
+  /// an ordinal out of range, kDriverError when the driver fails to open
+  /// the device.
   StatusOr<std::shared_ptr<Device>> open(std::string_view uri) const;
   /// Every device of every driver whose probe succeeds.
   std::vector<DeviceInfo> enumerate() const;

@@ -32,7 +32,8 @@ namespace sits::runtime {
 ///   * core codes to sits_mlir.runtime.errors (kCorruptArtifact,
 ///     kUnsupportedVersion, kIncompatibleTarget, kMissingSymbol, kLoadFailed,
 ///     kNotFound to `ArtifactError` subclasses, kSignatureMismatch to
-///     `SignatureError`, kDeviceUnavailable to `DeviceError`);
+///     `SignatureError`, kDeviceUnavailable to `DeviceError`, kDriverError
+///     to `GpuDriverError`);
 ///   * KV codes (spec kv-allocator.md §4.9) to sits_mlir.runtime.kv's
 ///     exceptions (`KVOutOfBlocks`, `KVCapacityError`, ...).
 enum class StatusCode : int32_t {
@@ -82,6 +83,11 @@ enum class StatusCode : int32_t {
   /// The device URI names a device that is not there (no driver, no such
   /// ordinal). `subject` is the URI.
   kDeviceUnavailable = 18,
+  /// A call of the GPU driver library failed (CUDA / HIP). `subject` is the
+  /// device's URI, `expected` the driver function ("cuMemAlloc_v2"),
+  /// `actual` the driver's error name ("CUDA_ERROR_OUT_OF_MEMORY"), `value`
+  /// its numeric code.
+  kDriverError = 19,
 
   // --- KV-cache allocator (spec §4.9) -----------------------------------
   /// Retryable: free + evictable blocks < needed (+ watermark for

@@ -1,0 +1,317 @@
+"""The runtime's CUDA driver from Python, without a GPU.
+
+The runtime is pointed at a test double of libcuda
+(test/unit/runtime/fake_cuda, built here with the C++ compiler) through
+$SITS_CUDA_DRIVER, so its real driver code runs: device listing, the primary
+context, device buffers, copies both ways, module loading, kernel launches
+through the mgpu* ABI, error mapping and teardown. The device registry reads
+the variable once per process, so every case runs in a subprocess.
+
+Hand-written host code (kernels/gpu_add.c) names a kernel the fake runs on
+the host, so its results are real; compiled models' kernels cannot run
+without a GPU, and their launches are checked against the manifest instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from sits_mlir import runtime
+from runtime_helpers import KERNELS, ROOT, arg, host_triple
+
+FAKE_SOURCE = ROOT / "test" / "unit" / "runtime" / "fake_cuda" / "fake_cuda.cpp"
+
+GPU_ENTRY = {
+    "name": "main",
+    "args": [arg("weights", "weights", "i8", [16]),
+             arg("input", "x", "f32", [-1, 4], ["rows", None]),
+             arg("output", "z", "f32", [-1, 4], ["rows", None])],
+}
+WEIGHTS = np.array([1, 2, 3, 4], np.float32)
+
+
+@pytest.fixture(scope="session")
+def fake_cuda(tmp_path_factory) -> str:
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        pytest.skip("no C++ compiler to build the fake CUDA driver")
+    out = tmp_path_factory.mktemp("fake_cuda") / "libsits_fake_cuda.so"
+    subprocess.run([cxx, "-std=c++17", "-shared", "-fPIC", "-O1", "-pthread", "-o",
+                    str(out), str(FAKE_SOURCE)], check=True)
+    return str(out)
+
+
+@pytest.fixture
+def gpu_add(tmp_path, kernels):
+    """An artifact whose host code is kernels/gpu_add.c: z = x + 2 w."""
+    path = tmp_path / "gpu_add.sitsm"
+    manifest = {
+        "target": {"triple": host_triple(), "cpu": "generic", "features": []},
+        "device": {"kind": "cuda", "abi": "mlir-gpu-runtime", "chip": "sm_90",
+                   "image_format": "bin"},
+        "entry_points": [GPU_ENTRY],
+    }
+    runtime.write_artifact(path, manifest=manifest, code=kernels("gpu_add"),
+                           weights=WEIGHTS.tobytes(), target="fake")
+    return str(path)
+
+
+# What every subprocess starts with: the runtime, and the fake's introspection
+# (ctypes loads the very object the runtime dlopen'ed).
+PRELUDE = """
+import ctypes, gc, json, os, sys
+import numpy as np
+from sits_mlir import runtime
+_path = os.environ["SITS_CUDA_DRIVER"]
+fake = ctypes.CDLL(_path) if os.path.exists(_path) else None
+
+def stats(fn=None):
+    v = (ctypes.c_longlong * 9)()
+    fake.sitsFakeCudaStats(fn.encode() if fn else None, v)
+    keys = ["buffers", "modules", "streams", "contexts", "launches", "calls", "jit_opt",
+            "to_device", "to_host"]
+    return dict(zip(keys, v))
+
+def launches():
+    out, name, dims = [], ctypes.create_string_buffer(256), (ctypes.c_uint * 7)()
+    params, in_buffers = ctypes.c_int(), ctypes.c_int()
+    while fake.sitsFakeCudaLaunch(len(out), name, 256, dims, ctypes.byref(params),
+                                  ctypes.byref(in_buffers)) == 0:
+        out.append({"name": name.value.decode(), "grid": list(dims[:3]),
+                    "block": list(dims[3:6]), "smem": dims[6], "params": params.value,
+                    "params_in_buffers": in_buffers.value})
+    return out
+
+def error(e):
+    return {"type": type(e).__name__, "str": str(e),
+            "mro": [c.__name__ for c in type(e).__mro__],
+            **{k: getattr(e, k, None) for k in
+               ("code", "subject", "function", "error_name", "error_code")}}
+"""
+
+
+def run_fake(fake_cuda: str, code: str, **env) -> dict:
+    """Runs PRELUDE + `code` with the fake driver selected; returns the JSON
+    the code prints last."""
+    full_env = {**os.environ, "SITS_CUDA_DRIVER": fake_cuda, **env}
+    full_env.pop("SITS_FAKE_CUDA_FAIL", None)
+    full_env.update(env)
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+                          capture_output=True, text=True, env=full_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def expected_sum(x):
+    return x + 2 * WEIGHTS
+
+
+def test_lists_and_opens_the_fake_device(fake_cuda):
+    out = run_fake(fake_cuda, """
+        devices = runtime.devices()
+        print(json.dumps({"devices": devices, "open": runtime.open_device("cuda:0")}))
+    """)
+    assert {"uri": "cuda:0", "name": "SITS fake CUDA device 0", "kind": "cuda",
+            "arch": "sm_90"} in out["devices"]
+    assert out["open"] == ["cuda:0", "SITS fake CUDA device 0 (cuda:0, sm_90)"]
+
+
+def test_runs_gpu_host_code_from_numpy_and_dlpack(fake_cuda, gpu_add):
+    out = run_fake(fake_cuda, f"""
+        model = runtime.load({gpu_add!r}, device="cuda:0")
+        loaded = stats()
+        fake.sitsFakeCudaReset()
+        x = np.arange(20, dtype=np.float32).reshape(5, 4)
+        z = model(x)
+        ran = stats()
+        # DLPack (a CPU tensor of another library, or numpy's own capsule).
+        class Tensor:
+            def __init__(self, a): self._a = a
+            def __dlpack__(self, **kw): return self._a.__dlpack__(**kw)
+            def __dlpack_device__(self): return self._a.__dlpack_device__()
+        z_dlpack = model(Tensor(x[::-1]))
+        first = launches()[0]
+        del model; gc.collect()
+        print(json.dumps({{"device": "cuda:0", "z": z.tolist(), "z_dlpack": z_dlpack.tolist(),
+                          "loaded": loaded, "ran": ran, "first": first,
+                          "after": stats()}}))
+    """)
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    np.testing.assert_array_equal(out["z"], expected_sum(x))
+    np.testing.assert_array_equal(out["z_dlpack"], expected_sum(x[::-1]))
+    # The weights uploaded once at load; each call copies 80 bytes each way.
+    assert (out["loaded"]["buffers"], out["loaded"]["modules"]) == (1, 1)
+    assert out["loaded"]["to_device"] == 16
+    assert (out["ran"]["to_device"], out["ran"]["to_host"]) == (80, 80)
+    assert out["ran"]["launches"] == 2 and out["ran"]["buffers"] == 1
+    assert out["first"] == {"name": "sits_fake_add_f32", "grid": [1, 1, 1],
+                            "block": [128, 1, 1], "smem": 0, "params": 5,
+                            "params_in_buffers": 3}
+    # Torn down: no buffer, module, stream or context left.
+    assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
+        {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}
+
+
+@pytest.mark.parametrize("fail, error_type, function, name, code", [
+    ("cuMemAllocAsync=2@3", "DeviceOutOfMemoryError", "cuMemAllocAsync",
+     "CUDA_ERROR_OUT_OF_MEMORY", 2),
+    ("cuLaunchKernel=719@2", "GpuDriverError", "cuLaunchKernel",
+     "CUDA_ERROR_LAUNCH_FAILED", 719),
+    ("cuMemcpyHtoDAsync_v2=1", "GpuDriverError", "cuMemcpyHtoDAsync_v2",
+     "CUDA_ERROR_INVALID_VALUE", 1),
+])
+def test_driver_errors_raise_typed_exceptions(fake_cuda, gpu_add, fail, error_type,
+                                              function, name, code):
+    out = run_fake(fake_cuda, f"""
+        model = runtime.load({gpu_add!r}, device="cuda:0")
+        os.environ["SITS_FAKE_CUDA_FAIL"] = {fail!r}
+        fake.sitsFakeCudaReset()
+        try:
+            model(np.ones((2, 4), np.float32))
+            result = None
+        except runtime.DeviceError as e:
+            result = error(e)
+        leftover = stats()["buffers"]
+        del os.environ["SITS_FAKE_CUDA_FAIL"]
+        again = model(np.ones((2, 4), np.float32)).tolist()
+        print(json.dumps({{"error": result, "leftover": leftover, "again": again}}))
+    """)
+    e = out["error"]
+    assert e is not None
+    assert e["type"] == error_type
+    assert "GpuDriverError" in e["mro"] and "DeviceError" in e["mro"]
+    assert ("MemoryError" in e["mro"]) == (code == 2)
+    assert (e["code"], e["subject"], e["function"], e["error_name"], e["error_code"]) == \
+        ("DriverError", "cuda:0", function, name, code)
+    assert e["str"].startswith(f"cuda:0 (SITS fake CUDA device 0): {function} failed "
+                               f"with {name} ({code})")
+    assert out["leftover"] == 1  # only the weights: the call's buffers were freed
+    np.testing.assert_array_equal(out["again"], expected_sum(np.ones((2, 4), np.float32)))
+
+
+def test_load_errors(fake_cuda, gpu_add, make_artifact):
+    cpu_model = make_artifact("add", [{
+        "name": "main", "args": [arg("input", "x", "f32", [4]), arg("input", "y", "f32", [4]),
+                                 arg("output", "z", "f32", [4])]}])
+    out = run_fake(fake_cuda, f"""
+        results = {{}}
+        for key, path, device, fail in [
+                ("image", {gpu_add!r}, "cuda:0", "cuModuleLoadData=209"),
+                ("cpu_code_on_gpu", {str(cpu_model)!r}, "cuda:0", ""),
+                ("gpu_code_on_cpu", {gpu_add!r}, "cpu", ""),
+                ("no_such_device", {gpu_add!r}, "cuda:3", "")]:
+            os.environ["SITS_FAKE_CUDA_FAIL"] = fail
+            try:
+                runtime.load(path, device=device)
+                results[key] = None
+            except Exception as e:
+                results[key] = error(e)
+        gc.collect()
+        results["after"] = stats()
+        print(json.dumps(results))
+    """)
+    assert out["image"]["type"] == "GpuDriverError"
+    assert out["image"]["error_name"] == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    assert "device image is bin for sm_90; this device is sm_90" in out["image"]["str"]
+    assert out["cpu_code_on_gpu"]["type"] == "IncompatibleArtifactError"
+    assert "compiled for the CPU" in out["cpu_code_on_gpu"]["str"]
+    assert out["gpu_code_on_cpu"]["type"] == "IncompatibleArtifactError"
+    assert out["no_such_device"]["type"] == "DeviceError"
+    assert "cuda:3 does not exist: found 1 CUDA device(s)" in out["no_such_device"]["str"]
+    assert (out["after"]["buffers"], out["after"]["modules"], out["after"]["contexts"]) == \
+        (0, 0, 0)
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"SITS_CUDA_DRIVER": "/nonexistent/libcuda.so.1"}, "no CUDA driver found"),
+    ({"SITS_FAKE_CUDA_FAIL": "cuInit=100"}, "CUDA_ERROR_NO_DEVICE"),
+])
+def test_missing_or_broken_driver_is_a_device_error(fake_cuda, gpu_add, env, message):
+    out = run_fake(fake_cuda, f"""
+        try:
+            runtime.load({gpu_add!r}, device="cuda:0")
+            print(json.dumps(None))
+        except Exception as e:
+            print(json.dumps(error(e)))
+    """, **env)
+    assert out["type"] == "DeviceError" and out["code"] == "DeviceUnavailable", out
+    assert message in out["str"]
+
+
+@pytest.fixture(scope="module")
+def compiled_mlp(model_path, tmp_path_factory):
+    """mlp compiled for h100 twice: the default build (a fatbin or cubin when
+    ptxas is installed), and PTX only (no ptxas), which the driver
+    JIT-compiles."""
+    import sits_mlir
+    from sits_mlir.compiler import gpu
+
+    def forget_ptxas():
+        if hasattr(gpu.find_ptxas, "cache_clear"):
+            gpu.find_ptxas.cache_clear()
+
+    out = tmp_path_factory.mktemp("gpu_fake")
+    path, inputs = model_path("mlp")
+    fatbin = sits_mlir.compile(path, target="h100", output=out / "mlp.fatbin.sitsm")
+    saved = os.environ.get("SITS_PTXAS")
+    os.environ["SITS_PTXAS"] = "sits-no-such-ptxas"
+    forget_ptxas()
+    try:
+        ptx = sits_mlir.compile(path, target="h100", output=out / "mlp.ptx.sitsm")
+    finally:
+        if saved is None:
+            del os.environ["SITS_PTXAS"]
+        else:
+            os.environ["SITS_PTXAS"] = saved
+        forget_ptxas()
+    return {"fatbin": fatbin, "ptx": ptx, "inputs": inputs}
+
+
+@pytest.mark.parametrize("image", ["fatbin", "ptx"])
+def test_compiled_model_launches_its_kernels(fake_cuda, compiled_mlp, image, tmp_path):
+    art = compiled_mlp[image]
+    device = art.manifest["device"]
+    if image == "fatbin" and device["image_format"] == "ptx":
+        pytest.skip("ptxas not installed: the default build is PTX only")
+    assert (device["image_format"] == "ptx") == (image == "ptx")
+    np.savez(tmp_path / "inputs.npz", **compiled_mlp["inputs"])
+    out = run_fake(fake_cuda, f"""
+        model = runtime.load({str(art.path)!r}, device="cuda:0")
+        loaded = stats("cuModuleLoadDataEx" if {image!r} == "ptx" else "cuModuleLoadData")
+        fake.sitsFakeCudaReset()
+        inputs = dict(np.load({str(tmp_path / "inputs.npz")!r}))
+        y = model(**inputs)
+        ran = stats()
+        result = {{"loaded": loaded, "ran": ran, "launches": launches(),
+                  "shape": list(y.shape)}}
+        del model; gc.collect()
+        result["after"] = stats()
+        print(json.dumps(result))
+    """)
+    # The device image was loaded once, by the path its format needs.
+    assert out["loaded"]["modules"] == 1 and out["loaded"]["calls"] == 1
+    if image == "ptx":
+        assert out["loaded"]["jit_opt"] >= 0
+    # Every launch of the manifest, in order, with its grid and block.
+    launched = [(l["name"], l["grid"], l["block"]) for l in out["launches"]]
+    assert launched == [(k["name"], k["grid"], k["block"]) for k in device["kernels"]]
+    if image == "ptx":
+        # The PTX gives parameter sizes: kernels take their buffers as memref
+        # descriptors, (allocated, aligned) pointers into device buffers.
+        for l in out["launches"]:
+            assert l["params"] > 0 and l["params_in_buffers"] >= 2, l
+    # Inputs copied in, the output copied out, intermediate buffers freed.
+    inputs_bytes = sum(a.nbytes for a in compiled_mlp["inputs"].values())
+    assert out["ran"]["to_device"] == inputs_bytes
+    assert out["ran"]["to_host"] == int(np.prod(out["shape"])) * 4
+    assert out["ran"]["buffers"] == 1
+    assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
+        {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}

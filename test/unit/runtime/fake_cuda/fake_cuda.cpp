@@ -1,0 +1,646 @@
+//===- fake_cuda.cpp - A CUDA driver API test double over host memory ------===//
+//
+// The subset of libcuda's driver API the SITS runtime resolves, for tests on
+// machines without a GPU: point the runtime at it with
+// SITS_CUDA_DRIVER=/path/to/libsits_fake_cuda.so and the runtime's real
+// driver code runs against it. Built for the tests only, never installed.
+//
+// * Device memory is host memory (so copies really move bytes); every
+//   pointer handed to a copy, a free or a kernel is checked against the live
+//   allocations (CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_ILLEGAL_ADDRESS).
+// * Modules: ELF (cubin), fatbin and PTX images are accepted and their
+//   kernels looked up by name in the image's bytes (PTX: `.entry` lines,
+//   whose parameter lists give the kernels' parameter sizes). Their launches
+//   are recorded, not executed: there is no GPU to run them. Images that
+//   start with "SITSFAKE\n" list, one per line, kernels the fake itself
+//   implements on the host (below), which launches do run.
+// * $SITS_FAKE_CUDA_FAIL makes chosen calls fail:
+//   "cuMemAlloc_v2=2,cuLaunchKernel=719@3" fails every cuMemAlloc_v2 with
+//   CUDA_ERROR_OUT_OF_MEMORY and the 3rd cuLaunchKernel (counted since the
+//   last sitsFakeCudaReset) with CUDA_ERROR_LAUNCH_FAILED. Read at each call.
+// * $SITS_FAKE_CUDA_DEVICES: how many devices (default 1);
+//   $SITS_FAKE_CUDA_NO_POOLS=1: cuMemAllocAsync reports
+//   CUDA_ERROR_NOT_SUPPORTED, as on devices without memory pools.
+// * sitsFakeCuda* functions report what is live and what was launched.
+//
+//===----------------------------------------------------------------------===//
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+enum : int {
+  kSuccess = 0,
+  kInvalidValue = 1,
+  kOutOfMemory = 2,
+  kNotInitialized = 3,
+  kInvalidDevice = 101,
+  kInvalidImage = 200,
+  kInvalidContext = 201,
+  kInvalidHandle = 400,
+  kNotFound = 500,
+  kIllegalAddress = 700,
+  kLaunchFailed = 719,
+  kNotSupported = 801,
+};
+
+struct Kernel {
+  std::string name;
+  /// Byte sizes of the parameters when the image says (PTX, SITSFAKE).
+  std::vector<int> params;
+  bool known = false;
+};
+
+struct Module {
+  std::vector<Kernel> kernels;
+  /// Binary images: the bytes names are searched in.
+  std::string bytes;
+  bool fake = false;
+};
+
+struct Function {
+  Module *module;
+  Kernel kernel;
+};
+
+struct Launch {
+  std::string name;
+  unsigned dims[7];
+  void *stream;
+  int params = -1;          // -1: unknown
+  int paramsInBuffers = 0;  // 8-byte parameters that point into live buffers
+};
+
+struct State {
+  std::mutex mu;
+  bool initialized = false;
+  std::map<uintptr_t, size_t> buffers; // base -> size
+  std::set<Module *> modules;
+  std::set<void *> streams;
+  std::set<Function *> functions;
+  int contextRetains = 0;
+  std::map<std::string, int> calls;
+  std::vector<Launch> launches;
+  int jitOptLevel = -1;
+  uint64_t copiedToDevice = 0, copiedToHost = 0;
+};
+
+State &state() {
+  static State *s = new State();
+  return *s;
+}
+
+int contextToken;
+/// Current contexts are per thread, as the driver's.
+thread_local void *tCurrentContext = nullptr;
+
+bool hasContext(State &s) { return tCurrentContext && s.contextRetains > 0; }
+
+/// The injected error for this call of `fn`, or 0. Caller holds the lock.
+int injected(State &s, const char *fn) {
+  int n = ++s.calls[fn];
+  const char *spec = std::getenv("SITS_FAKE_CUDA_FAIL");
+  if (!spec)
+    return 0;
+  std::string all(spec);
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t end = all.find(',', pos);
+    std::string item = all.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    size_t eq = item.find('=');
+    if (eq != std::string::npos && item.substr(0, eq) == fn) {
+      std::string rest = item.substr(eq + 1);
+      size_t at = rest.find('@');
+      int code = std::atoi(rest.substr(0, at).c_str());
+      if (at == std::string::npos || std::atoi(rest.c_str() + at + 1) == n)
+        return code;
+    }
+    if (end == std::string::npos)
+      break;
+    pos = end + 1;
+  }
+  return 0;
+}
+
+#define FAKE_ENTER(name)                                                       \
+  State &s = state();                                                          \
+  std::lock_guard<std::mutex> lock(s.mu);                                      \
+  if (int injectedError = injected(s, name))                                   \
+    return injectedError;
+
+/// Whether [p, p + n) lies in one live buffer.
+bool inBuffer(State &s, uintptr_t p, size_t n) {
+  auto it = s.buffers.upper_bound(p);
+  if (it == s.buffers.begin())
+    return false;
+  --it;
+  return p >= it->first && p + n <= it->first + it->second && p + n >= p;
+}
+
+int deviceCount() {
+  const char *n = std::getenv("SITS_FAKE_CUDA_DEVICES");
+  return n ? std::atoi(n) : 1;
+}
+
+int allocate(State &s, unsigned long long *ptr, size_t bytes) {
+  if (!ptr || bytes == 0)
+    return kInvalidValue;
+  if (!hasContext(s))
+    return kInvalidContext;
+  // 256-byte aligned, as the real driver's.
+  void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!p)
+    return kOutOfMemory;
+  std::memset(p, 0, bytes);
+  s.buffers[uintptr_t(p)] = bytes;
+  *ptr = uintptr_t(p);
+  return kSuccess;
+}
+
+int release(State &s, unsigned long long ptr) {
+  auto it = s.buffers.find(uintptr_t(ptr));
+  if (it == s.buffers.end())
+    return kInvalidValue;
+  std::free(reinterpret_cast<void *>(it->first));
+  s.buffers.erase(it);
+  return kSuccess;
+}
+
+bool validStream(State &s, void *stream) { return !stream || s.streams.count(stream); }
+
+/// Parameter byte sizes of a PTX `.param` list ("(.param .u64 a, .param .f32
+/// b)"); -1 for aggregates.
+std::vector<int> ptxParams(const std::string &list) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while ((pos = list.find(".param", pos)) != std::string::npos) {
+    pos += 6;
+    size_t end = list.find_first_of(",)", pos);
+    std::string decl = list.substr(pos, end - pos);
+    int size = -1;
+    if (decl.find('[') == std::string::npos) {
+      for (const char *t : {".u64", ".s64", ".b64", ".f64"})
+        if (decl.find(t) != std::string::npos)
+          size = 8;
+      for (const char *t : {".u32", ".s32", ".b32", ".f32"})
+        if (decl.find(t) != std::string::npos)
+          size = 4;
+    }
+    out.push_back(size);
+  }
+  return out;
+}
+
+std::vector<Kernel> ptxKernels(const std::string &ptx) {
+  std::vector<Kernel> out;
+  size_t pos = 0;
+  while ((pos = ptx.find(".entry ", pos)) != std::string::npos) {
+    pos += 7;
+    size_t open = ptx.find('(', pos);
+    size_t close = ptx.find(')', open);
+    if (open == std::string::npos || close == std::string::npos)
+      break;
+    Kernel k;
+    k.name = ptx.substr(pos, open - pos);
+    while (!k.name.empty() && (k.name.back() == ' ' || k.name.back() == '\n'))
+      k.name.pop_back();
+    k.params = ptxParams(ptx.substr(open, close - open + 1));
+    k.known = true;
+    out.push_back(std::move(k));
+    pos = close;
+  }
+  return out;
+}
+
+// Kernels the fake runs (images "SITSFAKE\n<name>\n...").
+//   sits_fake_add_f32(const float *a, const float *b, float *c, int64_t n,
+//                     int64_t bn): c[i] = a[i] + b[i % bn] for i < n, one
+//   element per thread.
+const std::map<std::string, std::vector<int>> kFakeKernels = {
+    {"sits_fake_add_f32", {8, 8, 8, 8, 8}}};
+
+int runFakeKernel(State &s, const std::string &name, const unsigned dims[6],
+                  void **params) {
+  if (name == "sits_fake_add_f32") {
+    float *a, *b, *c;
+    int64_t n, bn;
+    std::memcpy(&a, params[0], 8);
+    std::memcpy(&b, params[1], 8);
+    std::memcpy(&c, params[2], 8);
+    std::memcpy(&n, params[3], 8);
+    std::memcpy(&bn, params[4], 8);
+    uint64_t threads = uint64_t(dims[0]) * dims[1] * dims[2] * dims[3] * dims[4] * dims[5];
+    if (n < 0 || bn <= 0 || uint64_t(n) > threads)
+      return kLaunchFailed;
+    size_t bytes = size_t(n) * sizeof(float);
+    if (!inBuffer(s, uintptr_t(a), bytes) || !inBuffer(s, uintptr_t(c), bytes) ||
+        !inBuffer(s, uintptr_t(b), size_t(bn) * sizeof(float)))
+      return kIllegalAddress;
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = a[i] + b[i % bn];
+    return kSuccess;
+  }
+  return kLaunchFailed;
+}
+
+/// The byte size of a binary image: ELF (from its section headers) or fatbin
+/// (from its header); 0 when not one.
+size_t binarySize(const unsigned char *p) {
+  if (std::memcmp(p, "\x7f" "ELF", 4) == 0 && p[4] == 2) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    std::memcpy(&shoff, p + 0x28, 8);
+    std::memcpy(&shentsize, p + 0x3a, 2);
+    std::memcpy(&shnum, p + 0x3c, 2);
+    return size_t(shoff + uint64_t(shentsize) * shnum);
+  }
+  uint32_t magic;
+  std::memcpy(&magic, p, 4);
+  if (magic == 0xBA55ED50u) {
+    uint16_t headerSize;
+    uint64_t fatSize;
+    std::memcpy(&headerSize, p + 6, 2);
+    std::memcpy(&fatSize, p + 8, 8);
+    return size_t(headerSize + fatSize);
+  }
+  return 0;
+}
+
+int loadModule(State &s, void **out, const void *image, bool jit) {
+  if (!out || !image)
+    return kInvalidValue;
+  if (!hasContext(s))
+    return kInvalidContext;
+  auto *bytes = static_cast<const unsigned char *>(image);
+  auto m = new Module();
+  const char *text = static_cast<const char *>(image);
+  if (std::strncmp(text, "SITSFAKE\n", 9) == 0) {
+    m->fake = true;
+    std::string list(text + 9);
+    size_t pos = 0;
+    while (pos < list.size()) {
+      size_t nl = list.find('\n', pos);
+      std::string name = list.substr(pos, nl - pos);
+      if (!name.empty()) {
+        auto it = kFakeKernels.find(name);
+        if (it == kFakeKernels.end()) {
+          delete m;
+          return kInvalidImage;
+        }
+        m->kernels.push_back({name, it->second, true});
+      }
+      if (nl == std::string::npos)
+        break;
+      pos = nl + 1;
+    }
+  } else if (size_t n = jit ? 0 : binarySize(bytes)) {
+    m->bytes.assign(text, n);
+  } else if (std::strstr(text, ".version") && std::strstr(text, ".target")) {
+    m->kernels = ptxKernels(text);
+  } else {
+    delete m;
+    return kInvalidImage;
+  }
+  s.modules.insert(m);
+  *out = m;
+  return kSuccess;
+}
+
+} // namespace
+
+// --- the driver API ---------------------------------------------------------
+
+FAKE_API int cuInit(unsigned flags) {
+  FAKE_ENTER("cuInit");
+  if (flags != 0)
+    return kInvalidValue;
+  s.initialized = true;
+  return kSuccess;
+}
+
+FAKE_API int cuDeviceGetCount(int *count) {
+  FAKE_ENTER("cuDeviceGetCount");
+  if (!s.initialized)
+    return kNotInitialized;
+  *count = deviceCount();
+  return kSuccess;
+}
+
+FAKE_API int cuDeviceGet(int *device, int ordinal) {
+  FAKE_ENTER("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= deviceCount())
+    return kInvalidDevice;
+  *device = ordinal;
+  return kSuccess;
+}
+
+FAKE_API int cuDeviceGetName(char *name, int len, int device) {
+  FAKE_ENTER("cuDeviceGetName");
+  if (device < 0 || device >= deviceCount())
+    return kInvalidDevice;
+  std::string n = "SITS fake CUDA device " + std::to_string(device);
+  std::strncpy(name, n.c_str(), size_t(len));
+  return kSuccess;
+}
+
+FAKE_API int cuDeviceGetAttribute(int *value, int attribute, int device) {
+  FAKE_ENTER("cuDeviceGetAttribute");
+  if (device < 0 || device >= deviceCount())
+    return kInvalidDevice;
+  if (attribute == 75) // compute capability: 9.0
+    *value = 9;
+  else if (attribute == 76)
+    *value = 0;
+  else
+    return kInvalidValue;
+  return kSuccess;
+}
+
+FAKE_API int cuDevicePrimaryCtxRetain(void **context, int device) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  if (device < 0 || device >= deviceCount())
+    return kInvalidDevice;
+  ++s.contextRetains;
+  *context = &contextToken;
+  return kSuccess;
+}
+
+FAKE_API int cuDevicePrimaryCtxRelease_v2(int device) {
+  FAKE_ENTER("cuDevicePrimaryCtxRelease_v2");
+  if (device < 0 || device >= deviceCount() || s.contextRetains == 0)
+    return kInvalidDevice;
+  --s.contextRetains;
+  return kSuccess;
+}
+
+FAKE_API int cuCtxSetCurrent(void *context) {
+  FAKE_ENTER("cuCtxSetCurrent");
+  if (context && (context != &contextToken || s.contextRetains == 0))
+    return kInvalidContext;
+  tCurrentContext = context;
+  return kSuccess;
+}
+
+FAKE_API int cuMemAlloc_v2(unsigned long long *ptr, size_t bytes) {
+  FAKE_ENTER("cuMemAlloc_v2");
+  return allocate(s, ptr, bytes);
+}
+
+FAKE_API int cuMemFree_v2(unsigned long long ptr) {
+  FAKE_ENTER("cuMemFree_v2");
+  if (!hasContext(s))
+    return kInvalidContext;
+  return release(s, ptr);
+}
+
+FAKE_API int cuMemAllocAsync(unsigned long long *ptr, size_t bytes, void *stream) {
+  FAKE_ENTER("cuMemAllocAsync");
+  const char *noPools = std::getenv("SITS_FAKE_CUDA_NO_POOLS");
+  if (noPools && *noPools == '1')
+    return kNotSupported;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  return allocate(s, ptr, bytes);
+}
+
+FAKE_API int cuMemFreeAsync(unsigned long long ptr, void *stream) {
+  FAKE_ENTER("cuMemFreeAsync");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  return release(s, ptr);
+}
+
+FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes,
+                                  void *stream) {
+  FAKE_ENTER("cuMemcpyHtoDAsync_v2");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  if (!inBuffer(s, uintptr_t(dst), bytes))
+    return kInvalidValue;
+  std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
+  s.copiedToDevice += bytes;
+  return kSuccess;
+}
+
+FAKE_API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes,
+                                  void *stream) {
+  FAKE_ENTER("cuMemcpyDtoHAsync_v2");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  if (!inBuffer(s, uintptr_t(src), bytes))
+    return kInvalidValue;
+  std::memcpy(dst, reinterpret_cast<void *>(uintptr_t(src)), bytes);
+  s.copiedToHost += bytes;
+  return kSuccess;
+}
+
+FAKE_API int cuStreamCreate(void **stream, unsigned flags) {
+  FAKE_ENTER("cuStreamCreate");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (flags > 1)
+    return kInvalidValue;
+  void *handle = std::malloc(1);
+  s.streams.insert(handle);
+  *stream = handle;
+  return kSuccess;
+}
+
+FAKE_API int cuStreamDestroy_v2(void *stream) {
+  FAKE_ENTER("cuStreamDestroy_v2");
+  if (!s.streams.erase(stream))
+    return kInvalidHandle;
+  std::free(stream);
+  return kSuccess;
+}
+
+FAKE_API int cuStreamSynchronize(void *stream) {
+  FAKE_ENTER("cuStreamSynchronize");
+  if (!hasContext(s))
+    return kInvalidContext;
+  return validStream(s, stream) ? kSuccess : kInvalidHandle;
+}
+
+FAKE_API int cuModuleLoadData(void **module, const void *image) {
+  FAKE_ENTER("cuModuleLoadData");
+  return loadModule(s, module, image, false);
+}
+
+FAKE_API int cuModuleLoadDataEx(void **module, const void *image, unsigned numOptions,
+                                int *options, void **values) {
+  FAKE_ENTER("cuModuleLoadDataEx");
+  for (unsigned i = 0; i < numOptions; ++i)
+    if (options[i] == 7) // CU_JIT_OPTIMIZATION_LEVEL
+      s.jitOptLevel = int(reinterpret_cast<intptr_t>(values[i]));
+  return loadModule(s, module, image, true);
+}
+
+FAKE_API int cuModuleUnload(void *module) {
+  FAKE_ENTER("cuModuleUnload");
+  if (!hasContext(s))
+    return kInvalidContext;
+  auto *m = static_cast<Module *>(module);
+  if (!s.modules.erase(m))
+    return kInvalidHandle;
+  for (auto it = s.functions.begin(); it != s.functions.end();) {
+    if ((*it)->module == m) {
+      delete *it;
+      it = s.functions.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  delete m;
+  return kSuccess;
+}
+
+FAKE_API int cuModuleGetFunction(void **function, void *module, const char *name) {
+  FAKE_ENTER("cuModuleGetFunction");
+  if (!hasContext(s))
+    return kInvalidContext;
+  auto *m = static_cast<Module *>(module);
+  if (!s.modules.count(m))
+    return kInvalidHandle;
+  Kernel found;
+  bool ok = false;
+  for (const Kernel &k : m->kernels)
+    if (k.name == name) {
+      found = k;
+      ok = true;
+    }
+  if (!ok && !m->bytes.empty() && m->bytes.find(name) != std::string::npos) {
+    found.name = name;
+    ok = true;
+  }
+  if (!ok)
+    return kNotFound;
+  auto *f = new Function{m, found};
+  s.functions.insert(f);
+  *function = f;
+  return kSuccess;
+}
+
+FAKE_API int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                            void *stream, void **params, void **extra) {
+  FAKE_ENTER("cuLaunchKernel");
+  if (!hasContext(s))
+    return kInvalidContext;
+  auto *f = static_cast<Function *>(function);
+  if (!s.functions.count(f) || !validStream(s, stream))
+    return kInvalidHandle;
+  if (!gx || !gy || !gz || !bx || !by || !bz || uint64_t(bx) * by * bz > 1024 ||
+      smem > 48 * 1024 || (!params && !extra) || extra)
+    return kInvalidValue;
+  Launch l;
+  l.name = f->kernel.name;
+  unsigned dims[7] = {gx, gy, gz, bx, by, bz, smem};
+  std::memcpy(l.dims, dims, sizeof(dims));
+  l.stream = stream;
+  if (f->kernel.known) {
+    l.params = int(f->kernel.params.size());
+    for (size_t i = 0; i < f->kernel.params.size(); ++i)
+      if (f->kernel.params[i] == 8) {
+        uint64_t v;
+        std::memcpy(&v, params[i], 8);
+        l.paramsInBuffers += inBuffer(s, uintptr_t(v), 1);
+      }
+  }
+  s.launches.push_back(l);
+  if (f->module->fake)
+    return runFakeKernel(s, f->kernel.name, dims, params);
+  return kSuccess;
+}
+
+FAKE_API int cuGetErrorName(int error, const char **name) {
+  static const std::map<int, const char *> names = {
+      {kSuccess, "CUDA_SUCCESS"},
+      {kInvalidValue, "CUDA_ERROR_INVALID_VALUE"},
+      {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {kNotInitialized, "CUDA_ERROR_NOT_INITIALIZED"},
+      {100, "CUDA_ERROR_NO_DEVICE"},
+      {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE"},
+      {kInvalidImage, "CUDA_ERROR_INVALID_IMAGE"},
+      {kInvalidContext, "CUDA_ERROR_INVALID_CONTEXT"},
+      {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+      {218, "CUDA_ERROR_INVALID_PTX"},
+      {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE"},
+      {kNotFound, "CUDA_ERROR_NOT_FOUND"},
+      {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+      {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED"},
+      {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED"},
+  };
+  auto it = names.find(error);
+  if (it == names.end())
+    return kInvalidValue;
+  *name = it->second;
+  return kSuccess;
+}
+
+FAKE_API int cuGetErrorString(int error, const char **text) {
+  const char *name = nullptr;
+  if (cuGetErrorName(error, &name) != kSuccess)
+    return kInvalidValue;
+  *text = error == kOutOfMemory ? "out of memory" : "fake driver error";
+  return kSuccess;
+}
+
+// --- introspection for the tests -------------------------------------------
+
+FAKE_API void sitsFakeCudaReset() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.calls.clear();
+  s.launches.clear();
+  s.jitOptLevel = -1;
+  s.copiedToDevice = s.copiedToHost = 0;
+}
+
+/// {live buffers, live modules, live streams, context retains, launches,
+///  calls of `fn` (or 0 when null), JIT optimization level, bytes copied to
+///  the device, bytes copied to the host}.
+FAKE_API void sitsFakeCudaStats(const char *fn, long long out[9]) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  out[0] = (long long)s.buffers.size();
+  out[1] = (long long)s.modules.size();
+  out[2] = (long long)s.streams.size();
+  out[3] = s.contextRetains;
+  out[4] = (long long)s.launches.size();
+  out[5] = fn && s.calls.count(fn) ? s.calls[fn] : 0;
+  out[6] = s.jitOptLevel;
+  out[7] = (long long)s.copiedToDevice;
+  out[8] = (long long)s.copiedToHost;
+}
+
+/// Launch `i`: its kernel's name (into `name`), grid, block and shared
+/// bytes (`dims`), its parameter count (-1 unknown) and how many of its
+/// 8-byte parameters point into live buffers. 0, or -1 when out of range.
+FAKE_API int sitsFakeCudaLaunch(int i, char *name, int nameSize, unsigned dims[7],
+                                int *params, int *paramsInBuffers) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (i < 0 || size_t(i) >= s.launches.size())
+    return -1;
+  const Launch &l = s.launches[size_t(i)];
+  std::snprintf(name, size_t(nameSize), "%s", l.name.c_str());
+  std::memcpy(dims, l.dims, sizeof(l.dims));
+  *params = l.params;
+  *paramsInBuffers = l.paramsInBuffers;
+  return 0;
+}

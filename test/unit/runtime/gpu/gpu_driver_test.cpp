@@ -1,0 +1,314 @@
+//===- gpu_driver_test.cpp - The CUDA driver against the fake libcuda ------===//
+//
+// The runtime's real CUDA code paths (probe, enumeration, primary context,
+// device memory, copies both ways, module load, kernel launch, the mgpu*
+// ABI, error mapping, teardown) run against test/unit/runtime/fake_cuda,
+// which this binary selects with $SITS_CUDA_DRIVER before the registry is
+// first used. The host code is kernels/gpu_add.c, whose device image names
+// a kernel the fake runs on the host, so results are real numbers.
+//
+//===----------------------------------------------------------------------===//
+#include "core_test_util.h"
+
+#include <atomic>
+#include <dlfcn.h>
+#include <thread>
+
+using namespace sits::runtime;
+using namespace sits::runtime::test;
+
+namespace {
+
+// Before main: the registry reads $SITS_CUDA_DRIVER when first asked.
+const bool kDriverSelected = [] {
+  setenv("SITS_CUDA_DRIVER", SITS_TEST_FAKE_CUDA, 1);
+  unsetenv("SITS_FAKE_CUDA_FAIL");
+  return true;
+}();
+
+/// The fake's introspection (the same loaded object the runtime uses).
+struct Fake {
+  Fake() {
+    void *h = dlopen(SITS_TEST_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+    stats = reinterpret_cast<decltype(stats)>(dlsym(h, "sitsFakeCudaStats"));
+    reset = reinterpret_cast<decltype(reset)>(dlsym(h, "sitsFakeCudaReset"));
+    launch = reinterpret_cast<decltype(launch)>(dlsym(h, "sitsFakeCudaLaunch"));
+  }
+  struct Stats {
+    long long buffers, modules, streams, contexts, launches, calls, jitOpt, toDevice,
+        toHost;
+  };
+  Stats get(const char *fn = nullptr) const {
+    long long v[9];
+    stats(fn, v);
+    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  }
+  void (*stats)(const char *, long long *);
+  void (*reset)();
+  int (*launch)(int, char *, int, unsigned *, int *, int *);
+};
+
+const Fake &fake() {
+  static Fake f;
+  return f;
+}
+
+/// Sets $SITS_FAKE_CUDA_FAIL (and resets the fake's call counts) for a scope.
+struct FailCalls {
+  explicit FailCalls(const char *spec) {
+    fake().reset();
+    setenv("SITS_FAKE_CUDA_FAIL", spec, 1);
+  }
+  ~FailCalls() { unsetenv("SITS_FAKE_CUDA_FAIL"); }
+};
+
+std::string gpuManifest(const std::string &kind = "cuda",
+                        const std::string &abi = "mlir-gpu-runtime") {
+  return manifestJson(
+      {entryJson("main", {{"weights", "weights", "i8", {16}, {}},
+                          {"input", "x", "f32", {-1, 4}, {"rows", ""}},
+                          {"output", "z", "f32", {-1, 4}, {"rows", ""}}})},
+      {}, hostTriple(),
+      ", \"device\": {\"kind\": \"" + kind + "\", \"abi\": \"" + abi +
+          "\", \"chip\": \"sm_90\", \"image_format\": \"bin\"}");
+}
+
+std::vector<uint8_t> gpuArtifact(const std::string &manifest = gpuManifest()) {
+  std::vector<float> w = {1, 2, 3, 4};
+  std::vector<uint8_t> weights(reinterpret_cast<uint8_t *>(w.data()),
+                               reinterpret_cast<uint8_t *>(w.data()) + 16);
+  return writeArtifact(manifest, kernelBytes("gpu_add"), &weights);
+}
+
+StatusOr<Module> loadGpu(const std::vector<uint8_t> &bytes = gpuArtifact()) {
+  LoadOptions o;
+  o.device = "cuda:0";
+  return Module::load(bytes.data(), bytes.size(), o);
+}
+
+/// Runs main on rows x 4 inputs 0, 1, 2, ...; returns z.
+StatusOr<std::vector<float>> runRows(const Module &m, int64_t rows) {
+  std::vector<float> x(size_t(rows) * 4), z(x.size(), -1.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i);
+  Status s = m.run("main", {BufferView(x.data(), DType::kF32, {rows, 4})},
+                   {BufferView(z.data(), DType::kF32, {rows, 4})});
+  if (!s.ok())
+    return s;
+  return z;
+}
+
+/// z = x + 2 w for x = 0, 1, 2, ... and w = (1, 2, 3, 4) broadcast over rows.
+bool isSum(const std::vector<float> &z) {
+  for (size_t i = 0; i < z.size(); ++i)
+    if (z[i] != float(i) + 2.0f * float(i % 4 + 1))
+      return false;
+  return true;
+}
+
+void expectSum(const std::vector<float> &z) {
+  for (size_t i = 0; i < z.size(); ++i)
+    ASSERT_EQ(z[i], float(i) + 2.0f * float(i % 4 + 1)) << i;
+}
+
+void expectNothingLive() {
+  Fake::Stats s = fake().get();
+  EXPECT_EQ(s.buffers, 0);
+  EXPECT_EQ(s.modules, 0);
+  EXPECT_EQ(s.streams, 0);
+  EXPECT_EQ(s.contexts, 0);
+}
+
+TEST(CudaDriver, EnumeratesAndOpensDevices) {
+  ASSERT_TRUE(kDriverSelected);
+  DeviceRegistry &r = DeviceRegistry::global();
+  SITS_ASSERT_OK(r.driver("cuda")->probe());
+  std::vector<DeviceInfo> cuda = r.driver("cuda")->enumerate();
+  ASSERT_EQ(cuda.size(), 1u);
+  EXPECT_EQ(cuda[0].uri, "cuda:0");
+  EXPECT_EQ(cuda[0].name, "SITS fake CUDA device 0");
+  EXPECT_EQ(cuda[0].arch, "sm_90");
+  {
+    StatusOr<std::shared_ptr<Device>> d = r.open("CUDA:0");
+    ASSERT_TRUE(d.ok()) << d.status().toString();
+    EXPECT_EQ((*d)->kind(), DeviceKind::kCuda);
+    EXPECT_EQ((*d)->uri(), "cuda:0");
+    EXPECT_EQ((*d)->description(), "SITS fake CUDA device 0 (cuda:0, sm_90)");
+    // One device object (and one context retain) while it is in use.
+    StatusOr<std::shared_ptr<Device>> again = r.open("cuda");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->get(), d->get());
+    EXPECT_EQ(fake().get().contexts, 1);
+  }
+  EXPECT_EQ(fake().get().contexts, 0);
+  StatusOr<std::shared_ptr<Device>> missing = r.open("cuda:1");
+  EXPECT_EQ(missing.code(), StatusCode::kDeviceUnavailable);
+  EXPECT_NE(missing.status().message().find("found 1 CUDA device(s)"), std::string::npos);
+}
+
+TEST(CudaDriver, RunsGpuHostCode) {
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    EXPECT_EQ(m->device().uri(), "cuda:0");
+    // Loaded: the weights on the device, the image in a module.
+    Fake::Stats loaded = fake().get();
+    EXPECT_EQ(loaded.buffers, 1);
+    EXPECT_EQ(loaded.modules, 1);
+    fake().reset();
+    StatusOr<std::vector<float>> z = runRows(*m, 5);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    Fake::Stats ran = fake().get();
+    EXPECT_EQ(ran.launches, 2);
+    EXPECT_EQ(ran.toDevice, 5 * 4 * 4);
+    EXPECT_EQ(ran.toHost, 5 * 4 * 4);
+    EXPECT_EQ(ran.buffers, 1); // the call's buffers are gone
+    char name[64];
+    unsigned dims[7];
+    int params = 0, inBuffers = 0;
+    ASSERT_EQ(fake().launch(1, name, sizeof(name), dims, &params, &inBuffers), 0);
+    EXPECT_STREQ(name, "sits_fake_add_f32");
+    EXPECT_EQ(std::vector<unsigned>(dims, dims + 7),
+              (std::vector<unsigned>{1, 1, 1, 128, 1, 1, 0}));
+    EXPECT_EQ(params, 5);
+    EXPECT_EQ(inBuffers, 3); // a, b (the weights) and c are device buffers
+    // Strided views are staged on the host; empty ones need no buffer.
+    std::vector<float> x(16), z2(8, -1.0f);
+    for (size_t i = 0; i < 8; ++i)
+      x[2 * i] = float(i);
+    SITS_ASSERT_OK(m->run("main", {BufferView(x.data(), DType::kF32, {2, 4}, {8, 2})},
+                          {BufferView(z2.data(), DType::kF32, {2, 4})}));
+    expectSum(z2);
+    SITS_ASSERT_OK(m->run("main", {BufferView(nullptr, DType::kF32, {0, 4})},
+                          {BufferView(nullptr, DType::kF32, {0, 4})}));
+  }
+  expectNothingLive();
+}
+
+TEST(CudaDriver, FallsBackWithoutMemoryPools) {
+  setenv("SITS_FAKE_CUDA_NO_POOLS", "1", 1);
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    fake().reset();
+    StatusOr<std::vector<float>> z = runRows(*m, 3);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    EXPECT_EQ(fake().get("cuMemAlloc_v2").calls, 3); // x, z, the temporary
+    EXPECT_EQ(fake().get("cuMemAllocAsync").calls, 1); // tried once
+  }
+  unsetenv("SITS_FAKE_CUDA_NO_POOLS");
+  expectNothingLive();
+}
+
+TEST(CudaDriver, ConcurrentCallsUseTheirOwnStreams) {
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          StatusOr<std::vector<float>> z = runRows(*m, 1 + (t + i) % 7);
+          if (!z.ok() || !isSum(*z))
+            ++failures;
+        }
+      });
+    for (std::thread &t : threads)
+      t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_LE(fake().get().streams, 4);
+  }
+  expectNothingLive();
+}
+
+TEST(CudaDriver, DriverErrorsBecomeTypedStatuses) {
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    {
+      FailCalls fail("cuMemAllocAsync=2@3"); // the call's temporary buffer
+      StatusOr<std::vector<float>> z = runRows(*m, 2);
+      ASSERT_FALSE(z.ok());
+      const ErrorInfo &e = z.status().info();
+      EXPECT_EQ(e.code, StatusCode::kDriverError);
+      EXPECT_EQ(e.subject, "cuda:0");
+      EXPECT_EQ(e.expected, "cuMemAllocAsync");
+      EXPECT_EQ(e.actual, "CUDA_ERROR_OUT_OF_MEMORY");
+      EXPECT_EQ(e.value, 2);
+      EXPECT_EQ(e.message,
+                "cuda:0 (SITS fake CUDA device 0): cuMemAllocAsync failed with "
+                "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 32 bytes)");
+      // Nothing launched after the failure, nothing leaked.
+      EXPECT_EQ(fake().get().launches, 0);
+      EXPECT_EQ(fake().get().buffers, 1);
+    }
+    {
+      FailCalls fail("cuLaunchKernel=719@2");
+      StatusOr<std::vector<float>> z = runRows(*m, 2);
+      ASSERT_FALSE(z.ok());
+      EXPECT_EQ(z.status().info().expected, "cuLaunchKernel");
+      EXPECT_EQ(z.status().info().actual, "CUDA_ERROR_LAUNCH_FAILED");
+      EXPECT_EQ(fake().get().buffers, 1);
+    }
+    {
+      FailCalls fail("cuMemcpyDtoHAsync_v2=1");
+      SITS_EXPECT_CODE(runRows(*m, 2).status(), StatusCode::kDriverError);
+    }
+    {
+      FailCalls fail("cuStreamSynchronize=700");
+      StatusOr<std::vector<float>> z = runRows(*m, 1);
+      EXPECT_EQ(z.status().info().actual, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    }
+    // The model still works once the driver does.
+    StatusOr<std::vector<float>> z = runRows(*m, 2);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+  }
+  expectNothingLive();
+}
+
+TEST(CudaDriver, LoadFailuresLeaveNothingBehind) {
+  for (const char *spec : {"cuModuleLoadData=209", "cuMemAlloc_v2=2",
+                           "cuMemcpyHtoDAsync_v2=1", "cuStreamCreate=2"}) {
+    FailCalls fail(spec);
+    StatusOr<Module> m = loadGpu();
+    ASSERT_FALSE(m.ok()) << spec;
+    EXPECT_EQ(m.code(), StatusCode::kDriverError) << m.status().toString();
+    expectNothingLive();
+  }
+  FailCalls fail("cuModuleLoadData=209");
+  StatusOr<Module> m = loadGpu();
+  EXPECT_EQ(m.status().message(),
+            "cuda:0 (SITS fake CUDA device 0): cuModuleLoadData failed with "
+            "CUDA_ERROR_NO_BINARY_FOR_GPU (209): fake driver error (the artifact's "
+            "device image is bin for sm_90; this device is sm_90)");
+}
+
+TEST(CudaDriver, RefusesArtifactsForOtherDevices) {
+  LoadOptions cuda;
+  cuda.device = "cuda:0";
+  // CPU code on the GPU and GPU code on the CPU.
+  std::vector<uint8_t> cpu = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  StatusOr<Module> m = Module::load(cpu.data(), cpu.size(), cuda);
+  EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
+  EXPECT_NE(m.status().message().find("compiled for the CPU"), std::string::npos);
+  std::vector<uint8_t> gpu = gpuArtifact();
+  m = Module::load(gpu.data(), gpu.size());
+  EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
+  EXPECT_EQ(m.status().message(),
+            "artifact was compiled for cuda GPUs (target 'cpu', sm_90): load it on a "
+            "cuda device (e.g. \"cuda:0\"), not on cpu");
+  // Another vendor's code, another ABI.
+  m = loadGpu(gpuArtifact(gpuManifest("hip")));
+  EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
+  EXPECT_EQ(m.status().info().subject, "device.kind");
+  m = loadGpu(gpuArtifact(gpuManifest("cuda", "other-abi")));
+  EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
+  EXPECT_EQ(m.status().info().subject, "device.abi");
+  expectNothingLive();
+}
+
+} // namespace
