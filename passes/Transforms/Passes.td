@@ -252,4 +252,77 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsReorder : Pass<"sits-reorder", "::mlir::ModuleOp"> {
+  let summary = "Fusion groups and an order of them for peak memory and overlap";
+  let description = [{
+    Schedules the body of every public function with the roofline cost
+    model of its target (`target`, else the module's `sits.target`, else
+    the host CPU), whose figures come from the known-target table:
+
+    * Fusion groups, as the code generators fuse: a contraction with the
+      elementwise ops that alone read its result (its epilogue), chains of
+      elementwise ops, and transposes, broadcasts, copies and pads folded
+      into the group that reads all they produce. Each group is costed as
+      one kernel: its FLOPs, and the bytes entering and leaving it.
+    * An order of the groups, applied to the IR (each group's ops
+      together, reshapes and constants right before their first user): the
+      valid order of lowest peak live memory among a greedy one, a
+      depth-first one and the current one (`profile=memory`), or with
+      `profile=latency` one alternating memory-bound and compute-bound
+      groups where they are independent, if its peak stays within the
+      original order's (or the lowest found, whichever is higher).
+    * A memory plan: every tensor passed between groups gets an offset in
+      one arena, largest first, best fit among tensors alive at the same
+      time.
+
+    A schedule whose peak live memory plus the weights exceeds the target's
+    memory (or `memory-limit`) is still applied, with a warning.
+
+    The decisions are recorded in the module attribute
+    `sits.report.schedule` and, with `schedule-file`, written as a schedule
+    file (format: passes/Analysis/ScheduleFormat.md), which also carries
+    the precision decisions of `sits.report.precision`.
+  }];
+  let dependentDialects = ["::mlir::sits::SitsDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "Known target whose figures the cost model uses (default: the "
+           "module's sits.target, else the host CPU)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"latency\"",
+           "'latency': overlap memory- and compute-bound groups within the "
+           "lowest peak memory; 'memory': lowest peak memory only">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "Write the schedule to this file ('-': stdout)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes the schedule must fit in (0: the target's memory)">,
+    Option<"peakGflops", "peak-gflops", "double", /*default=*/"0",
+           "Override the target's fp32 peak (GFLOP/s; other dtypes scale "
+           "with it)">,
+    Option<"bandwidthGBs", "bandwidth-gbs", "double", /*default=*/"0",
+           "Override the target's memory bandwidth (GB/s)">,
+  ];
+  let statistics = [
+    Statistic<"numGroups", "num-groups", "Fusion groups scheduled">,
+    Statistic<"numMoved", "num-moved", "Groups whose position changed">,
+    Statistic<"statPeakBefore", "peak-bytes-before",
+              "Peak live bytes in the original order">,
+    Statistic<"statPeakAfter", "peak-bytes-after",
+              "Peak live bytes in the chosen order">,
+  ];
+}
+
+def SitsPrintTarget : Pass<"sits-print-target", "::mlir::ModuleOp"> {
+  let summary = "Print the known-target table entry the module compiles for";
+  let description = [{
+    Prints to stdout, one `key: value` line each, the figures of `target`
+    (default: the module's `sits.target`, else the host CPU) from the
+    known-target table, or of every known target with `target=all`. The IR
+    is unchanged.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "A known target name or alias, or 'all'">,
+  ];
+}
+
 #endif // SITS_PASSES_TRANSFORMS_PASSES_TD
