@@ -22,6 +22,8 @@
 //   $SITS_FAKE_CUDA_NO_POOLS=1: cuMemAllocAsync reports
 //   CUDA_ERROR_NOT_SUPPORTED, as on devices without memory pools.
 // * sitsFakeCuda* functions report what is live and what was launched.
+// * The same functions are exported under HIP's names (hipMalloc,
+//   hipModuleLaunchKernel, ...), for $SITS_HIP_DRIVER.
 //
 //===----------------------------------------------------------------------===//
 #include <cstdint>
@@ -643,4 +645,75 @@ FAKE_API int sitsFakeCudaLaunch(int i, char *name, int nameSize, unsigned dims[7
   *params = l.params;
   *paramsInBuffers = l.paramsInBuffers;
   return 0;
+}
+
+// --- the same device under HIP's names -----------------------------------------
+// $SITS_HIP_DRIVER may point at this library too: these are the functions
+// above under HIP's names and signatures (device pointers are pointers,
+// error names are returned). They share the state, and failures are
+// injected by the CUDA names ("cuMemAllocAsync=2" fails hipMallocAsync).
+
+FAKE_API int hipInit(unsigned flags) { return cuInit(flags); }
+FAKE_API int hipGetDeviceCount(int *count) { return cuDeviceGetCount(count); }
+FAKE_API int hipDeviceGet(int *device, int ordinal) { return cuDeviceGet(device, ordinal); }
+FAKE_API int hipDeviceGetName(char *name, int len, int device) {
+  return cuDeviceGetName(name, len, device);
+}
+FAKE_API int hipDevicePrimaryCtxRetain(void **context, int device) {
+  return cuDevicePrimaryCtxRetain(context, device);
+}
+FAKE_API int hipDevicePrimaryCtxRelease(int device) {
+  return cuDevicePrimaryCtxRelease_v2(device);
+}
+FAKE_API int hipCtxSetCurrent(void *context) { return cuCtxSetCurrent(context); }
+FAKE_API int hipMalloc(void **ptr, size_t bytes) {
+  unsigned long long p = 0;
+  int rc = cuMemAlloc_v2(&p, bytes);
+  *ptr = reinterpret_cast<void *>(uintptr_t(p));
+  return rc;
+}
+FAKE_API int hipFree(void *ptr) { return cuMemFree_v2(uintptr_t(ptr)); }
+FAKE_API int hipMallocAsync(void **ptr, size_t bytes, void *stream) {
+  unsigned long long p = 0;
+  int rc = cuMemAllocAsync(&p, bytes, stream);
+  *ptr = reinterpret_cast<void *>(uintptr_t(p));
+  return rc;
+}
+FAKE_API int hipFreeAsync(void *ptr, void *stream) {
+  return cuMemFreeAsync(uintptr_t(ptr), stream);
+}
+FAKE_API int hipMemcpyHtoDAsync(void *dst, void *src, size_t bytes, void *stream) {
+  return cuMemcpyHtoDAsync_v2(uintptr_t(dst), src, bytes, stream);
+}
+FAKE_API int hipMemcpyDtoHAsync(void *dst, void *src, size_t bytes, void *stream) {
+  return cuMemcpyDtoHAsync_v2(dst, uintptr_t(src), bytes, stream);
+}
+FAKE_API int hipStreamCreateWithFlags(void **stream, unsigned flags) {
+  return cuStreamCreate(stream, flags);
+}
+FAKE_API int hipStreamDestroy(void *stream) { return cuStreamDestroy_v2(stream); }
+FAKE_API int hipStreamSynchronize(void *stream) { return cuStreamSynchronize(stream); }
+FAKE_API int hipModuleLoadData(void **module, const void *image) {
+  return cuModuleLoadData(module, image);
+}
+FAKE_API int hipModuleLoadDataEx(void **module, const void *image, unsigned n,
+                                 int *options, void **values) {
+  return cuModuleLoadDataEx(module, image, n, options, values);
+}
+FAKE_API int hipModuleUnload(void *module) { return cuModuleUnload(module); }
+FAKE_API int hipModuleGetFunction(void **function, void *module, const char *name) {
+  return cuModuleGetFunction(function, module, name);
+}
+FAKE_API int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
+                                   unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                   void *stream, void **params, void **extra) {
+  return cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+}
+FAKE_API const char *hipGetErrorName(int error) {
+  const char *name = nullptr;
+  return cuGetErrorName(error, &name) == kSuccess ? name : "hipErrorUnknown";
+}
+FAKE_API const char *hipGetErrorString(int error) {
+  const char *text = nullptr;
+  return cuGetErrorString(error, &text) == kSuccess ? text : "unknown error";
 }

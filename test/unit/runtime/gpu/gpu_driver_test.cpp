@@ -19,9 +19,11 @@ using namespace sits::runtime::test;
 
 namespace {
 
-// Before main: the registry reads $SITS_CUDA_DRIVER when first asked.
+// Before main: the registry reads $SITS_CUDA_DRIVER / $SITS_HIP_DRIVER when
+// first asked. The fake serves both.
 const bool kDriverSelected = [] {
   setenv("SITS_CUDA_DRIVER", SITS_TEST_FAKE_CUDA, 1);
+  setenv("SITS_HIP_DRIVER", SITS_TEST_FAKE_CUDA, 1);
   unsetenv("SITS_FAKE_CUDA_FAIL");
   return true;
 }();
@@ -80,9 +82,10 @@ std::vector<uint8_t> gpuArtifact(const std::string &manifest = gpuManifest()) {
   return writeArtifact(manifest, kernelBytes("gpu_add"), &weights);
 }
 
-StatusOr<Module> loadGpu(const std::vector<uint8_t> &bytes = gpuArtifact()) {
+StatusOr<Module> loadGpu(const std::vector<uint8_t> &bytes = gpuArtifact(),
+                         const std::string &device = "cuda:0") {
   LoadOptions o;
-  o.device = "cuda:0";
+  o.device = device;
   return Module::load(bytes.data(), bytes.size(), o);
 }
 
@@ -285,6 +288,29 @@ TEST(CudaDriver, LoadFailuresLeaveNothingBehind) {
             "cuda:0 (SITS fake CUDA device 0): cuModuleLoadData failed with "
             "CUDA_ERROR_NO_BINARY_FOR_GPU (209): fake driver error (the artifact's "
             "device image is bin for sm_90; this device is sm_90)");
+}
+
+TEST(HipDriver, RunsTheSameHostCode) {
+  // The HIP instantiation of the driver: its names, its pointer types.
+  {
+    StatusOr<Module> m = loadGpu(gpuArtifact(gpuManifest("hip")), "hip:0");
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    EXPECT_EQ(m->device().kind(), DeviceKind::kHip);
+    EXPECT_EQ(m->device().description(), "SITS fake CUDA device 0 (hip:0)");
+    StatusOr<std::vector<float>> z = runRows(*m, 3);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    FailCalls fail("cuMemAllocAsync=2@1");
+    z = runRows(*m, 3);
+    ASSERT_FALSE(z.ok());
+    EXPECT_EQ(z.status().code(), StatusCode::kDriverError);
+    EXPECT_EQ(z.status().info().subject, "hip:0");
+    EXPECT_EQ(z.status().info().expected, "hipMallocAsync");
+    EXPECT_EQ(z.status().info().value, 2);
+    // CUDA code is not for a HIP device.
+    EXPECT_EQ(loadGpu(gpuArtifact(), "hip:0").code(), StatusCode::kIncompatibleTarget);
+  }
+  expectNothingLive();
 }
 
 TEST(CudaDriver, RefusesArtifactsForOtherDevices) {
