@@ -131,6 +131,13 @@ void mlir::sits::buildCpuCodegenPassPipeline(
 
 void mlir::sits::buildSitsGraphPassPipeline(
     OpPassManager &pm, const SitsGraphPipelineOptions &options) {
+  // Pruning first: every later decision (fusion, precision per block,
+  // schedule) is then made for the weights and ops that remain.
+  if (options.prune) {
+    SitsPruneOptions prune;
+    prune.threshold = options.pruneThreshold;
+    pm.addPass(createSitsPrune(prune));
+  }
   // Canonicalization first folds identity activations and quantize/
   // dequantize round trips, so that epilogue fusion sees real producers.
   addCleanup(pm);

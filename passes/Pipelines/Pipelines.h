@@ -39,6 +39,18 @@ struct CpuCodegenPipelineOptions
 /// option here to clash with the GPU codegen's.
 struct SitsGraphPipelineOptions
     : public PassPipelineOptions<SitsGraphPipelineOptions> {
+  Option<bool> prune{
+      *this, "prune",
+      llvm::cl::desc("Run sits-prune: fold weight-only subgraphs, remove "
+                     "identities and dead code, prune channels and heads "
+                     "that contribute nothing (outputs unchanged)"),
+      llvm::cl::init(true)};
+  Option<double> pruneThreshold{
+      *this, "prune-threshold",
+      llvm::cl::desc("Also prune channels and heads whose weights are all at "
+                     "most this in magnitude (0: exact pruning only; changes "
+                     "outputs when positive)"),
+      llvm::cl::init(0.0)};
   Option<std::string> precision{
       *this, "precision",
       llvm::cl::desc("Weight precision of constant-weight matmuls: fp32 "

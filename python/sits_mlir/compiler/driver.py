@@ -12,6 +12,7 @@ exact string), and lit tests of the passes it runs.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -42,6 +43,13 @@ class CompileOptions:
     vectorize: bool = True
     #: Print one line per stage with its duration to stderr.
     progress: bool = False
+    #: Run sits-prune: fold weight-only subgraphs, remove identities and
+    #: dead code, and prune channels and attention heads that contribute
+    #: exactly nothing. Outputs do not change (beyond rounding).
+    prune: bool = True
+    #: Also prune channels and heads whose weights are all at most this in
+    #: magnitude (None: exact pruning only). Changes outputs: opt-in.
+    prune_threshold: float | None = None
 
 
 @dataclass
@@ -83,10 +91,23 @@ class _Progress:
             print(f"[sits] {name} done in {elapsed:.2f} s", file=sys.stderr, flush=True)
 
 
+def _graph_options(options: CompileOptions) -> str:
+    """The graph passes' options (SitsGraphPipelineOptions), which the CPU
+    and GPU pipelines both take."""
+    threshold = options.prune_threshold
+    if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"prune_threshold must be a finite number >= 0 or None, got {threshold}")
+    fields = [f"prune={'true' if options.prune else 'false'}"]
+    if threshold is not None:
+        fields.append(f"prune-threshold={float(threshold)!r}")
+    return " ".join(fields)
+
+
 def _cpu_pipeline(options: CompileOptions) -> str:
     return ("builtin.module(sits-cpu-pipeline{"
             f"num-threads={options.threads} "
-            f"vectorize={'true' if options.vectorize else 'false'}"
+            f"vectorize={'true' if options.vectorize else 'false'} "
+            f"{_graph_options(options)}"
             "})")
 
 
@@ -173,7 +194,9 @@ def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None
 
 
 def _pipeline(t, options: CompileOptions) -> str:
-    return _gpu.pipeline(t, options.opt_level) if t.is_gpu else _cpu_pipeline(options)
+    if t.is_gpu:
+        return _gpu.pipeline(t, options.opt_level, _graph_options(options))
+    return _cpu_pipeline(options)
 
 
 def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = None, *,

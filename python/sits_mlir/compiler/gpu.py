@@ -65,11 +65,12 @@ def check_supported(t) -> None:
         raise CompileError(f"target '{t.name}' is not a GPU")
 
 
-def pipeline(t, opt_level: int) -> str:
+def pipeline(t, opt_level: int, graph_options: str = "") -> str:
     """The pass pipeline sits_mlir.compile runs for NVIDIA target `t`: to
-    the LLVM dialect with the kernels as PTX in a gpu.binary."""
+    the LLVM dialect with the kernels as PTX in a gpu.binary. `graph_options`
+    are the graph passes' (driver._graph_options)."""
     return (f"builtin.module(sits-gpu-pipeline{{target={t.name} format=isa "
-            f"opt-level={opt_level}}})")
+            f"opt-level={opt_level} {graph_options}".rstrip() + "})")
 
 
 @functools.lru_cache(maxsize=None)
