@@ -193,7 +193,8 @@ BufferView viewOf(const Array &a, const EntryPointSpec &ep, const ArgSpec &arg,
     info.code = StatusCode::kDeviceUnavailable;
     info.message = label + " lives on a device of DLPack type " +
                    std::to_string(a.device_type()) +
-                   "; this model runs on the cpu: move it to host memory first";
+                   "; pass arrays in host memory (for a GPU model the runtime "
+                   "copies them to its device)";
     info.subject = arg.name;
     info.index = int64_t(pos);
     raise(Status(std::move(info)));

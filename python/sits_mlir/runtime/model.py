@@ -301,7 +301,15 @@ def load(path: str | os.PathLike, device: str = "cpu") -> CompiledModel:
     manifest schema) and compatibility (architecture, CPU features, entry
     symbols) before any of its code runs; raises an ArtifactError subclass
     otherwise, or DeviceError for an unavailable `device` ("cpu", "cuda:0",
-    "hip:0"; only "cpu" runs code today).
+    "hip:0").
+
+    Artifacts compiled for a GPU target (h100, a100, ...) run on a device of
+    their kind: `load(path, device="cuda:0")` uploads the weights once; each
+    call copies the inputs (numpy or DLPack arrays in host memory) to the
+    device and returns the outputs as numpy arrays. CPU artifacts on a GPU
+    and GPU artifacts on the CPU raise IncompatibleArtifactError; a failed
+    driver call raises GpuDriverError (DeviceOutOfMemoryError when the
+    device's memory runs out).
     """
     path = os.fspath(path)
     return CompiledModel(_native().Module.load(path, device), path)

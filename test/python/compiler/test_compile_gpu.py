@@ -135,9 +135,9 @@ def test_matmul_tiles_are_staged_in_shared_memory(compiled):
     assert "bar.sync" in ptx and "fma.rn.f32" in ptx
 
 
-def test_loading_without_a_cuda_driver_is_a_typed_error(compiled):
-    # The runtime has no CUDA driver yet: the host code's runtime ABI is
-    # missing and the loader refuses the code (no crash, no code run).
+def test_gpu_artifacts_are_refused_on_the_cpu(compiled):
+    # The host code loads its device image when it is loaded: on the CPU the
+    # runtime refuses the artifact before any of its code runs.
     art = compiled("mlp", "h100")
-    with pytest.raises(runtime.CodeLoadError, match="mgpu"):
+    with pytest.raises(runtime.IncompatibleArtifactError, match='on a cuda device'):
         runtime.load(art.path)

@@ -15,6 +15,12 @@
 // once. Compiled code that splits work across threads uses the process-wide
 // pool of `thread_pool.h`.
 //
+// On a GPU (`LoadOptions::device` "cuda:0", "hip:0") the weights are
+// uploaded to the device once, at load; each `run` takes the caller's host
+// buffers, copies the inputs to device buffers, runs the code on a stream of
+// its own and copies the outputs back before returning. Driver failures are
+// kDriverError.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_MODULE_H
 #define SITS_RUNTIME_MODULE_H
@@ -33,7 +39,8 @@
 namespace sits::runtime {
 
 struct LoadOptions {
-  /// Device URI (see device.h). Only "cpu" runs code today.
+  /// Device URI (see device.h): "cpu" for CPU artifacts, "cuda:N" / "hip:N"
+  /// for artifacts compiled for that kind of GPU.
   std::string device = "cpu";
 };
 

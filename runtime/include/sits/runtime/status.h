@@ -52,7 +52,7 @@ enum class StatusCode : int32_t {
   kInternal = 2,
   /// An allocation failed. Payload: `value` (bytes requested).
   kOutOfMemory = 3,
-  /// Recognised but not implemented yet (e.g. executing on a GPU).
+  /// Recognised but not implemented yet (e.g. PTX on a HIP device).
   kUnimplemented = 4,
 
   // --- runtime core: files, artifacts, modules, devices ------------------

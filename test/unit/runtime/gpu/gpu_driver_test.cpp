@@ -290,6 +290,28 @@ TEST(CudaDriver, LoadFailuresLeaveNothingBehind) {
             "device image is bin for sm_90; this device is sm_90)");
 }
 
+TEST(GpuManifest, DeviceObjectFollowsTheSchema) {
+  std::vector<uint8_t> code = kernelBytes("add");
+  for (auto [device, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "manifest field 'device' must be an object"},
+           {"{\"abi\": \"mlir-gpu-runtime\"}", "manifest field 'device.kind' is missing"},
+           {"{\"kind\": \"cuda\", \"abi\": 3}",
+            "manifest field 'device.abi' must be a string, not integer"},
+           {"{\"kind\": \"cuda\", \"abi\": \"x\", \"chip\": 90}",
+            "manifest field 'device.chip' must be a string, not integer"}}) {
+    ArtifactWriter w;
+    Status s = w.setManifest(manifestJson({addEntry()}, {}, hostTriple(),
+                                          ", \"device\": " + device));
+    if (s.ok())
+      s = w.addSection("code.cpu", code.data(), code.size());
+    if (s.ok())
+      s = w.serialize().status();
+    // The writer refuses what the reader would call corrupt.
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << device;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  }
+}
+
 TEST(HipDriver, RunsTheSameHostCode) {
   // The HIP instantiation of the driver: its names, its pointer types.
   {
