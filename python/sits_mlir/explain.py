@@ -21,6 +21,8 @@ from . import ir
 __all__ = ["render", "reports"]
 
 _PREFIX = "sits.report."
+#: Longest list shown whole in a table cell; longer ones are cut there.
+_MAX_LIST = 16
 
 
 def _python(attr: ir.Attribute) -> Any:
@@ -52,7 +54,10 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         text = f"{value:.4g}"
     elif isinstance(value, list):
-        text = ", ".join(_cell(v) for v in value)
+        shown = value if len(value) <= _MAX_LIST else value[:_MAX_LIST]
+        text = ", ".join(_cell(v) for v in shown)
+        if len(value) > _MAX_LIST:
+            text += f", ... ({len(value)} values)"
     else:
         text = str(value)
     return text.replace("|", "\\|").replace("\n", " ")
@@ -133,7 +138,10 @@ def _precision_section(entries: list[dict[str, Any]]) -> list[str]:
         out.append(line)
         if isinstance(formats, list) and formats:
             counts = {f: formats.count(f) for f in dict.fromkeys(formats)}
-            out.append(f"  - blocks of {e.get('block_shape', '?')}: " +
+            shape = e.get("block_shape", "?")
+            if isinstance(shape, list):
+                shape = "x".join(str(d) for d in shape)
+            out.append(f"  - blocks of {shape}: " +
                        ", ".join(f"{n} x {f}" for f, n in counts.items()) +
                        f" (row-major: {_cell(formats)})")
     out.append("")
