@@ -280,8 +280,10 @@ void BlockSchedule::computeBuffers() {
       op->walk([&](Operation *inner) {
         for (Value v : inner->getOperands()) {
           Operation *def = v.getDefiningOp();
+          // Uninitialized destinations are never read.
           if ((def && groupOf(def) == int(gi)) ||
               (def && op->isProperAncestor(def)) ||
+              isa_and_nonnull<tensor::EmptyOp>(def) ||
               !inputs.insert(v).second)
             continue;
           g.cost.bytesRead += cost::getTensorBytes(v.getType(), &g.cost.dynamic);
