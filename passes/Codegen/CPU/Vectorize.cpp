@@ -90,11 +90,20 @@ struct SitsCpuVectorizePass
       // the outer-product lowering. Gathers (tensor.extract at computed
       // indices, e.g. convolution patches) become one contiguous read when
       // the innermost index steps by one, else a vector gather.
+      // Operands of different element types (f32 activations times 8-bit
+      // weight codes) keep the generic form: vector.contract takes one
+      // element type, and the body's casts widen the codes in registers
+      // before the multiply-reduction folds into a contraction below.
+      bool mixedInputs = llvm::any_of(op.getDpsInputs(), [&](Value v) {
+        return getElementTypeOrSelf(v.getType()) !=
+               getElementTypeOrSelf(op.getDpsInits()[0].getType());
+      });
       FailureOr<linalg::VectorizationResult> result = linalg::vectorize(
           rewriter, op, /*inputVectorSizes=*/{}, /*inputScalableVecDims=*/{},
           /*vectorizeNDExtract=*/true, /*flatten1DDepthwiseConv=*/false,
           /*assumeDynamicDimsMatchVecSizes=*/false,
-          /*createNamedContraction=*/true);
+          /*createNamedContraction=*/!(mixedInputs &&
+                                       linalg::isaContractionOpInterface(op)));
       if (failed(result))
         continue;
       rewriter.replaceOp(op, result->replacements);

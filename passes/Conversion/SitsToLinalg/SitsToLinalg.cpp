@@ -957,6 +957,45 @@ FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
     q.zeroPointType = cast<RankedTensorType>(op.getZeroPoint().getType());
   q.axis = optionalInt(op.getAxisAttr());
   q.blockSize = optionalInt(op.getBlockSizeAttr());
+
+  // One scale per output channel (or per tensor) is constant along K, so it
+  // factors out of the sum: act((x . q) * s + b). The contraction then reads
+  // the 8-bit codes themselves and widens them in registers (linalg.matmul's
+  // signed cast), instead of streaming a dequantized f32 copy of the weight.
+  auto scaleType = cast<RankedTensorType>(op.getScale().getType());
+  auto resultType = op.getType();
+  Type weightElement = weightType.getElementType();
+  int64_t nAxis = op.getTransposeWeight() ? 0 : 1;
+  bool perChannel =
+      !q.blockSize &&
+      (scaleType.getRank() == 0 ||
+       (q.axis && (*q.axis == nAxis || *q.axis == nAxis - 2)));
+  auto integer = dyn_cast<IntegerType>(weightElement);
+  if (perChannel && !q.zeroPoint && !getPackedEncoding(weightType) &&
+      weightElement.getIntOrFloatBitWidth() == 8 && integer &&
+      !(integer && integer.isUnsigned()) &&
+      resultType.getElementType().isF32()) {
+    Value acc = buildMatmul(b, loc, operands.getInput(), q.input, false,
+                            op.getTransposeWeight(), Value(),
+                            ActivationKind::None, resultType);
+    MLIRContext *ctx = b.getContext();
+    int64_t rank = resultType.getRank();
+    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, acc);
+    AffineMap lastDim =
+        AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)}, ctx);
+    AffineMap scaleMap = scaleType.getRank() == 0
+                             ? AffineMap::get(rank, 0, {}, ctx)
+                             : lastDim;
+    Value scaled = buildElementwise(
+        b, loc, {acc, q.scale}, {b.getMultiDimIdentityMap(rank), scaleMap},
+        sizes, resultType.getElementType(),
+        [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          return arith::MulFOp::create(nb, l, args[0], args[1]);
+        });
+    return buildEpilogue(b, loc, scaled, sizes, operands.getBias(), lastDim,
+                         op.getActivation(), resultType.getElementType());
+  }
+
   // The weight dequantized to the input's type, as sits.dequantize would.
   auto dequantizedType = RankedTensorType::get(
       weightType.getShape(), op.getInput().getType().getElementType());

@@ -73,16 +73,18 @@ func.func @qmatmul_nbits(%x: tensor<1x16x4096xf32>, %w: tensor<1024x4096xui4, #s
 
 // -----
 
-// Per-channel int8 with dynamic sizes.
+// Per-channel int8 with dynamic sizes: the scale is constant along K, so
+// the contraction reads the i8 codes themselves (linalg.matmul widens them
+// with its signed cast) and the scale multiplies the accumulated result.
+// CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[$CH:.+]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-LABEL: func.func @qmatmul_int8_dynamic
 //  CHECK-SAME: (%[[X:.+]]: tensor<?x?xf32>, %[[W:.+]]: tensor<?x?xi8>, %[[S:.+]]: tensor<?xf32>)
-//   CHECK-DAG:   %[[K:.+]] = tensor.dim %[[W]], %c0 : tensor<?x?xi8>
-//   CHECK-DAG:   %[[N:.+]] = tensor.dim %[[W]], %c1 : tensor<?x?xi8>
-//       CHECK:   %[[E:.+]] = tensor.empty(%[[K]], %[[N]]) : tensor<?x?xf32>
-//       CHECK:   %[[DQ:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[$CH]], #{{.+}}]
-//  CHECK-SAME:       ins(%[[W]], %[[S]] : tensor<?x?xi8>, tensor<?xf32>) outs(%[[E]] : tensor<?x?xf32>)
-//       CHECK:   linalg.matmul ins(%[[X]], %[[DQ]] : tensor<?x?xf32>, tensor<?x?xf32>)
+//       CHECK:   %[[ACC:.+]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x?xf32>, tensor<?x?xi8>)
+//       CHECK:   linalg.generic {indexing_maps = [#[[$ID]], #[[$CH]], #[[$ID]]]
+//  CHECK-SAME:       ins(%[[ACC]], %[[S]] : tensor<?x?xf32>, tensor<?xf32>)
+//       CHECK:     arith.mulf
+//   CHECK-NOT:   linalg.generic
 func.func @qmatmul_int8_dynamic(%x: tensor<?x?xf32>, %w: tensor<?x?xi8>, %s: tensor<?xf32>) -> tensor<?x?xf32> {
   %y = sits.qmatmul %x, %w, %s {axis = 1 : i64} : (tensor<?x?xf32>, tensor<?x?xi8>, tensor<?xf32>) -> tensor<?x?xf32>
   return %y : tensor<?x?xf32>
