@@ -3,8 +3,8 @@
 // As sits-cpu-bool-memory, for kernels: an i1 element is a byte, loaded and
 // compared with zero, or stored zero-extended, at the buffer's aligned
 // pointer plus the linearized offset. The pointer keeps the buffer's
-// address space (3 for workgroup memory on NVVM), since a shared-memory
-// address is not a generic one.
+// address space (3 for workgroup memory on NVVM and ROCDL alike), since a
+// shared-memory address is not a generic one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +27,8 @@ bool isBoolMemRef(Value memref) {
   return cast<MemRefType>(memref.getType()).getElementType().isInteger(1);
 }
 
-/// The NVVM address space of `type`'s memory space.
+/// The NVVM address space of `type`'s memory space. AMDGPU numbers global
+/// (1), LDS (3) and private (5) memory the same way.
 unsigned addressSpace(MemRefType type) {
   auto space =
       dyn_cast_if_present<mlir::gpu::AddressSpaceAttr>(type.getMemorySpace());

@@ -75,9 +75,13 @@ GpuTilingConfig sits::gpu::getGpuTilingConfig(Operation *op,
   config.vector = 4;
   // Static shared memory is limited to 48 KiB per block on every NVIDIA
   // GPU; more needs an opt-in at launch that the runtime ABI does not have.
+  // An AMD workgroup may allocate the whole LDS of its CU.
   double perUnitKB = info ? info->sharedMemoryPerUnitKB : 228;
+  int64_t perUnitBytes = int64_t(perUnitKB * 1024);
   config.sharedMemoryBytes =
-      std::min<int64_t>(48 * 1024, int64_t(perUnitKB * 1024));
+      info && info->vendor == target::Vendor::Amd
+          ? perUnitBytes
+          : std::min<int64_t>(48 * 1024, perUnitBytes);
   return config;
 }
 
