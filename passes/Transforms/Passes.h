@@ -132,11 +132,13 @@ FailureOr<Value> removeIdentityOp(RewriterBase &rewriter, Operation *op);
 /// through one sits.activation: channels whose consumer weights are at most
 /// `threshold` in magnitude, or whose producer weights are, the channel's
 /// constant value being folded into the consumer's bias (see sits-prune).
+/// The number of channels kept is rounded up to a multiple of `multiple`,
+/// putting back the prunable channels with the largest consumer weights.
 /// Fails, changing nothing, when there is no such chain or nothing to prune;
 /// emits a remark when every channel is prunable.
 FailureOr<PrunedStructure>
 pruneContractionChannels(RewriterBase &rewriter, Operation *producer,
-                         double threshold);
+                         double threshold, int64_t multiple = 1);
 
 /// Prunes the heads of `attention` that contribute at most `threshold`
 /// (see sits-prune), rewriting its projections, a new attention op over the

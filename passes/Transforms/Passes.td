@@ -94,6 +94,10 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
          other users of the per-head keys/values (e.g. a returned KV cache)
          see zeros for those heads when they are exactly zero, and
          otherwise keep them computed.
+       The number of channels kept is rounded up to a multiple of
+       `channel-multiple` (by default the target's SIMD width: float lanes on
+       a CPU, the warp on a GPU), as a width that is not one leaves partial
+       vectors in every row and can run slower than the unpruned model.
        Recognised structures that cannot be rewritten get a remark and are
        left alone.
     4. Dead code elimination.
@@ -124,6 +128,10 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
     Option<"structured", "structured", "bool", /*default=*/"true",
            "Prune channels and heads (false: only fold, remove identities "
            "and dead code)">,
+    Option<"channelMultiple", "channel-multiple", "int64_t", /*default=*/"0",
+           "Keep a multiple of this many FFN/convolution channels, putting "
+           "back prunable ones (0: the module's target's SIMD width, 1 "
+           "without a target; 1: no rounding)">,
   ];
   let statistics = [
     Statistic<"numFolded", "num-folded", "Ops folded into constants">,

@@ -11,6 +11,8 @@
 
 #include "passes/Transforms/ConstantData.h"
 
+#include "dialects/Target/KnownTargets.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -486,7 +488,7 @@ static RankedTensorType withDim(Type type, int64_t dim, int64_t size) {
 
 FailureOr<PrunedStructure>
 mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
-                                     double threshold) {
+                                     double threshold, int64_t multiple) {
   std::optional<ChannelContraction> producer = getChannelContraction(op);
   if (!producer)
     return rewriter.notifyMatchFailure(op, "not a contraction with constant weights");
@@ -557,6 +559,25 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
   }
   if (result.removed.empty())
     return rewriter.notifyMatchFailure(op, "no prunable channel");
+  // Keep a multiple of `multiple` channels: a width that is not one runs
+  // partial vectors in every row and can be slower than the unpruned one.
+  // The channels put back are those with the largest consumer weights.
+  if (multiple > 1 && !live.empty()) {
+    int64_t keep = llvm::alignTo(live.size(), multiple);
+    if (keep >= n)
+      return rewriter.notifyMatchFailure(
+          op, "a multiple of the channel granule keeps every channel");
+    SmallVector<int64_t> byWeight(result.removed);
+    llvm::stable_sort(byWeight, [&](int64_t a, int64_t b) { return read[a] > read[b]; });
+    for (int64_t j : ArrayRef<int64_t>(byWeight).take_front(keep - live.size())) {
+      live.push_back(j);
+      llvm::erase(result.removed, j);
+      if (constantValue[j] != 0.0)
+        --result.foldedIntoBias;
+      constantValue[j] = 0.0;
+    }
+    llvm::sort(live);
+  }
   if (live.empty()) {
     op->emitRemark() << "all " << n
                      << " channels contribute nothing; not pruned (the "
@@ -1048,7 +1069,7 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
   }
 
   void recordStructure(Operation *op, StringRef kind, const PrunedStructure &pruned,
-                       Operation *consumer) {
+                       Operation *consumer, int64_t multiple = 1) {
     Builder b(&getContext());
     SmallVector<NamedAttribute> fields = {
         b.getNamedAttr("removed", b.getI64IntegerAttr(pruned.removed.size())),
@@ -1056,9 +1077,11 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
         b.getNamedAttr("indices", b.getI64ArrayAttr(pruned.removed)),
         b.getNamedAttr("bytes", b.getI64IntegerAttr(pruned.bytesRemoved)),
         b.getNamedAttr("threshold", b.getF64FloatAttr(threshold))};
-    if (consumer)
+    if (consumer) {
       fields.push_back(b.getNamedAttr(
           "consumer", b.getStringAttr(getReportName(consumer->getLoc()))));
+      fields.push_back(b.getNamedAttr("multiple", b.getI64IntegerAttr(multiple)));
+    }
     if (pruned.foldedIntoBias)
       fields.push_back(b.getNamedAttr("folded_into_bias",
                                       b.getI64IntegerAttr(pruned.foldedIntoBias)));
@@ -1080,6 +1103,22 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
           << "sits-prune: 'threshold' must be a finite number >= 0, got "
           << threshold;
       return signalPassFailure();
+    }
+    if (channelMultiple < 0) {
+      getOperation().emitError()
+          << "sits-prune: 'channel-multiple' must be >= 0, got "
+          << static_cast<int64_t>(channelMultiple);
+      return signalPassFailure();
+    }
+    // 0: the target's SIMD width (float lanes of a CPU, a GPU's warp);
+    // without a target, no rounding.
+    int64_t multiple = channelMultiple;
+    if (multiple == 0) {
+      multiple = 1;
+      if (auto attr = getOperation()->getAttrOfType<TargetAttr>(
+              SitsDialect::getTargetAttrName()))
+        if (const target::TargetInfo *info = attr.getInfo())
+          multiple = std::max<int64_t>(1, info->simdWidth);
     }
     IRRewriter rewriter(&getContext());
     Builder b(&getContext());
@@ -1135,12 +1174,12 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
             consumer = *consumer->getResult(0).getUsers().begin();
         }
         FailureOr<PrunedStructure> pruned =
-            pruneContractionChannels(rewriter, op, threshold);
+            pruneContractionChannels(rewriter, op, threshold, multiple);
         if (failed(pruned))
           continue;
         numChannels += pruned->removed.size();
         recordStructure(op, isa<ConvOp>(op) ? "conv_channels" : "ffn_channels",
-                        *pruned, consumer);
+                        *pruned, consumer, multiple);
       }
       SmallVector<AttentionOp> attentions;
       func->walk([&](AttentionOp op) { attentions.push_back(op); });

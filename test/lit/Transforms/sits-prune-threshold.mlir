@@ -4,7 +4,7 @@
 
 // With a threshold, channel 1 (consumer weights at most 0.005) goes; the
 // exact default keeps it, as its contribution is not zero.
-// CHECK: module attributes {sits.report.pruning = [{bytes = 20 : i64, consumer = "fc2", indices = [1], kind = "ffn_channels", op = "fc1", removed = 1 : i64, threshold = 1.000000e-02 : f64, total = 3 : i64}, {constant_bytes_after = 40 : i64, constant_bytes_before = 60 : i64, kind = "summary", op = {{.+}}, threshold = 1.000000e-02 : f64}]}
+// CHECK: module attributes {sits.report.pruning = [{bytes = 20 : i64, consumer = "fc2", indices = [1], kind = "ffn_channels", multiple = 1 : i64, op = "fc1", removed = 1 : i64, threshold = 1.000000e-02 : f64, total = 3 : i64}, {constant_bytes_after = 40 : i64, constant_bytes_before = 60 : i64, kind = "summary", op = {{.+}}, threshold = 1.000000e-02 : f64}]}
 // CHECK-LABEL: func.func @ffn
 //       CHECK:   sits.matmul {{.+}} -> tensor<8x2xf32>
 //       CHECK:   sits.matmul {{.+}} : (tensor<8x2xf32>, tensor<2x2xf32>) -> tensor<8x2xf32>

@@ -1,8 +1,9 @@
 """sits-prune on the benchmark models: heads, FFN channels and convolution
 channels zeroed in the ONNX weights go away at compile time without
 changing outputs, and the artifact's weights shrink by exactly their
-bytes; a threshold prunes small weights, changes outputs a little and
-reports what it removed."""
+bytes (channels kept rounded up to a multiple of the CPU's SIMD width); a
+threshold prunes small weights, changes outputs a little and reports what
+it removed."""
 
 import os
 import shutil
@@ -15,8 +16,12 @@ onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper  # noqa: E402
 
 import sits_mlir  # noqa: E402
-from sits_mlir import ir, passmanager  # noqa: E402
+from sits_mlir import ir, passmanager, targets  # noqa: E402
 from sits_mlir.frontend.onnx import import_model  # noqa: E402
+
+# The small model is exported with torch's TorchScript exporter.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore:Converting a tensor to a Python boolean")]
 
 D, HEAD_DIM, FF = 768, 64, 3072
 # gpt_prefill: heads zeroed (query, key, value columns and biases, and
@@ -31,6 +36,13 @@ GPT_FFN_COLUMNS = list(range(300))
 # and bias (ReLU(0) = 0).
 CNN_C2_INPUTS = list(range(0, 64, 4))
 CNN_C1_FILTERS = list(range(40))
+# Channels kept are a multiple of the target's SIMD width.
+LANES = targets.lookup("cpu").simd_width
+
+
+def _removed(total, zeroed, multiple):
+    """How many of `total` channels go when `zeroed` are prunable."""
+    return total - min(total, -(-(total - zeroed) // multiple) * multiple)
 
 
 def _initializers(model):
@@ -58,9 +70,10 @@ def _zero(columns=None, rows=None):
     return edit
 
 
-def zeroed_gpt(path):
+def zeroed_gpt(path, multiple=1):
     """gpt_prefill with GPT_HEADS and the FFN channels zeroed, and the
-    bytes sits-prune should remove."""
+    bytes sits-prune should remove keeping a multiple of `multiple`
+    channels."""
     model = onnx.load(path)
     removed = 0
     for block, heads in GPT_HEADS.items():
@@ -77,11 +90,13 @@ def zeroed_gpt(path):
     _update(model, _node_inputs(model, "/blocks.1/fc/MatMul")[1], _zero(columns=GPT_FFN_COLUMNS))
     _update(model, "blocks.1.fc.bias", _zero(rows=GPT_FFN_COLUMNS))
     # Per channel: a column of W1 and its bias, a row of W2.
-    removed += (len(GPT_FFN_ROWS) + len(GPT_FFN_COLUMNS)) * (D + 1 + D)
+    channels = _removed(FF, len(GPT_FFN_ROWS), multiple) + \
+        _removed(FF, len(GPT_FFN_COLUMNS), multiple)
+    removed += channels * (D + 1 + D)
     return model, removed * 4
 
 
-def zeroed_cnn(path):
+def zeroed_cnn(path, multiple=1):
     model = onnx.load(path)
     init = {t.name: t for t in model.graph.initializer}
     _, w2, _ = _node_inputs(model, "/layers/layers.0/c2/Conv")
@@ -95,7 +110,7 @@ def zeroed_cnn(path):
         _, f2, _ = _node_inputs(model, f"/layers/layers.{block}/c2/Conv")
         s1, s2 = init[f1].dims, init[f2].dims
         per = np.prod(s1[1:]) + 1 + s2[0] * np.prod(s2[2:])
-        return int(per) * len(channels) * 4
+        return int(per) * _removed(s1[0], len(channels), multiple) * 4
     return model, channel_bytes(0, CNN_C2_INPUTS) + channel_bytes(3, CNN_C1_FILTERS)
 
 
@@ -111,11 +126,12 @@ def _compile_and_run(model, inputs, tmp_path, name, **options):
     return artifact, artifact.load().run(**inputs)
 
 
-def _entries(model, threshold=None):
+def _entries(model, threshold=None, multiple=1):
     """(kind, op, removed, bytes) of each structured-pruning report entry."""
     with ir.Context() as context:
         module = import_model(model, context=context).module
-        option = "" if threshold is None else f"{{threshold={threshold!r}}}"
+        option = f"{{channel-multiple={multiple}"
+        option += "}" if threshold is None else f" threshold={threshold!r}}}"
         passmanager.PassManager.parse(f"builtin.module(sits-prune{option})").run(module.operation)
         entries = []
         for entry in ir.ArrayAttr(module.operation.attributes["sits.report.pruning"]):
@@ -138,7 +154,7 @@ def _assert_same(actual, expected, rtol=1e-5):
 
 def test_gpt_prefill_zero_heads_and_channels(model_path, tmp_path):
     path, inputs = model_path("gpt_prefill")
-    model, expected_bytes = zeroed_gpt(path)
+    model, expected_bytes = zeroed_gpt(path, LANES)
     base, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
     pruned, outputs = _compile_and_run(model, inputs, tmp_path, "pruned")
     _assert_same(outputs, reference)
@@ -146,26 +162,30 @@ def test_gpt_prefill_zero_heads_and_channels(model_path, tmp_path):
     # The weights section aligns every weight to 64 bytes.
     assert abs(saved - expected_bytes) <= 64 * 16, (saved, expected_bytes)
 
-    entries = _entries(model)
+    entries = _entries(model, multiple=LANES)
     heads = {op: n for kind, op, n, _ in entries if kind == "attention_heads"}
     assert sorted(heads.values()) == sorted(len(h) for h in GPT_HEADS.values())
     channels = sorted(n for kind, _, n, _ in entries if kind == "ffn_channels")
-    assert channels == sorted([len(GPT_FFN_ROWS), len(GPT_FFN_COLUMNS)])
+    assert channels == sorted([_removed(FF, len(GPT_FFN_ROWS), LANES),
+                               _removed(FF, len(GPT_FFN_COLUMNS), LANES)])
     assert sum(b for *_, b in entries) == expected_bytes
+    # Without rounding, every zeroed channel goes.
+    channels = sorted(n for kind, _, n, _ in _entries(model) if kind == "ffn_channels")
+    assert channels == sorted([len(GPT_FFN_ROWS), len(GPT_FFN_COLUMNS)])
 
 
 def test_cnn_zero_channels(model_path, tmp_path):
     path, inputs = model_path("cnn")
-    model, expected_bytes = zeroed_cnn(path)
+    model, expected_bytes = zeroed_cnn(path, LANES)
     base, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
     pruned, outputs = _compile_and_run(model, inputs, tmp_path, "pruned")
     _assert_same(outputs, reference)
     saved = _weight_bytes(base) - _weight_bytes(pruned)
     assert abs(saved - expected_bytes) <= 64 * 8, (saved, expected_bytes)
-    entries = _entries(model)
+    entries = _entries(model, multiple=LANES)
     assert sorted((op, n) for kind, op, n, _ in entries if kind == "conv_channels") == [
-        ("/layers/layers.0/c1/Conv", len(CNN_C2_INPUTS)),
-        ("/layers/layers.3/c1/Conv", len(CNN_C1_FILTERS))]
+        ("/layers/layers.0/c1/Conv", _removed(64, len(CNN_C2_INPUTS), LANES)),
+        ("/layers/layers.3/c1/Conv", _removed(128, len(CNN_C1_FILTERS), LANES))]
 
 
 def test_unmodified_model_keeps_its_weights(model_path):
