@@ -167,10 +167,11 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
 void mlir::sits::buildGpuCodegenPassPipeline(
     OpPassManager &pm, const GpuCodegenPipelineOptions &options) {
   // Unknown names get H100 defaults; the Python driver only passes known
-  // NVIDIA targets.
+  // GPU targets. The vendor picks the device lowering: NVVM or ROCDL.
   const target::TargetInfo *info = target::lookupTarget(options.target);
-  if (!info || info->vendor != target::Vendor::Nvidia)
+  if (!info || info->vendor == target::Vendor::Cpu)
     info = target::lookupTarget("h100");
+  bool amd = info->vendor == target::Vendor::Amd;
 
   // As on the CPU: elementwise arith/math on tensors become linalg ops and
   // chains of them fuse before fusion groups are formed. Convolutions
@@ -241,34 +242,81 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addPass(cpu::createSitsCpuMarkEntryPoints());
 
-  // To the LLVM and NVVM dialects, as upstream's gpu-lower-to-nvvm-pipeline
-  // orders it: common lowerings on host and device code, then the GPU
-  // module with NVVM's conventions (address spaces, libdevice for math),
-  // then the host's GPU runtime calls.
+  // To the LLVM and NVVM (ROCDL) dialects, as upstream's
+  // gpu-lower-to-nvvm-pipeline orders it: common lowerings on host and
+  // device code, then the GPU module with the vendor's conventions (address
+  // spaces, libdevice or the ROCm device libraries for math), then the
+  // host's GPU runtime calls, which are the same for both vendors.
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
-  GpuNVVMAttachTargetOptions nvvm;
-  nvvm.chip = info->chip.str();
-  nvvm.features = info->features.str();
-  nvvm.optLevel = unsigned(options.optLevel);
-  pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  if (amd) {
+    GpuROCDLAttachTargetOptions rocdl;
+    rocdl.triple = info->triple.str();
+    rocdl.chip = info->chip.str();
+    rocdl.features = info->features.str();
+    rocdl.optLevel = unsigned(options.optLevel);
+    rocdl.wave64Flag = info->simdWidth == 64;
+    // Code object v5: what every ROCm release that supports gfx942 loads
+    // (upstream's default, v6, needs a recent one).
+    rocdl.abiVersion = "500";
+    pm.addPass(createGpuROCDLAttachTarget(rocdl));
+  } else {
+    GpuNVVMAttachTargetOptions nvvm;
+    nvvm.chip = info->chip.str();
+    nvvm.features = info->features.str();
+    nvvm.optLevel = unsigned(options.optLevel);
+    pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  }
   pm.addPass(createLowerAffinePass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   addCleanup(pm);
+  // Math with a ROCm device library function becomes a call to it first:
+  // convert-gpu-to-rocdl also takes the math dialect's generic lowering to
+  // LLVM intrinsics, and which one wins depends on the order dialects were
+  // loaded in (llvm.tanh has no AMDGPU instruction).
+  if (amd) {
+    ConvertMathToROCDLOptions math;
+    math.chipset = info->chip.str();
+    pm.addPass(createConvertMathToROCDL(math));
+  }
   // Canonicalization folds some 1-D vector ops back into n-D ones, which
-  // the NVVM lowering does not take: lower them once more right before.
+  // the NVVM and ROCDL lowerings do not take: lower them once more right
+  // before.
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuLowerVectors());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuBoolMemory());
-  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  if (amd) {
+    ConvertGpuOpsToROCDLOpsOptions rocdl;
+    rocdl.chipset = info->chip.str();
+    rocdl.runtime = mlir::gpu::amd::Runtime::HIP;
+    pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToROCDLOps(rocdl));
+    // Thread-private buffers in AMDGPU's private address space.
+    pm.addNestedPass<mlir::gpu::GPUModuleOp>(
+        sits::gpu::createSitsGpuAllocaAddressSpace());
+  } else {
+    pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  }
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCanonicalizerPass());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCSEPass());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
   pm.addPass(createGpuToLLVMConversionPass());
-  GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget = options.format;
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  // AMD kernels stop at LLVM IR unless asked otherwise: upstream's ROCDL
+  // serialization needs the AMDGPU back end, which the driver runs outside
+  // MLIR (llc, ld.lld) when this build of LLVM lacks it.
+  std::string format = options.format;
+  if (format.empty())
+    format = amd ? "llvm" : "isa";
+  if (amd && format == "llvm") {
+    // convert-gpu-to-rocdl leaves n-D vector.from_elements to gpu-to-llvm,
+    // which converts them behind casts: fold those before translating.
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    pm.addPass(sits::gpu::createSitsGpuSerializeToLLVMIR());
+  } else {
+    GpuModuleToBinaryPassOptions binary;
+    binary.compilationTarget = format;
+    pm.addPass(createGpuModuleToBinaryPass(binary));
+  }
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(cpu::createSitsCpuPackEntryPoints());
   addCleanup(pm);
@@ -302,12 +350,13 @@ void mlir::sits::registerSitsPipelines() {
       buildCpuCodegenPassPipeline);
   PassPipelineRegistration<GpuPipelineOptions>(
       "sits-gpu-pipeline",
-      "A SITS model to host code and NVIDIA kernels: what sits_mlir.compile "
-      "runs for target='h100' and the other NVIDIA targets",
+      "A SITS model to host code and GPU kernels: what sits_mlir.compile "
+      "runs for GPU targets (NVIDIA kernels through NVVM, AMD kernels "
+      "through ROCDL)",
       buildGpuPassPipeline);
   PassPipelineRegistration<GpuCodegenPipelineOptions>(
       "sits-gpu-codegen",
-      "linalg on tensors to host code and NVIDIA kernels: tile to blocks and "
+      "linalg on tensors to host code and GPU kernels: tile to blocks and "
       "threads, stage operands in shared memory, vectorize, bufferize, "
       "launch, serialize",
       buildGpuCodegenPassPipeline);

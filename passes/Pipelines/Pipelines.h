@@ -91,15 +91,18 @@ struct GpuCodegenPipelineOptions
     : public PassPipelineOptions<GpuCodegenPipelineOptions> {
   Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("Known target to compile for (h100, h200, a100, v100): "
-                     "its chip and PTX features"),
+      llvm::cl::desc("Known GPU target to compile for (h100, h200, a100, "
+                     "v100, mi300x): its vendor, chip and features"),
       llvm::cl::init("h100")};
   Option<std::string> format{
       *this, "format",
-      llvm::cl::desc("Device code format: 'isa' (PTX), 'bin' (cubin) or "
-                     "'fatbin' (cubin and PTX; 'bin' and 'fatbin' run "
-                     "ptxas, and fatbinary, from PATH)"),
-      llvm::cl::init("isa")};
+      llvm::cl::desc("Device code format (default: 'isa' for NVIDIA, 'llvm' "
+                     "for AMD): 'llvm' (LLVM IR; for AMD targets without "
+                     "needing the AMDGPU back end), 'isa' (PTX / AMDGPU "
+                     "assembly), 'bin' (cubin / HSA code object) or 'fatbin' "
+                     "(NVIDIA: cubin and PTX; 'bin' and 'fatbin' run ptxas, "
+                     "and fatbinary, from PATH)"),
+      llvm::cl::init("")};
   Option<int64_t> optLevel{*this, "opt-level",
                            llvm::cl::desc("Device code optimization level"),
                            llvm::cl::init(3)};
@@ -108,11 +111,11 @@ struct GpuCodegenPipelineOptions
                              llvm::cl::init(256)};
 };
 
-/// linalg on tensors -> kernels for the NVIDIA GPU `options.target`, in a
-/// module the host can call: public functions become entry points
-/// `void sits_entry_<name>(void **args)` (memref descriptors of device
-/// buffers), the kernels a gpu.binary, launched through MLIR's GPU runtime
-/// ABI (mgpu*). See passes/Codegen/GPU/README.md.
+/// linalg on tensors -> kernels for the GPU `options.target` (NVIDIA through
+/// NVVM, AMD through ROCDL), in a module the host can call: public functions
+/// become entry points `void sits_entry_<name>(void **args)` (memref
+/// descriptors of device buffers), the kernels a gpu.binary, launched
+/// through MLIR's GPU runtime ABI (mgpu*). See passes/Codegen/GPU/README.md.
 void buildGpuCodegenPassPipeline(OpPassManager &pm,
                                  const GpuCodegenPipelineOptions &options);
 
