@@ -167,6 +167,17 @@ static FailureOr<TypedAttr> gatherConstant(ElementsAttr value, int64_t dim,
   return makeConstantLike(value, newType, std::move(blob), ".pruned");
 }
 
+/// Whether `value` is a constant gatherConstant can rewrite that no other op
+/// shares (splats are one element: sharing them costs nothing).
+static bool isOwnedConstant(Value value) {
+  ElementsAttr attr = getConstantElements(value);
+  if (!attr)
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr); dense && dense.isSplat())
+    return true;
+  return value.hasOneUse() && getConstantBytes(attr).has_value();
+}
+
 static Value createConstant(RewriterBase &rewriter, Location loc,
                             TypedAttr value) {
   return arith::ConstantOp::create(rewriter, loc, value);
@@ -529,6 +540,10 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
       w2Type.getDimSize(consumer->inDim) != n ||
       (b1 && int64_t(b1->size()) != n))
     return rewriter.notifyMatchFailure(op, "weights are not readable floats");
+  // Pruning a copy of a weight another op keeps would add bytes.
+  if (!isOwnedConstant(op->getOperand(1)) || !isOwnedConstant(user->getOperand(1)) ||
+      (producer->bias && !isOwnedConstant(op->getOperand(2))))
+    return rewriter.notifyMatchFailure(op, "weights are shared with other ops");
 
   SmallVector<double> written = maxAbsAlong(*w1, w1Type.getShape(), producer->outDim);
   SmallVector<double> read = maxAbsAlong(*w2, w2Type.getShape(), consumer->inDim);
@@ -900,7 +915,10 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
                user == projections[i]->expand.getOperation();
       });
     });
-    if (all)
+    // Rebuilding a source whose weights another op keeps would add bytes.
+    auto matmul = cast<MatmulOp>(source);
+    if (all && isOwnedConstant(matmul.getRhs()) &&
+        (!matmul.getBias() || isOwnedConstant(matmul.getBias())))
       rebuilt.insert(source);
   }
 
@@ -909,6 +927,17 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   for (int64_t h = 0; h < numHeads; ++h)
     if (!live[h])
       pruned.removed.push_back(h);
+
+  // Everything that can fail comes before the first change to the IR.
+  SmallVector<int64_t> rows;
+  for (int64_t h = 0; h < numHeads; ++h)
+    if (live[h])
+      for (int64_t d = 0; d < valueDim; ++d)
+        rows.push_back(h * valueDim + d);
+  FailureOr<TypedAttr> newWo = gatherConstant(projectionWeight, projectionInDim, rows);
+  if (failed(newWo))
+    return rewriter.notifyMatchFailure(attention, "weights are not plain dense data");
+  pruned.bytesRemoved += getStorageBytes(projectionWeight) - getStorageBytes(cast<ElementsAttr>(*newWo));
 
   Location loc = attention.getLoc();
   SmallVector<Value> liveInputs(3);
@@ -1015,15 +1044,6 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
                          ->getResult(0);
   Value collapsed = tensor::CollapseShapeOp::create(rewriter, collapse.getLoc(), transposed,
                                                     collapse.getReassociationIndices());
-  SmallVector<int64_t> rows;
-  for (int64_t h = 0; h < numHeads; ++h)
-    if (live[h])
-      for (int64_t d = 0; d < valueDim; ++d)
-        rows.push_back(h * valueDim + d);
-  FailureOr<TypedAttr> newWo = gatherConstant(projectionWeight, projectionInDim, rows);
-  if (failed(newWo))
-    return rewriter.notifyMatchFailure(attention, "weights are not plain dense data");
-  pruned.bytesRemoved += getStorageBytes(projectionWeight) - getStorageBytes(cast<ElementsAttr>(*newWo));
   rewriter.setInsertionPoint(projection);
   Value woConstant = createConstant(rewriter, projection.getLoc(), *newWo);
   rewriter.modifyOpInPlace(projection, [&] {

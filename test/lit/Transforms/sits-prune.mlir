@@ -207,3 +207,19 @@ func.func @attention_zero_head(%x: tensor<1x2x4xf32>) -> (tensor<1x2x4xf32>, ten
   %y = sits.matmul %c, %wo : (tensor<1x2x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4xf32>
   return %y, %kh, %vh : tensor<1x2x4xf32>, tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>
 }
+
+// -----
+
+// A zero channel whose producer weights another matmul also reads stays:
+// a pruned copy next to the original would add bytes.
+// CHECK-LABEL: func.func @shared_weights
+//       CHECK:   sits.matmul {{.+}} -> tensor<8x3xf32>
+//       CHECK:   sits.matmul {{.+}} : (tensor<8x3xf32>, tensor<3x2xf32>) -> tensor<8x2xf32>
+func.func @shared_weights(%x: tensor<8x2xf32>) -> (tensor<8x2xf32>, tensor<8x3xf32>) {
+  %w1 = arith.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %w2 = arith.constant dense<[[1.0, 2.0], [0.0, 0.0], [5.0, 6.0]]> : tensor<3x2xf32>
+  %h = sits.matmul %x, %w1 : (tensor<8x2xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
+  %y = sits.matmul %h, %w2 : (tensor<8x3xf32>, tensor<3x2xf32>) -> tensor<8x2xf32>
+  %z = sits.matmul %x, %w1 {activation = #sits.activation<relu>} : (tensor<8x2xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
+  return %y, %z : tensor<8x2xf32>, tensor<8x3xf32>
+}
