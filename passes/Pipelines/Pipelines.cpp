@@ -69,6 +69,7 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDistinctResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
@@ -86,6 +87,8 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass(
       VectorTransferToSCFOptions().enableFullUnroll()));
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // LLVM has no fp8/fp4: their conversions become integer arithmetic.
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuExpandSmallFloats());
   addCleanup(pm);
 
   // Tiles run as tasks on the runtime's thread pool through MLIR's async

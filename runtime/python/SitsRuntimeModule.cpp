@@ -151,6 +151,9 @@ nb::dlpack::dtype toDlpack(DType d) {
     return make(C::UInt, 8);
   case DType::kBool:
     return make(C::Bool, 8);
+  default:
+    // Types NumPy lacks travel as their bits (dtype.h).
+    return toDlpack(storageDType(d));
   }
   return make(C::UInt, 8);
 }
@@ -200,9 +203,10 @@ BufferView viewOf(const Array &a, const EntryPointSpec &ep, const ArgSpec &arg,
     raise(Status(std::move(info)));
   }
   std::optional<DType> dtype = fromDlpack(a.dtype());
-  // bf16 has no numpy type: its bits may be passed as uint16.
-  if (dtype == DType::kU16 && arg.dtype == DType::kBF16)
-    dtype = DType::kBF16;
+  // bf16, fp8, int4, ... have no numpy type: their bits may be passed as
+  // uint16 / uint8.
+  if (dtype && dtype != arg.dtype && *dtype == storageDType(arg.dtype))
+    dtype = arg.dtype;
   if (!dtype) {
     ErrorInfo info;
     info.code = StatusCode::kSignatureMismatch;

@@ -43,6 +43,10 @@ CpuTilingConfig getCpuTilingConfig(Operation *op, int64_t threadsOverride = 0);
 /// names none).
 const target::TargetInfo &getTargetInfo(Operation *op);
 
+/// arith.extf / arith.truncf to or from 8- and 4-bit floats as integer
+/// arithmetic (sits-cpu-expand-small-floats).
+void populateExpandSmallFloatPatterns(RewritePatternSet &patterns);
+
 #define GEN_PASS_REGISTRATION
 #include "passes/Codegen/CPU/Passes.h.inc"
 

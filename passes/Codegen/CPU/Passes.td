@@ -32,6 +32,33 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
   ];
 }
 
+def SitsCpuDistinctResults : Pass<"sits-cpu-distinct-results", "func::FuncOp"> {
+  let summary = "Return a distinct buffer for every result";
+  let description = [{
+    Replaces each repeated memref operand of `func.return` (one value
+    returned as several results) with a copy in a fresh buffer, so that
+    every result can become its own out-param. Runs after bufferization,
+    before `buffer-results-to-out-params`.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def SitsCpuExpandSmallFloats
+    : Pass<"sits-cpu-expand-small-floats", "func::FuncOp"> {
+  let summary = "fp8 and fp4 conversions as integer arithmetic";
+  let description = [{
+    LLVM has no 8- or 4-bit float types, so `arith.extf` and `arith.truncf`
+    to or from them (f8E4M3FN, f8E5M2, their FNUZ variants, f8E8M0FNU,
+    f4E2M1FN) have no LLVM lowering. This pass rewrites them into integer
+    and f32 arithmetic with APFloat's semantics: round to nearest even,
+    overflow to infinity where the format has one, to NaN otherwise, and to
+    the largest value in E2M1FN, which has neither.
+    Scalars and vectors alike.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def SitsCpuApproximateMath : Pass<"sits-cpu-approximate-math", "func::FuncOp"> {
   let summary = "Transcendental math functions as vector polynomials";
   let description = [{
@@ -179,14 +206,16 @@ def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
 }
 
 def SitsCpuBoolMemory : Pass<"sits-cpu-bool-memory", "ModuleOp"> {
-  let summary = "Scalar loads and stores of i1 buffers as byte accesses";
+  let summary = "Scalar loads and stores of i1 (and other sub-byte) buffers as byte accesses";
   let description = [{
-    A buffer of `i1` holds one byte per element (NumPy's `bool` layout),
-    which upstream's memref-to-LLVM lowering does not accept for element
-    types narrower than a byte. Rewrites every scalar `memref.load` and
-    `memref.store` of `i1` into an `llvm.load`/`llvm.store` of `i8` at the
-    aligned pointer plus the linearized offset (a load compares the byte
-    with 0; a store zero-extends). Runs just before the memref conversion.
+    A buffer of `i1` holds one byte per element (NumPy's `bool` layout), and
+    so do buffers of `i2`, `i4` and `f4E2M1FN` (ml_dtypes' layout), which
+    upstream's memref-to-LLVM lowering does not accept for element types
+    narrower than a byte. Rewrites every scalar `memref.load` and
+    `memref.store` of them into an `llvm.load`/`llvm.store` of `i8` at the
+    aligned pointer plus the linearized offset (an i1 load compares the byte
+    with 0, other loads truncate; a store zero-extends). Runs just before
+    the memref conversion.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",

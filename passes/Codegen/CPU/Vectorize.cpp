@@ -24,21 +24,26 @@ namespace {
 /// stay scalar loops: vectors that large spill and blow up compile time.
 constexpr int64_t kMaxVectorElements = 1024;
 
-bool isBool(Type type) { return getElementTypeOrSelf(type).isInteger(1); }
+/// i1, i4, f4E2M1FN, ...: one element per byte in memory, bits in a vector.
+bool isSubByte(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  return element.isIntOrFloat() && element.getIntOrFloatBitWidth() < 8;
+}
 
 bool shouldVectorize(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || !linalg::hasVectorizationImpl(op))
     return false;
-  // LLVM packs a vector of i1 into bits in memory while a memref of i1
-  // holds a byte per element, so bool tensors are read and written by
-  // scalar code (bool results computed from other types included).
-  if (llvm::any_of(op->getOperandTypes(), isBool))
+  // LLVM packs a vector of i1 (or i4) into bits in memory while a memref
+  // of them holds a byte per element, so bool and other sub-byte tensors
+  // are read and written by scalar code (results computed from other types
+  // included).
+  if (llvm::any_of(op->getOperandTypes(), isSubByte))
     return false;
-  bool gathersBools = false;
+  bool gathersSubBytes = false;
   op->walk([&](tensor::ExtractOp extract) {
-    gathersBools |= isBool(extract.getType());
+    gathersSubBytes |= isSubByte(extract.getType());
   });
-  if (gathersBools)
+  if (gathersSubBytes)
     return false;
   if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
     return false;

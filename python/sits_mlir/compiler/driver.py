@@ -25,6 +25,7 @@ import numpy as np
 from .. import ir, passmanager, targets
 from ..errors import CompileError, Diagnostic
 from . import gpu as _gpu
+from ..runtime.model import special_dtype_name
 from .link import link_shared_object
 
 __all__ = ["Artifact", "CompileOptions", "compile", "lower"]
@@ -140,12 +141,15 @@ def _spec(role: str, name: str, type_: ir.Type, source=None) -> dict:
     element = str(shaped.element_type)
     if source is not None and np.dtype(source.dtype).kind == "u" and element.startswith("i"):
         element = "u" + element  # the model's unsigned integer, signless in MLIR
-    if element not in _DTYPES:
+    bytes_of = special_dtype_name(source.dtype) if source is not None else None
+    if bytes_of is not None and element == "i8":
+        element = bytes_of  # fp8, int4, ...: passed as their bytes
+    if element not in _DTYPES and element != bytes_of:
         raise CompileError(f"{role} '{name}' has element type {element}, which the runtime "
                            "cannot pass at the model boundary")
     shape = [-1 if shaped.is_dynamic_dim(i) else shaped.get_dim_size(i)
              for i in range(shaped.rank)]
-    spec = {"role": role, "name": name, "dtype": _DTYPES[element], "shape": shape}
+    spec = {"role": role, "name": name, "dtype": _DTYPES.get(element, element), "shape": shape}
     # Symbolic names tie dynamic extents together: an output extent named
     # like an input's is sized from that input.
     names = [n if source is not None and k < len(source.dim_names) and shape[k] < 0 else None

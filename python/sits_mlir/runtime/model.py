@@ -20,15 +20,6 @@ def _native():
     return _sits_runtime
 
 
-def _bfloat16():
-    try:
-        import ml_dtypes  # optional
-
-        return np.dtype(ml_dtypes.bfloat16)
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-
-
 _NUMPY_DTYPES = {
     "f64": np.float64,
     "f32": np.float32,
@@ -45,12 +36,47 @@ _NUMPY_DTYPES = {
 }
 
 
+# Types NumPy lacks: ml_dtypes names them; arrays of them cross into the
+# runtime as their bits (one element per byte, bf16 as uint16).
+_ML_DTYPES = {
+    "bf16": "bfloat16",
+    "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2",
+    "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz",
+    "f8e8m0fnu": "float8_e8m0fnu", "f4e2m1fn": "float4_e2m1fn",
+}
+_BITS_OF = {name: np.dtype(np.uint16 if name == "bfloat16" else np.uint8)
+            for name in _ML_DTYPES.values()}
+
+
 def numpy_dtype(dtype: str) -> np.dtype:
-    """The numpy dtype for a manifest dtype. bf16 is ml_dtypes.bfloat16 when
-    ml_dtypes is installed, else uint16 holding the bits."""
-    if dtype == "bf16":
-        return _bfloat16() or np.dtype(np.uint16)
+    """The numpy dtype for a manifest dtype: an ml_dtypes type for bf16, fp8,
+    int4 and the like (the integer type holding their bits when ml_dtypes is
+    not installed)."""
+    if dtype in _ML_DTYPES:
+        try:
+            import ml_dtypes
+
+            return np.dtype(getattr(ml_dtypes, _ML_DTYPES[dtype]))
+        except (ImportError, AttributeError):  # pragma: no cover - environment
+            return _BITS_OF[_ML_DTYPES[dtype]]
     return np.dtype(_NUMPY_DTYPES[dtype])
+
+
+def special_dtype_name(dtype) -> str | None:
+    """The manifest name of an ml_dtypes dtype ("f8e4m3fn" for
+    float8_e4m3fn), None for NumPy's own dtypes."""
+    name = np.dtype(dtype).name
+    for manifest, ml in _ML_DTYPES.items():
+        if ml == name:
+            return manifest
+    return None
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """`array` itself, or its bits when its dtype is one NumPy lacks."""
+    bits = _BITS_OF.get(array.dtype.name)
+    return array if bits is None else array.view(bits)
 
 
 @dataclass(frozen=True)
@@ -155,8 +181,13 @@ class EntryPoint:
     def _convert(self, value: Any, spec: TensorSpec, index: int) -> Any:
         label = f"input '{spec.name}' (#{index}) of entry point '{self.name}'"
         if isinstance(value, np.ndarray):
-            if value.dtype.name == "bfloat16":  # ml_dtypes: pass the bits
-                return value.view(np.uint16)
+            if value.dtype.name in _BITS_OF:  # ml_dtypes: pass the bits
+                if value.dtype != spec.numpy_dtype:
+                    raise self._error(
+                        f"{label} has dtype {value.dtype}, expected {spec.dtype}",
+                        subject=spec.name, index=index, expected=spec.dtype,
+                        given=str(value.dtype))
+                return _bits(value)
             if value.dtype.kind not in "biufc":
                 raise self._error(
                     f"{label} has dtype {value.dtype}, expected {spec.dtype}",
@@ -187,7 +218,7 @@ class EntryPoint:
                 f"{spec.dtype} without changing their kind",
                 subject=spec.name, index=index, expected=spec.dtype,
                 given=str(array.dtype))
-        return array.astype(target)
+        return _bits(array.astype(target))
 
     def _error(self, message, subject="", expected="", given="", index=-1):
         return _from_status("SignatureMismatch", message, subject, expected, given,
@@ -196,10 +227,8 @@ class EntryPoint:
     def _finish(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, ...]:
         out = []
         for a, spec in zip(arrays, self.outputs):
-            if spec.dtype == "bf16" and a.dtype == np.uint16:
-                bf16 = _bfloat16()
-                if bf16 is not None:
-                    a = a.view(bf16)
+            if spec.dtype in _ML_DTYPES and a.dtype != spec.numpy_dtype:
+                a = a.view(spec.numpy_dtype)
             out.append(a)
         return tuple(out)
 
@@ -219,8 +248,7 @@ class EntryPoint:
         """Runs the entry point writing into `outputs` (writable arrays of
         the output shapes and dtypes, in order); returns them as a tuple."""
         inputs = self._bind(arrays, named)
-        outs = [o.view(np.uint16) if isinstance(o, np.ndarray) and o.dtype.name == "bfloat16"
-                else o for o in outputs]
+        outs = [_bits(o) if isinstance(o, np.ndarray) else o for o in outputs]
         self._module.run(self.name, inputs, outs)
         return tuple(outputs)
 

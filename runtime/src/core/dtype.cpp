@@ -18,11 +18,22 @@ constexpr DTypeEntry kDTypes[] = {
     {DType::kU64, "u64", 8},  {DType::kU32, "u32", 4},
     {DType::kU16, "u16", 2},  {DType::kU8, "u8", 1},
     {DType::kBool, "bool", 1},
+    {DType::kI4, "i4", 1},    {DType::kU4, "u4", 1},
+    {DType::kI2, "i2", 1},    {DType::kU2, "u2", 1},
+    {DType::kF8E4M3FN, "f8e4m3fn", 1},
+    {DType::kF8E5M2, "f8e5m2", 1},
+    {DType::kF8E4M3FNUZ, "f8e4m3fnuz", 1},
+    {DType::kF8E5M2FNUZ, "f8e5m2fnuz", 1},
+    {DType::kF8E8M0FNU, "f8e8m0fnu", 1},
+    {DType::kF4E2M1FN, "f4e2m1fn", 1},
 };
 constexpr DType kAll[] = {DType::kF64, DType::kF32, DType::kF16, DType::kBF16,
                           DType::kI64, DType::kI32, DType::kI16, DType::kI8,
                           DType::kU64, DType::kU32, DType::kU16, DType::kU8,
-                          DType::kBool};
+                          DType::kBool, DType::kI4, DType::kU4, DType::kI2,
+                          DType::kU2, DType::kF8E4M3FN, DType::kF8E5M2,
+                          DType::kF8E4M3FNUZ, DType::kF8E5M2FNUZ,
+                          DType::kF8E8M0FNU, DType::kF4E2M1FN};
 } // namespace
 
 std::string_view dtypeName(DType dtype) {
@@ -55,6 +66,26 @@ size_t dtypeSize(DType dtype) {
     if (e.dtype == dtype)
       return e.size;
   return 0;
+}
+
+DType storageDType(DType dtype) {
+  switch (dtype) {
+  case DType::kBF16:
+    return DType::kU16;
+  case DType::kI4:
+  case DType::kU4:
+  case DType::kI2:
+  case DType::kU2:
+  case DType::kF8E4M3FN:
+  case DType::kF8E5M2:
+  case DType::kF8E4M3FNUZ:
+  case DType::kF8E5M2FNUZ:
+  case DType::kF8E8M0FNU:
+  case DType::kF4E2M1FN:
+    return DType::kU8;
+  default:
+    return dtype;
+  }
 }
 
 const DType *allDTypes(size_t *count) {

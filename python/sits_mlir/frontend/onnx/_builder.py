@@ -109,7 +109,7 @@ def reshape_kind(src: Sequence, dst: Sequence) -> Optional[str]:
 
 
 # Dtypes NumPy's buffer protocol cannot describe: passed as same-width ints.
-_SPECIAL = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_SPECIAL = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 _RESOURCE_CHARS = re.compile(r"[^A-Za-z0-9_.]")
 
 
@@ -160,6 +160,12 @@ class Builder:
         buffer is kept in `self.weights`. `elem` overrides the element type
         (e.g. `ui8` for unsigned quantized weights)."""
         a = np.asarray(array)
+        if elem is None and _types.is_byte_coded(a.dtype) and str(a.dtype) not in _SPECIAL:
+            # Sub-byte elements have no dense attribute of their own: their
+            # bytes are the constant.
+            i8 = ir.IntegerType.get_signless(8)
+            stored = self.constant(a.view(np.uint8), name=name, elem=i8)
+            return self.from_bytes(stored, a.dtype)
         elem = elem or _types.mlir_type(a.dtype)
         ttype = self.tensor_type(a.shape, elem)
         special = str(a.dtype) in _SPECIAL
@@ -212,6 +218,33 @@ class Builder:
         actual = text[len("dense_resource<"):text.index(">")].strip('"')
         self.weights[actual] = buf
         return attr
+
+    def from_bytes(self, v: ir.Value, dtype) -> ir.Value:
+        """An i8 tensor holding `dtype` values one per byte, ml_dtypes style
+        (value in the low bits), as a tensor of `dtype`'s MLIR type."""
+        elem = _types.mlir_type(dtype)
+        shape = [None if ir.ShapedType(v.type).is_dynamic_dim(i) else d
+                 for i, d in enumerate(ir.ShapedType(v.type).shape)]
+        is_float = isinstance(elem, ir.FloatType)
+        width = ir.FloatType(elem).width if is_float else ir.IntegerType(elem).width
+        if width < 8:
+            v = arith.trunci(self.tensor_type(shape, ir.IntegerType.get_signless(width)), v)
+        if is_float:
+            v = arith.bitcast(self.tensor_type(shape, elem), v)
+        return v
+
+    def to_bytes(self, v: ir.Value, dtype) -> ir.Value:
+        """The inverse of from_bytes: one byte per element, upper bits zero."""
+        elem = _types.mlir_type(dtype)
+        shape = [None if ir.ShapedType(v.type).is_dynamic_dim(i) else d
+                 for i, d in enumerate(ir.ShapedType(v.type).shape)]
+        is_float = isinstance(elem, ir.FloatType)
+        width = ir.FloatType(elem).width if is_float else ir.IntegerType(elem).width
+        if is_float:
+            v = arith.bitcast(self.tensor_type(shape, ir.IntegerType.get_signless(width)), v)
+        if width < 8:
+            v = arith.extui(self.tensor_type(shape, ir.IntegerType.get_signless(8)), v)
+        return v
 
     def splat(self, value, shape: Sequence, elem: ir.Type) -> ir.Value:
         """A tensor of `shape` (mixed) filled with `value`."""

@@ -303,13 +303,20 @@ class Importer:
             self.b = Builder(weights)
             module = ir.Module.create()
             in_specs = [TensorSpec(n, g.shape(n), g.dtype(n), _dim_names(g, n)) for n in g.inputs]
-            arg_types = [self.b.tensor_type(s.shape, s.dtype) for s in in_specs]
+            # fp8, int4 and the like cross the boundary as bytes (the
+            # runtime's and ml_dtypes' layout) and convert inside.
+            arg_types = [self.b.tensor_type(
+                s.shape, ir.IntegerType.get_signless(8) if _types.is_byte_coded(s.dtype)
+                else s.dtype) for s in in_specs]
             with ir.InsertionPoint(module.body):
                 fn = func.FuncOp("main", (arg_types, []))
                 block = fn.add_entry_block(arg_locs=[ir.Location.name(n) for n in g.inputs])
-                for name, arg in zip(g.inputs, block.arguments):
-                    self.values[name] = arg
                 with ir.InsertionPoint(block):
+                    for spec, arg in zip(in_specs, block.arguments):
+                        if _types.is_byte_coded(spec.dtype):
+                            with ir.Location.name(spec.name):
+                                arg = self.b.from_bytes(arg, spec.dtype)
+                        self.values[spec.name] = arg
                     for i in sorted(self.live):
                         try:
                             self._emit_node(i)
@@ -328,7 +335,10 @@ class Importer:
                     results = []
                     for name in g.outputs:
                         with ir.Location.name(name):
-                            results.append(self.get(name))
+                            r = self.get(name)
+                            if _types.is_byte_coded(g.dtype(name)):
+                                r = self.b.to_bytes(r, g.dtype(name))
+                            results.append(r)
                     func.ReturnOp(results)
                 fn.attributes["function_type"] = ir.TypeAttr.get(
                     ir.FunctionType.get(arg_types, [r.type for r in results]))

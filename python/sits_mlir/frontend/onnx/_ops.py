@@ -557,13 +557,31 @@ def _where(ctx, node):
     return [ctx.elementwise(arith.select, node.input[:3], node.output[0])]
 
 
-def cast_value(ctx, v: ir.Value, src, dst) -> ir.Value:
-    """Converts `v` from NumPy dtype `src` to `dst` with ONNX Cast semantics."""
+def cast_value(ctx, v: ir.Value, src, dst, saturate: bool = True) -> ir.Value:
+    """Converts `v` from NumPy dtype `src` to `dst` with ONNX Cast semantics.
+    `saturate` (Cast's attribute) clamps values beyond an 8-bit float's range
+    to its largest finite value instead of giving infinity or NaN."""
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return v
     b = ctx.b
     target = b.tensor_type(shape_of(v), dst)
+    f32 = np.dtype(np.float32)
+    if _types.is_small_float(src) and dst != f32:
+        # 8- and 4-bit floats convert through f32, the only float type their
+        # software conversion (sits-cpu-expand-small-floats) speaks.
+        return cast_value(ctx, cast_value(ctx, v, src, f32), f32, dst, saturate)
+    if _types.is_small_float(dst):
+        if src != f32:
+            v = cast_value(ctx, v, src, f32)
+        if saturate:
+            import ml_dtypes
+
+            big = float(ml_dtypes.finfo(dst).max)
+            shape = b.mixed_shape(v)
+            v = arith.minimumf(arith.maximumf(v, b.splat(-big, shape, elem_of(v))),
+                               b.splat(big, shape, elem_of(v)))
+        return arith.truncf(target, v)
     fs, fd = _types.is_float(src), _types.is_float(dst)
     if _types.is_bool(dst):
         zero = b.splat(0, b.mixed_shape(v), elem_of(v))
@@ -579,6 +597,20 @@ def cast_value(ctx, v: ir.Value, src, dst) -> ir.Value:
         mid = b.tensor_type(shape_of(v), np.float32)
         return arith.truncf(target, arith.extf(mid, v))
     if fs:
+        wd = ir.IntegerType(_types.mlir_type(dst)).width
+        if wd < 8:
+            # As ml_dtypes (the reference) converts: toward zero, and 0 for
+            # values outside the sub-byte range.
+            i32 = ir.IntegerType.get_signless(32)
+            shape = b.mixed_shape(v)
+            whole = arith.fptosi(b.tensor_type(shape_of(v), i32), v)
+            lo, hi = (0, (1 << wd) - 1) if _types.is_unsigned(dst) else \
+                (-(1 << (wd - 1)), (1 << (wd - 1)) - 1)
+            inside = arith.andi(
+                arith.cmpi(arith.CmpIPredicate.sge, whole, b.splat(lo, shape, i32)),
+                arith.cmpi(arith.CmpIPredicate.sle, whole, b.splat(hi, shape, i32)))
+            whole = arith.select(inside, whole, b.splat(0, shape, i32))
+            return arith.trunci(target, whole)
         return (arith.fptoui if _types.is_unsigned(dst) else arith.fptosi)(target, v)
     unsigned_src = _types.is_unsigned(src) or _types.is_bool(src)
     if fd:
@@ -596,20 +628,14 @@ def _check_cast(g, node):
     to = attributes(node).get("to")
     if node.op_type == "Cast" and to not in _types.SUPPORTED_ONNX_TYPES:
         return f"unsupported attribute value to={_types.dtype_name(to)}"
-    if attributes(node).get("saturate", 1) == 0:
-        return "saturate=0 is not supported"
-    dt = g.dtype(node.input[0])
-    out = g.dtype(node.output[0])
-    for d in (dt, out):
-        if d is not None and str(d) in ("float8_e4m3fn", "float8_e5m2"):
-            return "casts to or from fp8 are not supported (use QuantizeLinear)"
     return None
 
 
 @converter("Cast", "CastLike", check=_check_cast, reads=(0,))  # CastLike's input 1: its type only
 def _cast(ctx, node):
     return [cast_value(ctx, ctx.get(node.input[0]), ctx.g.dtype(node.input[0]),
-                       ctx.g.dtype(node.output[0]))]
+                       ctx.g.dtype(node.output[0]),
+                       saturate=bool(attributes(node).get("saturate", 1)))]
 
 
 @converter("Identity")
@@ -1830,11 +1856,6 @@ for _op in ("Range", "NonZero", "Unique", "NonMaxSuppression", "Compress"):
 
 # -- quantization -------------------------------------------------------------
 
-_QUANT_LATER = "quantized ONNX ops are not supported yet (QuantizeLinear/DequantizeLinear are)"
-for _op in ("MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger",
-            "DynamicQuantizeLinear"):
-    CONVERTERS[("", _op)] = Converter(lambda ctx, node: None, lambda g, n: _QUANT_LATER,
-                                      supported=False)
 
 
 def _quant_params(g, node, quantized_name):
@@ -1862,21 +1883,21 @@ def _quant_params(g, node, quantized_name):
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 
 
+_QUANT_INTS = {np.dtype(d) for d in (np.int8, np.int16, np.uint8, np.uint16)}
+
+
 def _check_q(g, node):
     if node.op_type == "DequantizeLinear":
         qname, fname = node.input[0], node.output[0]
     else:
         qname, fname = node.output[0], node.input[0]
     qt, ft = g.dtype(qname), g.dtype(fname)
-    if ft is None or not _types.is_float(ft) or str(ft) in _FP8:
+    if ft is None or not _types.is_float(ft) or _types.is_small_float(ft):
         return "needs a floating-point scale and dequantized type"
     if qt is None:
         return "unsupported quantized element type"
-    if qt in (np.uint8, np.uint16):
-        if node.op_type == "QuantizeLinear" or not g.is_const(qname):
-            return (f"{np.dtype(qt).name} quantized activations are not supported yet "
-                    f"(signed ones and constant unsigned weights are)")
-    elif qt not in (np.int8, np.int16) and str(qt) not in _FP8:
+    sub_byte = _types.is_byte_coded(qt) and not _types.is_small_float(qt)
+    if np.dtype(qt) not in _QUANT_INTS and not sub_byte and str(qt) not in _FP8:
         return f"quantized element type {np.dtype(qt).name} is not supported"
     if g.dtype(node.input[1]) != ft:
         return "the scale's element type must be the dequantized type"
@@ -1887,12 +1908,28 @@ def _check_q(g, node):
 
 
 def _quant_type(g, name, shape):
-    dt = g.dtype(name)
-    if dt in (np.uint8, np.uint16):
-        elem = ir.IntegerType.get_unsigned(np.dtype(dt).itemsize * 8)
-    else:
-        elem = _types.mlir_type(dt)
+    """(MLIR element type, tensor type) of quantized value `name` as the
+    SITS quantization ops take it: unsigned integers as `ui<N>`."""
+    dt = np.dtype(g.dtype(name))
+    elem = _types.mlir_type(dt)
+    if _types.is_unsigned(dt):
+        elem = ir.IntegerType.get_unsigned(ir.IntegerType(elem).width)
     return elem, ir.RankedTensorType.get([DYN if d is None else d for d in shape], elem)
+
+
+def _as_quantized(ctx, v: ir.Value, elem: ir.Type) -> ir.Value:
+    """`v` (signless, as the importer holds integers) as `elem`'s signedness."""
+    if elem_of(v) == elem:
+        return v
+    return tensor.bitcast(ctx.b.tensor_type(shape_of(v), elem), v)
+
+
+def _quant_input(ctx, name: str, elem: ir.Type) -> ir.Value:
+    """Quantized data or zero point `name` as an operand of `elem`."""
+    g = ctx.g
+    if g.is_const(name) and not _types.is_byte_coded(g.dtype(name)):
+        return ctx.const_value(g.const(name), name, elem=elem)
+    return _as_quantized(ctx, ctx.get(name), elem)
 
 
 def _scale_value(ctx, name, axis, block):
@@ -1906,16 +1943,14 @@ def _scale_value(ctx, name, axis, block):
 
 def _zero_point_value(ctx, name, elem, axis, shape):
     g = ctx.g
-    if name is None:
-        return None
-    if g.is_const(name):
+    if name is None or isinstance(elem, ir.FloatType):
+        return None  # fp8 zero points are zero by definition
+    if g.is_const(name) and not _types.is_byte_coded(g.dtype(name)):
         z = g.const(name)
-        if str(z.dtype) in ("float8_e4m3fn", "float8_e5m2"):
-            return None  # must be zero
         if axis is None:
             z = z.reshape(())
         return ctx.const_value(z, name, elem=elem)
-    v = ctx.get(name)
+    v = _quant_input(ctx, name, elem)
     if axis is None and len(shape_of(v)) == 1:
         v = ctx.b.collapse(v, [], ())
     return v
@@ -1926,10 +1961,7 @@ def _dequantize(ctx, node):
     g = ctx.g
     scale_name, zp_name, axis, block = _quant_params(g, node, node.input[0])
     elem, qtype = _quant_type(g, node.input[0], g.shape(node.input[0]))
-    if g.is_const(node.input[0]):
-        q = ctx.const_value(g.const(node.input[0]), node.input[0], elem=elem)
-    else:
-        q = ctx.get(node.input[0])
+    q = _quant_input(ctx, node.input[0], elem)
     scale = _scale_value(ctx, scale_name, axis, block)
     zp = _zero_point_value(ctx, zp_name, elem, axis, shape_of(q))
     out = ctx.b.tensor_type(shape_of(q), elem_of(scale))
@@ -1954,7 +1986,44 @@ def _quantize(ctx, node):
         kw["axis"] = i64_attr(axis)
     if block is not None:
         kw["block_size"] = i64_attr(block)
-    return [sits.quantize(qtype, x, scale, zero_point=zp, **kw)]
+    q = sits.quantize(qtype, x, scale, zero_point=zp, **kw)
+    # The importer holds integers signless.
+    signless = _types.mlir_type(g.dtype(node.output[0]))
+    return [q if signless == elem else tensor.bitcast(ctx.b.tensor_type(shape_of(q), signless), q)]
+
+
+def _check_dynamic_quantize(g, node):
+    if g.dtype(node.input[0]) != np.float32:
+        return "the input must be float32"
+    return None
+
+
+@converter("DynamicQuantizeLinear", check=_check_dynamic_quantize)
+def _dynamic_quantize(ctx, node):
+    """uint8 quantization with a scale and zero point that make the range
+    [min(x, 0), max(x, 0)] fit [0, 255], computed at run time."""
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    f32, u8, i8 = ir.F32Type.get(), ir.IntegerType.get_unsigned(8), ir.IntegerType.get_signless(8)
+    axes = list(range(len(shape_of(x))))
+
+    def scalar(value):
+        return b.splat(value, [], f32)
+
+    hi = arith.maximumf(b.reduce(x, axes, lambda v, acc: arith.maximumf(acc, v), float("-inf")),
+                        scalar(0.0))
+    lo = arith.minimumf(b.reduce(x, axes, lambda v, acc: arith.minimumf(acc, v), float("inf")),
+                        scalar(0.0))
+    width = arith.subf(hi, lo)
+    # A constant input (max == min) gets scale 1/255, as the reference.
+    width = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, hi, lo), scalar(1.0), width)
+    y_scale = arith.divf(width, scalar(255.0))
+    zp = arith.subf(scalar(0.0), arith.divf(lo, y_scale))
+    zp = math.roundeven(arith.minimumf(arith.maximumf(zp, scalar(0.0)), scalar(255.0)))
+    y_zp = arith.fptoui(b.tensor_type([], i8), zp)
+    y = sits.quantize(b.tensor_type(shape_of(x), u8), x, y_scale,
+                      zero_point=_as_quantized(ctx, y_zp, u8))
+    return [tensor.bitcast(b.tensor_type(shape_of(x), i8), y), y_scale, y_zp]
 
 
 # -- com.microsoft MatMulNBits -------------------------------------------------

@@ -14,7 +14,8 @@ from onnx import TensorProto
 from ... import ir
 
 __all__ = ["numpy_dtype", "mlir_type", "is_float", "is_unsigned", "is_bool",
-           "dtype_name", "SUPPORTED_ONNX_TYPES"]
+           "is_small_float", "is_byte_coded", "dtype_name",
+           "SUPPORTED_ONNX_TYPES"]
 
 # ONNX element type -> (NumPy dtype, MLIR type spelling).
 _TABLE = {
@@ -33,6 +34,13 @@ _TABLE = {
     TensorProto.BOOL: (np.dtype(np.bool_), "i1"),
     TensorProto.FLOAT8E4M3FN: (np.dtype(ml_dtypes.float8_e4m3fn), "f8E4M3FN"),
     TensorProto.FLOAT8E5M2: (np.dtype(ml_dtypes.float8_e5m2), "f8E5M2"),
+    TensorProto.FLOAT8E4M3FNUZ: (np.dtype(ml_dtypes.float8_e4m3fnuz), "f8E4M3FNUZ"),
+    TensorProto.FLOAT8E5M2FNUZ: (np.dtype(ml_dtypes.float8_e5m2fnuz), "f8E5M2FNUZ"),
+    TensorProto.FLOAT4E2M1: (np.dtype(ml_dtypes.float4_e2m1fn), "f4E2M1FN"),
+    TensorProto.INT4: (np.dtype(ml_dtypes.int4), "i4"),
+    TensorProto.UINT4: (np.dtype(ml_dtypes.uint4), "i4"),
+    TensorProto.INT2: (np.dtype(ml_dtypes.int2), "i2"),
+    TensorProto.UINT2: (np.dtype(ml_dtypes.uint2), "i2"),
 }
 
 SUPPORTED_ONNX_TYPES = frozenset(_TABLE)
@@ -41,9 +49,14 @@ _BY_DTYPE = {}
 for _onnx, (_np, _mlir) in _TABLE.items():
     _BY_DTYPE.setdefault(_np, _mlir)
 
+_SMALL_FLOATS = {np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2),
+                 np.dtype(ml_dtypes.float8_e4m3fnuz), np.dtype(ml_dtypes.float8_e5m2fnuz),
+                 np.dtype(ml_dtypes.float4_e2m1fn)}
 _FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64),
-           np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
-           np.dtype(ml_dtypes.float8_e5m2)}
+           np.dtype(ml_dtypes.bfloat16)} | _SMALL_FLOATS
+_UNSIGNED_SUBBYTE = {np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.uint2)}
+_SUBBYTE_INTS = {np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.int2)} | _UNSIGNED_SUBBYTE
+
 
 
 def numpy_dtype(onnx_type: int) -> np.dtype:
@@ -65,7 +78,20 @@ def is_float(dtype) -> bool:
 
 
 def is_unsigned(dtype) -> bool:
-    return np.dtype(dtype).kind == "u"
+    return np.dtype(dtype).kind == "u" or np.dtype(dtype) in _UNSIGNED_SUBBYTE
+
+
+def is_small_float(dtype) -> bool:
+    """An 8- or 4-bit float: computed in f32, converted in software."""
+    return np.dtype(dtype) in _SMALL_FLOATS
+
+
+def is_byte_coded(dtype) -> bool:
+    """Stored and passed one element per byte, as ml_dtypes stores it (value
+    in the low bits): the small floats and the sub-byte integers. Inside the
+    code they have their MLIR type; at the model boundary and in constants
+    they are i8 holding those bits."""
+    return np.dtype(dtype) in _SMALL_FLOATS or np.dtype(dtype) in _SUBBYTE_INTS
 
 
 def is_bool(dtype) -> bool:

@@ -4,6 +4,11 @@
 // ("f32", "bf16", "i64", "u8", "bool"). `bool` is MLIR's i1, stored one byte
 // per element (as numpy and DLPack store it).
 //
+// The sub-byte integers and the 4- and 8-bit floats (i4, f8e4m3fn, ...) are
+// stored one element per byte, as ml_dtypes stores them: the value in the low
+// bits, the rest zero. NumPy and DLPack have no such types, so their arrays
+// cross the boundary as their bits (storageDType: u8; bf16 likewise as u16).
+//
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_DTYPE_H
 #define SITS_RUNTIME_DTYPE_H
@@ -31,6 +36,16 @@ enum class DType : uint8_t {
   kU16,
   kU8,
   kBool,
+  kI4,
+  kU4,
+  kI2,
+  kU2,
+  kF8E4M3FN,
+  kF8E5M2,
+  kF8E4M3FNUZ,
+  kF8E5M2FNUZ,
+  kF8E8M0FNU,
+  kF4E2M1FN,
 };
 
 /// "f32", "bf16", ... (the manifest spelling).
@@ -39,6 +54,10 @@ SITS_RUNTIME_API std::string_view dtypeName(DType dtype);
 SITS_RUNTIME_API std::optional<DType> parseDType(std::string_view name);
 /// Bytes per element.
 SITS_RUNTIME_API size_t dtypeSize(DType dtype);
+/// The plain type an array of `dtype` is passed as through NumPy/DLPack:
+/// u16 for bf16, u8 for the 4- and 8-bit floats and sub-byte integers,
+/// `dtype` itself otherwise.
+SITS_RUNTIME_API DType storageDType(DType dtype);
 /// Every DType, in declaration order.
 SITS_RUNTIME_API const DType *allDTypes(size_t *count);
 

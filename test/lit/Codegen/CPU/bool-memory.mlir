@@ -32,3 +32,27 @@ func.func @bytes_untouched(%a: memref<4xi8>, %i: index) {
   memref.store %v, %a[%i] : memref<4xi8>
   return
 }
+
+// -----
+
+// i4 and f4 buffers hold one element per byte too (ml_dtypes' layout): a
+// load truncates the byte, a store zero-extends the bits.
+// CHECK-LABEL: func.func @sub_byte
+//       CHECK:   %[[B4:.+]] = llvm.load %{{.+}} : !llvm.ptr -> i8
+//       CHECK:   %[[V4:.+]] = arith.trunci %[[B4]] : i8 to i4
+//       CHECK:   %[[S4:.+]] = arith.extui %[[V4]] : i4 to i8
+//       CHECK:   llvm.store %[[S4]], %{{.+}} : i8, !llvm.ptr
+//       CHECK:   %[[BF:.+]] = llvm.load %{{.+}} : !llvm.ptr -> i8
+//       CHECK:   %[[TF:.+]] = arith.trunci %[[BF]] : i8 to i4
+//       CHECK:   %[[F:.+]] = arith.bitcast %[[TF]] : i4 to f4E2M1FN
+//       CHECK:   %[[FB:.+]] = arith.bitcast %[[F]] : f4E2M1FN to i4
+//       CHECK:   arith.extui %[[FB]] : i4 to i8
+//   CHECK-NOT:   memref.load
+//   CHECK-NOT:   memref.store
+func.func @sub_byte(%a: memref<4xi4>, %f: memref<4xf4E2M1FN>, %i: index) {
+  %v = memref.load %a[%i] : memref<4xi4>
+  memref.store %v, %a[%i] : memref<4xi4>
+  %w = memref.load %f[%i] : memref<4xf4E2M1FN>
+  memref.store %w, %f[%i] : memref<4xf4E2M1FN>
+  return
+}

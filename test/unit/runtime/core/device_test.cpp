@@ -137,11 +137,19 @@ TEST(HostCpu, DetectsArchitectureAndFeatures) {
 TEST(Dtypes, NamesAndSizes) {
   size_t n = 0;
   const DType *all = allDTypes(&n);
-  EXPECT_EQ(n, 13u);
-  for (size_t i = 0; i < n; ++i)
+  EXPECT_EQ(n, 23u);
+  for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(parseDType(dtypeName(all[i])), all[i]);
+    // Types NumPy lacks travel as integers of their storage size.
+    EXPECT_EQ(dtypeSize(storageDType(all[i])), dtypeSize(all[i]));
+  }
   EXPECT_EQ(dtypeSize(DType::kBF16), 2u);
   EXPECT_EQ(dtypeSize(DType::kBool), 1u);
+  EXPECT_EQ(dtypeSize(DType::kI4), 1u); // one element per byte, as ml_dtypes
+  EXPECT_EQ(parseDType("f8e4m3fn"), DType::kF8E4M3FN);
+  EXPECT_EQ(storageDType(DType::kF8E5M2), DType::kU8);
+  EXPECT_EQ(storageDType(DType::kBF16), DType::kU16);
+  EXPECT_EQ(storageDType(DType::kF32), DType::kF32);
   EXPECT_EQ(parseDType("i1"), DType::kBool);
   EXPECT_EQ(parseDType("f8"), std::nullopt);
 }
