@@ -5,7 +5,8 @@
 #   * with AddressSanitizer + UndefinedBehaviorSanitizer: every runtime gtest
 #     (KV allocator and core);
 #   * with ThreadSanitizer: the concurrency tests (KV: KVConcurrency.*; core:
-#     the async runtime / thread pool and concurrent module runs).
+#     the async runtime / thread pool and concurrent module runs, also on
+#     the fake CUDA driver).
 # Build dirs build/sanitize-asan and build/sanitize-tsan persist and ccache
 # is used when present, so a rerun only recompiles what changed. Needs a C++
 # compiler with the sanitizers (GCC or Clang), CMake and GoogleTest
@@ -30,7 +31,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 build() { # dir, sanitizers
   cmake -S runtime -B "$1" "${common[@]}" "-DSITS_SANITIZE=$2" >/dev/null
-  cmake --build "$1" -j "$jobs" --target sits_kv_tests sits_runtime_core_tests
+  cmake --build "$1" -j "$jobs" --target sits_kv_tests sits_runtime_core_tests \
+    sits_runtime_gpu_tests
 }
 
 echo "==> runtime gtests under ASan + UBSan (build/sanitize-asan)"
@@ -46,5 +48,7 @@ setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
 "${run[@]}" build/sanitize-tsan/sits_kv_tests --gtest_filter='KVConcurrency.*'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_core_tests \
   --gtest_filter='AsyncRuntime.*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
+"${run[@]}" build/sanitize-tsan/src/core/sits_runtime_gpu_tests \
+  --gtest_filter='CudaDriver.ConcurrentCallsUseTheirOwnStreams'
 
 echo "==> sanitizers clean in $(( $(date +%s) - start )) s"

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpu_device.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -405,6 +406,10 @@ public:
   Status launch(Function function, const int64_t grid[3], const int64_t block[3],
                 int32_t sharedBytes, Stream stream, void **params,
                 void **extra) override {
+    // An empty grid (a dynamic extent of 0) has no work; the driver would
+    // call it invalid.
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+      return Status::OK();
     unsigned g[3], b[3];
     for (int i = 0; i < 3; ++i) {
       if (grid[i] < 1 || block[i] < 1 ||
@@ -487,7 +492,9 @@ private:
   int handle_;
   std::string name_, chip_, uri_;
   void *context_ = nullptr;
-  bool asyncAlloc_;
+  /// Whether the stream-ordered allocator is used; cleared for good when
+  /// the device says it has no memory pools.
+  std::atomic<bool> asyncAlloc_;
   std::mutex mu_;
   std::vector<Stream> streams_;
 };

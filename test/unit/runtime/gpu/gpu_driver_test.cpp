@@ -183,8 +183,12 @@ TEST(CudaDriver, RunsGpuHostCode) {
     SITS_ASSERT_OK(m->run("main", {BufferView(x.data(), DType::kF32, {2, 4}, {8, 2})},
                           {BufferView(z2.data(), DType::kF32, {2, 4})}));
     expectSum(z2);
+    // Empty inputs: no buffers, and the launches of an empty grid are no-ops
+    // (the driver would reject them).
+    fake().reset();
     SITS_ASSERT_OK(m->run("main", {BufferView(nullptr, DType::kF32, {0, 4})},
                           {BufferView(nullptr, DType::kF32, {0, 4})}));
+    EXPECT_EQ(fake().get().launches, 0);
   }
   expectNothingLive();
 }

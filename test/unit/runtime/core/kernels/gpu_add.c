@@ -36,9 +36,9 @@ __attribute__((destructor)) static void unload(void) { mgpuModuleUnload(gModule)
 static void add(void *stream, const float *a, const float *b, float *c, int64_t n) {
   int64_t bn = 4;
   void *params[] = {&a, &b, &c, &n, &bn};
+  /* No rows: a grid of 0 blocks, as compiled code computes it for an empty
+     dynamic extent. */
   intptr_t block = 128, grid = (n + block - 1) / block;
-  if (grid == 0)
-    return;
   mgpuLaunchKernel(mgpuModuleGetFunction(gModule, "sits_fake_add_f32"), grid, 1, 1,
                    block, 1, 1, 0, stream, params, NULL, 5);
 }
