@@ -115,7 +115,10 @@ def host_cpu() -> dict:
 
 
 def devices() -> list[dict]:
-    """Every device the registered drivers find: [{uri, name, kind}]."""
+    """Every device the registered drivers find: [{uri, name, kind}], with
+    `arch` ("sm_90") for GPUs whose driver reports it. $SITS_CUDA_DRIVER /
+    $SITS_HIP_DRIVER name the driver library to use instead of the vendor's
+    (read once per process)."""
     return _native().devices()
 
 
