@@ -47,6 +47,8 @@ private:
 // Error codes both vendors share.
 constexpr int kErrorOutOfMemory = 2;
 constexpr int kErrorNotSupported = 801;
+// CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (hipMemPoolAttrReleaseThreshold).
+constexpr int kMemPoolReleaseThreshold = 4;
 // JIT options (CUjit_option; hipJitOption mirrors them).
 constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSize = 6;
@@ -78,6 +80,8 @@ struct CudaApi {
     int (*memFree)(DevicePtr);
     int (*memAllocAsync)(DevicePtr *, size_t, void *); // optional: CUDA 11.2
     int (*memFreeAsync)(DevicePtr, void *);
+    int (*deviceGetDefaultMemPool)(void **, int); // optional, with the above
+    int (*memPoolSetAttribute)(void *, int, void *);
     int (*memcpyHtoDAsync)(DevicePtr, const void *, size_t, void *);
     int (*memcpyDtoHAsync)(void *, DevicePtr, size_t, void *);
     int (*streamCreate)(void **, unsigned);
@@ -106,6 +110,8 @@ struct CudaApi {
     s.get(f.memFree, "cuMemFree_v2");
     s.get(f.memAllocAsync, "cuMemAllocAsync", false);
     s.get(f.memFreeAsync, "cuMemFreeAsync", false);
+    s.get(f.deviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", false);
+    s.get(f.memPoolSetAttribute, "cuMemPoolSetAttribute", false);
     s.get(f.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
     s.get(f.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     s.get(f.streamCreate, "cuStreamCreate");
@@ -162,6 +168,8 @@ struct HipApi {
     int (*memFree)(DevicePtr);
     int (*memAllocAsync)(DevicePtr *, size_t, void *); // optional: ROCm 5.2
     int (*memFreeAsync)(DevicePtr, void *);
+    int (*deviceGetDefaultMemPool)(void **, int);
+    int (*memPoolSetAttribute)(void *, int, void *);
     int (*memcpyHtoDAsync)(DevicePtr, void *, size_t, void *);
     int (*memcpyDtoHAsync)(void *, DevicePtr, size_t, void *);
     int (*streamCreate)(void **, unsigned);
@@ -189,6 +197,8 @@ struct HipApi {
     s.get(f.memFree, "hipFree");
     s.get(f.memAllocAsync, "hipMallocAsync", false);
     s.get(f.memFreeAsync, "hipFreeAsync", false);
+    s.get(f.deviceGetDefaultMemPool, "hipDeviceGetDefaultMemPool", false);
+    s.get(f.memPoolSetAttribute, "hipMemPoolSetAttribute", false);
     s.get(f.memcpyHtoDAsync, "hipMemcpyHtoDAsync");
     s.get(f.memcpyDtoHAsync, "hipMemcpyDtoHAsync");
     s.get(f.streamCreate, "hipStreamCreateWithFlags");
@@ -246,7 +256,9 @@ public:
   Status open() {
     if (int rc = fns_.primaryCtxRetain(&context_, handle_))
       return error("primaryCtxRetain", rc);
-    return makeCurrent();
+    SITS_RETURN_IF_ERROR(makeCurrent());
+    keepPoolMemory();
+    return Status::OK();
   }
 
   ~VendorDevice() override {
@@ -430,6 +442,20 @@ public:
   }
 
 private:
+  /// A call's intermediate buffers come from the device's default memory
+  /// pool, which by default hands its memory back to the OS at every
+  /// stream synchronization, i.e. after every call, so that the next call
+  /// maps it again. Keep it cached instead (what CUDA's guide recommends for
+  /// repeated allocations); best effort, the pool works either way.
+  void keepPoolMemory() {
+    if (!asyncAlloc_ || !fns_.deviceGetDefaultMemPool || !fns_.memPoolSetAttribute)
+      return;
+    void *pool = nullptr;
+    uint64_t threshold = std::numeric_limits<uint64_t>::max();
+    if (fns_.deviceGetDefaultMemPool(&pool, handle_) == 0 && pool)
+      (void)fns_.memPoolSetAttribute(pool, kMemPoolReleaseThreshold, &threshold);
+  }
+
   /// The vendor's name of the function that failed: "cuMemAlloc_v2",
   /// "hipMalloc".
   static const char *vendorName(const char *op) {

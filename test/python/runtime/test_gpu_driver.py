@@ -74,10 +74,10 @@ _path = os.environ["SITS_CUDA_DRIVER"]
 fake = ctypes.CDLL(_path) if os.path.exists(_path) else None
 
 def stats(fn=None):
-    v = (ctypes.c_longlong * 9)()
+    v = (ctypes.c_longlong * 10)()
     fake.sitsFakeCudaStats(fn.encode() if fn else None, v)
     keys = ["buffers", "modules", "streams", "contexts", "launches", "calls", "jit_opt",
-            "to_device", "to_host"]
+            "to_device", "to_host", "release_threshold"]
     return dict(zip(keys, v))
 
 def launches():

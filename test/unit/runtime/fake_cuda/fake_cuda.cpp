@@ -94,6 +94,8 @@ struct State {
   std::vector<Launch> launches;
   int jitOptLevel = -1;
   uint64_t copiedToDevice = 0, copiedToHost = 0;
+  /// The default memory pool's release threshold (0, as the driver's).
+  uint64_t releaseThreshold = 0;
 };
 
 State &state() {
@@ -423,6 +425,24 @@ FAKE_API int cuMemFreeAsync(unsigned long long ptr, void *stream) {
   return release(s, ptr);
 }
 
+int memPoolToken;
+
+FAKE_API int cuDeviceGetDefaultMemPool(void **pool, int device) {
+  FAKE_ENTER("cuDeviceGetDefaultMemPool");
+  if (device < 0 || device >= deviceCount())
+    return kInvalidDevice;
+  *pool = &memPoolToken;
+  return kSuccess;
+}
+
+FAKE_API int cuMemPoolSetAttribute(void *pool, int attribute, void *value) {
+  FAKE_ENTER("cuMemPoolSetAttribute");
+  if (pool != &memPoolToken || attribute != 4) // RELEASE_THRESHOLD only
+    return kInvalidValue;
+  std::memcpy(&s.releaseThreshold, value, sizeof(uint64_t));
+  return kSuccess;
+}
+
 FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes,
                                   void *stream) {
   FAKE_ENTER("cuMemcpyHtoDAsync_v2");
@@ -615,8 +635,9 @@ FAKE_API void sitsFakeCudaReset() {
 
 /// {live buffers, live modules, live streams, context retains, launches,
 ///  calls of `fn` (or 0 when null), JIT optimization level, bytes copied to
-///  the device, bytes copied to the host}.
-FAKE_API void sitsFakeCudaStats(const char *fn, long long out[9]) {
+///  the device, bytes copied to the host, the memory pool's release
+///  threshold (-1 for the maximum)}.
+FAKE_API void sitsFakeCudaStats(const char *fn, long long out[10]) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   out[0] = (long long)s.buffers.size();
@@ -628,6 +649,7 @@ FAKE_API void sitsFakeCudaStats(const char *fn, long long out[9]) {
   out[6] = s.jitOptLevel;
   out[7] = (long long)s.copiedToDevice;
   out[8] = (long long)s.copiedToHost;
+  out[9] = s.releaseThreshold == UINT64_MAX ? -1 : (long long)s.releaseThreshold;
 }
 
 /// Launch `i`: its kernel's name (into `name`), grid, block and shared
@@ -681,6 +703,12 @@ FAKE_API int hipMallocAsync(void **ptr, size_t bytes, void *stream) {
 }
 FAKE_API int hipFreeAsync(void *ptr, void *stream) {
   return cuMemFreeAsync(uintptr_t(ptr), stream);
+}
+FAKE_API int hipDeviceGetDefaultMemPool(void **pool, int device) {
+  return cuDeviceGetDefaultMemPool(pool, device);
+}
+FAKE_API int hipMemPoolSetAttribute(void *pool, int attribute, void *value) {
+  return cuMemPoolSetAttribute(pool, attribute, value);
 }
 FAKE_API int hipMemcpyHtoDAsync(void *dst, void *src, size_t bytes, void *stream) {
   return cuMemcpyHtoDAsync_v2(uintptr_t(dst), src, bytes, stream);

@@ -38,12 +38,12 @@ struct Fake {
   }
   struct Stats {
     long long buffers, modules, streams, contexts, launches, calls, jitOpt, toDevice,
-        toHost;
+        toHost, releaseThreshold;
   };
   Stats get(const char *fn = nullptr) const {
-    long long v[9];
+    long long v[10];
     stats(fn, v);
-    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
   }
   void (*stats)(const char *, long long *);
   void (*reset)();
@@ -137,6 +137,8 @@ TEST(CudaDriver, EnumeratesAndOpensDevices) {
     EXPECT_EQ((*d)->kind(), DeviceKind::kCuda);
     EXPECT_EQ((*d)->uri(), "cuda:0");
     EXPECT_EQ((*d)->description(), "SITS fake CUDA device 0 (cuda:0, sm_90)");
+    // The default memory pool keeps what it has (max release threshold).
+    EXPECT_EQ(fake().get().releaseThreshold, -1);
     // One device object (and one context retain) while it is in use.
     StatusOr<std::shared_ptr<Device>> again = r.open("cuda");
     ASSERT_TRUE(again.ok());
