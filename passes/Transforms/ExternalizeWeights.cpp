@@ -107,16 +107,30 @@ struct SitsExternalizeWeightsPass
 
     auto i8Buffer = MemRefType::get({ShapedType::kDynamic},
                                     IntegerType::get(ctx, 8));
+    // Every entry point takes the weights buffer once the module has
+    // weights, used or not: one calling convention for all of them (a
+    // model's shape function rarely reads a weight, its main always does).
+    SmallVector<std::pair<func::FuncOp,
+                          SmallVector<std::pair<memref::GetGlobalOp,
+                                                memref::GlobalOp>>>>
+        entries;
+    bool anyWeights = false;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!func.isPublic() || func.isExternal())
         continue;
-      SmallVector<std::pair<memref::GetGlobalOp, memref::GlobalOp>> uses;
+      auto &uses = entries.emplace_back(func, SmallVector<std::pair<
+                                                  memref::GetGlobalOp,
+                                                  memref::GlobalOp>>())
+                       .second;
       func.walk([&](memref::GetGlobalOp get) {
         if (memref::GlobalOp global = candidate(get))
           uses.emplace_back(get, global);
       });
-      if (uses.empty())
-        continue;
+      anyWeights |= !uses.empty();
+    }
+    if (!anyWeights)
+      return;
+    for (auto &[func, uses] : entries) {
       if (failed(func.insertArgument(0, i8Buffer, DictionaryAttr(),
                                      func.getLoc())))
         return signalPassFailure();

@@ -167,6 +167,59 @@ def _find_main(module: ir.Module):
     raise CompileError("the model has no public function @main")
 
 
+_SHAPES = "main_shapes"
+
+
+def _needs_shape_function(signature: dict) -> bool:
+    """Whether some dynamic output extent is tied to no input extent by a
+    dimension name, so that only running the model tells it."""
+    args = signature["args"]
+    known = {n for a in args if a["role"] == "input" for n in a.get("dim_names", ()) if n}
+    for a in args:
+        if a["role"] != "output":
+            continue
+        names = a.get("dim_names") or [None] * len(a["shape"])
+        if any(d < 0 and names[k] not in known for k, d in enumerate(a["shape"])):
+            return True
+    return False
+
+
+def _add_shape_function(module: ir.Module, signature: dict) -> dict:
+    """Adds @main_shapes: @main returning its outputs' dynamic extents (one
+    i64 each, in output order) instead of the outputs, and returns its
+    signature. The runtime calls it to size outputs that no input names;
+    canonicalization folds the extents to arithmetic on the input extents
+    wherever the graph allows, and DCE removes the rest of the model."""
+    from ..dialects import arith, func, tensor
+
+    main = _find_main(module)
+    with module.context, ir.Location.name("main_shapes"), \
+            ir.InsertionPoint(module.body):
+        clone = main.operation.clone()
+        clone.attributes["sym_name"] = ir.StringAttr.get(_SHAPES)
+        block = clone.regions[0].blocks[0]
+        ret = list(block.operations)[-1]
+        i64 = ir.IntegerType.get_signless(64)
+        with ir.InsertionPoint(ret):
+            extents = []
+            for v in ret.operands:
+                t = ir.RankedTensorType(v.type)
+                for d in range(t.rank):
+                    if t.is_dynamic_dim(d):
+                        index = tensor.dim(v, arith.constant(ir.IndexType.get(), d))
+                        extents.append(arith.index_cast(i64, index))
+            shapes_type = ir.RankedTensorType.get([len(extents)], i64)
+            func.ReturnOp([tensor.from_elements(shapes_type, extents)])
+        ret.erase()
+        ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+        clone.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(ftype.inputs, [shapes_type]))
+    inputs = [a for a in signature["args"] if a["role"] == "input"]
+    return {"name": _SHAPES, "symbol": f"sits_entry_{_SHAPES}",
+            "args": inputs + [{"role": "output", "name": "shapes", "dtype": "i64",
+                               "shape": [shapes_type.shape[0]]}]}
+
+
 def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
     """Inputs and outputs of @main, read before lowering rewrites them.
     `inputs`/`outputs` are the frontend's TensorSpecs when there are any:
@@ -233,6 +286,10 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         with progress.stage("import"):
             module, input_specs, output_specs, keep_alive, source = _import(model)
         signature = _entry_signature(module, input_specs, output_specs)
+        # Outputs sized by the data need a shape function on the CPU; GPU
+        # artifacts take preallocated outputs for them.
+        shapes = _add_shape_function(module, signature) \
+            if not t.is_gpu and _needs_shape_function(signature) else None
         with progress.stage("lower", f"({_pipeline(t, options)})"):
             pipeline = lower(module, t.name, options)
         device = None
@@ -252,13 +309,17 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
     with progress.stage("link"):
         shared_object = link_shared_object([obj])
 
-    if weights:
-        signature["args"].insert(0, {"role": "weights", "name": "weights", "dtype": "i8",
+    entry_points = [signature] + ([shapes] if shapes else [])
+    if shapes:
+        signature["shape_function"] = shapes["name"]
+    for entry in entry_points:  # every entry point takes the weights
+        if weights:
+            entry["args"].insert(0, {"role": "weights", "name": "weights", "dtype": "i8",
                                      "shape": [len(weights)]})
     manifest = {
         "target": {"name": t.name, "triple": t.triple, "cpu": t.chip,
                    "features": [f for f in t.features.split(",") if f.startswith("+")]},
-        "entry_points": [signature],
+        "entry_points": entry_points,
         "pipeline": pipeline,
     }
     if device is not None:

@@ -139,6 +139,11 @@ class EntryPoint:
             TensorSpec._from_arg(a) for a in args if a["role"] == "input")
         self.outputs: tuple[TensorSpec, ...] = tuple(
             TensorSpec._from_arg(a) for a in args if a["role"] == "output")
+        #: The entry point computing the extents of outputs that no input
+        #: extent determines (models whose output shapes follow the data).
+        self.shape_function: str | None = next(
+            (e.get("shape_function") for e in model.manifest.get("entry_points", ())
+             if e.get("name") == self.name), None)
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))
@@ -237,7 +242,19 @@ class EntryPoint:
     def run(self, *arrays: Any, **named: Any) -> tuple[np.ndarray, ...]:
         """Runs the entry point; returns a tuple with one array per output."""
         inputs = self._bind(arrays, named)
-        return self._finish(self._module.run(self.name, inputs))
+        if self.shape_function is None:
+            return self._finish(self._module.run(self.name, inputs))
+        outs = [np.empty(shape, _bits(np.empty(0, spec.numpy_dtype)).dtype)
+                for shape, spec in zip(self._computed_shapes(inputs), self.outputs)]
+        self._module.run(self.name, inputs, outs)
+        return self._finish(outs)
+
+    def _computed_shapes(self, inputs: list[Any]) -> list[tuple[int, ...]]:
+        """Output shapes from the shape function: its i64 extents fill the
+        dynamic dimensions, in output order."""
+        (extents,) = self._module.run(self.shape_function, inputs)
+        it = iter(int(e) for e in extents)
+        return [tuple(next(it) if d is None else d for d in spec.shape) for spec in self.outputs]
 
     def __call__(self, *arrays: Any, **named: Any):
         """Like run(), but a single output is returned as it is."""
@@ -255,7 +272,10 @@ class EntryPoint:
     def output_shapes(self, *arrays: Any, **named: Any) -> list[tuple[int, ...]]:
         """The output shapes these inputs give (raises SignatureError when a
         dynamic output extent is not determined by the inputs)."""
-        return self._module.output_shapes(self.name, self._bind(arrays, named))
+        inputs = self._bind(arrays, named)
+        if self.shape_function is not None:
+            return self._computed_shapes(inputs)
+        return self._module.output_shapes(self.name, inputs)
 
 
 _MISSING = object()

@@ -39,3 +39,32 @@ module {
     return
   }
 }
+
+// -----
+
+// Once the module has weights, every public function takes the buffer,
+// used or not (a shape function beside its model): one calling convention.
+// CHECK-LABEL: func.func @model
+//  CHECK-SAME: (%{{.+}}: memref<?xi8>, %{{.+}}: memref<32x64xf32>)
+// CHECK-LABEL: func.func @model_shapes
+//  CHECK-SAME: (%{{.+}}: memref<?xi8>, %{{.+}}: memref<1xi64>)
+module {
+  memref.global "private" constant @w : memref<32x64xf32> = dense_resource<w_blob>
+  func.func @model(%out: memref<32x64xf32>) {
+    %w = memref.get_global @w : memref<32x64xf32>
+    memref.copy %w, %out : memref<32x64xf32> to memref<32x64xf32>
+    return
+  }
+  func.func @model_shapes(%out: memref<1xi64>) {
+    return
+  }
+}
+
+// -----
+
+// Without weights nothing changes.
+// CHECK-LABEL: func.func @no_weights
+//  CHECK-SAME: (%{{.+}}: memref<4xf32>)
+func.func @no_weights(%out: memref<4xf32>) {
+  return
+}

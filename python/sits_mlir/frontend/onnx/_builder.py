@@ -281,21 +281,29 @@ class Builder:
         rank = max(len(shape_of(v)) for v in operands)
         out = []
         for o in range(rank):
-            static, source = 1, None
+            static, sources = 1, []
             for v in operands:
                 s = shape_of(v)
                 i = o - (rank - len(s))
                 if i < 0:
                     continue
                 if s[i] is None:
-                    source = source or (v, i)
+                    sources.append((v, i))
                 elif s[i] != 1:
                     static = s[i]
             if static != 1:
                 out.append(static)
-            elif source is not None:
+            elif sources:
                 h = hint[o] if hint is not None and o < len(hint) else None
-                out.append(h if h is not None else self.dim(*source))
+                if h is not None:
+                    out.append(h)
+                    continue
+                # Run-time extents are 1 or the broadcast extent: the
+                # largest one is the result's.
+                extent = self.dim(*sources[0])
+                for source in sources[1:]:
+                    extent = arith.maxui(extent, self.dim(*source))
+                out.append(extent)
             else:
                 out.append(1)
         return out
