@@ -295,8 +295,9 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         device = None
         if t.is_gpu:
             # Device code first: the host code embeds the assembled image.
-            with progress.stage("assemble", f"(PTX for {t.chip})"):
-                device = _gpu.assemble(module, t)
+            kind = "LLVM IR" if t.vendor == "amd" else "PTX"
+            with progress.stage("assemble", f"({kind} for {t.chip})"):
+                device = _gpu.assemble(module, t, options.opt_level)
         with progress.stage("codegen"):
             weights = _native_call("serialize_weights", module.operation)
             # GPU host code runs on this machine's CPU family, without

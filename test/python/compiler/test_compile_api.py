@@ -73,13 +73,16 @@ def test_bad_inputs(tmp_path):
         sits_mlir.compile(str(tmp_path / "junk.onnx"), thread=2)
 
 
-def test_amd_target_is_refused_clearly(tmp_path):
-    # NVIDIA targets compile (test_compile_gpu.py); AMD needs a toolchain the
-    # wheels lack, and the error says which.
+def test_amd_target_without_its_toolchain_is_refused_clearly(tmp_path, monkeypatch):
+    # AMD kernels need an AMDGPU-enabled LLVM besides the wheels (see
+    # test_compile_gpu.py); where there is none, the error says what to
+    # install.
     small_model(tmp_path / "m.onnx")
-    with pytest.raises(CompileError, match="AMD GPU code generation is not available") as err:
+    monkeypatch.setenv("SITS_AMDGPU_LLVM", str(tmp_path / "no-such-llvm"))
+    with pytest.raises(CompileError, match="no AMDGPU-enabled LLVM toolchain found") as err:
         sits_mlir.compile(str(tmp_path / "m.onnx"), target="mi300x")
     assert "llvm-22 lld-22 rocm-device-libs" in str(err.value)
+    assert "no-such-llvm: no llvm-link, opt, llc, ld.lld" in str(err.value)
 
 
 def test_mlir_input_and_sits_opt_reproduce_the_same_code(tmp_path):

@@ -1,8 +1,9 @@
 """The GPU kernels' algorithms, checked on the CPU: the tensor-level part of
-the NVIDIA pipeline (convolutions as GEMMs, fusion groups over blocks and
-threads, operand tiles staged per reduction step, per-thread vectors) is
-exact sequential code (each thread copies its block's staged tile for
-itself), so it can be lowered for the CPU and compared with onnxruntime.
+the GPU pipeline, as tiled for NVIDIA and for AMD (convolutions as GEMMs,
+fusion groups over blocks and threads, operand tiles staged per reduction
+step, per-thread vectors) is exact sequential code (each thread copies its
+block's staged tile for itself), so it can be lowered for the CPU and
+compared with onnxruntime.
 What only a GPU can check (threads sharing the staged copies between
 barriers) is the SPMD part; see passes/Codegen/GPU/README.md.
 """
@@ -28,12 +29,15 @@ GPU_TILING = ("builtin.module("
               "func.func(sits-gpu-vectorize),canonicalize,cse)")
 
 
+# NVIDIA (warps of 32, 132 SMs) and AMD (wavefronts of 64, 304 CUs) tile
+# differently: split reductions have twice the lanes, blocks shrink further.
+@pytest.mark.parametrize("target", ["h100", "mi300x"])
 @pytest.mark.parametrize("name", ["mlp", "gpt_prefill", "gpt_decode", "cnn", "minilm"])
-def test_gpu_tiled_model_matches_onnxruntime(model_path, tmp_path, name):
+def test_gpu_tiled_model_matches_onnxruntime(model_path, tmp_path, name, target):
     path, inputs = model_path(name)
     with ir.Context() as ctx:
         module = import_model(path, context=ctx).module
-        module.operation.attributes["sits.target"] = sits.TargetAttr.get("h100")
+        module.operation.attributes["sits.target"] = sits.TargetAttr.get(target)
         passmanager.PassManager.parse(GPU_TILING).run(module.operation)
         # The block and thread loops are there, as the GPU gets them.
         text = str(module)
