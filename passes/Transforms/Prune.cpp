@@ -270,8 +270,13 @@ FailureOr<Value> mlir::sits::foldConstantSubgraph(RewriterBase &rewriter,
   auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!resultType || !resultType.hasStaticShape())
     return failure();
+  // Ops whose folders evaluate constant operands (arith on tensors, the
+  // tensor reshapes, casts and slices), and transposes evaluated here. Any
+  // other op would have its constant operands copied for nothing.
   auto transpose = dyn_cast<linalg::TransposeOp>(op);
-  if (op->getNumRegions() && !transpose)
+  if (!transpose && !isa<arith::ArithDialect>(op->getDialect()) &&
+      !isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::ReshapeOp,
+           tensor::CastOp, tensor::ExtractSliceOp>(op))
     return failure();
   SmallVector<Value> inputs =
       transpose ? SmallVector<Value>{transpose.getInput()}

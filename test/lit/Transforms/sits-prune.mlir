@@ -223,3 +223,24 @@ func.func @shared_weights(%x: tensor<8x2xf32>) -> (tensor<8x2xf32>, tensor<8x3xf
   %z = sits.matmul %x, %w1 {activation = #sits.activation<relu>} : (tensor<8x2xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
   return %y, %z : tensor<8x2xf32>, tensor<8x3xf32>
 }
+
+// -----
+
+// Weights held as resources fold too, into a resource.
+// CHECK-LABEL: func.func @fold_resource
+//       CHECK:   %[[T:.+]] = arith.constant dense_resource<w.t> : tensor<2x2xf32>
+//       CHECK:   return %[[T]]
+//       CHECK: w.t: "0x400000000000803F000040400000004000008040"
+func.func @fold_resource() -> tensor<2x2xf32> {
+  %w = arith.constant dense_resource<w> : tensor<2x2xf32>
+  %e = tensor.empty() : tensor<2x2xf32>
+  %t = linalg.transpose ins(%w : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) permutation = [1, 0]
+  return %t : tensor<2x2xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x040000000000803F000000400000404000008040"
+    }
+  }
+#-}
