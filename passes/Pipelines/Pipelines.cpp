@@ -154,6 +154,13 @@ void mlir::sits::buildSitsGraphPassPipeline(
   precision.groupSize = options.groupSize;
   pm.addPass(createSitsMixedPrecision(precision));
   addCleanup(pm);
+  // Scheduling last: it orders the graph that will run, costing each weight
+  // at its final precision, and records the precision decisions with it.
+  // Nothing after it reorders ops.
+  SitsReorderOptions reorder;
+  reorder.profile = options.profile;
+  reorder.scheduleFile = options.scheduleFile;
+  pm.addPass(createSitsReorder(reorder));
 }
 
 void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,

@@ -66,6 +66,17 @@ struct SitsGraphPipelineOptions
       *this, "group-size",
       llvm::cl::desc("INT4 quantization group along K (32, 64 or 128)"),
       llvm::cl::init(64)};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("Scheduling goal of sits-reorder: 'latency' (overlap "
+                     "memory- and compute-bound groups within the original "
+                     "peak memory) or 'memory' (lowest peak live memory)"),
+      llvm::cl::init("latency")};
+  Option<std::string> scheduleFile{
+      *this, "schedule-file",
+      llvm::cl::desc("Write the schedule sits-reorder chose to this file "
+                     "(see passes/Analysis/ScheduleFormat.md)"),
+      llvm::cl::init("")};
 };
 
 /// linalg on tensors -> LLVM dialect for the CPU named by the module's

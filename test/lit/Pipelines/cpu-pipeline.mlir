@@ -9,7 +9,8 @@
 // SITS runtime); the vectorized kernel sits in the outlined parallel body.
 // With one thread there is no async runtime at all.
 
-// CHECK: module attributes {sits.target = #sits.target<"cpu">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// (sits.report.*: the decisions of the graph passes, for the explain report.)
+// CHECK: module attributes {{{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"cpu">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
 // CHECK-DAG: llvm.func @main(
 // CHECK-DAG: llvm.func @_mlir_ciface_main(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)

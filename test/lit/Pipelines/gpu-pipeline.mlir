@@ -10,7 +10,7 @@
 // dialect that launches them through MLIR's GPU runtime ABI.
 
 // The weights stay a buffer the runtime passes (64x64 fp32).
-// CHECK: module attributes {gpu.container_module, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// CHECK: module attributes {gpu.container_module, {{.*}}sits.report.schedule = [{{.+}}], sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
 
 // Host code: the entry point the runtime calls, the launches on one stream.
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)
