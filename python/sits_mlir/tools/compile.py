@@ -11,11 +11,19 @@ the exit status is 1.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Sequence
 
 __all__ = ["main"]
+
+
+def _threshold(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="threads to tile for (default: 0, the target's core count)")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), metavar="{0-3}",
                    help="LLVM optimization level (default: 3)")
+    p.add_argument("--no-prune", dest="prune", action="store_false",
+                   help="do not run sits-prune (folding, identity and dead code removal, "
+                        "exact pruning of channels and heads contributing nothing)")
+    p.add_argument("--prune-threshold", type=_threshold, metavar="T",
+                   help="also prune channels and heads whose weights are all at most T in "
+                        "magnitude (changes outputs; default: exact pruning only)")
     p.add_argument("--check", action="store_true",
                    help="only run the pre-flight check and list unsupported nodes")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -56,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..compiler import compile as compile_model
 
         artifact = compile_model(args.model, args.target, args.output, threads=args.threads,
-                                 opt_level=args.opt_level, progress=not args.quiet)
+                                 opt_level=args.opt_level, progress=not args.quiet,
+                                 prune=args.prune, prune_threshold=args.prune_threshold)
     except CompileError as error:
         print(f"sits-compile: error: {error}", file=sys.stderr)
         return 1

@@ -291,3 +291,23 @@ def test_small_gpt_outputs_unchanged(tmp_path):
     _, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
     _, outputs = _compile_and_run(model, inputs, tmp_path, "pruned")
     _assert_same(outputs, reference)
+
+
+def test_sits_compile_options(tmp_path, capsys):
+    from sits_mlir.tools.compile import main
+
+    model, _ = _small_gpt()
+    path = tmp_path / "block.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(SystemExit) as error:
+        main([str(path), "--prune-threshold", "-1"])
+    assert error.value.code == 2
+    assert "must be a finite number >= 0" in capsys.readouterr().err
+    assert main([str(path), "-q", "--prune-threshold", "0.5", "-o", str(tmp_path / "a.sitsm")]) == 0
+    assert main([str(path), "-q", "--no-prune", "-o", str(tmp_path / "b.sitsm")]) == 0
+    from sits_mlir import runtime
+
+    pipelines = [runtime.read_manifest(str(tmp_path / f"{n}.sitsm"))["pipeline"]
+                 for n in "ab"]
+    assert "prune=true prune-threshold=0.5" in pipelines[0]
+    assert "prune=false" in pipelines[1]
