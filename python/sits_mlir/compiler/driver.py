@@ -51,6 +51,19 @@ class CompileOptions:
     #: Also prune channels and heads whose weights are all at most this in
     #: magnitude (None: exact pruning only). Changes outputs: opt-in.
     prune_threshold: float | None = None
+    #: Scheduling goal of sits-reorder: "latency" (overlap memory- and
+    #: compute-bound work where independent, within the original order's
+    #: peak memory) or "memory" (lowest peak live memory).
+    profile: str = "latency"
+    #: Write the schedule file (.sits: fusion groups, op order with estimated
+    #: times, precision per tensor and block, memory plan; read it with
+    #: sits_mlir.schedule.load) to this path. It comes from the target table
+    #: alone, so it is written even for targets whose code this machine
+    #: cannot generate, before the error.
+    emit_schedule: str | os.PathLike | None = None
+    #: Explain every graph-level decision (sits_mlir.explain): True prints
+    #: the report to stderr, a path writes it there as markdown.
+    explain: bool | str | os.PathLike = False
 
 
 @dataclass
@@ -64,6 +77,9 @@ class Artifact:
     pipeline: str
     #: Seconds spent in each stage.
     timings: dict[str, float] = field(default_factory=dict)
+    #: The graph passes' decisions, {pass: [entry, ...]} from the module's
+    #: `sits.report.<pass>` attributes (see sits_mlir.explain).
+    reports: dict = field(default_factory=dict)
     #: GPU targets: the kernels' PTX and cubin (compiler.gpu.DeviceCode);
     #: the artifact holds the image the host code loads.
     device_code: Any = None
@@ -101,6 +117,15 @@ def _graph_options(options: CompileOptions) -> str:
     fields = [f"prune={'true' if options.prune else 'false'}"]
     if threshold is not None:
         fields.append(f"prune-threshold={float(threshold)!r}")
+    if options.profile not in ("latency", "memory"):
+        raise ValueError(f"profile must be 'latency' or 'memory', got {options.profile!r}")
+    fields.append(f"profile={options.profile}")
+    if options.emit_schedule is not None:
+        path = os.path.abspath(os.fspath(options.emit_schedule))
+        if any(c.isspace() or c in "{}'\"" for c in path):
+            raise ValueError(f"emit_schedule: the pass pipeline cannot carry the path {path!r} "
+                             "(spaces, quotes or braces)")
+        fields.append(f"schedule-file={path}")
     return " ".join(fields)
 
 
@@ -277,8 +302,16 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         setattr(options, key, value)
     progress = _Progress(options.progress)
     t = targets.lookup(target)
+    unsupported = None
     if t.is_gpu:
-        _gpu.check_supported(t)
+        try:
+            _gpu.check_supported(t)
+        except CompileError as error:
+            # The schedule and the explain report need the target table only:
+            # they are still produced, and the error raised after them.
+            if options.emit_schedule is None and not options.explain:
+                raise
+            unsupported = error
 
     with contextlib.ExitStack() as stack:
         if not isinstance(model, ir.Module):
@@ -290,8 +323,19 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         # artifacts take preallocated outputs for them.
         shapes = _add_shape_function(module, signature) \
             if not t.is_gpu and _needs_shape_function(signature) else None
+        if unsupported is not None:
+            graph = f"builtin.module(sits-graph-pipeline{{{_graph_options(options)}}})"
+            with progress.stage("schedule", f"({graph})"):
+                from ..dialects import sits
+
+                with module.context:
+                    module.operation.attributes["sits.target"] = sits.TargetAttr.get(t.name)
+                _run_pipeline(module, graph)
+            _explain(module, options, t.name)
+            raise unsupported
         with progress.stage("lower", f"({_pipeline(t, options)})"):
             pipeline = lower(module, t.name, options)
+        reports = _explain(module, options, t.name)
         device = None
         if t.is_gpu:
             # Device code first: the host code embeds the assembled image.
@@ -335,9 +379,25 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         runtime.write_artifact(path, manifest=manifest, code=shared_object,
                                weights=weights or None, target=t.name)
         manifest = runtime.read_manifest(path)
-    artifact = Artifact(path, manifest, pipeline, progress.timings)
+    artifact = Artifact(path, manifest, pipeline, progress.timings, reports=reports)
     artifact.device_code = device
     return artifact
+
+
+def _explain(module: ir.Module, options: CompileOptions, target: str) -> dict:
+    """The module's graph-pass reports; rendered to stderr or a markdown
+    file when options.explain asks for it."""
+    from .. import explain
+
+    reports = explain.reports(module)
+    if options.explain:
+        text = explain.render(reports, title=f"SITS explain report: {target}")
+        if options.explain is True:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            with open(options.explain, "w", encoding="utf-8") as f:
+                f.write(text)
+    return reports
 
 
 def _default_output(source: str | None) -> str:

@@ -1,6 +1,8 @@
 """sits-compile: compile a model into a SITS artifact (.sitsm).
 
     sits-compile model.onnx --target cpu -o model.sitsm [--threads N]
+    sits-compile model.onnx --target v100 --profile latency --emit-schedule model.sits
+                 [--explain[=report.md]]
 
 Accepts ONNX models and .mlir files (SITS/linalg IR with a public @main).
 Prints the artifact's signature and the time of each stage; errors go to
@@ -40,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="threads to tile for (default: 0, the target's core count)")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), metavar="{0-3}",
                    help="LLVM optimization level (default: 3)")
+    p.add_argument("--profile", choices=("latency", "memory"), default="latency",
+                   help="scheduling goal: 'latency' overlaps memory- and compute-bound work "
+                        "within the original peak memory, 'memory' minimizes peak live memory "
+                        "(default: latency)")
+    p.add_argument("--emit-schedule", metavar="PATH",
+                   help="write the schedule (fusion groups, op order with estimated times, "
+                        "precision per tensor and block, memory plan) to PATH; written before "
+                        "code generation, so also for targets this machine cannot generate "
+                        "code for")
+    p.add_argument("--explain", nargs="?", const=True, default=False, metavar="PATH",
+                   help="explain every graph-level decision: to stderr, or as markdown to PATH "
+                        "(--explain=PATH)")
     p.add_argument("--no-prune", dest="prune", action="store_false",
                    help="do not run sits-prune (folding, identity and dead code removal, "
                         "exact pruning of channels and heads contributing nothing)")
@@ -69,11 +83,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from ..compiler import compile as compile_model
 
+        def schedule_stamp():
+            path = args.emit_schedule
+            return os.stat(path).st_mtime_ns if path and os.path.exists(path) else None
+
+        stamp = schedule_stamp()
         artifact = compile_model(args.model, args.target, args.output, threads=args.threads,
                                  opt_level=args.opt_level, progress=not args.quiet,
-                                 prune=args.prune, prune_threshold=args.prune_threshold)
+                                 prune=args.prune, prune_threshold=args.prune_threshold,
+                                 profile=args.profile, emit_schedule=args.emit_schedule,
+                                 explain=args.explain)
     except CompileError as error:
         print(f"sits-compile: error: {error}", file=sys.stderr)
+        if args.emit_schedule and schedule_stamp() not in (None, stamp):
+            print(f"sits-compile: the schedule written to {args.emit_schedule} stands",
+                  file=sys.stderr)
         return 1
     if not args.quiet:
         entry = artifact.manifest["entry_points"][0]
@@ -85,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         size = os.path.getsize(artifact.path)
         total = sum(artifact.timings.values())
         print(f"wrote {artifact.path} ({size / 2**20:.1f} MiB) in {total:.2f} s")
+        if args.emit_schedule:
+            print(f"wrote {args.emit_schedule} (schedule)")
     return 0
 
 
