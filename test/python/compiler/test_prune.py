@@ -311,3 +311,20 @@ def test_sits_compile_options(tmp_path, capsys):
                  for n in "ab"]
     assert "prune=true prune-threshold=0.5" in pipelines[0]
     assert "prune=false" in pipelines[1]
+
+
+def test_minilm_heads(model_path, tmp_path):
+    """BERT (MiniLM-L6): separate query/key/value projections and a padding
+    mask shared by all heads. Heads 3 and 4 of layer 0 with zero output
+    rows go; outputs do not change."""
+    path, inputs = model_path("minilm")
+    model = onnx.load(path)
+    dense = _node_inputs(model, "/m/encoder/layer.0/attention/output/dense/MatMul")[1]
+    _update(model, dense, _zero(rows=list(range(3 * 32, 5 * 32))))
+    # Query, key and value columns (and biases) of 2 heads of 32, and the
+    # output rows.
+    assert _entries(model) == [("attention_heads", "/m/encoder/layer.0/attention/self/MatMul_1",
+                                2, 4 * 2 * 32 * (3 * (384 + 1) + 384))]
+    _, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
+    _, outputs = _compile_and_run(model, inputs, tmp_path, "pruned")
+    _assert_same(outputs, reference)
