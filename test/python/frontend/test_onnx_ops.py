@@ -570,6 +570,15 @@ def test_constant_nodes_and_range_fold():
                                      "d": np.array(1, np.int64)}, reject=["linalg.generic"])
 
 
+def test_castlike_of_a_constant_folds():
+    # CastLike takes only its second input's type: a constant cast like a
+    # graph input is a constant (Pad needs its value at import time).
+    nodes = [node("CastLike", ["v", "x"], ["vc"]), node("Pad", ["x", "p", "vc"])]
+    check(nodes, {"x": rand(2, 3).astype(np.float16)},
+          {"v": np.array(-1.5, np.float32), "p": np.array([0, 1, 1, 0], np.int64)}, opset=19,
+          reject=["CastLike"])
+
+
 # -- quantization -------------------------------------------------------------------
 
 def test_dequantize_linear():

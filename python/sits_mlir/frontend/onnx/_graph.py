@@ -256,6 +256,18 @@ class Graph:
             return [np.array(sub, dtype=np.int64)]
         if op in _NO_FOLD or not n.output:
             return None
+        if op == "CastLike" and len(n.input) == 2 and n.input[0] in self.consts:
+            # Only the type of CastLike's second input matters.
+            to = self.elem_type(n.input[1])
+            if to is None:
+                return None
+            cast = onnx.helper.make_node("Cast", [n.input[0]], list(n.output), to=to,
+                                         **{k: v for k, v in attributes(n).items()
+                                            if k == "saturate"})
+            from onnx.reference import ReferenceEvaluator
+
+            return ReferenceEvaluator(cast, opsets={"": self.opset}).run(
+                None, {n.input[0]: self.const(n.input[0])})
         ins = [x for x in n.input if x]
         if not all(x in self.consts for x in ins):
             return None
