@@ -570,6 +570,23 @@ def test_constant_nodes_and_range_fold():
                                      "d": np.array(1, np.int64)}, reject=["linalg.generic"])
 
 
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("layout", ["4d", "3d"])
+def test_rotary_embedding(interleaved, layout):
+    # Llama-style RoPE: [B, H, S, D] (or [B, S, H*D] with num_heads), cos/sin
+    # caches indexed by position_ids, half of each head rotated.
+    b, heads, s, d, max_pos = 2, 3, 5, 8, 16
+    x = rand(b, heads, s, d) if layout == "4d" else rand(b, s, heads * d)
+    angles = np.arange(max_pos)[:, None] * (0.5 ** np.arange(d // 4))[None, :]
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": d // 2}
+    if layout == "3d":
+        attrs["num_heads"] = heads
+    pos = np.array([[0, 1, 2, 3, 4], [7, 3, 9, 15, 0]], np.int64)
+    check(node("RotaryEmbedding", ["x", "cos", "sin", "pos"], **attrs), {"x": x},
+          {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32),
+           "pos": pos}, opset=23)
+
+
 def test_castlike_of_a_constant_folds():
     # CastLike takes only its second input's type: a constant cast like a
     # graph input is a constant (Pad needs its value at import time).

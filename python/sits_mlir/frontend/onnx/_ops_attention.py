@@ -455,3 +455,92 @@ def _scalar_cast(x, elem):
     if src < dst:
         return arith.extf(elem, x)
     return x
+
+
+# -- RotaryEmbedding (opset 23) --------------------------------------------------
+
+def _check_rotary(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    a = attributes(node)
+    x = g.shape(node.input[0])
+    if x is None or len(x) not in (3, 4):
+        return "needs a 3-D [B, S, H*D] or 4-D [B, H, S, D] input"
+    if len(x) == 3 and not a.get("num_heads"):
+        return "a 3-D input needs the num_heads attribute"
+    hidden = x[-1]
+    if hidden is None:
+        return "the head size must be static"
+    head = hidden // a["num_heads"] if len(x) == 3 else hidden
+    rot = a.get("rotary_embedding_dim", 0) or head
+    if rot % 2 or rot > head:
+        return f"rotary_embedding_dim={rot} must be even and at most the head size {head}"
+    for k in (1, 2):
+        if g.dtype(node.input[k]) != g.dtype(node.input[0]):
+            return "the cos and sin caches must have the input's element type"
+    if has_input(node, 3) and g.dtype(node.input[3]) != np.int64:
+        return "position_ids must be int64"
+    return None
+
+
+@converter("RotaryEmbedding", check=_check_rotary)
+def _rotary_embedding(ctx, node):
+    """out = x rotated pairwise by (cos, sin) of its position: pairs are
+    (d, d + rot/2) or, interleaved, (2i, 2i + 1); dims past
+    rotary_embedding_dim pass through. One generic over the output reads x,
+    the caches and position_ids by index (as onnx.reference computes)."""
+    b, g = ctx.b, ctx.g
+    a = attributes(node)
+    x = ctx.get(node.input[0])
+    cos, sin = ctx.get(node.input[1]), ctx.get(node.input[2])
+    pos = ctx.get(node.input[3]) if has_input(node, 3) else None
+    three_d = len(shape_of(x)) == 3
+    if three_d:
+        heads = int(a["num_heads"])
+        bs, s, hidden = b.mixed_shape(x)
+        x4 = _expand(b, x, [[0], [1], [2, 3]], [bs, s, heads, hidden // heads])
+        bi, si, di = 0, 1, 3  # [B, S, H, D]
+    else:
+        x4 = x
+        bi, si, di = 0, 2, 3  # [B, H, S, D]
+    head = shape_of(x4)[3]
+    rot = int(a.get("rotary_embedding_dim", 0)) or head
+    half = rot // 2
+    interleaved = bool(a.get("interleaved", 0))
+    elem = elem_of(x)
+    index = ir.IndexType.get()
+
+    def body(_args):
+        c = {k: arith.constant(index, k) for k in (0, 1, 2, half, rot)}
+        at = [linalg.IndexOp(i).result for i in range(4)]
+        d = at[di]
+        in_rot = arith.cmpi(arith.CmpIPredicate.ult, d, c[rot])
+        if interleaved:
+            i = arith.divui(d, c[2])
+            first = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(d, c[2]), c[0])
+            partner = arith.select(first, arith.addi(d, c[1]), arith.subi(d, c[1]))
+        else:
+            first = arith.cmpi(arith.CmpIPredicate.ult, d, c[half])
+            i = arith.select(first, d, arith.subi(d, c[half]))
+            partner = arith.select(first, arith.addi(d, c[half]), arith.subi(d, c[half]))
+        # Past the rotated dims the indices would be out of range: clamp
+        # them (the value read there is not used).
+        i = arith.select(in_rot, i, c[0])
+        partner = arith.select(in_rot, partner, d)
+        if pos is not None:
+            p = arith.index_cast(index, tensor.extract(pos, [at[bi], at[si]]))
+            row = [p, i]
+        else:
+            row = [at[bi], at[si], i]
+        cv, sv = tensor.extract(cos, row), tensor.extract(sin, row)
+        xs = tensor.extract(x4, at)
+        xp = tensor.extract(x4, [partner if k == di else at[k] for k in range(4)])
+        real = arith.subf(arith.mulf(cv, xs), arith.mulf(sv, xp))  # x1 = self
+        imag = arith.addf(arith.mulf(sv, xp), arith.mulf(cv, xs))  # x2 = self
+        return arith.select(in_rot, arith.select(first, real, imag), xs)
+
+    out = _generic(b, [], [], b.mixed_shape(x4), elem, body)
+    if three_d:
+        out = _collapse(b, out, [[0], [1], [2, 3]])
+    return [out]
