@@ -9,6 +9,7 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper
 
+import sits_mlir
 from sits_mlir.frontend.onnx import import_model
 from sits_mlir.testing.reference import evaluate
 
@@ -585,6 +586,29 @@ def test_rotary_embedding(interleaved, layout):
     check(node("RotaryEmbedding", ["x", "cos", "sin", "pos"], **attrs), {"x": x},
           {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32),
            "pos": pos}, opset=23)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk", [(3, 4), (4, 5)]),                      # implicit output
+    ("ii->i", [(4, 4)]),                              # diagonal
+    ("...ij->...ji", [(2, 3, 4, 5)]),
+    ("...j,...j->...", [(2, 1, 4), (1, 3, 4)]),       # broadcast under ...
+    ("i,i", [(6,), (6,)]),                            # to a scalar
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 8), (1, 2, 5, 8)]),
+])
+def test_einsum(equation, shapes, tmp_path):
+    # Compiled (the IR evaluator runs only parallel generics) against NumPy.
+    ins = {f"x{k}": rand(*s) for k, s in enumerate(shapes)}
+    want = np.einsum(equation, *ins.values())
+    graph = h.make_graph(
+        [node("Einsum", list(ins), equation=equation)], "einsum",
+        [h.make_tensor_value_info(n, TP.FLOAT, a.shape) for n, a in ins.items()],
+        [h.make_tensor_value_info("y", TP.FLOAT, want.shape)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    got = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()(*ins.values())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_castlike_of_a_constant_folds():

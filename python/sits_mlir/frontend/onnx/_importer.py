@@ -17,7 +17,7 @@ from ._graph import Graph, attributes
 from ._load import LoadedModel
 from ._ops import CONVERTERS
 # Op families in their own modules register into CONVERTERS on import.
-from . import _ops_attention, _ops_index, _ops_resize  # noqa: F401,E402
+from . import _ops_attention, _ops_einsum, _ops_index, _ops_resize  # noqa: F401,E402
 from ._patterns import emit_fusion, match
 
 
