@@ -274,7 +274,13 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
          b.getNamedAttr("memory_limit", i64(limit)),
          b.getNamedAttr("est_time_us", f64(seconds * 1e6)),
          b.getNamedAttr("est_time_overlapped_us", f64(overlapped * 1e6)),
-         b.getNamedAttr("nominal", i64(model.isNominal()))});
+         b.getNamedAttr("nominal", i64(model.isNominal())),
+         // Dynamic extents were counted as 1: bytes and times are per unit
+         // of each dynamic dimension.
+         b.getNamedAttr("dynamic",
+                        i64(llvm::any_of(groups, [](const Group &g) {
+                          return g.cost.dynamic;
+                        })))});
     file << "summary";
     writeFields(file, summary);
     file << "\n";

@@ -102,6 +102,9 @@ def _schedule_section(entries: list[dict[str, Any]]) -> list[str]:
                 f"{summary.get('est_time_overlapped_us', 0):.4g} us with memory- and "
                 "compute-bound neighbours overlapped",
                 f"- Fusion groups: {summary.get('groups')}", ""]
+        if summary.get("dynamic"):
+            out += ["Some extents are dynamic and were counted as 1: sizes and times are per "
+                    "unit of each dynamic dimension.", ""]
         if summary.get("nominal"):
             out += ["The target table lists no peak or bandwidth for this target: times use "
                     "nominal figures and are only meaningful relative to each other.", ""]

@@ -13,7 +13,7 @@
 // CHECK-NEXT: target v100 vendor=nvidia memory_bytes=32000000000 bandwidth_gbs=900 peak_fp32_gflops=15700 peak_fp16_gflops=125000 nominal=false
 // CHECK-NEXT: profile memory
 // CHECK-NEXT: function main
-// CHECK-NEXT: summary arena_bytes=8192 est_time_overlapped_us=0.0412444 est_time_us=0.0412444 groups=2 memory_limit=32000000000 nominal=0 peak_bytes_after=8192 peak_bytes_before=8192 profile=memory target=v100 weight_bytes=20736
+// CHECK-NEXT: summary arena_bytes=8192 dynamic=0 est_time_overlapped_us=0.0412444 est_time_us=0.0412444 groups=2 memory_limit=32000000000 nominal=0 peak_bytes_after=8192 peak_bytes_before=8192 profile=memory target=v100 weight_bytes=20736
 
 // The matmul and its GELU are one group: 2*16*64*64 + 8*16*64 FLOPs; the
 // bytes are what enters (x, w1) and leaves (the GELU's result) it. At 900
