@@ -4,6 +4,9 @@
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-reorder{profile=memory})' | FileCheck %s --check-prefix=MEM
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-reorder{profile=latency})' | FileCheck %s --check-prefix=LAT
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-reorder{profile=memory})' -mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
+// The graph pipeline ends with sits-reorder and forwards its options.
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-graph-pipeline{profile=memory})' | FileCheck %s --check-prefix=GRAPH
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-graph-pipeline{profile=latency})' | FileCheck %s --check-prefix=GRAPH-LAT
 
 // Four branches widen to 8x4096 and narrow back to 8x64, all wide
 // projections first: 3 wide tensors alive at once (3 x 128 KiB plus the
@@ -25,6 +28,14 @@
 //  MEM-NEXT:   %[[S1:.+]] = arith.addf %[[S0]], %[[D2]]
 //  MEM-NEXT:   return %[[S1]]
 
+
+// GRAPH: kind = "summary"{{.*}}peak_bytes_after = 137216 : i64, peak_bytes_before = 395264 : i64, profile = "memory"
+// GRAPH-LABEL: func.func @main
+//       GRAPH:   sits.matmul {{.*}}activation = #sits.activation<silu>
+//  GRAPH-NEXT:   sits.matmul
+//  GRAPH-NEXT:   sits.matmul {{.*}}activation = #sits.activation<gelu>
+//  GRAPH-NEXT:   sits.matmul
+//  GRAPH-LAT: kind = "summary"{{.*}}profile = "latency"
 
 // STATS: SitsReorder
 // STATS:   (S) {{ *}}6 num-groups
