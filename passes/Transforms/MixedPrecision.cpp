@@ -142,13 +142,22 @@ QuantizedWeight mlir::sits::quantizeWeight(ArrayRef<float> weight, int64_t k,
 static std::optional<std::vector<float>> constantVector(Value value,
                                                         int64_t size) {
   auto constant = value ? value.getDefiningOp<arith::ConstantOp>() : nullptr;
-  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
-                        : DenseElementsAttr();
-  if (!dense || !dense.getElementType().isF32() ||
-      dense.getNumElements() != size)
+  auto elements = constant ? dyn_cast<ElementsAttr>(constant.getValue())
+                           : ElementsAttr();
+  if (!elements || !elements.getElementType().isF32() ||
+      elements.getNumElements() != size)
     return std::nullopt;
-  auto values = dense.getValues<float>();
-  return std::vector<float>(values.begin(), values.end());
+  // Dense data (a resource blob included), or a splat.
+  if (std::optional<ArrayRef<char>> bytes = getConstantBytes(elements)) {
+    std::vector<float> values(size);
+    std::memcpy(values.data(), bytes->data(), size * sizeof(float));
+    return values;
+  }
+  if (auto dense = dyn_cast<DenseElementsAttr>(elements)) {
+    auto values = dense.getValues<float>();
+    return std::vector<float>(values.begin(), values.end());
+  }
+  return std::nullopt;
 }
 
 InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
@@ -204,11 +213,13 @@ InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
 
 namespace {
 
-/// Storage bytes of a `rows` x `cols` piece of a weight in `format` with
-/// `scaleRows` rows of f32 scales.
+/// Storage bytes of a `rows` x `cols` block of a weight with `k` rows in
+/// `format`, quantized per `group` rows (a per-channel scale, group >= k,
+/// is shared by the block rows of its column: each pays its share).
 int64_t pieceBytes(WeightFormat format, int64_t rows, int64_t cols,
-                   int64_t group) {
-  int64_t scaleBytes = ((rows + group - 1) / group) * cols * 4;
+                   int64_t group, int64_t k) {
+  int64_t scaleBytes = group >= k ? (rows * cols * 4 + k - 1) / k
+                                  : ((rows + group - 1) / group) * cols * 4;
   switch (format) {
   case WeightFormat::Int4:
     return (rows * cols + 1) / 2 + scaleBytes;
@@ -228,9 +239,11 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
                                               const InputStats &stats,
                                               const PrecisionConfig &config) {
   PrecisionPlan plan;
-  plan.blockK = config.blockK;
+  // block-k = 0: blocks span all of K (column strips), so pieces never cut
+  // K and a strip of equal formats is one contraction.
+  plan.blockK = config.blockK > 0 ? std::min(config.blockK, k) : k;
   plan.blockN = config.blockN;
-  plan.blocksK = (k + config.blockK - 1) / config.blockK;
+  plan.blocksK = (k + plan.blockK - 1) / plan.blockK;
   plan.blocksN = (n + config.blockN - 1) / config.blockN;
   int64_t numBlocks = plan.blocksK * plan.blocksN;
 
@@ -248,10 +261,10 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
     for (int64_t c = 0; c < n; ++c)
       plan.signal += rowSignal[r] * double(weight[r * n + c]) * weight[r * n + c];
 
-  // The quantizations the blocks can take. Fixed modes quantize the whole
-  // weight at its natural granularity (per channel, or per INT4 group);
-  // `auto` gives 8-bit formats one scale per block row, so a block's
-  // estimate is exactly what its piece will execute.
+  // The quantizations the blocks can take, each over the whole weight: 8-bit
+  // formats per output channel, INT4 per group. A piece cut from a block
+  // run keeps these codes and scales, so a block's estimate is exactly
+  // what executes, and 8-bit pieces stay per channel (the fast GEMM path).
   SmallVector<WeightFormat> candidates;
   if (config.autoSelect) {
     candidates.push_back(WeightFormat::Int4);
@@ -263,9 +276,7 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
     candidates.push_back(config.format);
   }
   auto groupOf = [&](WeightFormat f) -> int64_t {
-    if (f == WeightFormat::Int4)
-      return config.groupSize;
-    return config.autoSelect ? config.blockK : k;
+    return f == WeightFormat::Int4 ? config.groupSize : k;
   };
   for (WeightFormat f : candidates)
     plan.quantized.push_back(quantizeWeight(weight, k, n, f, groupOf(f)));
@@ -277,8 +288,8 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
                                           std::vector<int64_t>(candidates.size()));
   auto blockRange = [&](int64_t b) {
     int64_t bk = b / plan.blocksN, bn = b % plan.blocksN;
-    return std::array<int64_t, 4>{bk * config.blockK,
-                                  std::min(k, (bk + 1) * config.blockK),
+    return std::array<int64_t, 4>{bk * plan.blockK,
+                                  std::min(k, (bk + 1) * plan.blockK),
                                   bn * config.blockN,
                                   std::min(n, (bn + 1) * config.blockN)};
   };
@@ -297,7 +308,7 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
       }
       noise[b][i] = sum;
       bytes[b][i] = pieceBytes(candidates[i], k1 - k0, n1 - n0,
-                               groupOf(candidates[i]));
+                               groupOf(candidates[i]), k);
     }
   }
 
@@ -371,7 +382,7 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
   // Fixed modes store one scale row per channel (or group) for the whole
   // weight, not one per block row.
   if (!config.autoSelect)
-    plan.bytes = pieceBytes(config.format, k, n, groupOf(config.format));
+    plan.bytes = pieceBytes(config.format, k, n, groupOf(config.format), k);
   return plan;
 }
 
@@ -853,9 +864,11 @@ struct SitsMixedPrecisionPass
     if (groupSize != 32 && groupSize != 64 && groupSize != 128)
       return module.emitError()
              << "group-size must be 32, 64 or 128, got " << int64_t(groupSize);
-    if (blockK <= 0 || blockN <= 0)
-      return module.emitError() << "block-k and block-n must be positive, got "
-                                << int64_t(blockK) << " and " << int64_t(blockN);
+    if (blockK < 0 || blockN <= 0)
+      return module.emitError()
+             << "block-k must be non-negative (0: all of K) and block-n "
+                "positive, got "
+             << int64_t(blockK) << " and " << int64_t(blockN);
     if (config.autoSelect && blockK % groupSize != 0)
       return module.emitError()
              << "block-k (" << int64_t(blockK)

@@ -196,7 +196,9 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
     * `fp8`: E4M3 with one scale per output channel, only for targets whose
       table lists FP8 E4M3 (the module's `sits.target`, the host by
       default); asking for it elsewhere is an error;
-    * `auto`: the weight is cut into `block-k` x `block-n` blocks and each
+    * `auto`: the weight is cut into `block-k` x `block-n` blocks (by
+      default strips of 64 columns spanning K; e.g. `block-k=64` for 64x64
+      blocks) and each
       block gets the cheapest format (INT4, then INT8 or FP8, then fp32)
       such that the weight's estimated relative RMS output error stays
       within `error-budget`. Formats are upgraded greedily, the block with
@@ -218,9 +220,13 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
     `sits.qmatmul` (or `sits.matmul` for fp32) per run of equal-format
     blocks along K within each strip of equal-pattern columns; the runs'
     products are added and the strips concatenated. Each piece then keeps
-    the uniform layout the contraction kernels stream; in `auto` mode 8-bit
-    pieces carry one scale per block row (`block_size = block-k`), so the
-    executed quantization is the estimated one.
+    the uniform layout the contraction kernels stream. Pieces keep the codes
+    and scales of the whole-weight quantization (8-bit formats per output
+    channel, INT4 per group), so the executed quantization is the estimated
+    one and 8-bit pieces take the per-channel GEMM path.
+
+    Blocks that cut K trade a finer choice for more pieces (one contraction
+    per run, partial sums added), hence the strip default.
 
     Every decision goes into the module's `sits.report.precision` array:
     per weight its `op` (location name), `kind` (`quantized` or `skipped`
@@ -246,8 +252,8 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
            "precision=auto: estimated relative RMS output error allowed per weight">,
     Option<"groupSize", "group-size", "int64_t", /*default=*/"64",
            "INT4 group along K: 32, 64 or 128">,
-    Option<"blockK", "block-k", "int64_t", /*default=*/"64",
-           "precision=auto: block rows (along K); a multiple of group-size">,
+    Option<"blockK", "block-k", "int64_t", /*default=*/"0",
+           "precision=auto: block rows (along K), a multiple of group-size; 0: all of K">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"64",
            "precision=auto: block columns (along N)">,
     Option<"biasCorrection", "bias-correction", "bool", /*default=*/"true",

@@ -51,6 +51,21 @@ class CompileOptions:
     #: Also prune channels and heads whose weights are all at most this in
     #: magnitude (None: exact pruning only). Changes outputs: opt-in.
     prune_threshold: float | None = None
+    #: Weight precision of matmuls with constant weights (sits-mixed-precision):
+    #: "fp32" (unchanged), "int8" (per output channel), "int4" (per group of
+    #: `group_size` along K, packed), "fp8" (E4M3, targets that have it) or
+    #: "auto" (per block of 64 columns, the cheapest format keeping each weight's
+    #: estimated relative output error within `error_budget`).
+    precision: str = "fp32"
+    #: precision="auto": estimated relative RMS output error allowed per weight.
+    error_budget: float = 0.01
+    #: INT4 quantization group along K: 32, 64 or 128.
+    group_size: int = 64
+    #: Inputs to measure activation statistics on (a dict of input arrays, or
+    #: a list of them): each quantized matmul's per-channel input mean (bias
+    #: correction) and mean square (error estimates). None: estimated from
+    #: the graph.
+    calibration: Any = None
     #: Scheduling goal of sits-reorder: "latency" (overlap memory- and
     #: compute-bound work where independent, within the original order's
     #: peak memory) or "memory" (lowest peak live memory).
@@ -108,6 +123,9 @@ class _Progress:
             print(f"[sits] {name} done in {elapsed:.2f} s", file=sys.stderr, flush=True)
 
 
+_PRECISIONS = ("fp32", "int8", "int4", "fp8", "auto")
+
+
 def _graph_options(options: CompileOptions) -> str:
     """The graph passes' options (SitsGraphPipelineOptions), which the CPU
     and GPU pipelines both take."""
@@ -117,6 +135,16 @@ def _graph_options(options: CompileOptions) -> str:
     fields = [f"prune={'true' if options.prune else 'false'}"]
     if threshold is not None:
         fields.append(f"prune-threshold={float(threshold)!r}")
+    if options.precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, "
+                         f"got {options.precision!r}")
+    budget = float(options.error_budget)
+    if not (math.isfinite(budget) and budget >= 0):
+        raise ValueError(f"error_budget must be a finite number >= 0, got {options.error_budget}")
+    if options.group_size not in (32, 64, 128):
+        raise ValueError(f"group_size must be 32, 64 or 128, got {options.group_size}")
+    fields += [f"precision={options.precision}", f"error-budget={budget!r}",
+               f"group-size={int(options.group_size)}"]
     if options.profile not in ("latency", "memory"):
         raise ValueError(f"profile must be 'latency' or 'memory', got {options.profile!r}")
     fields.append(f"profile={options.profile}")
@@ -323,6 +351,13 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         # artifacts take preallocated outputs for them.
         shapes = _add_shape_function(module, signature) \
             if not t.is_gpu and _needs_shape_function(signature) else None
+        if options.calibration is not None and options.precision != "fp32":
+            from .calibration import attach_input_stats, calibration_samples
+
+            with progress.stage("calibrate"):
+                attach_input_stats(module, calibration_samples(options.calibration),
+                                   options.threads,
+                                   [s.name for s in input_specs] if input_specs else None)
         if unsupported is not None:
             graph = f"builtin.module(sits-graph-pipeline{{{_graph_options(options)}}})"
             with progress.stage("schedule", f"({graph})"):

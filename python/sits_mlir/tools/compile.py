@@ -60,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prune-threshold", type=_threshold, metavar="T",
                    help="also prune channels and heads whose weights are all at most T in "
                         "magnitude (changes outputs; default: exact pruning only)")
+    p.add_argument("--precision", choices=("fp32", "int8", "int4", "fp8", "auto"),
+                   default="fp32",
+                   help="weight precision of matmuls with constant weights: int8 (per output "
+                        "channel), int4 (per group along K, packed), fp8 (E4M3, targets with "
+                        "FP8), auto (per block of 64 columns, within --error-budget) (default: fp32)")
+    p.add_argument("--error-budget", type=_threshold, default=0.01, metavar="E",
+                   help="--precision auto: estimated relative output error allowed per weight "
+                        "(default: 0.01)")
+    p.add_argument("--group-size", type=int, choices=(32, 64, 128), default=64,
+                   help="INT4 quantization group along K (default: 64)")
     p.add_argument("--check", action="store_true",
                    help="only run the pre-flight check and list unsupported nodes")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -92,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  opt_level=args.opt_level, progress=not args.quiet,
                                  prune=args.prune, prune_threshold=args.prune_threshold,
                                  profile=args.profile, emit_schedule=args.emit_schedule,
-                                 explain=args.explain)
+                                 explain=args.explain, precision=args.precision,
+                                 error_budget=args.error_budget, group_size=args.group_size)
     except CompileError as error:
         print(f"sits-compile: error: {error}", file=sys.stderr)
         if args.emit_schedule and schedule_stamp() not in (None, stamp):

@@ -8,7 +8,7 @@
 // (1, 1) holds normal samples that no format represents exactly.
 //
 // With a zero budget every block takes its cheapest exact format, fp32 for
-// the last: each block column is a strip of two K runs whose products are
+// the last (8-bit blocks share their column's scale, here 1): each block column is a strip of two K runs whose products are
 // added, and the strips are concatenated.
 
 // EXACT: block_error = [0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]
@@ -18,10 +18,10 @@
 //       EXACT: %[[X0:.+]] = tensor.extract_slice %arg0[0, 0] [4, 32] [1, 1]
 //       EXACT: %[[A:.+]] = sits.qmatmul %[[X0]], %{{.+}}, %{{.+}} bias(%{{.+}}) {axis = 0 : i64, block_size = 32 : i64} : (tensor<4x32xf32>, tensor<32x2xi4, #sits.packed<storage = i8, axis = 0>>, tensor<1x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
 //       EXACT: %[[X1:.+]] = tensor.extract_slice %arg0[0, 32] [4, 32] [1, 1]
-//       EXACT: %[[B:.+]] = sits.qmatmul %[[X1]], %{{.+}}, %{{.+}} {axis = 0 : i64, block_size = 32 : i64} : (tensor<4x32xf32>, tensor<32x2xi8>, tensor<1x2xf32>) -> tensor<4x2xf32>
+//       EXACT: %[[B:.+]] = sits.qmatmul %[[X1]], %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<4x32xf32>, tensor<32x2xi8>, tensor<2xf32>) -> tensor<4x2xf32>
 //       EXACT: %[[AB:.+]] = arith.addf %[[A]], %[[B]] : tensor<4x2xf32>
 //       EXACT: %[[R0:.+]] = sits.activation <gelu> %[[AB]]
-//       EXACT: %[[C:.+]] = sits.qmatmul %{{.+}}, %{{.+}}, %{{.+}} bias(%{{.+}}) {axis = 0 : i64, block_size = 32 : i64} : (tensor<4x32xf32>, tensor<32x2xi8>, tensor<1x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+//       EXACT: %[[C:.+]] = sits.qmatmul %{{.+}}, %{{.+}}, %{{.+}} bias(%{{.+}}) {axis = 1 : i64} : (tensor<4x32xf32>, tensor<32x2xi8>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
 //       EXACT: %[[D:.+]] = sits.matmul %{{.+}}, %{{.+}} : (tensor<4x32xf32>, tensor<32x2xf32>) -> tensor<4x2xf32>
 //       EXACT: %[[CD:.+]] = arith.addf %[[C]], %[[D]] : tensor<4x2xf32>
 //       EXACT: %[[R1:.+]] = sits.activation <gelu> %[[CD]]

@@ -9,7 +9,7 @@
 // PRECISION: error: unknown precision 'int3'; expected fp32, int8, int4, fp8 or auto
 // GROUP: error: group-size must be 32, 64 or 128, got 48
 // BLOCK: error: block-k (32) must be a multiple of group-size (64) so that INT4 blocks hold whole groups
-// SHAPE: error: block-k and block-n must be positive, got 64 and 0
+// SHAPE: error: block-k must be non-negative (0: all of K) and block-n positive, got 0 and 0
 // BUDGET: error: error-budget must be non-negative, got -1.000000e-01
 // Without a sits.target the host CPU decides, which has no FP8.
 // HOST: error: precision 'fp8' needs a target with FP8 E4M3 support; 'cpu' has none
