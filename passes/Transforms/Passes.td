@@ -87,7 +87,9 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
          the position; when `act(bias[j]) = 0` it is nothing at all);
        * heads of `sits.attention` fed by projections (`sits.matmul`, split
          by `tensor.extract_slice`, `tensor.expand_shape` to heads,
-         `linalg.transpose`) and read by an output projection: head `h`
+         `linalg.transpose`, for keys and values possibly after a KV cache:
+         `tensor.concat` of past heads along the sequence) and read by an
+         output projection: head `h`
          goes when its rows of the output projection are zero, or its value
          columns and bias are (the head then averages zero vectors). Query,
          key and value columns of pruned heads leave the projection weights;

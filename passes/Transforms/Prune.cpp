@@ -665,9 +665,14 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
 namespace {
 
 /// `[B, T, H*D]` columns of a projection -> `[B, H, T, D]` heads:
-/// (matmul | extract_slice of a matmul's columns) -> expand_shape -> transpose.
+/// (matmul | extract_slice of a matmul's columns) -> expand_shape -> transpose,
+/// which the attention reads directly or after a KV cache: `tensor.concat`
+/// along the sequence of past heads and these.
 struct HeadProjection {
+  Value read;  // what the attention reads: `heads` or the cache
   Value heads;
+  tensor::ConcatOp cache; // null without a KV cache
+  Value past;
   linalg::TransposeOp transpose;
   tensor::ExpandShapeOp expand;
   tensor::ExtractSliceOp slice; // null when the matmul's result is used whole
@@ -690,8 +695,19 @@ static bool isSplitLastDim(ArrayRef<ReassociationIndices> reassociation) {
          reassociation[2] == ReassociationIndices{2, 3};
 }
 
-static std::optional<HeadProjection> matchHeadProjection(Value heads) {
+static std::optional<HeadProjection> matchHeadProjection(Value read) {
   HeadProjection p;
+  p.read = read;
+  Value heads = read;
+  if ((p.cache = read.getDefiningOp<tensor::ConcatOp>())) {
+    if (p.cache.getDim() != 2 || p.cache.getInputs().size() != 2 ||
+        !p.cache.getType().hasStaticShape())
+      return std::nullopt;
+    p.past = p.cache.getInputs()[0];
+    heads = p.cache.getInputs()[1];
+    if (!heads.hasOneUse())
+      return std::nullopt;
+  }
   p.heads = heads;
   p.transpose = heads.getDefiningOp<linalg::TransposeOp>();
   if (!isHeadTranspose(p.transpose))
@@ -886,8 +902,8 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       return remark("the mask differs per head");
   }
   SmallVector<HeadProjection *> projections = {&*query, &*key, &*value};
-  if (query->heads == key->heads || key->heads == value->heads ||
-      query->heads == value->heads)
+  if (query->read == key->read || key->read == value->read ||
+      query->read == value->read)
     return remark("query, key and value share a tensor");
 
   // Per projection: drop the pruned heads' columns ("shrink") unless other
@@ -895,7 +911,7 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   // when they are exactly zero.
   SmallVector<bool> shrink;
   for (HeadProjection *p : projections) {
-    bool othersUsers = llvm::any_of(p->heads.getUsers(), [&](Operation *user) {
+    bool othersUsers = llvm::any_of(p->read.getUsers(), [&](Operation *user) {
       return user != attention.getOperation();
     });
     bool exactZero = false;
@@ -952,7 +968,7 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       // Keep the columns; the attention reads the live heads out of them.
       rewriter.setInsertionPoint(attention);
       for (unsigned i : members)
-        liveInputs[i] = selectHeads(rewriter, loc, projections[i]->heads, live);
+        liveInputs[i] = selectHeads(rewriter, loc, projections[i]->read, live);
       continue;
     }
     // Columns still needed, projection by projection.
@@ -1013,22 +1029,36 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       Value heads = linalg::TransposeOp::create(rewriter, p.transpose.getLoc(), expanded, init,
                                                 ArrayRef<int64_t>{0, 2, 1, 3})
                         ->getResult(0);
-      Value all = heads;
-      bool otherUsers = llvm::any_of(p.heads.getUsers(), [&](Operation *user) {
+      bool otherUsers = llvm::any_of(p.read.getUsers(), [&](Operation *user) {
         return user != attention.getOperation();
       });
-      if (shrink[i]) {
-        liveInputs[i] = heads;
-        if (otherUsers)
-          all = reconstructHeads(rewriter, p.transpose.getLoc(), heads, live);
-      } else {
+      Value all = heads;
+      if (shrink[i] && otherUsers)
+        all = reconstructHeads(rewriter, p.transpose.getLoc(), heads, live);
+      {
+        // The attention reads the live heads, after the live heads of the
+        // cache when there is one.
         OpBuilder::InsertionGuard guard(rewriter);
         rewriter.setInsertionPoint(attention);
-        liveInputs[i] = selectHeads(rewriter, loc, heads, live);
+        Value liveHeads = shrink[i] ? heads : selectHeads(rewriter, loc, heads, live);
+        liveInputs[i] = liveHeads;
+        if (p.cache)
+          liveInputs[i] = tensor::ConcatOp::create(
+              rewriter, p.cache.getLoc(), 2,
+              ValueRange{selectHeads(rewriter, loc, p.past, live), liveHeads});
       }
-      rewriter.replaceUsesWithIf(p.heads, all, [&](OpOperand &use) {
-        return use.getOwner() != attention.getOperation();
-      });
+      if (otherUsers) {
+        // Everyone else (a returned cache) sees every head, as before.
+        OpBuilder::InsertionGuard guard(rewriter);
+        if (p.cache) {
+          rewriter.setInsertionPoint(p.cache);
+          all = tensor::ConcatOp::create(rewriter, p.cache.getLoc(), 2,
+                                         ValueRange{p.past, all});
+        }
+        rewriter.replaceUsesWithIf(p.read, all, [&](OpOperand &use) {
+          return use.getOwner() != attention.getOperation();
+        });
+      }
     }
   }
 
