@@ -166,3 +166,29 @@ def test_conv_transpose_compiled_vs_onnxruntime(attrs, x_shape, const_w):
     rep = SitsBackend.prepare(model)
     (got,) = rep._model.run_into([np.empty(want.shape, np.float32)], *feed.values())
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample(mode, padding, align, tmp_path):
+    """Compiled GridSample against onnx.reference, with sample points
+    inside, on and beyond the image borders."""
+    import sits_mlir
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(np.float32)
+    grid[0, 0, :3] = [[-1, -1], [1, 1], [0, 0]]
+    node = h.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding,
+                       align_corners=align)
+    graph = h.make_graph([node], "gs", [h.make_tensor_value_info("x", TP.FLOAT, x.shape),
+                                        h.make_tensor_value_info("grid", TP.FLOAT, grid.shape)],
+                         [h.make_tensor_value_info("y", TP.FLOAT, (2, 3, 4, 7))])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 20)])
+    got = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()(x, grid)
+    want = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

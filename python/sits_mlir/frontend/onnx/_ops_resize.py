@@ -19,6 +19,7 @@ constants, so the kernels only gather and multiply-add:
 
 from __future__ import annotations
 
+import itertools
 import math as _pymath
 
 import numpy as np
@@ -28,6 +29,7 @@ from ...dialects import arith, linalg, math, sits, tensor
 from . import _ops, _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
+from ._ops_attention import _generic
 from ._ops import (_PARALLEL, conv_padding, converter, has_input, need_float, norm_axis,
                    pad_tensor, unused_outputs)
 
@@ -747,3 +749,146 @@ def _conv_transpose(ctx, node):
     if group != 1:
         kw["groups"] = _ops.i64_attr(group)
     return [sits.conv(x, wf, bias=bias, **kw)]
+
+
+# -- GridSample (opsets 16, 20, 22) ----------------------------------------------
+
+_GRID_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest",
+               "bicubic": "cubic", "cubic": "cubic"}
+
+
+def _check_grid_sample(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    a = attributes(node)
+    x, grid = g.shape(node.input[0]), g.shape(node.input[1])
+    if x is None or grid is None or len(x) < 3 or len(grid) != len(x):
+        return "needs X [N, C, D1..Dr] and a grid [N, H1..Hr, r] of the same rank"
+    if None in x[2:] or grid[-1] != len(x) - 2:
+        return "needs static spatial extents and a grid of r coordinates"
+    mode = a.get("mode", "linear")
+    if mode not in _GRID_MODES:
+        return f"unsupported attribute value mode='{mode}'"
+    if a.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"):
+        return f"unsupported attribute value padding_mode='{a.get('padding_mode')}'"
+    if g.dtype(node.input[1]) != g.dtype(node.input[0]):
+        return "the grid must have X's element type"
+    return None
+
+
+@converter("GridSample", check=_check_grid_sample)
+def _grid_sample(ctx, node):
+    """Y[n, c, o...] samples X[n, c] at grid[n, o...] (x, y, z order, in
+    [-1, 1]) as onnx.reference does: denormalize, round for nearest, move
+    points outside the image by the padding mode, then interpolate
+    separably over the 1, 2 or 4 neighbours per dim (linear: 1-t, t; cubic:
+    Keys with A = -0.75), each neighbour padded again (zeros / clamped /
+    reflected). One generic over Y computes every sample in f32 (f64 for
+    f64 inputs)."""
+    b = ctx.b
+    a = attributes(node)
+    x, grid = ctx.get(node.input[0]), ctx.get(node.input[1])
+    mode = _GRID_MODES[a.get("mode", "linear")]
+    padding = a.get("padding_mode", "zeros")
+    align = bool(a.get("align_corners", 0))
+    xs = shape_of(x)
+    dims = [int(d) for d in xs[2:]]
+    r = len(dims)
+    elem = elem_of(x)
+    ct = ir.F64Type.get() if ir.FloatType(elem).width == 64 else ir.F32Type.get()
+    index = ir.IndexType.get()
+    i32 = ir.IntegerType.get_signless(32)
+    gm = b.mixed_shape(grid)
+    out_shape = [b.mixed_shape(x)[0], b.mixed_shape(x)[1]] + gm[1:-1]
+
+    def f(v):
+        return arith.constant(ct, float(v))
+
+    def ext(v):
+        return v if v.type == ct else (arith.extf(ct, v) if ir.FloatType(v.type).width <
+                                       ir.FloatType(ct).width else arith.truncf(ct, v))
+
+    def reflect(v, lo, hi):
+        # Folded back by the nearer border until inside [lo, hi].
+        span = f(hi - lo)
+        below = arith.cmpf(arith.CmpFPredicate.OLT, v, f(lo))
+        above = arith.cmpf(arith.CmpFPredicate.OGT, v, f(hi))
+        dx = arith.select(below, arith.subf(f(lo), v), arith.subf(v, f(hi)))
+        turns = math.floor(arith.divf(dx, span))
+        rem = arith.subf(dx, arith.mulf(turns, span))
+        even = arith.cmpf(arith.CmpFPredicate.OEQ,
+                          arith.subf(turns, arith.mulf(f(2), math.floor(arith.divf(turns, f(2))))),
+                          f(0))
+        from_lo, from_hi = arith.addf(f(lo), rem), arith.subf(f(hi), rem)
+        low_side = arith.select(even, from_lo, from_hi)
+        high_side = arith.select(even, from_hi, from_lo)
+        return arith.select(below, low_side, arith.select(above, high_side, v))
+
+    def clamp(v, lo, hi):
+        return arith.minimumf(arith.maximumf(v, f(lo)), f(hi))
+
+    def body(_args):
+        at = [linalg.IndexOp(k).result for k in range(2 + r)]
+        taps = []  # per spatial dim: [(index as float, weight or None)]
+        for i, d in enumerate(dims):
+            lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+            k = arith.constant(index, r - 1 - i)  # the grid holds x (last dim) first
+            gv = ext(tensor.extract(grid, [at[0]] + at[2:] + [k]))
+            v = arith.mulf(arith.divf(arith.addf(gv, f(1)), f(2)), f(d - 1)) if align else \
+                arith.divf(arith.subf(arith.mulf(arith.addf(gv, f(1)), f(d)), f(1)), f(2))
+            if mode == "nearest":
+                v = math.roundeven(v)
+            if padding == "border":  # only points beyond [lo, hi] move
+                outside = arith.ori(arith.cmpf(arith.CmpFPredicate.OLT, v, f(lo)),
+                                    arith.cmpf(arith.CmpFPredicate.OGT, v, f(hi)))
+                v = arith.select(outside, clamp(v, 0.0, d - 1.0), v)
+            elif padding == "reflection":
+                v = reflect(v, lo, hi)
+            if mode == "nearest":
+                taps.append([(v, None)])
+                continue
+            base = math.floor(v)
+            t = arith.subf(v, base)
+            if mode == "linear":
+                taps.append([(base, arith.subf(f(1), t)), (arith.addf(base, f(1)), t)])
+                continue
+            A = -0.75
+            def keys(s):  # Keys' cubic kernel at distance s (|s| <= 2)
+                s = math.absf(s)
+                near = arith.addf(arith.mulf(arith.mulf(arith.subf(arith.mulf(f(A + 2), s),
+                                                                   f(A + 3)), s), s), f(1))
+                far = arith.subf(arith.mulf(arith.addf(arith.mulf(arith.subf(
+                    arith.mulf(f(A), s), f(5 * A)), s), f(8 * A)), s), f(4 * A))
+                return arith.select(arith.cmpf(arith.CmpFPredicate.OLE, s, f(1)), near, far)
+            taps.append([(arith.addf(base, f(o)), keys(arith.subf(t, f(o))))
+                         for o in (-1, 0, 1, 2)])
+
+        def pixel(coords):
+            valid = None
+            idx = []
+            for (p, _), d, i in zip(coords, dims, range(r)):
+                lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+                if padding == "reflection":
+                    p = reflect(p, lo, hi)
+                if padding == "zeros":
+                    inside = arith.andi(arith.cmpf(arith.CmpFPredicate.OGE, p, f(0)),
+                                        arith.cmpf(arith.CmpFPredicate.OLE, p, f(d - 1)))
+                    valid = inside if valid is None else arith.andi(valid, inside)
+                # Truncated to an index, always in range (what zeros padding
+                # reads out of range is discarded).
+                p = clamp(p, 0.0, d - 1.0)
+                idx.append(arith.index_cast(index, arith.fptosi(i32, p)))
+            v = ext(tensor.extract(x, at[:2] + idx))
+            return v if valid is None else arith.select(valid, v, f(0))
+
+        total = None
+        for combo in itertools.product(*taps):
+            term = pixel(combo)
+            for _, w in combo:
+                if w is not None:
+                    term = arith.mulf(term, w)
+            total = term if total is None else arith.addf(total, term)
+        return total if ct == elem else arith.truncf(elem, total)
+
+    return [_generic(b, [], [], out_shape, elem, body)]
