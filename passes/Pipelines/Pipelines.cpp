@@ -200,6 +200,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // canonicalization has merged the slices yet).
   sits::gpu::SitsGpuTileAndFuseOptions tiling;
   tiling.maxThreads = options.maxThreads;
+  tiling.tensorCores = sits::gpu::hasMmaSync(*info);
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuTileAndFuse(tiling));
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuPromoteOperands());
   addCleanup(pm);
@@ -227,7 +228,12 @@ void mlir::sits::buildGpuCodegenPassPipeline(
 
   // Kernels: block loops become launches, thread loops SPMD code, staged
   // copies are shared among a block's threads, and what is left on the
-  // host is launches and device buffers.
+  // host is launches and device buffers. First, f16 contractions tiled
+  // over warps go to tensor cores (NVIDIA sm_80+): upstream's vector-to-GPU
+  // conversion splits each warp's tile into mma.sync fragments while the
+  // warp's loop is still visible.
+  if (sits::gpu::hasMmaSync(*info))
+    pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMmaSync());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMapToLaunch());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDistributeCopies());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDeviceBuffers());
@@ -305,6 +311,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
     pm.addNestedPass<mlir::gpu::GPUModuleOp>(
         sits::gpu::createSitsGpuAllocaAddressSpace());
   } else {
+    pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertNVGPUToNVVMPass());
     pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
   }
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCanonicalizerPass());

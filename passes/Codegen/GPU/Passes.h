@@ -12,6 +12,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -37,11 +38,22 @@ struct GpuTilingConfig {
   int64_t vector = 4;
   /// Shared memory a block may use, in bytes (the static limit, 48 KiB).
   int64_t sharedMemoryBytes = 48 * 1024;
+  /// Whether f16 contractions accumulating in f32 run on tensor cores with
+  /// warp-level mma.sync (NVIDIA sm_80 and newer).
+  bool mmaSync = false;
 };
+
+/// The warp-level tensor core operation for f16 operands
+/// accumulating in f32: m16n8k16.
+constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
 
 /// The GPU target for code nested in `op` (the module's `sits.target`), or
 /// null when the module names none or names a CPU.
 const target::TargetInfo *getGpuTarget(Operation *op);
+
+/// Whether `info` has warp-level tensor core operations (mma.sync) for f16
+/// and bf16: NVIDIA sm_80 and newer.
+bool hasMmaSync(const target::TargetInfo &info);
 
 /// The tiling configuration for code nested in `op`.
 GpuTilingConfig getGpuTilingConfig(Operation *op, int64_t maxThreads = 0);

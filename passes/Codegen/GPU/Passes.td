@@ -95,6 +95,14 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
     static) and come from the target (`sits.target`): its warp size and how
     many SMs need work.
 
+    On targets with tensor cores (NVIDIA sm_80+; `tensor-cores=false`
+    turns this off) a contraction of f16 operands accumulating in f32
+    whose block tile is whole m16n8k16 tiles is not fused into its
+    consumer's threads: it gets a thread loop of its own over warps, one
+    m16n8 output tile each, whose innermost dimension runs over the warp's
+    lanes (`linear_dim_0`, unread; see `sits-gpu-mma-sync`). Its result
+    stays in the block (shared memory) for the epilogue's threads.
+
     ```mlir
     // Before: matmul + bias/GELU epilogue, 128x2304.
     // After:
@@ -115,6 +123,9 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
   let options = [
     Option<"maxThreads", "max-threads", "int64_t", /*default=*/"256",
            "Most threads per block">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Tile f16 contractions over warps for mma.sync when the target "
+           "has it (NVIDIA sm_80+)">,
   ];
   let statistics = [
     Statistic<"numGroups", "num-groups", "Fusion groups distributed over blocks">,
@@ -190,6 +201,49 @@ def SitsGpuVectorize : Pass<"sits-gpu-vectorize", "func::FuncOp"> {
   ];
   let statistics = [
     Statistic<"numVectorized", "num-vectorized", "Linalg ops vectorized">,
+  ];
+}
+
+def SitsGpuMmaSync : Pass<"sits-gpu-mma-sync", "func::FuncOp"> {
+  let summary = "Run warp-level f16 contractions on tensor cores (mma.sync)";
+  let description = [{
+    After bufferization, on NVIDIA sm_80 and newer: a thread loop whose
+    innermost dimension (`linear_dim_0`) runs over a warp's lanes and whose
+    body does not read that lane index is warp-level code, as
+    `sits-gpu-tile-and-fuse` builds it for an f16 contraction accumulating
+    in f32: each warp computes an m16n8 output tile, stepping k 16 at a
+    time. Its vector code (transfer reads of the operand tiles, a
+    `vector.contract` with the accumulator carried by the reduction loop,
+    the write of the result) is converted with upstream's vector-to-GPU
+    conversion for nvgpu: `nvgpu.ldmatrix` loads from workgroup memory
+    (plain loads elsewhere) in the fragment layout of `nvgpu.mma.sync`
+    (m16n8k16), per-lane stores of the accumulator fragment, and the lane
+    loop then runs one iteration per lane, as any thread loop. A warp-level
+    loop the conversion cannot take (bf16 operands: upstream has no bf16
+    fragment layout) is an error.
+
+    ```mlir
+    scf.forall (%wm, %wn, %lane) in (2, 4, 32) {  // #gpu.thread<linear_dim_2/1/0>
+      %r = scf.for %k = 0 to 256 step 16 iter_args(%c = %zero) -> vector<16x8xf32> {
+        %a = vector.transfer_read %A_shared[%wm16, 0] : memref<32x16xf16, 3>, vector<16x16xf16>
+        %b = vector.transfer_read %B_shared[0, %wn8] : memref<16x32xf16, 3>, vector<16x8xf16>
+        %d = vector.contract ... %a, %b, %c : vector<16x16xf16>, vector<16x8xf16> into vector<16x8xf32>
+      }
+      vector.transfer_write %r, %C[%wm16, %wn8]
+    }
+    // becomes: nvgpu.ldmatrix (x4 for A, x2 transposed for B),
+    // nvgpu.mma.sync {mmaShape = [16, 8, 16]}, stores of each lane's
+    // fragment at offsets computed from gpu.lane_id.
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect"
+  ];
+  let statistics = [
+    Statistic<"numWarpLoops", "num-warp-loops", "Warp-level thread loops on tensor cores">,
+    Statistic<"numMma", "num-mma", "nvgpu.mma.sync operations created">,
   ];
 }
 

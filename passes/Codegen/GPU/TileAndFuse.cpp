@@ -82,7 +82,16 @@ GpuTilingConfig sits::gpu::getGpuTilingConfig(Operation *op,
       info && info->vendor == target::Vendor::Amd
           ? perUnitBytes
           : std::min<int64_t>(48 * 1024, perUnitBytes);
+  config.mmaSync = !info || sits::gpu::hasMmaSync(*info);
   return config;
+}
+
+bool sits::gpu::hasMmaSync(const target::TargetInfo &info) {
+  // mma.sync m16n8k16 for f16/bf16 exists from sm_80 (Ampere) on.
+  unsigned arch = 0;
+  return info.vendor == target::Vendor::Nvidia &&
+         info.chip.starts_with("sm_") &&
+         !info.chip.drop_front(3).getAsInteger(10, arch) && arch >= 80;
 }
 
 int64_t sits::gpu::largestDivisorAtMost(int64_t n, int64_t bound) {
@@ -97,6 +106,43 @@ int64_t sits::gpu::largestDivisorAtMost(int64_t n, int64_t bound) {
 namespace {
 
 using sits::gpu::largestDivisorAtMost;
+
+//===----------------------------------------------------------------------===//
+// Tensor cores
+//===----------------------------------------------------------------------===//
+
+/// Whether `op` is a contraction the tensor cores compute: one m, n and k
+/// loop (and batch loops), f16 operands accumulating in f32, with a body that
+/// multiplies and adds (extending the operands). (bf16 has mma.sync too, but
+/// upstream's vector-to-nvgpu conversion has no bf16 fragments.)
+bool isMmaSyncContraction(linalg::LinalgOp op, const GpuTilingConfig &config) {
+  if (!config.mmaSync || !isContraction(op) || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+      dims->k.size() != 1)
+    return false;
+  Type lhs = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
+  Type rhs = getElementTypeOrSelf(op.getDpsInputOperand(1)->get().getType());
+  Type acc = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  return lhs.isF16() && rhs.isF16() && acc.isF32();
+}
+
+/// The warps a block of `op` (loop ranges `ranges`) runs with one m16n8
+/// output tile each, or 0 when its ranges are not whole MMA tiles.
+int64_t mmaWarps(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
+                 const GpuTilingConfig &config) {
+  if (!isMmaSyncContraction(op, config))
+    return 0;
+  linalg::ContractionDimensions dims = *linalg::inferContractionDims(op);
+  int64_t m = ranges[dims.m[0]], n = ranges[dims.n[0]], k = ranges[dims.k[0]];
+  if (llvm::any_of(ranges, ShapedType::isDynamic) || m % sits::gpu::kMmaM ||
+      n % sits::gpu::kMmaN || k % sits::gpu::kMmaK)
+    return 0;
+  return (m / sits::gpu::kMmaM) * (n / sits::gpu::kMmaN);
+}
 
 //===----------------------------------------------------------------------===//
 // Tile size selection
@@ -263,6 +309,13 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
   // A reduction root split across lanes has that many threads per row.
   int64_t lanes = std::max<int64_t>(1, reductionLanes(root, ranges, config));
   bool anchored = classifyContractionLoops(root).valid;
+  // A contraction on tensor cores takes a warp per m16n8 output tile, in
+  // its own thread loop: the block needs as many threads as the larger of
+  // that loop and the root's.
+  linalg::LinalgOp mmaAnchor = findAnchorContraction(root).first;
+  ContractionLoops rootLoops = classifyContractionLoops(root);
+  bool mma = mmaAnchor && isMmaSyncContraction(mmaAnchor, config) &&
+             rootLoops.m.size() == 1 && rootLoops.n.size() == 1;
   auto threadsOf = [&](ArrayRef<int64_t> block) {
     SmallVector<int64_t> thread = selectThreadTiles(
         root, block, config, /*wholeRows=*/lanes > 1 && anchored);
@@ -270,6 +323,12 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
     for (auto [b, t] : llvm::zip_equal(block, thread))
       if (t > 0)
         threads *= b / t;
+    if (!mma)
+      return threads;
+    int64_t m = block[rootLoops.m[0]], n = block[rootLoops.n[0]];
+    if (m % sits::gpu::kMmaM == 0 && n % sits::gpu::kMmaN == 0)
+      threads = std::max(threads, (m / sits::gpu::kMmaM) *
+                                      (n / sits::gpu::kMmaN) * config.warpSize);
     return threads;
   };
   // Candidate loops to shrink, most preferred first.
@@ -380,7 +439,8 @@ bool isStaticallyShaped(linalg::LinalgOp op) {
 /// a contraction's operand tiles are read by many output tiles.
 FailureOr<scf::SCFTileAndFuseResult>
 tileAndFuse(RewriterBase &rewriter, linalg::LinalgOp root,
-            ArrayRef<int64_t> sizes, bool threads) {
+            ArrayRef<int64_t> sizes, bool threads,
+            const GpuTilingConfig &config) {
   llvm::SetVector<Operation *> group = computeFusionGroup(root);
   MLIRContext *ctx = root.getContext();
   unsigned numLoops = llvm::count_if(sizes, [](int64_t s) { return s > 0; });
@@ -399,6 +459,12 @@ tileAndFuse(RewriterBase &rewriter, linalg::LinalgOp root,
           return std::nullopt;
         if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
             linalgOp && !isStaticallyShaped(linalgOp))
+          return std::nullopt;
+        // A contraction on tensor cores is spread over warps, not over its
+        // consumer's threads: it gets a thread loop of its own.
+        if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+            threads && linalgOp &&
+            mmaWarps(linalgOp, linalgOp.getStaticLoopRanges(), config) > 0)
           return std::nullopt;
         if (isDestination)
           return scf::SCFTileAndFuseOptions::ControlFnResult{};
@@ -436,6 +502,49 @@ tileAndFuse(RewriterBase &rewriter, linalg::LinalgOp root,
     if (isOpTriviallyDead(producer))
       rewriter.eraseOp(producer);
   return result;
+}
+
+/// Tiles tensor-core contraction `op` (in a block) over warps: a thread loop
+/// over its m16n8 output tiles with an innermost loop over a warp's lanes
+/// (linear dimension 0, so that a warp's threads are consecutive). Nothing
+/// in the body depends on the lane: as sequential code each lane computes
+/// its warp's whole tile, and sits-gpu-mma-sync later divides the tile
+/// among the lanes in the MMA fragment layout.
+LogicalResult tileOverWarps(RewriterBase &rewriter, linalg::LinalgOp op,
+                            const GpuTilingConfig &config) {
+  linalg::ContractionDimensions dims = *linalg::inferContractionDims(op);
+  SmallVector<int64_t> sizes(op.getNumLoops(), 0);
+  for (unsigned b : dims.batch)
+    sizes[b] = 1;
+  sizes[dims.m[0]] = sits::gpu::kMmaM;
+  sizes[dims.n[0]] = sits::gpu::kMmaN;
+  FailureOr<scf::SCFTileAndFuseResult> tiled =
+      tileAndFuse(rewriter, op, sizes, /*threads=*/true, config);
+  if (failed(tiled) || tiled->loops.empty())
+    return failure();
+  auto forall = cast<scf::ForallOp>(tiled->loops.front().getOperation());
+
+  MLIRContext *ctx = rewriter.getContext();
+  Location loc = forall.getLoc();
+  SmallVector<OpFoldResult> lbs = forall.getMixedLowerBound();
+  SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
+  SmallVector<OpFoldResult> steps = forall.getMixedStep();
+  lbs.push_back(rewriter.getIndexAttr(0));
+  ubs.push_back(rewriter.getIndexAttr(config.warpSize));
+  steps.push_back(rewriter.getIndexAttr(1));
+  SmallVector<Attribute> mapping = linearMapping(ctx, lbs.size(), true);
+  rewriter.setInsertionPoint(forall);
+  auto warps = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps,
+                                     forall.getOutputs(),
+                                     rewriter.getArrayAttr(mapping));
+  Block *body = warps.getBody();
+  rewriter.eraseOp(body->getTerminator());
+  SmallVector<Value> args(warps.getInductionVars());
+  args.pop_back();
+  llvm::append_range(args, warps.getRegionIterArgs());
+  rewriter.mergeBlocks(forall.getBody(), body, args);
+  rewriter.replaceOp(forall, warps.getResults());
+  return success();
 }
 
 /// Tiles the loops of `op` given by `sizes` with scf.for.
@@ -645,6 +754,7 @@ struct SitsGpuTileAndFusePass
     if (func.isExternal())
       return;
     GpuTilingConfig config = sits::gpu::getGpuTilingConfig(func, maxThreads);
+    config.mmaSync &= tensorCores;
     IRRewriter rewriter(&getContext());
 
     // Level 1: fusion groups over blocks, last group first.
@@ -658,7 +768,7 @@ struct SitsGpuTileAndFusePass
       if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
         continue;
       FailureOr<scf::SCFTileAndFuseResult> result =
-          tileAndFuse(rewriter, root, sizes, /*threads=*/false);
+          tileAndFuse(rewriter, root, sizes, /*threads=*/false, config);
       if (failed(result) || result->loops.empty())
         continue;
       ++numGroups;
@@ -699,7 +809,12 @@ struct SitsGpuTileAndFusePass
                                   isContraction(op));
         if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
           continue;
-        if (succeeded(tileAndFuse(rewriter, op, sizes, /*threads=*/true)))
+        if (mmaWarps(op, op.getStaticLoopRanges(), config) > 0) {
+          if (succeeded(tileOverWarps(rewriter, op, config)))
+            ++numThreadLoops;
+          continue;
+        }
+        if (succeeded(tileAndFuse(rewriter, op, sizes, /*threads=*/true, config)))
           ++numThreadLoops;
       }
     }
