@@ -71,3 +71,39 @@ def test_outputs_that_are_one_value(tmp_path, dims):
     for out in (a, b, c):
         np.testing.assert_array_equal(out, np.maximum(x, 0))
     assert len({a.ctypes.data, b.ctypes.data, c.ctypes.data}) == 3
+
+
+def _scalar_model(op, names, dtype, out_dtype, **attrs):
+    graph = h.make_graph([h.make_node(op, names, ["y"], **attrs)], "g",
+                         [h.make_tensor_value_info(n, dtype, []) for n in names],
+                         [h.make_tensor_value_info("y", out_dtype, ["n"])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("dtype,args", [(TP.FLOAT, (0.5, 3.2, 0.7)), (TP.INT32, (10, -4, -3)),
+                                        (TP.INT64, (2, 2, 1))])
+def test_range_of_run_time_values(dtype, args, tmp_path):
+    """Range's length follows its inputs' values: the shape function reads
+    them (an empty result included)."""
+    from onnx.reference import ReferenceEvaluator
+
+    model = _scalar_model("Range", ["s", "l", "d"], dtype, dtype)
+    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    np_type = h.tensor_dtype_to_np_dtype(dtype)
+    feeds = [np.array(v, np_type) for v in args]
+    want = ReferenceEvaluator(model).run(None, dict(zip("sld", feeds)))[0]
+    got = m(*feeds)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows(op, periodic, tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    model = _scalar_model(op, ["size"], TP.INT64, TP.FLOAT, periodic=periodic)
+    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    for size in (1, 2, 10):
+        want = ReferenceEvaluator(model).run(None, {"size": np.array(size, np.int64)})[0]
+        np.testing.assert_allclose(m(np.array(size, np.int64)), want, rtol=1e-6, atol=1e-7)

@@ -1850,8 +1850,110 @@ def _constant_of_shape(ctx, node):
 
 # Folded at import time when their inputs are constants; otherwise the
 # result shape is data-dependent.
-for _op in ("Range", "NonZero", "Unique", "NonMaxSuppression", "Compress"):
+for _op in ("NonZero", "Unique", "NonMaxSuppression", "Compress"):
     CONVERTERS[("", _op)] = Converter(lambda ctx, node: None, _data_dependent, supported=False)
+
+
+def _check_range(g, node):
+    for x in node.input:
+        s = g.shape(x)
+        if s is None or int(np.prod(s, dtype=np.int64)) != 1 or len(s) > 1:
+            return "start, limit and delta must be scalars"
+    dt = g.dtype(node.input[0])
+    if dt is None or _types.is_bool(dt) or _types.is_byte_coded(dt):
+        return "needs numeric inputs"
+    return None
+
+
+@converter("Range", check=_check_range)
+def _range(ctx, node):
+    """start + i * delta for i < max(ceil((limit - start) / delta), 0): the
+    length is computed at run time (constant inputs fold at import)."""
+    b = ctx.b
+    start, limit, delta = (b.collapse(v, [], ()) if shape_of(v) else v
+                           for v in (ctx.get(x) for x in node.input))
+    elem = elem_of(start)
+    is_float = isinstance(elem, ir.FloatType)
+    index, f64 = ir.IndexType.get(), ir.F64Type.get()
+    scalars = [tensor.extract(v, []) for v in (start, limit, delta)]
+
+    def wide(v):
+        if not is_float:
+            return arith.sitofp(f64, v)
+        return v if ir.FloatType(elem).width == 64 else arith.extf(f64, v)
+
+    s, l, d = (wide(v) for v in scalars)
+    count = math.ceil(arith.divf(arith.subf(l, s), d))
+    count = arith.maximumf(count, arith.constant(f64, 0.0))
+    n = arith.index_cast(index, arith.fptosi(ir.IntegerType.get_signless(64), count))
+    init = b.empty([n], elem)
+    op = linalg.GenericOp([init.type], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(1))]),
+                          ir.ArrayAttr.get([_PARALLEL()]))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        i = arith.index_cast(ir.IntegerType.get_signless(64), linalg.IndexOp(0).result)
+        if is_float:
+            step = arith.mulf(arith.sitofp(elem, i), scalars[2])
+            v = arith.addf(scalars[0], step)
+        else:
+            width = ir.IntegerType(elem).width
+            i = i if width == 64 else arith.trunci(elem, i)
+            v = arith.addi(scalars[0], arith.muli(i, scalars[2]))
+        linalg.YieldOp([v])
+    return [op.results[0]]
+
+
+def _check_window(g, node):
+    s = g.shape(node.input[0])
+    if s is None or len(s) > 1 or int(np.prod(s, dtype=np.int64)) != 1:
+        return "size must be a scalar"
+    to = attributes(node).get("output_datatype", 1)
+    if to not in _types.SUPPORTED_ONNX_TYPES or _types.is_byte_coded(_types.numpy_dtype(to)):
+        return f"unsupported attribute value output_datatype={_types.dtype_name(to)}"
+    return None
+
+
+# cos(k * 2*pi*n / N) coefficients of each window, as onnx.reference has them.
+_WINDOWS = {"HannWindow": (0.5, -0.5, 0.0), "HammingWindow": (25 / 46, -21 / 46, 0.0),
+            "BlackmanWindow": (0.42, -0.5, 0.08)}
+
+
+@converter("HannWindow", "HammingWindow", "BlackmanWindow", check=_check_window)
+def _window(ctx, node):
+    """a0 + a1 cos(2 pi n / N) + a2 cos(4 pi n / N) for n < size, N = size
+    (periodic) or size - 1 (symmetric), computed in f64 like the reference."""
+    b = ctx.b
+    a = attributes(node)
+    size = ctx.get(node.input[0])
+    size = tensor.extract(b.collapse(size, [], ()) if shape_of(size) else size, [])
+    dt = _types.numpy_dtype(a.get("output_datatype", 1))
+    elem = _types.mlir_type(dt)
+    f64, i64, index = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IndexType.get()
+    if ir.IntegerType(size.type).width != 64:
+        size = arith.extsi(i64, size)
+    period = size if a.get("periodic", 1) else arith.subi(size, arith.constant(i64, 1))
+    period = arith.sitofp(f64, period)
+    a0, a1, a2 = _WINDOWS[node.op_type]
+    init = b.empty([arith.index_cast(index, size)], elem)
+    op = linalg.GenericOp([init.type], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(1))]),
+                          ir.ArrayAttr.get([_PARALLEL()]))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        n = arith.sitofp(f64, arith.index_cast(i64, linalg.IndexOp(0).result))
+        phase = arith.divf(arith.mulf(n, arith.constant(f64, 2 * np.pi)), period)
+        w = arith.addf(arith.constant(f64, a0),
+                       arith.mulf(arith.constant(f64, a1), math.cos(phase)))
+        if a2:
+            w = arith.addf(w, arith.mulf(arith.constant(f64, a2),
+                                         math.cos(arith.mulf(phase, arith.constant(f64, 2.0)))))
+        if _types.is_float(dt):
+            w = w if ir.FloatType(elem).width == 64 else arith.truncf(elem, w)
+        else:  # truncated, as astype does
+            w = (arith.fptoui if _types.is_unsigned(dt) else arith.fptosi)(elem, w)
+        linalg.YieldOp([w])
+    return [op.results[0]]
 
 
 # -- quantization -------------------------------------------------------------
