@@ -765,7 +765,9 @@ struct SitsMixedPrecisionPass
     Builder b(ctx);
     for (MatmulOp op : matmuls) {
       std::string name = getLocationName(op.getLoc());
+      // Read before the rewrite, which erases `op`.
       auto rhsType = cast<RankedTensorType>(op.getRhs().getType());
+      bool transposed = op.getTransposeRhs();
       // The diagnostic of a failed match is the reason it was skipped.
       std::string reason;
       rewriter.setListener(nullptr);
@@ -809,8 +811,9 @@ struct SitsMixedPrecisionPass
           b.getNamedAttr("op", b.getStringAttr(name)),
           b.getNamedAttr("kind", b.getStringAttr("quantized")),
           b.getNamedAttr("precision", b.getStringAttr(precision)),
-          b.getNamedAttr("shape", b.getI64ArrayAttr({rhsType.getDimSize(op.getTransposeRhs() ? 1 : 0),
-                                                     rhsType.getDimSize(op.getTransposeRhs() ? 0 : 1)})),
+          b.getNamedAttr("shape",
+                         b.getI64ArrayAttr({rhsType.getDimSize(transposed ? 1 : 0),
+                                            rhsType.getDimSize(transposed ? 0 : 1)})),
           b.getNamedAttr("block_shape",
                          b.getI64ArrayAttr({plan->blockK, plan->blockN})),
           b.getNamedAttr("format", b.getArrayAttr(formats)),
