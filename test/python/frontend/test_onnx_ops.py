@@ -611,6 +611,23 @@ def test_einsum(equation, shapes, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_ops_without_a_converter_import_through_their_function(tmp_path):
+    # SwiGLU (opset 26+) has no converter of its own: the importer expands
+    # its ONNX function body, so the model imports with no SwiGLU left.
+    from onnx.reference import ReferenceEvaluator
+
+    a, b = rand(3, 8), rand(3, 8)
+    graph = h.make_graph([node("SwiGLU", ["a", "b"], alpha=1.5)], "swiglu",
+                         [h.make_tensor_value_info(n, TP.FLOAT, (3, 8)) for n in "ab"],
+                         [h.make_tensor_value_info("y", TP.FLOAT, (3, 8))])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 28)])
+    text = str(import_model(model).module)
+    assert "SwiGLU" not in text
+    got = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()(a, b)
+    want = ReferenceEvaluator(model).run(None, {"a": a, "b": b})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_castlike_of_a_constant_folds():
     # CastLike takes only its second input's type: a constant cast like a
     # graph input is a constant (Pad needs its value at import time).

@@ -88,8 +88,15 @@ def check(model: ModelLike, target: str = "cpu", *,
     `onnx.checker`, unsupported opset, unknown target).
     """
     _validate_target(target)
-    loaded = load(model, dynamic_dims=dynamic_dims)
+    loaded = load(model, dynamic_dims=dynamic_dims, expand=_without_converter)
     return Importer(loaded).preflight()
+
+
+def _without_converter(op_type: str) -> bool:
+    """Ops imported through their ONNX function body: those without a
+    converter of their own."""
+    c = CONVERTERS.get(("", op_type))
+    return c is None or not c.supported
 
 
 def import_model(model: ModelLike, *, context=None,
@@ -107,7 +114,7 @@ def import_model(model: ModelLike, *, context=None,
     Runs the pre-flight check first and raises one `CompileError` listing
     every unsupported node (see `check`) before any IR is built.
     """
-    loaded = load(model, dynamic_dims=dynamic_dims)
+    loaded = load(model, dynamic_dims=dynamic_dims, expand=_without_converter)
     importer = Importer(loaded)
     problems = importer.preflight()
     if problems:

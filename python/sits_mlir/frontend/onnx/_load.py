@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import onnx
+import onnx.inliner
 import onnx.version_converter
 from onnx import numpy_helper
 
@@ -244,8 +245,75 @@ def _upgrade(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
                     msg.splitlines()[-1] if msg else repr(e)) from None
 
 
-def load(model, *, dynamic_dims=None) -> LoadedModel:
-    """Reads and validates `model`, and infers every value's type."""
+_EXPANDED = "sits.expanded"
+
+
+def _schema_function(node: onnx.NodeProto, opset: int, types: dict):
+    """The ONNX function defining `node`'s op at `opset` (with its
+    attribute defaults added to `node`), or None."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:
+        return None
+    fn = onnx.FunctionProto()
+    static = [v for v in schema.function_opset_versions if v <= opset]
+    dependent = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    try:
+        if static:
+            fn.ParseFromString(schema.get_function_with_opset_version(max(static)))
+        elif dependent:
+            input_types = []
+            for x in node.input:
+                vt = types.get(x)
+                if x and vt is None:
+                    return None  # its function depends on types not known here
+                input_types.append(onnx.helper.make_tensor_type_proto(
+                    vt.elem_type, vt.shape) if x else onnx.TypeProto())
+            fn.ParseFromString(schema.get_context_dependent_function_with_opset_version(
+                max(dependent), node.SerializeToString(),
+                [t.SerializeToString() for t in input_types]))
+        else:
+            return None
+    except Exception:
+        return None
+    given = {a.name for a in node.attribute}
+    for name, attr in schema.attributes.items():
+        if name not in given and attr.default_value.name:
+            node.attribute.append(attr.default_value)
+    return fn
+
+
+def _expand_functions(proto: onnx.ModelProto, opset: int, types: dict,
+                      expand: Callable[[str], bool]) -> bool:
+    """Replaces each node of an op that `expand` selects by the body of the
+    ONNX function defining it (SwiGLU, CausalConvWithState, ...), as the
+    `_expanded` node tests spell them out. Returns whether any was."""
+    functions = []
+    for i, node in enumerate(proto.graph.node):
+        if node.domain not in ("", "ai.onnx") or not expand(node.op_type):
+            continue
+        fn = _schema_function(node, opset, types)
+        if fn is None:
+            continue
+        fn.domain, fn.name = _EXPANDED, f"{node.op_type}_{i}"
+        node.domain, node.op_type = _EXPANDED, fn.name
+        functions.append(fn)
+    if not functions:
+        return False
+    proto.functions.extend(functions)
+    proto.opset_import.append(onnx.helper.make_opsetid(_EXPANDED, 1))
+    inlined = onnx.inliner.inline_local_functions(proto)
+    proto.CopyFrom(inlined)
+    del proto.opset_import[:]
+    proto.opset_import.extend(o for o in inlined.opset_import if o.domain != _EXPANDED)
+    return True
+
+
+def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = None
+         ) -> LoadedModel:
+    """Reads and validates `model`, and infers every value's type. Nodes of
+    ops `expand` selects (those SITS has no converter for) are replaced by
+    their ONNX function body where the op has one."""
     proto, path = read_model(model)
     opsets = {}
     for o in proto.opset_import:
@@ -271,6 +339,9 @@ def load(model, *, dynamic_dims=None) -> LoadedModel:
     except Exception as e:
         raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
     types = _infer(skel)
+    if expand is not None and _expand_functions(proto, opset, types, expand):
+        skel = _skeleton(proto, opsets, dynamic_dims or {})
+        types = _infer(skel)
     for t in proto.graph.initializer:
         types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
     return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
