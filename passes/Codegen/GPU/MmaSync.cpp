@@ -13,6 +13,8 @@
 #include "passes/Codegen/GPU/Passes.h"
 
 #include "mlir/Conversion/VectorToGPU/VectorToGPU.h"
+#include "mlir/IR/Iterators.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::sits::gpu {
@@ -54,6 +56,15 @@ bool isMmaContract(vector::ContractionOp contract) {
          acc.getElementType().isF32();
 }
 
+/// Erases the ops of `root` whose results are unused and that have no
+/// effects (what the conversion leaves of the vector code it replaced).
+void eraseDeadOps(RewriterBase &rewriter, Operation *root) {
+  root->walk<WalkOrder::PostOrder, ReverseIterator>([&](Operation *op) {
+    if (op != root && isOpTriviallyDead(op))
+      rewriter.eraseOp(op);
+  });
+}
+
 struct SitsGpuMmaSyncPass
     : sits::gpu::impl::SitsGpuMmaSyncBase<SitsGpuMmaSyncPass> {
   void runOnOperation() override {
@@ -64,25 +75,39 @@ struct SitsGpuMmaSyncPass
     SmallVector<scf::ForallOp> warpLoops;
     func.walk([&](scf::ForallOp forall) {
       bool contracts = false;
-      forall.walk([&](vector::ContractionOp contract) {
-        contracts |= isMmaContract(contract);
-      });
+      forall.walk([&](vector::ContractionOp) { contracts = true; });
       if (contracts && isWarpLevel(forall, config.warpSize))
         warpLoops.push_back(forall);
     });
 
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : warpLoops) {
-      // Contractions in the (m, k) x (n, k) form mma.sync takes, with the
-      // transposes folded into the reads.
+      // Contractions in the form mma.sync takes: f16 operands (a generic
+      // op's body extends them to f32 first: the extension folds into the
+      // contraction), (m, k) x (n, k) with the transposes folded into the
+      // reads.
       RewritePatternSet patterns(&getContext());
+      vector::populateFoldArithExtensionPatterns(patterns);
       populatePrepareVectorToMMAPatterns(patterns, /*useNvGpu=*/true);
       SmallVector<Operation *> ops;
       forall.getBody()->walk([&](Operation *op) { ops.push_back(op); });
       GreedyRewriteConfig strict;
       strict.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
       (void)applyOpPatternsGreedily(ops, std::move(patterns), strict);
-      if (failed(convertVectorToNVVMCompatibleMMASync(rewriter, forall))) {
+      bool mma = false;
+      forall.walk([&](vector::ContractionOp contract) {
+        mma |= isMmaContract(contract);
+      });
+      if (!mma)
+        continue;
+
+      // A contraction left over would run whole on every lane: 32 times
+      // the work, silently. Fail instead.
+      if (failed(convertVectorToNVVMCompatibleMMASync(rewriter, forall)) ||
+          (eraseDeadOps(rewriter, forall),
+           forall.walk([](vector::ContractionOp) {
+                   return WalkResult::interrupt();
+                 }).wasInterrupted())) {
         forall.emitOpError(
             "warp-level contraction does not map onto nvgpu.mma.sync");
         return signalPassFailure();

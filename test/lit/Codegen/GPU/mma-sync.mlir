@@ -102,3 +102,33 @@ module attributes {sits.target = #sits.target<"v100">} {
     return
   }
 }
+
+// -----
+
+// A linalg.generic contraction vectorizes to f32 multiplies of extended
+// f16 operands (here of a B read transposed, [n, k] in memory, as a
+// Q x K^T reads K): the extensions fold into the contraction, which then
+// runs on tensor cores with B loaded by a non-transposing ldmatrix (from
+// workgroup memory; elsewhere lanes load their fragments with plain loads).
+// CHECK-LABEL: func.func @extended_operands
+//       CHECK:   nvgpu.ldmatrix %{{.+}} {numTiles = 4 : i32, transpose = false} : memref<16x16xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+//       CHECK:   nvgpu.ldmatrix %{{.+}} {numTiles = 2 : i32, transpose = false} : memref<8x16xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+//       CHECK:   nvgpu.mma.sync
+//   CHECK-NOT:   arith.extf
+//   CHECK-NOT:   vector.contract
+module attributes {sits.target = #sits.target<"h100">} {
+  func.func @extended_operands(%a: memref<16x16xf16, #gpu.address_space<workgroup>>, %b: memref<8x16xf16, #gpu.address_space<workgroup>>, %c: memref<16x8xf32>) {
+    %c0 = arith.constant 0 : index
+    %pad = arith.constant 0.0 : f16
+    %zero = arith.constant dense<0.0> : vector<16x8xf32>
+    scf.forall (%w, %lane) = (0, 0) to (1, 32) step (1, 1) {
+      %va = vector.transfer_read %a[%c0, %c0], %pad {in_bounds = [true, true]} : memref<16x16xf16, #gpu.address_space<workgroup>>, vector<16x16xf16>
+      %vb = vector.transfer_read %b[%c0, %c0], %pad {in_bounds = [true, true]} : memref<8x16xf16, #gpu.address_space<workgroup>>, vector<8x16xf16>
+      %ea = arith.extf %va : vector<16x16xf16> to vector<16x16xf32>
+      %eb = arith.extf %vb : vector<8x16xf16> to vector<8x16xf32>
+      %d = vector.contract {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %ea, %eb, %zero : vector<16x16xf32>, vector<8x16xf32> into vector<16x8xf32>
+      vector.transfer_write %d, %c[%c0, %c0] {in_bounds = [true, true]} : vector<16x8xf32>, memref<16x8xf32>
+    } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+    return
+  }
+}
