@@ -88,8 +88,9 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
        * heads of `sits.attention` fed by projections (`sits.matmul`, split
          by `tensor.extract_slice`, `tensor.expand_shape` to heads,
          `linalg.transpose`, for keys and values possibly after a KV cache:
-         `tensor.concat` of past heads along the sequence) and read by an
-         output projection: head `h`
+         `tensor.concat` of past heads along the sequence, unless the cache
+         is also returned, as the attention would then read a copy of its
+         live heads) and read by an output projection: head `h`
          goes when its rows of the output projection are zero, or its value
          columns and bias are (the head then averages zero vectors). Query,
          key and value columns of pruned heads leave the projection weights;

@@ -902,6 +902,13 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       return remark("the mask differs per head");
   }
   SmallVector<HeadProjection *> projections = {&*query, &*key, &*value};
+  // A cache that is also returned stays whole; the attention would read a
+  // copy of its live heads, and copying the past costs more than the pruned
+  // weights save (gpt_decode on a CPU: 18% slower).
+  for (HeadProjection *p : projections)
+    if (p->cache && !p->read.hasOneUse())
+      return remark("the keys or values are read from a KV cache that is also "
+                    "returned, and selecting their live heads would copy it");
   if (query->read == key->read || key->read == value->read ||
       query->read == value->read)
     return remark("query, key and value share a tensor");
@@ -1047,18 +1054,12 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
               rewriter, p.cache.getLoc(), 2,
               ValueRange{selectHeads(rewriter, loc, p.past, live), liveHeads});
       }
-      if (otherUsers) {
-        // Everyone else (a returned cache) sees every head, as before.
-        OpBuilder::InsertionGuard guard(rewriter);
-        if (p.cache) {
-          rewriter.setInsertionPoint(p.cache);
-          all = tensor::ConcatOp::create(rewriter, p.cache.getLoc(), 2,
-                                         ValueRange{p.past, all});
-        }
+      // Everyone else (returned keys and values) sees every head, as before.
+      // (A cache with other users was refused above.)
+      if (otherUsers)
         rewriter.replaceUsesWithIf(p.read, all, [&](OpOperand &use) {
           return use.getOwner() != attention.getOperation();
         });
-      }
     }
   }
 
