@@ -107,3 +107,14 @@ def test_windows(op, periodic, tmp_path):
     for size in (1, 2, 10):
         want = ReferenceEvaluator(model).run(None, {"size": np.array(size, np.int64)})[0]
         np.testing.assert_allclose(m(np.array(size, np.int64)), want, rtol=1e-6, atol=1e-7)
+
+
+def test_matmul_broadcasts_dynamic_batch_extents(tmp_path):
+    """[a, 1, m, k] @ [b, n, k, p]: batch extents of 1 broadcast at run time."""
+    model = _model([h.make_node("MatMul", ["x", "y"], ["z"])],
+                   [("x", ["a", "c", 3, 4]), ("y", ["b", "d", 4, 2])], [("z", ["e", "f", 3, 2])])
+    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    rng = np.random.default_rng(2)
+    for xs, ys in [((3, 1), (3, 2)), ((1, 2), (3, 2)), ((2, 2), (2, 2))]:
+        x, y = rng.random(xs + (3, 4), np.float32), rng.random(ys + (4, 2), np.float32)
+        np.testing.assert_allclose(m(x, y), x @ y, rtol=1e-5)

@@ -857,6 +857,36 @@ def _check_matmul(g, node):
     return None
 
 
+def _broadcast_dynamic_batch(b, a, w):
+    """sits.matmul takes dynamic batch extents as equal; where one may be 1
+    at run time while the other is not, both operands are broadcast to the
+    common batch shape first (the larger extent wins)."""
+    sa, sw = shape_of(a), shape_of(w)
+    if len(sa) < 3 or len(sw) < 3 or (None not in sa[:-2] and None not in sw[:-2]):
+        return a, w
+    ma, mw = b.mixed_shape(a), b.mixed_shape(w)
+    n = max(len(sa), len(sw)) - 2
+    pa = [1] * (n - (len(sa) - 2)) + ma[:-2]
+    pw = [1] * (n - (len(sw) - 2)) + mw[:-2]
+    if all(x is y or (isinstance(x, int) and x == y) for x, y in zip(pa, pw)):
+        return a, w
+    batch = []
+    for x, y in zip(pa, pw):
+        if isinstance(x, int) and isinstance(y, int):
+            batch.append(max(x, y))
+        elif isinstance(x, int) and x != 1:
+            batch.append(x)
+        elif isinstance(y, int) and y != 1:
+            batch.append(y)
+        elif isinstance(x, int):
+            batch.append(y)
+        elif isinstance(y, int):
+            batch.append(x)
+        else:
+            batch.append(arith.maxui(x, y))
+    return b.broadcast_to(a, batch + ma[-2:]), b.broadcast_to(w, batch + mw[-2:])
+
+
 def emit_matmul(ctx, a_name, b_name, bias=None):
     b = ctx.b
     a, w = ctx.get(a_name), ctx.get(b_name)
@@ -865,6 +895,7 @@ def emit_matmul(ctx, a_name, b_name, bias=None):
         a = b.expand(a, [[0, 1]], (1,) + shape_of(a))
     if rb == 1:
         w = b.expand(w, [[0, 1]], shape_of(w) + (1,))
+    a, w = _broadcast_dynamic_batch(b, a, w)
     y = sits.matmul(a, w, bias=bias)
     if ra == 1 or rb == 1:
         s = list(shape_of(y))
