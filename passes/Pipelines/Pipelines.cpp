@@ -201,6 +201,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   sits::gpu::SitsGpuTileAndFuseOptions tiling;
   tiling.maxThreads = options.maxThreads;
   tiling.tensorCores = sits::gpu::hasMmaSync(*info);
+  tiling.tf32 = options.tf32;
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuTileAndFuse(tiling));
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuPromoteOperands());
   addCleanup(pm);
@@ -232,8 +233,11 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // over warps go to tensor cores (NVIDIA sm_80+): upstream's vector-to-GPU
   // conversion splits each warp's tile into mma.sync fragments while the
   // warp's loop is still visible.
-  if (sits::gpu::hasMmaSync(*info))
-    pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMmaSync());
+  if (sits::gpu::hasMmaSync(*info)) {
+    sits::gpu::SitsGpuMmaSyncOptions mma;
+    mma.tf32 = options.tf32;
+    pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMmaSync(mma));
+  }
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMapToLaunch());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDistributeCopies());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuDeviceBuffers());

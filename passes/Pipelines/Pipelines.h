@@ -120,6 +120,11 @@ struct GpuCodegenPipelineOptions
   Option<int64_t> maxThreads{*this, "max-threads",
                              llvm::cl::desc("Most threads per block"),
                              llvm::cl::init(256)};
+  Option<bool> tf32{
+      *this, "tf32",
+      llvm::cl::desc("Run f32 matmuls on tensor cores in TF32 (NVIDIA sm_80+): "
+                     "faster, but operands keep 10 of their 23 mantissa bits"),
+      llvm::cl::init(false)};
 };
 
 /// linalg on tensors -> kernels for the GPU `options.target` (NVIDIA through

@@ -13,6 +13,7 @@
 #include "passes/Codegen/GPU/Passes.h"
 
 #include "mlir/Conversion/VectorToGPU/VectorToGPU.h"
+#include "mlir/Dialect/NVGPU/Transforms/Transforms.h"
 #include "mlir/IR/Iterators.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -47,13 +48,14 @@ bool isWarpLevel(scf::ForallOp forall, int64_t warpSize) {
   return false;
 }
 
-/// Whether `contract` multiplies f16 or bf16 vectors into f32 ones.
-bool isMmaContract(vector::ContractionOp contract) {
+/// Whether `contract` multiplies f16 or bf16 vectors (f32 ones with `tf32`)
+/// into f32 ones.
+bool isMmaContract(vector::ContractionOp contract, bool tf32) {
   Type lhs = contract.getLhsType().getElementType();
   Type rhs = contract.getRhsType().getElementType();
   auto acc = dyn_cast<VectorType>(contract.getAccType());
-  return lhs == rhs && (lhs.isF16() || lhs.isBF16()) && acc &&
-         acc.getElementType().isF32();
+  return lhs == rhs && (lhs.isF16() || lhs.isBF16() || (tf32 && lhs.isF32())) &&
+         acc && acc.getElementType().isF32();
 }
 
 /// Erases the ops of `root` whose results are unused and that have no
@@ -67,6 +69,8 @@ void eraseDeadOps(RewriterBase &rewriter, Operation *root) {
 
 struct SitsGpuMmaSyncPass
     : sits::gpu::impl::SitsGpuMmaSyncBase<SitsGpuMmaSyncPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     sits::gpu::GpuTilingConfig config = sits::gpu::getGpuTilingConfig(func);
@@ -96,7 +100,7 @@ struct SitsGpuMmaSyncPass
       (void)applyOpPatternsGreedily(ops, std::move(patterns), strict);
       bool mma = false;
       forall.walk([&](vector::ContractionOp contract) {
-        mma |= isMmaContract(contract);
+        mma |= isMmaContract(contract, tf32);
       });
       if (!mma)
         continue;
@@ -111,6 +115,14 @@ struct SitsGpuMmaSyncPass
         forall.emitOpError(
             "warp-level contraction does not map onto nvgpu.mma.sync");
         return signalPassFailure();
+      }
+      // f32 operands: TF32 tensor core operations (mma.sync has no f32).
+      if (tf32) {
+        RewritePatternSet tf32Patterns(&getContext());
+        nvgpu::populateMmaSyncF32ToTF32Patterns(tf32Patterns);
+        SmallVector<Operation *> mmaOps;
+        forall.walk([&](nvgpu::MmaSyncOp op) { mmaOps.push_back(op); });
+        (void)applyOpPatternsGreedily(mmaOps, std::move(tf32Patterns));
       }
       ++numWarpLoops;
       forall.walk([&](nvgpu::MmaSyncOp) { ++numMma; });

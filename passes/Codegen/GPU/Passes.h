@@ -39,13 +39,14 @@ struct GpuTilingConfig {
   /// Shared memory a block may use, in bytes (the static limit, 48 KiB).
   int64_t sharedMemoryBytes = 48 * 1024;
   /// Whether f16 contractions accumulating in f32 run on tensor cores with
-  /// warp-level mma.sync (NVIDIA sm_80 and newer).
-  bool mmaSync = false;
+  /// warp-level mma.sync (NVIDIA sm_80 and newer), and f32 ones too, in TF32
+  /// (an opt-in: it changes results).
+  bool mmaSync = false, tf32 = false;
 };
 
-/// The warp-level tensor core operation for f16 operands
-/// accumulating in f32: m16n8k16.
-constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
+/// The warp-level tensor core operations accumulating in f32: m16n8k16 for
+/// f16 operands, m16n8k8 for TF32.
+constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16, kMmaKTf32 = 8;
 
 /// The GPU target for code nested in `op` (the module's `sits.target`), or
 /// null when the module names none or names a CPU.

@@ -126,6 +126,9 @@ def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Tile f16 contractions over warps for mma.sync when the target "
            "has it (NVIDIA sm_80+)">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Tile f32 contractions over warps too, for TF32 mma.sync "
+           "(m16n8k8, k stepped by 8; changes results)">,
   ];
   let statistics = [
     Statistic<"numGroups", "num-groups", "Fusion groups distributed over blocks">,
@@ -220,7 +223,9 @@ def SitsGpuMmaSync : Pass<"sits-gpu-mma-sync", "func::FuncOp"> {
     (m16n8k16), per-lane stores of the accumulator fragment, and the lane
     loop then runs one iteration per lane, as any thread loop. A warp-level
     loop the conversion cannot take (bf16 operands: upstream has no bf16
-    fragment layout) is an error.
+    fragment layout) is an error. With `tf32`, warp-level f32 contractions
+    (m16n8k8 tiles) are converted too and their `mma.sync` operations
+    compute in TF32 (upstream's `populateMmaSyncF32ToTF32Patterns`).
 
     ```mlir
     scf.forall (%wm, %wn, %lane) in (2, 4, 32) {  // #gpu.thread<linear_dim_2/1/0>
@@ -240,6 +245,10 @@ def SitsGpuMmaSync : Pass<"sits-gpu-mma-sync", "func::FuncOp"> {
     "::mlir::nvgpu::NVGPUDialect", "::mlir::gpu::GPUDialect",
     "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
     "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect"
+  ];
+  let options = [
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Convert warp-level f32 contractions too, computing in TF32">,
   ];
   let statistics = [
     Statistic<"numWarpLoops", "num-warp-loops", "Warp-level thread loops on tensor cores">,

@@ -111,35 +111,44 @@ using sits::gpu::largestDivisorAtMost;
 // Tensor cores
 //===----------------------------------------------------------------------===//
 
-/// Whether `op` is a contraction the tensor cores compute: one m, n and k
-/// loop (and batch loops), f16 operands accumulating in f32, with a body that
-/// multiplies and adds (extending the operands). (bf16 has mma.sync too, but
-/// upstream's vector-to-nvgpu conversion has no bf16 fragments.)
-bool isMmaSyncContraction(linalg::LinalgOp op, const GpuTilingConfig &config) {
+/// The k of the tensor core operation for contraction `op`, or 0 when the
+/// tensor cores do not compute it: one m, n and k loop (and batch loops), f16
+/// operands accumulating in f32 (k = 16), or f32 ones when TF32 is allowed
+/// (k = 8), with a body that multiplies and adds (extending the operands).
+/// (bf16 has mma.sync too, but upstream's vector-to-nvgpu conversion has no
+/// bf16 fragments.)
+int64_t mmaK(linalg::LinalgOp op, const GpuTilingConfig &config) {
   if (!config.mmaSync || !isContraction(op) || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
-    return false;
+    return 0;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
       dims->k.size() != 1)
-    return false;
+    return 0;
   Type lhs = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
   Type rhs = getElementTypeOrSelf(op.getDpsInputOperand(1)->get().getType());
   Type acc = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
-  return lhs.isF16() && rhs.isF16() && acc.isF32();
+  if (!acc.isF32())
+    return 0;
+  if (lhs.isF16() && rhs.isF16())
+    return sits::gpu::kMmaK;
+  if (config.tf32 && lhs.isF32() && rhs.isF32())
+    return sits::gpu::kMmaKTf32;
+  return 0;
 }
 
 /// The warps a block of `op` (loop ranges `ranges`) runs with one m16n8
 /// output tile each, or 0 when its ranges are not whole MMA tiles.
 int64_t mmaWarps(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
                  const GpuTilingConfig &config) {
-  if (!isMmaSyncContraction(op, config))
+  int64_t mmaStep = mmaK(op, config);
+  if (mmaStep == 0)
     return 0;
   linalg::ContractionDimensions dims = *linalg::inferContractionDims(op);
   int64_t m = ranges[dims.m[0]], n = ranges[dims.n[0]], k = ranges[dims.k[0]];
   if (llvm::any_of(ranges, ShapedType::isDynamic) || m % sits::gpu::kMmaM ||
-      n % sits::gpu::kMmaN || k % sits::gpu::kMmaK)
+      n % sits::gpu::kMmaN || k % mmaStep)
     return 0;
   return (m / sits::gpu::kMmaM) * (n / sits::gpu::kMmaN);
 }
@@ -314,7 +323,7 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
   // that loop and the root's.
   linalg::LinalgOp mmaAnchor = findAnchorContraction(root).first;
   ContractionLoops rootLoops = classifyContractionLoops(root);
-  bool mma = mmaAnchor && isMmaSyncContraction(mmaAnchor, config) &&
+  bool mma = mmaAnchor && mmaK(mmaAnchor, config) > 0 &&
              rootLoops.m.size() == 1 && rootLoops.n.size() == 1;
   auto threadsOf = [&](ArrayRef<int64_t> block) {
     SmallVector<int64_t> thread = selectThreadTiles(
@@ -578,10 +587,14 @@ LogicalResult tileInsideThread(RewriterBase &rewriter, linalg::LinalgOp op,
     if (failed(dims))
       return failure();
     // The innermost reduction loop steps by BK (or the largest divisor of
-    // its range up to it), outer ones one at a time.
+    // its range up to it; a warp's m16n8 tile by the tensor core
+    // operation's k), outer ones one at a time.
+    int64_t step = config.bk;
+    if (mmaWarps(op, ranges, config) == 1)
+      step = mmaK(op, config);
     for (auto [idx, k] : llvm::enumerate(dims->k))
       sizes[k] = idx + 1 == dims->k.size()
-                     ? largestDivisorAtMost(ranges[k], config.bk)
+                     ? largestDivisorAtMost(ranges[k], step)
                      : 1;
     // A reduction shorter than a step needs no loop.
     for (unsigned k : dims->k)
@@ -755,6 +768,7 @@ struct SitsGpuTileAndFusePass
       return;
     GpuTilingConfig config = sits::gpu::getGpuTilingConfig(func, maxThreads);
     config.mmaSync &= tensorCores;
+    config.tf32 = tf32;
     IRRewriter rewriter(&getContext());
 
     // Level 1: fusion groups over blocks, last group first.

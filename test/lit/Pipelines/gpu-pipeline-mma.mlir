@@ -3,6 +3,8 @@
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-gpu-codegen{target=v100})' | FileCheck %s --check-prefixes=FMA
 // RUN: sed 's/xf16>/xf32>/g' %s | sits-opt --pass-pipeline='builtin.module(sits-gpu-codegen{target=h100})' | FileCheck %s --check-prefixes=FMA
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-gpu-codegen{target=a100})' --mlir-print-ir-after=convert-nvgpu-to-nvvm -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVVM
+// RUN: sed 's/xf16>/xf32>/g' %s | sits-opt --pass-pipeline='builtin.module(sits-gpu-codegen{target=a100 tf32=true})' | FileCheck %s --check-prefixes=TF32
+// RUN: sed 's/xf16>/xf32>/g' %s | sits-opt --pass-pipeline='builtin.module(sits-gpu-codegen{target=v100 tf32=true})' | FileCheck %s --check-prefixes=FMA
 
 // An f16 matmul accumulating in f32 with a bias+ReLU epilogue, down to PTX.
 // On sm_80 and sm_90 each warp loads its operand fragments from the staged
@@ -23,6 +25,16 @@
 // MMA-SAME: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // MMA-SAME: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // MMA-SAME: max.NaN.f32
+
+// With tf32=true (off by default: TF32 keeps 10 of f32's 23 mantissa
+// bits), f32 matmuls run on tensor cores too: m16n8k8 in TF32, A loaded
+// with ldmatrix (16x8 f32 as four 8x8 b16 matrices), B ([k, n]) with
+// per-lane loads. sm_70 keeps FMAs (no TF32 there).
+// TF32: gpu.binary @main_kernel
+// TF32-SAME: chip = "sm_80"
+// TF32-SAME: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// TF32-SAME: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// TF32-NOT: fma.rn.f32
 
 // FMA: gpu.binary @main_kernel
 // FMA-NOT: mma.sync

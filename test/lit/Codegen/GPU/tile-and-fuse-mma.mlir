@@ -3,6 +3,7 @@
 // RUN: sed 's/"a100"/"v100"/' %s | sits-opt --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse),canonicalize,cse)' | FileCheck %s --check-prefix=FMA
 // RUN: sits-opt %s --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse{tensor-cores=false}),canonicalize,cse)' | FileCheck %s --check-prefix=FMA
 // RUN: sed 's/xf16>/xf32>/g' %s | sits-opt --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse),canonicalize,cse)' | FileCheck %s --check-prefix=FMA
+// RUN: sed 's/xf16>/xf32>/g' %s | sits-opt --pass-pipeline='builtin.module(func.func(sits-gpu-tile-and-fuse{tf32=true}),canonicalize,cse)' | FileCheck %s --check-prefix=TF32
 
 // An f16 matmul accumulating in f32, with a bias+ReLU epilogue, on a
 // target with tensor cores (sm_80, sm_90): the matmul is not fused into the
@@ -37,6 +38,12 @@
 //       FMA:       linalg.generic
 //       FMA:     } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
 //   FMA-NOT:   linear_dim_2
+// With tf32=true, f32 operands are tiled over warps the same way, k stepped
+// by 8 (m16n8k8).
+// TF32-LABEL: func.func @matmul_f16
+//       TF32:   scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) = (0, 0, 0) to (16, 16, 32) step (16, 8, 1)
+//       TF32:     scf.for %{{.+}} = %c0 to %c256 step %c8 iter_args
+//       TF32:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<16x8xf32>, tensor<8x8xf32>) outs(%{{.+}} : tensor<16x8xf32>)
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
 module attributes {sits.target = #sits.target<"a100">} {
