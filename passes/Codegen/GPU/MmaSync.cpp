@@ -27,9 +27,9 @@ using namespace mlir;
 
 namespace {
 
-/// The lane index of `forall` when it is warp-level code: a thread loop
-/// whose `linear_dim_0` (consecutive threads) has `warpSize` iterations
-/// from 0 by 1 and whose body does not read it.
+/// Whether `forall` is warp-level code: a thread loop whose `linear_dim_0`
+/// (consecutive threads) has `warpSize` iterations from 0 by 1, the lanes,
+/// and whose body does not read that index.
 bool isWarpLevel(scf::ForallOp forall, int64_t warpSize) {
   std::optional<ArrayAttr> mapping = forall.getMapping();
   if (!mapping)
@@ -107,11 +107,17 @@ struct SitsGpuMmaSyncPass
 
       // A contraction left over would run whole on every lane: 32 times
       // the work, silently. Fail instead.
-      if (failed(convertVectorToNVVMCompatibleMMASync(rewriter, forall)) ||
-          (eraseDeadOps(rewriter, forall),
-           forall.walk([](vector::ContractionOp) {
-                   return WalkResult::interrupt();
-                 }).wasInterrupted())) {
+      bool converted =
+          succeeded(convertVectorToNVVMCompatibleMMASync(rewriter, forall));
+      if (converted) {
+        eraseDeadOps(rewriter, forall);
+        converted = !forall
+                         .walk([](vector::ContractionOp) {
+                           return WalkResult::interrupt();
+                         })
+                         .wasInterrupted();
+      }
+      if (!converted) {
         forall.emitOpError(
             "warp-level contraction does not map onto nvgpu.mma.sync");
         return signalPassFailure();
