@@ -114,7 +114,8 @@ def test_mlir_input_and_sits_opt_reproduce_the_same_code(tmp_path):
         annotated = ir.Module.parse(source)
         from sits_mlir.dialects import sits
         annotated.operation.attributes["sits.target"] = sits.TargetAttr.get("cpu")
-        text = str(annotated)
+        # With its locations: the graph passes' reports name ops by them.
+        text = annotated.operation.get_asm(enable_debug_info=True)
     out = subprocess.run([tool, f"--pass-pipeline={pipeline}"], input=text, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == in_process.strip()
