@@ -276,6 +276,8 @@ def _schema_function(node: onnx.NodeProto, opset: int, types: dict):
             return None
     except Exception:
         return None
+    if len(node.input) > len(fn.input) or len(node.output) > len(fn.output):
+        return None  # a body generated for other inputs (types not known here)
     given = {a.name for a in node.attribute}
     for name, attr in schema.attributes.items():
         if name not in given and attr.default_value.name:
@@ -288,8 +290,10 @@ def _expand_functions(proto: onnx.ModelProto, opset: int, types: dict,
     """Replaces each node of an op that `expand` selects by the body of the
     ONNX function defining it (SwiGLU, CausalConvWithState, ...), as the
     `_expanded` node tests spell them out. Returns whether any was."""
+    work = onnx.ModelProto()
+    work.CopyFrom(proto)
     functions = []
-    for i, node in enumerate(proto.graph.node):
+    for i, node in enumerate(work.graph.node):
         if node.domain not in ("", "ai.onnx") or not expand(node.op_type):
             continue
         fn = _schema_function(node, opset, types)
@@ -300,9 +304,12 @@ def _expand_functions(proto: onnx.ModelProto, opset: int, types: dict,
         functions.append(fn)
     if not functions:
         return False
-    proto.functions.extend(functions)
-    proto.opset_import.append(onnx.helper.make_opsetid(_EXPANDED, 1))
-    inlined = onnx.inliner.inline_local_functions(proto)
+    work.functions.extend(functions)
+    work.opset_import.append(onnx.helper.make_opsetid(_EXPANDED, 1))
+    try:
+        inlined = onnx.inliner.inline_local_functions(work)
+    except Exception:
+        return False  # the nodes stay, and the pre-flight check reports them
     proto.CopyFrom(inlined)
     del proto.opset_import[:]
     proto.opset_import.extend(o for o in inlined.opset_import if o.domain != _EXPANDED)
