@@ -25,8 +25,8 @@ _TERM = re.compile(r"^(\.\.\.)?[A-Za-z]*(\.\.\.)?[A-Za-z]*$")
 
 def _parse(equation: str, ranks: list[int]):
     """([letters per operand], output letters) with `...` expanded to
-    upper-case-free placeholder letters '0', '1', ... (one per broadcast
-    dim, right-aligned), or a str reason."""
+    the digits '0', '1', ... (one per broadcast dim, right-aligned; no
+    equation letter is a digit), or a str reason."""
     eq = equation.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
