@@ -19,6 +19,7 @@
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Iterators.h"
 #include "mlir/IR/PatternMatch.h"
@@ -97,6 +98,16 @@ bool isSafelyTileable(Operation *op) {
       return linear;
     });
   });
+}
+
+/// An elementwise op widening integer codes to floats: dequantization.
+bool isDequantizing(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalg::isElementwise(linalgOp) &&
+         llvm::any_of(linalgOp.getDpsInputs(), [](Value v) {
+           return isa<IntegerType>(getElementTypeOrSelf(v.getType()));
+         }) &&
+         isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
 }
 
 bool isContraction(Operation *op) {
@@ -319,20 +330,38 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   if (failed(dims))
     return failure();
   unsigned numLoops = op.getNumLoops();
+  // Weights dequantized from integer codes are computed tile by tile inside
+  // the loops, so the widened values live in cache and then in registers.
   auto tile = [&](linalg::LinalgOp target, ArrayRef<int64_t> sizes)
       -> FailureOr<linalg::LinalgOp> {
     if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
       return target;
-    scf::SCFTilingOptions options;
-    options.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
-    options.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+    scf::SCFTileAndFuseOptions options;
+    scf::SCFTilingOptions tiling;
+    tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForOp);
+    tiling.setTileSizes(asFoldResults(rewriter.getContext(), sizes));
+    options.setTilingOptions(tiling);
+    options.setFusionControlFn(
+        [&](tensor::ExtractSliceOp, OpResult producer, bool isDestination)
+            -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
+          if (isDestination || !isDequantizing(producer.getOwner()))
+            return std::nullopt;
+          return scf::SCFTileAndFuseOptions::ControlFnResult{};
+        });
     rewriter.setInsertionPoint(target);
-    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-        rewriter, cast<TilingInterface>(target.getOperation()), options);
+    FailureOr<scf::SCFTileAndFuseResult> tiled =
+        scf::tileConsumerAndFuseProducersUsingSCF(
+            rewriter, cast<TilingInterface>(target.getOperation()), options);
     if (failed(tiled))
       return failure();
-    rewriter.replaceOp(target, tiled->replacements);
-    return cast<linalg::LinalgOp>(tiled->tiledOps.front());
+    for (OpResult res : target->getResults())
+      if (Value replacement = tiled->replacements.lookup(res))
+        rewriter.replaceAllUsesWith(res, replacement);
+    rewriter.eraseOp(target);
+    for (Operation *producer : tiled->fusedProducers)
+      if (isOpTriviallyDead(producer))
+        rewriter.eraseOp(producer);
+    return cast<linalg::LinalgOp>(tiled->tiledAndFusedOps.front());
   };
 
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -340,7 +369,33 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   // Reduction chunks of at most kc whole register steps, equal where some
   // count up to twice the fewest divides K (K = 1152 is cut 6 x 192, not
   // 4 x 256 + 128), else as equal as register steps allow.
+  // Several K loops (a K split into groups of packed codes: [groups, words,
+  // fields]) are tiled innermost first: inner loops whole while they fit,
+  // the next one taking what is left, the outer ones stepping by one.
+  auto spreadK = [&](SmallVector<int64_t> &sizes, int64_t total) {
+    int64_t remaining = total;
+    for (unsigned idx = dims->k.size(); idx-- > 0;) {
+      unsigned k = dims->k[idx];
+      int64_t range = ranges[k];
+      if (ShapedType::isDynamic(range) || range > remaining) {
+        sizes[k] = std::max<int64_t>(1, remaining);
+        remaining = 1;
+      } else {
+        sizes[k] = range;
+        remaining /= range;
+      }
+    }
+  };
+  if (dims->k.size() > 1) {
+    spreadK(cache, config.kc);
+    // Whole loops are not tiled.
+    for (unsigned k : dims->k)
+      if (cache[k] == ranges[k])
+        cache[k] = 0;
+  }
   for (unsigned k : dims->k) {
+    if (dims->k.size() > 1)
+      break;
     if (ShapedType::isDynamic(ranges[k])) {
       cache[k] = config.kc;
       continue;
@@ -363,8 +418,15 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
     regs[m] = config.mr;
   for (unsigned n : dims->n)
     regs[n] = config.nr;
-  for (unsigned k : dims->k)
-    regs[k] = config.kr;
+  if (dims->k.size() > 1) {
+    // One K loop per register step: vector.contract lowers to outer
+    // products only with a single reduction dimension.
+    for (unsigned k : dims->k)
+      regs[k] = 1;
+    regs[dims->k.back()] = std::min(ranges[dims->k.back()], config.kr);
+  } else
+    for (unsigned k : dims->k)
+      regs[k] = config.kr;
   // Several m or n dimensions (e.g. after im2col) keep the register block on
   // the innermost of each and step the others one at a time.
   for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(dims->m),
@@ -387,6 +449,15 @@ LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
   SmallVector<int64_t> sizes(ranges.size(), 0);
   if (ranges.empty())
     return success();
+  // A piece already this small (a register tile of dequantized weights) is
+  // one vector operation as it is.
+  if (llvm::none_of(ranges, ShapedType::isDynamic)) {
+    int64_t elements = 1;
+    for (int64_t r : ranges)
+      elements *= r;
+    if (elements <= 4 * config.lanes)
+      return success();
+  }
   // A reduction along the innermost (contiguous) dimension reduces one row
   // at a time; otherwise the innermost dimension is cut into a few vectors
   // and every outer dimension steps by one.
@@ -572,7 +643,14 @@ struct SitsCpuTileAndFusePass
             // cheap ones or ones the group owns, so no work is done twice.
             if (isDestination)
               return scf::SCFTileAndFuseOptions::ControlFnResult{};
-            if (!isDisjointPerTile(slice))
+            // An elementwise producer of a contraction operand from
+            // integer codes (dequantized weights) is recomputed per tile even
+            // when tiles share it: its cost is a 1 / tile-rows fraction of
+            // the contraction's, and its result then stays in cache.
+            bool feedsContraction =
+                isDequantizing(op) &&
+                llvm::any_of(slice->getUsers(), isContraction);
+            if (!isDisjointPerTile(slice) && !feedsContraction)
               return std::nullopt;
             if (isCheapToRecompute(op) || group.contains(op))
               return scf::SCFTileAndFuseOptions::ControlFnResult{};
@@ -611,19 +689,22 @@ struct SitsCpuTileAndFusePass
 
     // Second level: registers and vectors, inside every tile (and for ops
     // that were not distributed).
-    SmallVector<linalg::LinalgOp> inner;
-    func.walk([&](linalg::LinalgOp op) {
-      if (op.hasPureTensorSemantics())
-        inner.push_back(op);
-    });
-    for (linalg::LinalgOp op : inner) {
-      if (!isSafelyTileable(op))
-        continue;
-      if (isContraction(op))
-        (void)tileContractionForRegisters(rewriter, op, config);
-      else if (op.getNumLoops() > 0)
+    // Contractions first: they take their dequantizing producers into
+    // their loops.
+    auto collect = [&](bool contractions) {
+      SmallVector<linalg::LinalgOp> ops;
+      func.walk([&](linalg::LinalgOp op) {
+        if (op.hasPureTensorSemantics() && isSafelyTileable(op) &&
+            isContraction(op) == contractions)
+          ops.push_back(op);
+      });
+      return ops;
+    };
+    for (linalg::LinalgOp op : collect(/*contractions=*/true))
+      (void)tileContractionForRegisters(rewriter, op, config);
+    for (linalg::LinalgOp op : collect(/*contractions=*/false))
+      if (op.getNumLoops() > 0)
         (void)tileForVectors(rewriter, op, config);
-    }
 
     SmallVector<scf::ForOp> outermost;
     func.walk([&](scf::ForOp loop) {
@@ -636,6 +717,10 @@ struct SitsCpuTileAndFusePass
     // step: the loop bounds say so.
     RewritePatternSet patterns(&getContext());
     scf::populateSCFForLoopCanonicalizationPatterns(patterns);
+    // A fused producer's destination is a slice of a tensor.empty of the
+    // whole result; an empty tensor of the slice's shape keeps the
+    // buffer the size of the tile.
+    tensor::populateFoldTensorEmptyPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
   }

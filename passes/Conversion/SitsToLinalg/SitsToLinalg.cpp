@@ -944,6 +944,162 @@ FailureOr<Value> mlir::sits::lowerMatmulOp(OpBuilder &b, MatmulOp op,
                      operands.getBias(), op.getActivation(), op.getType());
 }
 
+namespace {
+
+/// A weight quantized per group of G consecutive K elements (INT4 packed F
+/// codes per byte, or one 8-bit code per byte), without packed zero points.
+/// K is split as [K / G, G / F, F], so every access is a projection: the
+/// dequantization is an elementwise generic producing the [K / G, G / F, F,
+/// N] weights in the compute type, which the CPU tiling fuses into each
+/// output tile (the f32 weights live in cache, one panel at a time, and
+/// memory streams the stored codes), and the contraction reduces over the
+/// three K loops. Fails when the weight does not have that form.
+FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
+                                     QMatmulOp::Adaptor operands) {
+  MLIRContext *ctx = b.getContext();
+  RankedTensorType weightType = op.getWeight().getType();
+  RankedTensorType resultType = op.getType();
+  auto inputType = cast<RankedTensorType>(op.getInput().getType());
+  auto integer = dyn_cast<IntegerType>(weightType.getElementType());
+  std::optional<int64_t> groupSize = optionalInt(op.getBlockSizeAttr());
+  std::optional<int64_t> axis = optionalInt(op.getAxisAttr());
+  bool transposed = op.getTransposeWeight();
+  int64_t kAxis = transposed ? 1 : 0;
+  if (!integer || !groupSize || !axis || !weightType.hasStaticShape() ||
+      inputType.getRank() < 2 || (*axis < 0 ? *axis + 2 : *axis) != kAxis)
+    return failure();
+  PackedEncodingAttr packed = getPackedEncoding(weightType);
+  if (packed && packed.getAxis() != kAxis)
+    return failure();
+  int64_t factor = packed ? packed.getPackingFactor(integer) : 1;
+  int64_t k = weightType.getDimSize(kAxis);
+  int64_t n = weightType.getDimSize(1 - kAxis);
+  int64_t group = *groupSize;
+  if (group % factor != 0 || k % group != 0)
+    return failure();
+  Value zeroPoint = operands.getZeroPoint();
+  RankedTensorType zeroPointType;
+  if (zeroPoint) {
+    zeroPointType = cast<RankedTensorType>(op.getZeroPoint().getType());
+    if (getPackedEncoding(zeroPointType))
+      return failure();
+  }
+  // Leading input dimensions fold into M (expand_shape takes at most one
+  // dynamic extent per group after bufferization).
+  SmallVector<OpFoldResult> leading;
+  for (int64_t d = 0; d + 1 < resultType.getRank(); ++d)
+    leading.push_back(sizeOr(b, resultType, d, [&] {
+      return dimOf(b, loc, operands.getInput(), d);
+    }));
+  if (llvm::count_if(leading, [](OpFoldResult s) {
+        return !getConstantIntValue(s).has_value();
+      }) > 1)
+    return failure();
+
+  FloatType computeType = getComputeType(resultType.getElementType());
+  int64_t groups = k / group, perWord = group / factor;
+  auto d = [&](unsigned pos) { return getAffineDimExpr(pos, ctx); };
+
+  // Dequantized weights D[g, w, f, n] = W[g * G + w * F + f, n], loops
+  // (g, w, f, n).
+  Value storage = operands.getWeight();
+  SmallVector<OpFoldResult> storageSizes =
+      transposed ? SmallVector<OpFoldResult>{b.getIndexAttr(n),
+                                             b.getIndexAttr(groups),
+                                             b.getIndexAttr(perWord)}
+                 : SmallVector<OpFoldResult>{b.getIndexAttr(groups),
+                                             b.getIndexAttr(perWord),
+                                             b.getIndexAttr(n)};
+  storage = expand(b, loc, storage,
+                   transposed ? SmallVector<ReassociationIndices>{{0}, {1, 2}}
+                              : SmallVector<ReassociationIndices>{{0, 1}, {2}},
+                   storageSizes);
+  AffineMap storageMap = AffineMap::get(
+      4, 0,
+      transposed ? SmallVector<AffineExpr>{d(3), d(0), d(1)}
+                 : SmallVector<AffineExpr>{d(0), d(1), d(3)},
+      ctx);
+  AffineMap paramMap = AffineMap::get(
+      4, 0,
+      transposed ? SmallVector<AffineExpr>{d(3), d(0)}
+                 : SmallVector<AffineExpr>{d(0), d(3)},
+      ctx);
+  SmallVector<Value> inputs = {storage, operands.getScale()};
+  SmallVector<AffineMap> maps = {storageMap, paramMap};
+  if (zeroPoint) {
+    inputs.push_back(zeroPoint);
+    maps.push_back(paramMap);
+  }
+  unsigned bits = integer.getWidth();
+  bool isUnsigned = integer.isUnsigned();
+  Value weight = buildElementwise(
+      b, loc, inputs, maps,
+      {b.getIndexAttr(groups), b.getIndexAttr(perWord),
+       b.getIndexAttr(factor), b.getIndexAttr(n)},
+      computeType, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Type i32 = nb.getI32Type();
+        Value code;
+        if (!packed) {
+          code = quantizedToI32(nb, l, args[0], integer);
+        } else {
+          // Field f of the word (the first in the low bits), extended by
+          // the logical signedness: shifted to the top of an i32 and back.
+          Value word = arith::ExtUIOp::create(nb, l, i32, args[0]);
+          Value field = arith::IndexCastUIOp::create(
+              nb, l, i32, linalg::IndexOp::create(nb, l, 2));
+          auto c32 = [&](int64_t v) {
+            return arith::ConstantIntOp::create(nb, l, i32, v);
+          };
+          Value low = arith::MulIOp::create(nb, l, field, c32(bits));
+          Value up = arith::SubIOp::create(nb, l, c32(32 - bits), low);
+          Value top = arith::ShLIOp::create(nb, l, word, up);
+          if (isUnsigned)
+            code = arith::ShRUIOp::create(nb, l, top, c32(32 - bits));
+          else
+            code = arith::ShRSIOp::create(nb, l, top, c32(32 - bits));
+        }
+        if (zeroPoint)
+          code = arith::SubIOp::create(
+              nb, l, code,
+              quantizedToI32(nb, l, args[2], zeroPointType.getElementType()));
+        Value real = arith::SIToFPOp::create(nb, l, computeType, code);
+        return arith::MulFOp::create(nb, l, real,
+                                     castFloat(nb, l, args[1], computeType));
+      });
+
+  // x [M, K] seen as [M, K / G, G / F, F]; loops (m, n, g, w, f).
+  OpFoldResult m = productOf(b, loc, leading);
+  Value x = collapse(b, loc, operands.getInput(),
+                     groupsMergingLeading(inputType.getRank(),
+                                          inputType.getRank() - 1));
+  x = expand(b, loc, x, {{0}, {1, 2, 3}},
+             {m, b.getIndexAttr(groups), b.getIndexAttr(perWord),
+              b.getIndexAttr(factor)});
+  SmallVector<OpFoldResult> accSizes = {m, b.getIndexAttr(n)};
+  Value init = filledTensor(b, loc, accSizes, floatConst(b, loc, computeType, 0.0));
+  Value acc = buildGeneric(
+      b, loc, {x, weight},
+      {AffineMap::get(5, 0, {d(0), d(2), d(3), d(4)}, ctx),
+       AffineMap::get(5, 0, {d(2), d(3), d(4), d(1)}, ctx)},
+      init, AffineMap::get(5, 0, {d(0), d(1)}, ctx),
+      {kParallel, kParallel, kReduction, kReduction, kReduction},
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        return multiplyAccumulate(nb, l, args[0], args[1], args[2]);
+      });
+  Value y = buildEpilogue(b, loc, acc, accSizes, operands.getBias(),
+                          dimsMap(ctx, 2, {1}), op.getActivation(),
+                          resultType.getElementType());
+  SmallVector<OpFoldResult> resultSizes(leading);
+  resultSizes.push_back(b.getIndexAttr(n));
+  y = expand(b, loc, y,
+             groupsMergingLeading(resultType.getRank(),
+                                  resultType.getRank() - 1),
+             resultSizes);
+  return castToType(b, loc, y, resultType);
+}
+
+} // namespace
+
 FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
                                             QMatmulOp::Adaptor operands) {
   Location loc = op.getLoc();
@@ -995,6 +1151,10 @@ FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
     return buildEpilogue(b, loc, scaled, sizes, operands.getBias(), lastDim,
                          op.getActivation(), resultType.getElementType());
   }
+
+  if (FailureOr<Value> grouped = buildGroupedQMatmul(b, loc, op, operands);
+      succeeded(grouped))
+    return *grouped;
 
   // The weight dequantized to the input's type, as sits.dequantize would.
   auto dequantizedType = RankedTensorType::get(

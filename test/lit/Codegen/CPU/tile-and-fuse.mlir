@@ -167,3 +167,64 @@ func.func @conv_transpose_epilogue(%i: tensor<1x49x64xf32>, %w: tensor<2x64x32xf
   } -> tensor<1x2x32x7x7xf32>
   return %y : tensor<1x2x32x7x7xf32>
 }
+
+// -----
+
+// INT4 weights in groups of 64 along K (as sits.qmatmul lowers them): K is
+// split into [groups, words, fields]. The dequantization follows the
+// contraction into its distributed tile, its K chunk and its register step,
+// so each step widens one 2x32 block of codes in registers right before
+// the 8x32 multiply-accumulate; no f32 copy of the weight exists outside.
+// The register step takes one K loop (the fields, 2).
+
+#dq_w = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#dq_s = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+#dq_out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#mm_x = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3, d4)>
+#mm_w = affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4, d1)>
+#mm_out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>
+// CHECK-LABEL: func.func @int4_groups
+//   CHECK-NOT:   tensor.empty() : tensor<4x32x2x512xf32>
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (512) step (128)
+//       CHECK:     scf.for
+//       CHECK:       scf.for
+//       CHECK:         scf.for
+//       CHECK:           scf.for
+//       CHECK:             %[[E:.+]] = tensor.empty() : tensor<1x1x2x32xf32>
+//       CHECK:             %[[D:.+]] = linalg.generic
+//  CHECK-SAME:                 ins(%{{.+}}, %{{.+}} : tensor<1x1x32xi8>, tensor<1x32xf32>) outs(%[[E]] : tensor<1x1x2x32xf32>)
+//       CHECK:               arith.shrsi
+//       CHECK:             linalg.generic
+//  CHECK-SAME:                 ins(%{{.+}}, %[[D]] : tensor<8x1x1x2xf32>, tensor<1x1x2x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
+func.func @int4_groups(%x: tensor<8x256xf32>, %codes: tensor<128x512xi8>, %scale: tensor<4x512xf32>) -> tensor<8x512xf32> {
+  %words = tensor.expand_shape %codes [[0, 1], [2]] output_shape [4, 32, 512] : tensor<128x512xi8> into tensor<4x32x512xi8>
+  %empty = tensor.empty() : tensor<4x32x2x512xf32>
+  %w = linalg.generic {indexing_maps = [#dq_w, #dq_s, #dq_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%words, %scale : tensor<4x32x512xi8>, tensor<4x512xf32>) outs(%empty : tensor<4x32x2x512xf32>) {
+  ^bb0(%in: i8, %s: f32, %out: f32):
+    %wide = arith.extui %in : i8 to i32
+    %field = linalg.index 2 : index
+    %f = arith.index_castui %field : index to i32
+    %c4 = arith.constant 4 : i32
+    %c28 = arith.constant 28 : i32
+    %low = arith.muli %f, %c4 : i32
+    %up = arith.subi %c28, %low : i32
+    %top = arith.shli %wide, %up : i32
+    %code = arith.shrsi %top, %c28 : i32
+    %real = arith.sitofp %code : i32 to f32
+    %v = arith.mulf %real, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<4x32x2x512xf32>
+  %xs = tensor.expand_shape %x [[0], [1, 2, 3]] output_shape [8, 4, 32, 2] : tensor<8x256xf32> into tensor<8x4x32x2xf32>
+  %zero = arith.constant 0.0 : f32
+  %acc0 = tensor.empty() : tensor<8x512xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%acc0 : tensor<8x512xf32>) -> tensor<8x512xf32>
+  %y = linalg.generic {indexing_maps = [#mm_x, #mm_w, #mm_out], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%xs, %w : tensor<8x4x32x2xf32>, tensor<4x32x2x512xf32>) outs(%acc : tensor<8x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x512xf32>
+  return %y : tensor<8x512xf32>
+}

@@ -3,7 +3,9 @@
 // sits.qmatmul: a generic dequantizes the weight (unpacking sub-word fields,
 // per-group scales and zero points) into the input's element type; it feeds
 // the matmul directly, so producer fusion can later move it into the
-// contraction. transpose_weight is a transposed indexing map.
+// contraction. transpose_weight is a transposed indexing map. Group-wise
+// weights whose zero points are not packed take the grouped form below
+// (@qmatmul_nbits), whose maps are all projections and so tile and fuse.
 
 // GPTQ: int4 [K, N] packed along K, a scale and a zero point (packed along N)
 // per 128 rows, bias + SiLU.
@@ -50,18 +52,26 @@ func.func @qmatmul_gptq(%x: tensor<8x4096xf16>, %w: tensor<4096x11008xi4, #sits.
 // -----
 
 // MatMulNBits: uint4 [N, K] packed along K, transpose_weight, rank-3 input
-// folded into M.
-// CHECK-DAG: #[[$WT:.+]] = affine_map<(d0, d1) -> (d0, d1 floordiv 2)>
-// CHECK-DAG: #[[$LHS:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
-// CHECK-DAG: #[[$RHST:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// folded into M. K splits into [groups, words, fields] so that every access
+// is a projection: the dequantization is elementwise (fields are shifted out
+// of the word by the field loop), and the contraction reduces over three K
+// loops instead of reading a dequantized [K, N] weight.
+// CHECK-DAG: #[[$WT:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d0, d1)>
+// CHECK-DAG: #[[$ST:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d0)>
+// CHECK-DAG: #[[$X:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3, d4)>
+// CHECK-DAG: #[[$D:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4, d1)>
 // CHECK-LABEL: func.func @qmatmul_nbits
 //  CHECK-SAME: (%[[X:.+]]: tensor<1x16x4096xf32>, %[[W:.+]]: tensor<1024x2048xi8>, %[[S:.+]]: tensor<1024x32xf32>)
-//       CHECK:   %[[DQ:.+]] = linalg.generic {indexing_maps = [#[[$WT]], #{{.+}}, #{{.+}}]
-//  CHECK-SAME:       ins(%[[W]], %[[S]] : tensor<1024x2048xi8>, tensor<1024x32xf32>) outs(%{{.+}} : tensor<1024x4096xf32>)
-//       CHECK:     arith.extui %{{.+}} : i4 to i32
+//       CHECK:   %[[WE:.+]] = tensor.expand_shape %[[W]] {{\[}}[0], [1, 2]] output_shape [1024, 32, 64]
+//       CHECK:   %[[DQ:.+]] = linalg.generic {indexing_maps = [#[[$WT]], #[[$ST]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+//  CHECK-SAME:       ins(%[[WE]], %[[S]] : tensor<1024x32x64xi8>, tensor<1024x32xf32>) outs(%{{.+}} : tensor<32x64x2x1024xf32>)
+//       CHECK:     linalg.index 2
+//       CHECK:     arith.shli
+//       CHECK:     arith.shrui
 //       CHECK:   %[[XC:.+]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<1x16x4096xf32> into tensor<16x4096xf32>
-//       CHECK:   %[[MM:.+]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHST]], #{{.+}}]
-//  CHECK-SAME:       ins(%[[XC]], %[[DQ]] : tensor<16x4096xf32>, tensor<1024x4096xf32>)
+//       CHECK:   %[[XE:.+]] = tensor.expand_shape %[[XC]] {{\[}}[0], [1, 2, 3]] output_shape [16, 32, 64, 2]
+//       CHECK:   %[[MM:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$D]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]}
+//  CHECK-SAME:       ins(%[[XE]], %[[DQ]] : tensor<16x32x64x2xf32>, tensor<32x64x2x1024xf32>)
 //   CHECK-NOT:   linalg.transpose
 //       CHECK:   %[[Y:.+]] = tensor.expand_shape %[[MM]] {{\[}}[0, 1], [2]] output_shape [1, 16, 1024]
 //       CHECK:   return %[[Y]]
