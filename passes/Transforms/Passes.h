@@ -107,12 +107,17 @@ std::string getLocationName(Location loc);
 
 /// What a structured pruning rewrite removed: channel or head indices (of
 /// `total`), the constant bytes it saved, and how many constant channels it
-/// folded into the consumer's bias instead of computing them.
+/// folded into the consumer's bias instead of computing them. For attention
+/// also the key/value heads removed (of `kvTotal`) and the prunable query
+/// heads kept so that every key/value head keeps as many query heads.
 struct PrunedStructure {
   SmallVector<int64_t> removed;
   int64_t total = 0;
   int64_t bytesRemoved = 0;
   int64_t foldedIntoBias = 0;
+  SmallVector<int64_t> kvRemoved;
+  int64_t kvTotal = 0;
+  int64_t keptForGroups = 0;
 };
 
 /// Replaces `op`, a pure op all of whose tensor operands are constants, by
@@ -142,9 +147,12 @@ pruneContractionChannels(RewriterBase &rewriter, Operation *producer,
 
 /// Prunes the heads of `attention` that contribute at most `threshold`
 /// (see sits-prune), rewriting its projections, a new attention op over the
-/// live heads and the output projection; the old ops are left dead. Fails,
-/// changing nothing, when no head is prunable; emits a remark when heads are
-/// prunable but the surrounding graph is not in a form it rewrites.
+/// live heads and the output projection; the old ops are left dead. With
+/// grouped-query attention every key/value head keeps the same number of
+/// query heads (prunable ones are put back to even them out) and key/value
+/// heads left without query heads go. Fails, changing nothing, when no head
+/// is prunable; emits a remark when heads are prunable but the surrounding
+/// graph is not in a form it rewrites or the groups cannot stay equal.
 FailureOr<PrunedStructure> pruneAttentionHeads(RewriterBase &rewriter,
                                                AttentionOp attention,
                                                double threshold);

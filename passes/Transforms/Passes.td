@@ -96,7 +96,18 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
          key and value columns of pruned heads leave the projection weights;
          other users of the per-head keys/values (e.g. a returned KV cache)
          see zeros for those heads when they are exactly zero, and
-         otherwise keep them computed.
+         otherwise keep them computed. With grouped-query attention (`Hkv <
+         Hq` key/value heads, MQA when 1) query head `h` reads key/value
+         head `h / (Hq / Hkv)`; head `h` goes when its output rows are zero
+         or its group's value columns are. As the attention over the kept
+         heads maps them the same way, every key/value head must keep the
+         same number of query heads: groups keep as many as the fullest
+         one, prunable heads with the largest weights being put back (the
+         report's `kept_for_groups`; exactly zero ones change nothing), and
+         a remark says so when that leaves nothing to remove. A key/value
+         head whose query heads all go loses its key and value columns
+         (`kv_removed`, `kv_total`, `kv_indices`). Zero query columns alone
+         do not make a head dead: it then averages the values uniformly.
        The number of channels kept is rounded up to a multiple of
        `channel-multiple` (by default the target's SIMD width: float lanes on
        a CPU, the warp on a GPU), as a width that is not one leaves partial
@@ -143,6 +154,8 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
     Statistic<"numChannels", "num-channels",
               "FFN and convolution channels pruned">,
     Statistic<"numHeads", "num-heads", "Attention heads pruned">,
+    Statistic<"numKVHeads", "num-kv-heads",
+              "Key/value heads of grouped-query attention pruned">,
     Statistic<"numBytes", "num-bytes", "Constant bytes removed">,
   ];
 }

@@ -28,6 +28,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSPRUNE
@@ -836,6 +837,11 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   if (!resultType.hasStaticShape() || resultType.getRank() != 4)
     return rewriter.notifyMatchFailure(attention, "not static [B, H, T, D]");
   int64_t numHeads = resultType.getDimSize(1), valueDim = resultType.getDimSize(3);
+  // Grouped-query attention: query head h reads key/value head h / group.
+  int64_t numKVHeads = cast<ShapedType>(attention.getKey().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numKVHeads) || numKVHeads <= 0 || numHeads % numKVHeads)
+    return rewriter.notifyMatchFailure(attention, "key/value heads do not divide query heads");
+  int64_t group = numHeads / numKVHeads;
   linalg::TransposeOp outTranspose;
   tensor::CollapseShapeOp collapse;
   MatmulOp projection;
@@ -857,28 +863,33 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
 
   // Heads contributing nothing: zero rows of the output projection, or zero
   // value columns and bias (softmax-weighted averages of zero vectors).
+  // `magnitude[h]` bounds what head h contributes (the smaller of its
+  // output rows' and its value head's max-abs).
   SmallVector<bool> live(numHeads, true);
+  SmallVector<double> magnitude(numHeads, std::numeric_limits<double>::infinity());
   std::optional<std::vector<double>> wo;
   int64_t projectionInDim = projection && projection.getTransposeRhs() ? 1 : 0;
   if (projectionWeight && (wo = readFloats(projectionWeight))) {
     auto type = cast<RankedTensorType>(projectionWeight.getType());
     SmallVector<double> rows = maxAbsAlong(*wo, type.getShape(), projectionInDim);
     for (int64_t h = 0; h < numHeads; ++h)
-      if (*std::max_element(rows.begin() + h * valueDim,
-                            rows.begin() + (h + 1) * valueDim) <= threshold)
-        live[h] = false;
+      magnitude[h] = *std::max_element(rows.begin() + h * valueDim,
+                                       rows.begin() + (h + 1) * valueDim);
   }
   std::optional<SmallVector<double>> valueMagnitudes;
-  if (value && value->numHeads == numHeads && (valueMagnitudes = headMagnitudes(*value)))
+  if (value && value->numHeads == numKVHeads && (valueMagnitudes = headMagnitudes(*value)))
     for (int64_t h = 0; h < numHeads; ++h)
-      if ((*valueMagnitudes)[h] <= threshold)
-        live[h] = false;
+      magnitude[h] = std::min(magnitude[h], (*valueMagnitudes)[h / group]);
+  for (int64_t h = 0; h < numHeads; ++h)
+    if (magnitude[h] <= threshold)
+      live[h] = false;
   int64_t numLive = llvm::count(live, true);
+  int64_t numDead = numHeads - numLive;
   if (numLive == numHeads)
     return rewriter.notifyMatchFailure(attention, "no prunable head");
 
   auto remark = [&](StringRef why) {
-    attention.emitRemark() << numHeads - numLive << " of " << numHeads
+    attention.emitRemark() << numDead << " of " << numHeads
                            << " heads contribute nothing but are not pruned: "
                            << why;
     return failure();
@@ -892,10 +903,9 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     return remark("the query, key and value are not recognised head "
                   "projections (sits.matmul, extract_slice, expand_shape, "
                   "transpose)");
-  if (query->numHeads != numHeads || key->numHeads != numHeads ||
-      value->numHeads != numHeads)
-    return remark("grouped-query attention (fewer key/value heads) is not "
-                  "rewritten");
+  if (query->numHeads != numHeads || key->numHeads != numKVHeads ||
+      value->numHeads != numKVHeads)
+    return rewriter.notifyMatchFailure(attention, "projections disagree with the head counts");
   if (Value mask = attention.getMask()) {
     auto maskType = cast<ShapedType>(mask.getType());
     if (maskType.getRank() >= 3 && maskType.getDimSize(maskType.getRank() - 3) != 1)
@@ -913,19 +923,57 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       query->read == value->read)
     return remark("query, key and value share a tensor");
 
+  // Every key/value head that keeps a query head must keep the same number
+  // of them: the new attention maps query head h to key/value head
+  // h / (Hq' / Hkv'), which is the old mapping only when the groups stay
+  // equal (with MHA, groups of one, this always holds). Groups keep as many
+  // heads as the fullest one, putting back the prunable heads contributing
+  // the most (exactly zero ones change nothing); groups left without a head
+  // go with their key/value head.
+  SmallVector<int64_t> groupLive(numKVHeads, 0);
+  for (int64_t h = 0; h < numHeads; ++h)
+    groupLive[h / group] += live[h];
+  int64_t keepPerGroup = *llvm::max_element(groupLive);
+  int64_t putBack = 0;
+  for (int64_t j = 0; j < numKVHeads; ++j) {
+    if (groupLive[j] == 0 || groupLive[j] == keepPerGroup)
+      continue;
+    SmallVector<int64_t> prunable;
+    for (int64_t h = j * group; h < (j + 1) * group; ++h)
+      if (!live[h])
+        prunable.push_back(h);
+    llvm::stable_sort(prunable, [&](int64_t a, int64_t b) { return magnitude[a] > magnitude[b]; });
+    for (int64_t h : ArrayRef(prunable).take_front(keepPerGroup - groupLive[j]))
+      live[h] = true;
+    putBack += keepPerGroup - groupLive[j];
+  }
+  numLive += putBack;
+  if (numLive == numHeads)
+    return remark("removing them would leave key/value heads with different "
+                  "numbers of query heads (query head h reads key/value head "
+                  "h / (Hq / Hkv))");
+  SmallVector<bool> kvLive(numKVHeads);
+  for (int64_t j = 0; j < numKVHeads; ++j)
+    kvLive[j] = groupLive[j] > 0;
+  int64_t numKVLive = llvm::count(kvLive, true);
+  // The heads kept of projection i (query, key, value).
+  auto liveOf = [&](unsigned i) -> ArrayRef<bool> { return i == 0 ? live : kvLive; };
+  auto numLiveOf = [&](unsigned i) { return i == 0 ? numLive : numKVLive; };
+
   // Per projection: drop the pruned heads' columns ("shrink") unless other
   // users of its per-head tensor need them; they can be rebuilt as zeros
   // when they are exactly zero.
   SmallVector<bool> shrink;
-  for (HeadProjection *p : projections) {
+  for (auto [i, p] : llvm::enumerate(projections)) {
+    ArrayRef<bool> kept = liveOf(i);
     bool othersUsers = llvm::any_of(p->read.getUsers(), [&](Operation *user) {
       return user != attention.getOperation();
     });
     bool exactZero = false;
     if (othersUsers) {
       std::optional<SmallVector<double>> magnitudes = headMagnitudes(*p);
-      exactZero = magnitudes && llvm::all_of(llvm::seq<int64_t>(0, numHeads), [&](int64_t h) {
-                    return live[h] || (*magnitudes)[h] == 0.0;
+      exactZero = magnitudes && llvm::all_of(llvm::seq<int64_t>(0, p->numHeads), [&](int64_t h) {
+                    return kept[h] || (*magnitudes)[h] == 0.0;
                   });
     }
     shrink.push_back(!othersUsers || exactZero);
@@ -952,9 +1000,14 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
 
   PrunedStructure pruned;
   pruned.total = numHeads;
+  pruned.kvTotal = numKVHeads;
+  pruned.keptForGroups = putBack;
   for (int64_t h = 0; h < numHeads; ++h)
     if (!live[h])
       pruned.removed.push_back(h);
+  for (int64_t j = 0; j < numKVHeads; ++j)
+    if (!kvLive[j])
+      pruned.kvRemoved.push_back(j);
 
   // Everything that can fail comes before the first change to the IR.
   SmallVector<int64_t> rows;
@@ -975,7 +1028,7 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       // Keep the columns; the attention reads the live heads out of them.
       rewriter.setInsertionPoint(attention);
       for (unsigned i : members)
-        liveInputs[i] = selectHeads(rewriter, loc, projections[i]->read, live);
+        liveInputs[i] = selectHeads(rewriter, loc, projections[i]->read, liveOf(i));
       continue;
     }
     // Columns still needed, projection by projection.
@@ -989,8 +1042,8 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     for (unsigned i : byOffset) {
       HeadProjection &p = *projections[i];
       newOffset[i] = columns.size();
-      for (int64_t h = 0; h < numHeads; ++h)
-        if (live[h] || !shrink[i])
+      for (int64_t h = 0; h < p.numHeads; ++h)
+        if (liveOf(i)[h] || !shrink[i])
           for (int64_t d = 0; d < p.headDim; ++d)
             columns.push_back(p.offset + h * p.headDim + d);
     }
@@ -1015,7 +1068,7 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     newSource->getResult(0).setType(columnsType);
     for (unsigned i : members) {
       HeadProjection &p = *projections[i];
-      int64_t count = shrink[i] ? numLive : numHeads;
+      int64_t count = shrink[i] ? numLiveOf(i) : p.numHeads;
       Value slice = newSource.getResult();
       if (count * p.headDim != int64_t(columns.size())) {
         SmallVector<OpFoldResult> offsets = {rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
@@ -1041,18 +1094,18 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       });
       Value all = heads;
       if (shrink[i] && otherUsers)
-        all = reconstructHeads(rewriter, p.transpose.getLoc(), heads, live);
+        all = reconstructHeads(rewriter, p.transpose.getLoc(), heads, liveOf(i));
       {
         // The attention reads the live heads, after the live heads of the
         // cache when there is one.
         OpBuilder::InsertionGuard guard(rewriter);
         rewriter.setInsertionPoint(attention);
-        Value liveHeads = shrink[i] ? heads : selectHeads(rewriter, loc, heads, live);
+        Value liveHeads = shrink[i] ? heads : selectHeads(rewriter, loc, heads, liveOf(i));
         liveInputs[i] = liveHeads;
         if (p.cache)
           liveInputs[i] = tensor::ConcatOp::create(
               rewriter, p.cache.getLoc(), 2,
-              ValueRange{selectHeads(rewriter, loc, p.past, live), liveHeads});
+              ValueRange{selectHeads(rewriter, loc, p.past, liveOf(i)), liveHeads});
       }
       // Everyone else (returned keys and values) sees every head, as before.
       // (A cache with other users was refused above.)
@@ -1141,6 +1194,13 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
     if (pruned.foldedIntoBias)
       fields.push_back(b.getNamedAttr("folded_into_bias",
                                       b.getI64IntegerAttr(pruned.foldedIntoBias)));
+    // Grouped-query attention: key/value heads are not the query heads.
+    if (pruned.kvTotal && pruned.kvTotal != pruned.total) {
+      fields.push_back(b.getNamedAttr("kv_removed", b.getI64IntegerAttr(pruned.kvRemoved.size())));
+      fields.push_back(b.getNamedAttr("kv_total", b.getI64IntegerAttr(pruned.kvTotal)));
+      fields.push_back(b.getNamedAttr("kv_indices", b.getI64ArrayAttr(pruned.kvRemoved)));
+      fields.push_back(b.getNamedAttr("kept_for_groups", b.getI64IntegerAttr(pruned.keptForGroups)));
+    }
     record(op, kind, fields);
   }
 
@@ -1245,6 +1305,8 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
         if (failed(pruned))
           continue;
         numHeads += pruned->removed.size();
+        if (pruned->kvTotal != pruned->total)
+          numKVHeads += pruned->kvRemoved.size();
         recordStructure(op, "attention_heads", *pruned, nullptr);
       }
       numDead += eraseDeadOps(rewriter, func.getFunctionBody());

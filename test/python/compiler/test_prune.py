@@ -346,3 +346,105 @@ def test_minilm_heads(model_path, tmp_path):
     _, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
     _, outputs = _compile_and_run(model, inputs, tmp_path, "pruned")
     _assert_same(outputs, reference)
+
+
+# Grouped-query attention built with onnx.helper: ONNX Attention (opset 23)
+# on 3-D projections with q_num_heads > kv_num_heads, which the importer
+# turns into sits.attention with fewer key/value heads.
+GQA_D, GQA_HEAD_DIM, GQA_T = 64, 16, 8
+
+
+def _gqa_model(hq, hkv, dead_heads=(), dead_values=()):
+    """Q/K/V projections (MatMul + Add), Attention, output MatMul. Query
+    heads `dead_heads` get zero query columns, bias and output rows; the
+    key/value heads `dead_values` zero value columns and bias."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    d, dh = GQA_D, GQA_HEAD_DIM
+    w = {name: (rng.standard_normal(shape) / 4).astype(np.float32) for name, shape in (
+        ("wq", (d, hq * dh)), ("bq", (hq * dh,)), ("wk", (d, hkv * dh)), ("bk", (hkv * dh,)),
+        ("wv", (d, hkv * dh)), ("bv", (hkv * dh,)), ("wo", (hq * dh, d)))}
+    for h in dead_heads:
+        cols = slice(h * dh, (h + 1) * dh)
+        w["wq"][:, cols] = 0
+        w["bq"][cols] = 0
+        w["wo"][cols] = 0
+    for j in dead_values:
+        cols = slice(j * dh, (j + 1) * dh)
+        w["wv"][:, cols] = 0
+        w["bv"][cols] = 0
+    nodes = []
+    for p in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{p}"], [f"{p}_mm"], name=f"{p}_proj"),
+                  helper.make_node("Add", [f"{p}_mm", f"b{p}"], [p], name=f"{p}_bias")]
+    nodes += [helper.make_node("Attention", ["q", "k", "v"], ["a"], name="attention",
+                               q_num_heads=hq, kv_num_heads=hkv, is_causal=1),
+              helper.make_node("MatMul", ["a", "wo"], ["y"], name="o_proj")]
+    graph = helper.make_graph(
+        nodes, "gqa", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, GQA_T, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, GQA_T, d])],
+        [numpy_helper.from_array(a, name) for name, a in w.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("hq, hkv, dead_heads, dead_values, removed, kv_removed", [
+    # A whole group (key/value head 1's four query heads).
+    (8, 2, [4, 5, 6, 7], [], [4, 5, 6, 7], [1]),
+    # One head per group: groups of 3 remain, both key/value heads stay.
+    (8, 2, [1, 6], [], [1, 6], []),
+    # Key/value head 0's values are zero: its group averages zeros.
+    (8, 2, [], [0], [0, 1, 2, 3], [0]),
+    # Group 0 could lose 3 heads, group 1 only head 6: groups keep 3, so
+    # two of group 0's prunable heads are put back (the first ones, all
+    # being zero).
+    (8, 2, [0, 1, 2, 6], [], [2, 6], []),
+    # Groups {0, 1}, {2, 3}, {4, 5}, {6, 7}: group 1 goes, head 6 stays to
+    # keep groups of 2.
+    (8, 4, [2, 3, 6], [], [2, 3], [1]),
+    # Multi-query attention: any query heads can go.
+    (4, 1, [1, 2], [], [1, 2], []),
+    # Removing head 0 alone would leave groups of 1 and 2: nothing goes.
+    (4, 2, [0], [], [], []),
+])
+def test_gqa_heads(tmp_path, hq, hkv, dead_heads, dead_values, removed, kv_removed):
+    """Grouped-query and multi-query attention: query heads go only while
+    every key/value head keeps the same number of them (sits.attention maps
+    query head h to key/value head h / (Hq / Hkv)), a key/value head goes
+    with its last query head, outputs do not change and the weights shrink
+    by the report's bytes."""
+    model = _gqa_model(hq, hkv, dead_heads, dead_values)
+    path = tmp_path / "gqa.onnx"
+    onnx.save(model, str(path))
+    inputs = {"x": np.random.default_rng(1).standard_normal((1, GQA_T, GQA_D)).astype(np.float32)}
+    base = sits_mlir.compile(str(path), "cpu", str(tmp_path / "base.sitsm"), prune=False)
+    pruned = sits_mlir.compile(str(path), "cpu", str(tmp_path / "pruned.sitsm"), prune=True)
+    (reference,) = base.load().run(**inputs)
+    (output,) = pruned.load().run(**inputs)
+    np.testing.assert_allclose(output, reference, rtol=1e-5, atol=1e-5)
+
+    with ir.Context() as context:
+        module = import_model(model, context=context).module
+        passmanager.PassManager.parse("builtin.module(sits-prune)").run(module.operation)
+        entries = [ir.DictAttr(e) for e in ir.ArrayAttr(module.operation.attributes["sits.report.pruning"])]
+        heads = [e for e in entries if ir.StringAttr(e["kind"]).value == "attention_heads"]
+        if not removed:
+            assert heads == []
+            assert _weight_bytes(pruned) == _weight_bytes(base)
+            return
+        (entry,) = heads
+        assert [ir.IntegerAttr(i).value for i in ir.ArrayAttr(entry["indices"])] == removed
+        assert [ir.IntegerAttr(i).value for i in ir.ArrayAttr(entry["kv_indices"])] == kv_removed
+        assert ir.IntegerAttr(entry["kv_total"]).value == hkv
+        reported = ir.IntegerAttr(entry["bytes"]).value
+    # Per query head: query columns, bias and output rows; per key/value
+    # head: key and value columns and biases.
+    d, dh = GQA_D, GQA_HEAD_DIM
+    expected = 4 * (len(removed) * (d * dh + dh + dh * d) + len(kv_removed) * 2 * (d * dh + dh))
+    assert reported == expected
+    saved = _weight_bytes(base) - _weight_bytes(pruned)
+    # Biases this small stay in the code; the weights section aligns
+    # every weight to 64 bytes.
+    assert abs(saved - expected) <= 64 * 8, (saved, expected)
