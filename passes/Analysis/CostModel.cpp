@@ -37,7 +37,14 @@ int64_t cost::getTensorBytes(Type type, bool *dynamic) {
   int64_t n = getNumElements(tensor, dyn);
   if (dynamic)
     *dynamic |= dyn;
-  int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  // Index elements (shape tensors) take 64 bits in memory; complex numbers
+  // two of their parts.
+  Type element = tensor.getElementType();
+  if (auto complex = dyn_cast<ComplexType>(element))
+    element = complex.getElementType();
+  int64_t bits = element.isIntOrFloat() ? element.getIntOrFloatBitWidth() : 64;
+  if (isa<ComplexType>(tensor.getElementType()))
+    bits *= 2;
   if (isa_and_nonnull<PackedEncodingAttr>(tensor.getEncoding()))
     return (n * bits + 7) / 8;
   return n * ((bits + 7) / 8);
