@@ -178,6 +178,18 @@ OpCost cost::estimateOpCost(Operation *op) {
         cost.flops = 2 * n * window +
                      epilogue(bool(conv.getBias()), conv.getActivation());
       })
+      .Case([&](QConvOp conv) {
+        // As a convolution, plus one scale per output element; the INT8
+        // codes widen in registers at no extra pass over memory.
+        auto filter = cast<ShapedType>(conv.getFilter().getType());
+        double window = 1;
+        for (int64_t i = 1; i < filter.getRank(); ++i)
+          window *= double(getDim(conv.getFilter(), i, dyn));
+        cost.flops = 2 * n * window + n +
+                     epilogue(bool(conv.getBias()), conv.getActivation());
+        cost.computeType =
+            cast<ShapedType>(conv.getInput().getType()).getElementType();
+      })
       .Case([&](AttentionOp attention) {
         double bhq = double(getDim(attention.getQuery(), 0, dyn)) *
                      double(getDim(attention.getQuery(), 1, dyn)) *

@@ -47,7 +47,7 @@ static bool isFree(Operation *op) {
 }
 
 static bool isContractionOp(Operation *op) {
-  if (isa<MatmulOp, QMatmulOp, ConvOp>(op))
+  if (isa<MatmulOp, QMatmulOp, ConvOp, QConvOp>(op))
     return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && (linalg::isaContractionOpInterface(linalgOp) ||

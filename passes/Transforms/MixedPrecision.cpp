@@ -1,9 +1,10 @@
-//===- MixedPrecision.cpp - Weight-only quantization of matmuls -----------===//
+//===- MixedPrecision.cpp - Weight-only quantization of contractions ------===//
 //
 // Constant matmul weights become INT8 / INT4 / FP8 sits.qmatmul weights, one
 // format for the whole weight or one per block, chosen from the exact
-// quantization residual weighted by the input's statistics. See the pass
-// description in Passes.td for the model of the error.
+// quantization residual weighted by the input's statistics. Constant conv
+// filters become INT8 sits.qconv filters, one scale per output channel. See
+// the pass description in Passes.td for the model of the error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -160,29 +161,36 @@ static std::optional<std::vector<float>> constantVector(Value value,
   return std::nullopt;
 }
 
+/// `sits.input_stats` of `op` with `size` entries per vector, if valid.
+static std::optional<InputStats> attachedInputStats(Operation *op,
+                                                    int64_t size) {
+  auto attr = op->getAttrOfType<DictionaryAttr>("sits.input_stats");
+  if (!attr)
+    return std::nullopt;
+  auto mean = attr.getAs<DenseElementsAttr>("mean");
+  auto meanSquare = attr.getAs<DenseElementsAttr>("mean_square");
+  if (!mean || !meanSquare || mean.getNumElements() != size ||
+      meanSquare.getNumElements() != size ||
+      !isa<FloatType>(mean.getElementType()) ||
+      !isa<FloatType>(meanSquare.getElementType()))
+    return std::nullopt;
+  InputStats stats;
+  for (const APFloat &v : mean.getValues<APFloat>())
+    stats.mean.push_back(v.convertToDouble());
+  for (const APFloat &v : meanSquare.getValues<APFloat>())
+    stats.meanSquare.push_back(v.convertToDouble());
+  stats.source = "calibration";
+  return stats;
+}
+
 InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
+  // Measured on a calibration set.
+  if (std::optional<InputStats> stats = attachedInputStats(matmul, k))
+    return *stats;
   InputStats stats;
   stats.mean.assign(k, 0.0);
   stats.meanSquare.assign(k, 1.0);
   stats.source = "default";
-  // Measured on a calibration set.
-  if (auto attr = matmul->getAttrOfType<DictionaryAttr>("sits.input_stats")) {
-    auto mean = attr.getAs<DenseElementsAttr>("mean");
-    auto meanSquare = attr.getAs<DenseElementsAttr>("mean_square");
-    if (mean && meanSquare && mean.getNumElements() == k &&
-        meanSquare.getNumElements() == k &&
-        isa<FloatType>(mean.getElementType()) &&
-        isa<FloatType>(meanSquare.getElementType())) {
-      auto m = mean.getValues<APFloat>();
-      auto s = meanSquare.getValues<APFloat>();
-      for (int64_t i = 0; i < k; ++i) {
-        stats.mean[i] = m[i].convertToDouble();
-        stats.meanSquare[i] = s[i].convertToDouble();
-      }
-      stats.source = "calibration";
-      return stats;
-    }
-  }
   // A layer norm's output row is normalized, so over rows each channel has
   // roughly mean beta and second moment gamma^2 + beta^2.
   if (auto norm = matmul.getLhs().getDefiningOp<LayerNormOp>()) {
@@ -204,6 +212,16 @@ InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
       stats.source = "layer_norm";
     }
   }
+  return stats;
+}
+
+InputStats mlir::sits::estimateInputStats(ConvOp conv, int64_t channels) {
+  if (std::optional<InputStats> stats = attachedInputStats(conv, channels))
+    return *stats;
+  InputStats stats;
+  stats.mean.assign(channels, 0.0);
+  stats.meanSquare.assign(channels, 1.0);
+  stats.source = "default";
   return stats;
 }
 
@@ -735,6 +753,137 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
 }
 
 //===----------------------------------------------------------------------===//
+// Rewriting a convolution
+//===----------------------------------------------------------------------===//
+
+FailureOr<PrecisionPlan>
+mlir::sits::quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
+                               const PrecisionConfig &config) {
+  if (!config.autoSelect && config.format != WeightFormat::Int8)
+    return rewriter.notifyMatchFailure(
+        conv, "convolution filters are quantized to INT8 only (precision "
+              "int8 or auto)");
+  auto constant = conv.getFilter().getDefiningOp<arith::ConstantOp>();
+  if (!constant)
+    return rewriter.notifyMatchFailure(conv, "filter is not a constant");
+  auto value = dyn_cast<ElementsAttr>(constant.getValue());
+  RankedTensorType type = conv.getFilter().getType();
+  RankedTensorType inputType = conv.getInput().getType();
+  if (!type.hasStaticShape() || !type.getElementType().isF32() ||
+      !inputType.getElementType().isF32() || type.getEncoding() ||
+      ShapedType::isDynamic(inputType.getDimSize(1)))
+    return rewriter.notifyMatchFailure(
+        conv, "filter is not a statically shaped f32 weight of an f32 "
+              "convolution");
+  if (type.getNumElements() == 0)
+    return rewriter.notifyMatchFailure(conv, "filter is empty");
+  std::optional<ArrayRef<char>> bytes =
+      value ? getConstantBytes(value) : std::nullopt;
+  if (!bytes)
+    return rewriter.notifyMatchFailure(conv, "filter is not plain dense data");
+
+  // The filter [O, C/G, K...] as the [K, N] weight of a matmul: K = C/G x
+  // window rows, N = O columns. Output channel o of group o / (O/G) reads
+  // input channel (o / (O/G)) * C/G + r / window at row r.
+  int64_t n = type.getDimSize(0), channelsPerGroup = type.getDimSize(1);
+  int64_t k = type.getNumElements() / n, window = k / channelsPerGroup;
+  int64_t groups = conv.getGroups(), outPerGroup = n / groups;
+  std::vector<float> weight(k * n);
+  const float *raw = reinterpret_cast<const float *>(bytes->data());
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t r = 0; r < k; ++r)
+      weight[r * n + o] = raw[o * k + r];
+  InputStats channelStats =
+      estimateInputStats(conv, inputType.getDimSize(1));
+  auto channelOf = [&](int64_t r, int64_t o) {
+    return (o / outPerGroup) * channelsPerGroup + r / window;
+  };
+  // Rows stand for a channel of every group: estimates average the groups.
+  InputStats stats;
+  stats.source = channelStats.source;
+  stats.mean.assign(k, 0.0);
+  stats.meanSquare.assign(k, 0.0);
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      stats.mean[r] += channelStats.mean[channelOf(r, g * outPerGroup)] / groups;
+      stats.meanSquare[r] +=
+          channelStats.meanSquare[channelOf(r, g * outPerGroup)] / groups;
+    }
+
+  // One block: INT8 with one scale per output channel.
+  PrecisionConfig int8 = config;
+  int8.autoSelect = false;
+  int8.format = WeightFormat::Int8;
+  int8.blockK = 0;
+  int8.blockN = n;
+  PrecisionPlan plan = planWeightPrecision(weight, k, n, stats, int8);
+  plan.statsSource = stats.source;
+  if (config.autoSelect && plan.relativeError(plan.noise) > config.errorBudget)
+    return rewriter.notifyMatchFailure(conv, [&](Diagnostic &diag) {
+      diag << "INT8 estimated error " << plan.relativeError(plan.noise)
+           << " exceeds the error budget " << config.errorBudget;
+    });
+  const QuantizedWeight &q = plan.quantized.front();
+
+  // Bias correction: E[x] . (W - W^) per output channel, with E[x] of the
+  // channel each row reads (zero padding at the borders is not modeled).
+  plan.biasDelta.assign(n, 0.0);
+  if (config.biasCorrection)
+    for (int64_t o = 0; o < n; ++o)
+      for (int64_t r = 0; r < k; ++r)
+        plan.biasDelta[o] +=
+            channelStats.mean[channelOf(r, o)] *
+            (double(weight[r * n + o]) - q.dequantized[r * n + o]);
+  bool correctBias =
+      llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
+
+  Location loc = conv.getLoc();
+  rewriter.setInsertionPoint(conv);
+  ConstantMaker maker{value, ""};
+  std::vector<char> codes(n * k);
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t r = 0; r < k; ++r)
+      codes[o * k + r] = static_cast<char>(q.codes[r * n + o]);
+  Value filter = maker.bytes(
+      rewriter, loc, RankedTensorType::get(type.getShape(), rewriter.getI8Type()),
+      codes, ".qint8");
+  auto vectorType = RankedTensorType::get({n}, rewriter.getF32Type());
+  Value scale = maker.floats(rewriter, loc, vectorType,
+                             ArrayRef<float>(q.scales.data(), n), ".qint8.scale");
+
+  // The bias, corrected: a constant bias gets the correction folded in,
+  // any other an addition.
+  Value bias = conv.getBias();
+  if (correctBias) {
+    std::vector<float> delta(plan.biasDelta.begin(), plan.biasDelta.end());
+    std::optional<std::vector<float>> biasValues =
+        bias ? constantVector(bias, n) : std::vector<float>(n, 0.0f);
+    if (biasValues) {
+      for (int64_t o = 0; o < n; ++o)
+        (*biasValues)[o] += delta[o];
+      bias = maker.floats(rewriter, loc, vectorType, *biasValues, ".bias");
+    } else {
+      Value correction =
+          maker.floats(rewriter, loc, vectorType, delta, ".bias_correction");
+      bias = arith::AddFOp::create(rewriter, loc, bias, correction);
+    }
+  }
+  auto qconv = QConvOp::create(
+      rewriter, loc, conv.getType(), conv.getInput(), filter, scale, bias,
+      conv.getStridesAttr(), conv.getPaddingAttr(), conv.getDilationsAttr(),
+      conv.getGroupsAttr(), conv.getActivationAttr());
+  Value oldBias = conv.getBias();
+  rewriter.replaceOp(conv, qconv.getResult());
+  if (constant->use_empty())
+    rewriter.eraseOp(constant);
+  if (Operation *biasOp =
+          oldBias ? oldBias.getDefiningOp<arith::ConstantOp>() : nullptr;
+      biasOp && biasOp->use_empty())
+    rewriter.eraseOp(biasOp);
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -753,21 +902,32 @@ struct SitsMixedPrecisionPass
     if (precision == "fp32")
       return;
 
-    SmallVector<MatmulOp> matmuls;
-    module.walk([&](MatmulOp op) {
-      if (op.getRhs().getDefiningOp<arith::ConstantOp>())
-        matmuls.push_back(op);
+    // Contractions by constant weights, in IR order.
+    SmallVector<Operation *> weighted;
+    module.walk([&](Operation *op) {
+      if (auto matmul = dyn_cast<MatmulOp>(op);
+          matmul && matmul.getRhs().getDefiningOp<arith::ConstantOp>())
+        weighted.push_back(op);
+      if (auto conv = dyn_cast<ConvOp>(op);
+          conv && conv.getFilter().getDefiningOp<arith::ConstantOp>())
+        weighted.push_back(op);
     });
     SmallVector<Attribute> report;
     if (auto existing = module->getAttrOfType<ArrayAttr>("sits.report.precision"))
       report.append(existing.begin(), existing.end());
     IRRewriter rewriter(ctx);
     Builder b(ctx);
-    for (MatmulOp op : matmuls) {
-      std::string name = getLocationName(op.getLoc());
-      // Read before the rewrite, which erases `op`.
-      auto rhsType = cast<RankedTensorType>(op.getRhs().getType());
-      bool transposed = op.getTransposeRhs();
+    for (Operation *op : weighted) {
+      std::string name = getLocationName(op->getLoc());
+      // Read before the rewrite, which erases `op`: the weight as [K, N]
+      // for a matmul, the filter's own shape for a convolution.
+      auto matmul = dyn_cast<MatmulOp>(op);
+      auto weightType = cast<RankedTensorType>(
+          matmul ? matmul.getRhs().getType()
+                 : cast<ConvOp>(op).getFilter().getType());
+      SmallVector<int64_t> shape(weightType.getShape());
+      if (matmul && matmul.getTransposeRhs() && shape.size() == 2)
+        std::swap(shape[0], shape[1]);
       // The diagnostic of a failed match is the reason it was skipped.
       std::string reason;
       rewriter.setListener(nullptr);
@@ -784,7 +944,8 @@ struct SitsMixedPrecisionPass
         } listener(reason);
         rewriter.setListener(&listener);
         FailureOr<PrecisionPlan> result =
-            quantizeMatmulWeight(rewriter, op, config);
+            matmul ? quantizeMatmulWeight(rewriter, matmul, config)
+                   : quantizeConvWeight(rewriter, cast<ConvOp>(op), config);
         rewriter.setListener(nullptr);
         return result;
       }();
@@ -806,14 +967,12 @@ struct SitsMixedPrecisionPass
       double correction = 0.0;
       for (double d : plan->biasDelta)
         correction += d * d;
-      int64_t fp32Bytes = rhsType.getNumElements() * 4;
+      int64_t fp32Bytes = weightType.getNumElements() * 4;
       report.push_back(b.getDictionaryAttr({
           b.getNamedAttr("op", b.getStringAttr(name)),
           b.getNamedAttr("kind", b.getStringAttr("quantized")),
           b.getNamedAttr("precision", b.getStringAttr(precision)),
-          b.getNamedAttr("shape",
-                         b.getI64ArrayAttr({rhsType.getDimSize(transposed ? 1 : 0),
-                                            rhsType.getDimSize(transposed ? 0 : 1)})),
+          b.getNamedAttr("shape", b.getI64ArrayAttr(shape)),
           b.getNamedAttr("block_shape",
                          b.getI64ArrayAttr({plan->blockK, plan->blockN})),
           b.getNamedAttr("format", b.getArrayAttr(formats)),

@@ -51,7 +51,7 @@ struct QuantizedWeight {
 QuantizedWeight quantizeWeight(ArrayRef<float> weight, int64_t k, int64_t n,
                                WeightFormat format, int64_t group);
 
-/// Per-input-channel statistics of a matmul's lhs: E[x_k] and E[x_k^2].
+/// Per-input-channel statistics of a contraction's input: E[x_k], E[x_k^2].
 struct InputStats {
   std::vector<double> mean, meanSquare;
   /// "calibration", "layer_norm" or "default" (zero mean, unit variance).
@@ -100,6 +100,19 @@ PrecisionPlan planWeightPrecision(ArrayRef<float> weight, int64_t k, int64_t n,
 FailureOr<PrecisionPlan> quantizeMatmulWeight(RewriterBase &rewriter,
                                               MatmulOp matmul,
                                               const PrecisionConfig &config);
+
+/// The statistics of `conv`'s input (C channels, over batch and pixels): a
+/// `sits.input_stats` attribute, else the default.
+InputStats estimateInputStats(ConvOp conv, int64_t channels);
+
+/// Replaces a convolution by a constant f32 filter with a `sits.qconv` of
+/// its INT8 codes, one scale per output channel, its bias corrected. With
+/// `config.autoSelect`, only when the estimated relative error is within
+/// `config.errorBudget`. Fails, changing nothing, for other convolutions
+/// and for other formats (convolutions are quantized to INT8 only).
+FailureOr<PrecisionPlan> quantizeConvWeight(RewriterBase &rewriter,
+                                            ConvOp conv,
+                                            const PrecisionConfig &config);
 
 /// The name an op's location gives it (the ONNX node name of a NameLoc or
 /// FusedLoc), else the printed location.

@@ -201,7 +201,7 @@ def SitsExternalizeWeights
 }
 
 def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Quantize constant matmul weights (INT8, INT4, FP8, or per block)";
+  let summary = "Quantize constant matmul weights (INT8, INT4, FP8, or per block) and conv filters (INT8)";
   let description = [{
     Rewrites every `sits.matmul` whose rhs is a constant 2-D f32 weight into
     `sits.qmatmul` with the dequantization fused into the contraction:
@@ -244,9 +244,20 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
     Blocks that cut K trade a finer choice for more pieces (one contraction
     per run, partial sums added), hence the strip default.
 
+    Every `sits.conv` whose filter is a constant f32 tensor becomes a
+    `sits.qconv` of its INT8 codes with one scale per output channel (the
+    filter seen as a `[C/groups x window, O]` weight): with `int8`, and with
+    `auto` when that keeps the estimated error within `error-budget` (else
+    the filter stays f32). Other formats leave convolutions alone, with a
+    reason in the report. Input statistics come from `sits.input_stats` on
+    the conv (one entry per input channel), else zero mean and unit
+    variance; bias correction adds `E[x_c] . r` summed over each output
+    channel's window.
+
     Every decision goes into the module's `sits.report.precision` array:
     per weight its `op` (location name), `kind` (`quantized` or `skipped`
-    with a `reason`), `format` per block (row-major), `block_shape`,
+    with a `reason`), `shape` (`[K, N]`, or the conv filter's),
+    `format` per block (row-major), `block_shape`,
     `est_error`, `bytes` (weights + scales), `fp32_bytes` and
     `bias_correction` (L2 norm of the correction).
 

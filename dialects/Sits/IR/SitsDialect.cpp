@@ -51,12 +51,13 @@ static LogicalResult verifyReport(Operation *op, NamedAttribute attr) {
 }
 
 /// `sits.input_stats` on a contraction: {mean, mean_square}, float elements
-/// of one entry per input channel (K), measured on a calibration set and
-/// read by sits-mixed-precision.
+/// of one entry per input channel (K of a matmul, C of a convolution),
+/// measured on a calibration set and read by sits-mixed-precision.
 static LogicalResult verifyInputStats(Operation *op, NamedAttribute attr) {
-  if (!isa<MatmulOp, QMatmulOp>(op))
+  if (!isa<MatmulOp, QMatmulOp, ConvOp, QConvOp>(op))
     return op->emitError() << "'sits.input_stats' is only valid on "
-                              "sits.matmul and sits.qmatmul";
+                              "sits.matmul, sits.qmatmul, sits.conv and "
+                              "sits.qconv";
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
   auto isVector = [](Attribute a) {
     auto e = dyn_cast_or_null<DenseElementsAttr>(a);

@@ -16,6 +16,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <type_traits>
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -342,69 +343,74 @@ SmallVector<int64_t> ConvOp::getDilationsOrDefault() {
   return valuesOr(getDilations(), getNumSpatialDims(), 1);
 }
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
-                                       std::optional<Location> loc,
-                                       Adaptor adaptor,
-                                       SmallVectorImpl<Type> &inferred) {
-  adaptor = withDefaults<ConvOp>(context, adaptor);
+/// The result type of sits.conv and sits.qconv, which share operands and
+/// attributes; only sits.conv's filter has the input's element type (a
+/// qconv filter holds INT8 codes).
+template <typename OpTy>
+static LogicalResult inferConvResultType(MLIRContext *context,
+                                         std::optional<Location> loc,
+                                         typename OpTy::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  adaptor = withDefaults<OpTy>(context, adaptor);
   auto input = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
   auto filter = dyn_cast<RankedTensorType>(adaptor.getFilter().getType());
   if (!input || !filter)
-    return inferError<ConvOp>(loc, "operands must be ranked tensors");
+    return inferError<OpTy>(loc, "operands must be ranked tensors");
   int64_t rank = input.getRank();
   if (rank < 3 || rank > 5)
-    return inferError<ConvOp>(
+    return inferError<OpTy>(
         loc, "input must be [N, C, D1, ..., Dk] with 1 <= k <= 3, got rank ",
         rank);
   if (filter.getRank() != rank)
-    return inferError<ConvOp>(loc, "filter rank ", filter.getRank(),
-                              " differs from input rank ", rank);
-  if (input.getElementType() != filter.getElementType())
-    return inferError<ConvOp>(loc, "operand element types differ: ",
-                              input.getElementType(), " vs ",
-                              filter.getElementType());
+    return inferError<OpTy>(loc, "filter rank ", filter.getRank(),
+                            " differs from input rank ", rank);
+  if (std::is_same_v<OpTy, ConvOp> &&
+      input.getElementType() != filter.getElementType())
+    return inferError<OpTy>(loc, "operand element types differ: ",
+                            input.getElementType(), " vs ",
+                            filter.getElementType());
   size_t k = rank - 2;
   SmallVector<int64_t> strides = valuesOr(adaptor.getStrides(), k, 1);
   SmallVector<int64_t> padding = valuesOr(adaptor.getPadding(), 2 * k, 0);
   SmallVector<int64_t> dilations = valuesOr(adaptor.getDilations(), k, 1);
   if (strides.size() != k || dilations.size() != k || padding.size() != 2 * k)
-    return inferError<ConvOp>(loc, "expected ", k, " strides, ", k,
-                              " dilations and ", 2 * k,
-                              " padding values for ", k,
-                              " spatial dimensions");
+    return inferError<OpTy>(loc, "expected ", k, " strides, ", k,
+                            " dilations and ", 2 * k,
+                            " padding values for ", k,
+                            " spatial dimensions");
   if (llvm::any_of(strides, [](int64_t s) { return s <= 0; }) ||
       llvm::any_of(dilations, [](int64_t d) { return d <= 0; }))
-    return inferError<ConvOp>(loc, "strides and dilations must be positive");
+    return inferError<OpTy>(loc, "strides and dilations must be positive");
   if (llvm::any_of(padding, [](int64_t p) { return p < 0; }))
-    return inferError<ConvOp>(loc, "padding must be non-negative");
+    return inferError<OpTy>(loc, "padding must be non-negative");
 
   int64_t groups = adaptor.getGroups();
   ArrayRef<int64_t> in = input.getShape(), w = filter.getShape();
   if (groups <= 0)
-    return inferError<ConvOp>(loc, "groups must be positive, got ", groups);
+    return inferError<OpTy>(loc, "groups must be positive, got ", groups);
   if (!ShapedType::isDynamic(w[0]) && w[0] % groups != 0)
-    return inferError<ConvOp>(loc, "output channels ", w[0],
-                              " are not divisible by groups ", groups);
+    return inferError<OpTy>(loc, "output channels ", w[0],
+                            " are not divisible by groups ", groups);
   int64_t expectedChannels =
       ShapedType::isDynamic(w[1]) ? w[1] : w[1] * groups;
   if (!compatibleExtent(in[1], expectedChannels))
-    return inferError<ConvOp>(loc, "input has ", ShapeStr{{in[1]}},
-                              " channels but the filter expects ",
-                              ShapeStr{{expectedChannels}}, " (",
-                              ShapeStr{{w[1]}}, " per group x ", groups,
-                              " groups)");
+    return inferError<OpTy>(loc, "input has ", ShapeStr{{in[1]}},
+                            " channels but the filter expects ",
+                            ShapeStr{{expectedChannels}}, " (",
+                            ShapeStr{{w[1]}}, " per group x ", groups,
+                            " groups)");
 
   int64_t outChannels = w[0];
-  if (failed(checkBias<ConvOp>(loc, adaptor.getBias(), outChannels,
-                               input.getElementType())))
+  if (failed(checkBias<OpTy>(loc, adaptor.getBias(), outChannels,
+                             input.getElementType())))
     return failure();
   SmallVector<int64_t> shape = {in[0], outChannels};
   for (size_t i = 0; i < k; ++i) {
     int64_t d = in[i + 2], kernel = w[i + 2];
     if (!ShapedType::isDynamic(kernel) && kernel <= 0)
-      return inferError<ConvOp>(loc, "filter spatial extents must be "
-                                     "positive, got ",
-                                ShapeStr{w.drop_front(2)});
+      return inferError<OpTy>(loc, "filter spatial extents must be "
+                                   "positive, got ",
+                              ShapeStr{w.drop_front(2)});
     if (ShapedType::isDynamic(d) || ShapedType::isDynamic(kernel)) {
       shape.push_back(ShapedType::kDynamic);
       continue;
@@ -412,18 +418,66 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
     int64_t span = dilations[i] * (kernel - 1) + 1;
     int64_t padded = d + padding[i] + padding[i + k];
     if (padded < span)
-      return inferError<ConvOp>(loc, "spatial dimension ", i, " of extent ",
-                                d, " (padded to ", padded,
-                                ") is smaller than the dilated kernel extent ",
-                                span);
+      return inferError<OpTy>(loc, "spatial dimension ", i, " of extent ",
+                              d, " (padded to ", padded,
+                              ") is smaller than the dilated kernel extent ",
+                              span);
     shape.push_back((padded - span) / strides[i] + 1);
   }
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
 }
 
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  return inferConvResultType<ConvOp>(context, loc, adaptor, inferred);
+}
+
 bool ConvOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
   return compatibleTensorTypes(l, r);
+}
+
+//===----------------------------------------------------------------------===//
+// QConvOp
+//===----------------------------------------------------------------------===//
+
+int64_t QConvOp::getNumSpatialDims() {
+  return getInput().getType().getRank() - 2;
+}
+SmallVector<int64_t> QConvOp::getStridesOrDefault() {
+  return valuesOr(getStrides(), getNumSpatialDims(), 1);
+}
+SmallVector<int64_t> QConvOp::getPaddingOrDefault() {
+  return valuesOr(getPadding(), 2 * getNumSpatialDims(), 0);
+}
+SmallVector<int64_t> QConvOp::getDilationsOrDefault() {
+  return valuesOr(getDilations(), getNumSpatialDims(), 1);
+}
+
+LogicalResult QConvOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  return inferConvResultType<QConvOp>(context, loc, adaptor, inferred);
+}
+
+bool QConvOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+LogicalResult QConvOp::verify() {
+  RankedTensorType input = getInput().getType(), scale = getScale().getType();
+  int64_t channels = getFilter().getType().getDimSize(0);
+  if (scale.getElementType() != input.getElementType())
+    return emitOpError("scale element type ")
+           << scale.getElementType() << " differs from the input's "
+           << input.getElementType();
+  if (scale.getRank() != 1 || !compatibleExtent(scale.getDimSize(0), channels))
+    return emitOpError("scale must have one element per output channel (")
+           << ShapeStr{{channels}} << "), got " << ShapeStr{scale.getShape()};
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

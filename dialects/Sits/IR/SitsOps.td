@@ -126,6 +126,51 @@ def Sits_ConvOp : Sits_ContractionOp<"conv"> {
   }];
 }
 
+def Sits_QConvOp : Sits_ContractionOp<"qconv"> {
+  let summary = "Convolution by INT8 filters with one scale per output channel";
+  let description = [{
+    `act(conv(input, filter * scale[o]) + bias)`, with `sits.conv`'s layout,
+    attributes and output shape, and the dequantization fused into the
+    convolution: a per-output-channel scale is constant over the reduction
+    (input channels and kernel window), so the convolution reads the INT8
+    codes, widened in registers, and scales its accumulator.
+
+    `filter` holds symmetric INT8 codes `[O, C / groups, K1, ..., Kk]`;
+    `scale` has `O` elements of the input's element type.
+
+    ```mlir
+    %y = sits.qconv %x, %q, %s bias(%b) {padding = array<i64: 1, 1, 1, 1>,
+                                          activation = #sits.activation<relu>}
+        : (tensor<1x64x56x56xf32>, tensor<64x64x3x3xi8>, tensor<64xf32>,
+           tensor<64xf32>) -> tensor<1x64x56x56xf32>
+    ```
+  }];
+  let arguments = (ins
+    Sits_FloatTensor:$input,
+    RankedTensorOf<[I8]>:$filter,
+    Sits_FloatTensor:$scale,
+    Optional<Sits_FloatTensor>:$bias,
+    OptionalAttr<DenseI64ArrayAttr>:$strides,
+    OptionalAttr<DenseI64ArrayAttr>:$padding,
+    OptionalAttr<DenseI64ArrayAttr>:$dilations,
+    DefaultValuedAttr<I64Attr, "1">:$groups,
+    DefaultValuedAttr<Sits_ActivationAttr, "::mlir::sits::ActivationKind::None">:$activation
+  );
+  let results = (outs Sits_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter `,` $scale (`bias` `(` $bias^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Number of spatial dimensions.
+    int64_t getNumSpatialDims();
+    /// Attribute values with their defaults filled in.
+    ::llvm::SmallVector<int64_t> getStridesOrDefault();
+    ::llvm::SmallVector<int64_t> getPaddingOrDefault();
+    ::llvm::SmallVector<int64_t> getDilationsOrDefault();
+  }];
+}
+
 def Sits_QMatmulOp : Sits_ContractionOp<"qmatmul", [AttrSizedOperandSegments]> {
   let summary = "Matrix multiplication by quantized (possibly packed) weights";
   let description = [{

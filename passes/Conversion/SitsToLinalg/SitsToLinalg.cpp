@@ -1165,8 +1165,43 @@ FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
                      op.getActivation(), op.getType());
 }
 
-FailureOr<Value> mlir::sits::lowerConvOp(OpBuilder &b, ConvOp op,
-                                         ConvOp::Adaptor operands) {
+namespace {
+
+/// `a * w + acc` in the accumulator's type, `w` a float or a signed integer
+/// code (a qconv filter, widened in registers).
+Value multiplyAccumulateCode(OpBuilder &b, Location loc, Value x, Value w,
+                             Value acc) {
+  if (isa<IntegerType>(w.getType()))
+    w = arith::SIToFPOp::create(b, loc, acc.getType(), w);
+  return multiplyAccumulate(b, loc, x, w, acc);
+}
+
+/// `acc * scale[o]`, the per-output-channel scale of a qconv read through
+/// `scaleMap`; `acc` unchanged without a scale.
+Value scaleAccumulator(OpBuilder &b, Location loc, Value acc,
+                       ArrayRef<OpFoldResult> sizes, Value scale,
+                       AffineMap scaleMap) {
+  if (!scale)
+    return acc;
+  Type computeType = cast<RankedTensorType>(acc.getType()).getElementType();
+  return buildElementwise(
+      b, loc, {acc, scale}, {b.getMultiDimIdentityMap(sizes.size()), scaleMap},
+      sizes, computeType, [&](OpBuilder &nb, Location l, ValueRange args) {
+        return arith::MulFOp::create(nb, l, args[0],
+                                     castFloat(nb, l, args[1], computeType))
+            .getResult();
+      });
+}
+
+/// sits.conv, and sits.qconv with its `scale`: the per-output-channel scale
+/// is constant over the reduction (input channels and window), so the
+/// convolution reads the INT8 codes (the linalg convolutions' signed cast
+/// widens them) and the scale multiplies the accumulator before the
+/// epilogue.
+template <typename OpTy>
+FailureOr<Value> lowerConvolution(OpBuilder &b, OpTy op,
+                                  typename OpTy::Adaptor operands,
+                                  Value scale) {
   Location loc = op.getLoc();
   MLIRContext *ctx = b.getContext();
   Value input = operands.getInput(), filter = operands.getFilter();
@@ -1244,6 +1279,7 @@ FailureOr<Value> mlir::sits::lowerConvOp(OpBuilder &b, ConvOp op,
                                                ValueRange{init}, stridesAttr,
                                                dilationsAttr)
                 .getResult(0);
+    acc = scaleAccumulator(b, loc, acc, sizes, scale, dimsMap(ctx, k + 2, {1}));
     Value y = buildEpilogue(b, loc, acc, sizes, operands.getBias(),
                             dimsMap(ctx, k + 2, {1}), op.getActivation(),
                             resultElement);
@@ -1297,10 +1333,14 @@ FailureOr<Value> mlir::sits::lowerConvOp(OpBuilder &b, ConvOp op,
                        init, AffineMap::get(numLoops, 0, outExprs, ctx),
                        iterators,
                        [](OpBuilder &nb, Location l, ValueRange args) {
-                         return multiplyAccumulate(nb, l, args[0], args[1],
-                                                   args[2]);
+                         return multiplyAccumulateCode(nb, l, args[0], args[1],
+                                                       args[2]);
                        });
   }
+  if (scale)
+    acc = scaleAccumulator(b, loc, acc, accSizes,
+                           expand(b, loc, scale, {{0, 1}}, {g, outPerGroup}),
+                           dimsMap(ctx, k + 3, {1, 2}));
   Value bias = operands.getBias();
   if (bias)
     bias = expand(b, loc, bias, {{0, 1}}, {g, outPerGroup});
@@ -1312,6 +1352,18 @@ FailureOr<Value> mlir::sits::lowerConvOp(OpBuilder &b, ConvOp op,
     outGroups.push_back({3 + i});
   y = collapse(b, loc, y, outGroups);
   return castToType(b, loc, y, resultType);
+}
+
+} // namespace
+
+FailureOr<Value> mlir::sits::lowerConvOp(OpBuilder &b, ConvOp op,
+                                         ConvOp::Adaptor operands) {
+  return lowerConvolution(b, op, operands, Value());
+}
+
+FailureOr<Value> mlir::sits::lowerQConvOp(OpBuilder &b, QConvOp op,
+                                          QConvOp::Adaptor operands) {
+  return lowerConvolution(b, op, operands, operands.getScale());
 }
 
 FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
@@ -2134,6 +2186,7 @@ void mlir::sits::populateSitsToLinalgConversionPatterns(
   MLIRContext *ctx = patterns.getContext();
   patterns.add<SitsOpLowering<MatmulOp, lowerMatmulOp>,
                SitsOpLowering<ConvOp, lowerConvOp>,
+               SitsOpLowering<QConvOp, lowerQConvOp>,
                SitsOpLowering<QMatmulOp, lowerQMatmulOp>,
                SitsOpLowering<AttentionOp, lowerAttentionOp>,
                SitsOpLowering<LayerNormOp, lowerLayerNormOp>,

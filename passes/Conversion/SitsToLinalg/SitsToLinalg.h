@@ -77,6 +77,11 @@ FailureOr<Value> lowerMatmulOp(OpBuilder &b, MatmulOp op,
 /// `linalg.generic` (1-D, 3-D) on `[N, G, C/G, ...]` views; epilogue as for
 /// matmul.
 FailureOr<Value> lowerConvOp(OpBuilder &b, ConvOp op, ConvOp::Adaptor operands);
+/// As sits.conv, the convolution reading the INT8 filter codes (widened in
+/// its body) and its accumulator multiplied by the per-output-channel scale
+/// before the epilogue.
+FailureOr<Value> lowerQConvOp(OpBuilder &b, QConvOp op,
+                              QConvOp::Adaptor operands);
 /// A dequantizing `linalg.generic` producing the weight in the input's
 /// element type (unpacking sub-word elements), feeding a matmul as above.
 FailureOr<Value> lowerQMatmulOp(OpBuilder &b, QMatmulOp op,

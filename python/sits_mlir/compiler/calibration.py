@@ -1,13 +1,14 @@
 """Activation statistics for sits-mixed-precision, measured on a calibration
 set.
 
-The pass corrects each quantized matmul's bias with the input's mean per
-channel and weighs its error estimates with the input's mean square. Given
-sample inputs, `attach_input_stats` measures both: it compiles a copy of the
-model at full precision whose `@main` also returns the input of every
-constant-weight `sits.matmul`, runs it on the samples, and records the
-statistics on the original matmuls as `sits.input_stats = {mean,
-mean_square}`. The pass pipeline then reads them from the IR, so that
+The pass corrects each quantized matmul's or convolution's bias with the
+input's mean per channel and weighs its error estimates with the input's mean
+square. Given sample inputs, `attach_input_stats` measures both: it compiles
+a copy of the model at full precision whose `@main` also returns the input of
+every constant-weight `sits.matmul` and `sits.conv`, runs it on the samples,
+and records the statistics on the original ops as `sits.input_stats = {mean,
+mean_square}` (per channel: the last dimension of a matmul's input, over all
+others; dimension 1 of a convolution's, over batch and pixels). The pass pipeline then reads them from the IR, so that
 `sits-opt` on the module reproduces the compile.
 """
 
@@ -46,13 +47,14 @@ def _main(module: ir.Module):
 
 
 def _weight_matmuls(func) -> list:
-    """The sits.matmul ops of `func`'s body (not nested regions) whose rhs
-    is a constant: the ones sits-mixed-precision quantizes."""
+    """The sits.matmul and sits.conv ops of `func`'s body (not nested
+    regions) whose weight (rhs, filter) is a constant: the ones
+    sits-mixed-precision quantizes."""
     found = []
     for block in func.regions[0].blocks:
         for op in block.operations:
             op = op.operation
-            if op.name != "sits.matmul":
+            if op.name not in ("sits.matmul", "sits.conv"):
                 continue
             owner = op.operands[1].owner
             if not isinstance(owner, ir.Block) and \
@@ -63,10 +65,10 @@ def _weight_matmuls(func) -> list:
 
 def attach_input_stats(module: ir.Module, samples: Iterable[dict], threads: int = 0,
                        input_names: list[str] | None = None) -> int:
-    """Measures the input statistics of `module`'s constant-weight matmuls on
-    `samples` and attaches them as `sits.input_stats`. `input_names` orders
-    a sample's arrays as @main's arguments (default: the samples' own
-    order). Returns how many matmuls got statistics."""
+    """Measures the input statistics of `module`'s constant-weight matmuls
+    and convolutions on `samples` and attaches them as `sits.input_stats`.
+    `input_names` orders a sample's arrays as @main's arguments (default: the
+    samples' own order). Returns how many ops got statistics."""
     from .. import runtime
     from .driver import compile as _compile
 
@@ -75,7 +77,7 @@ def attach_input_stats(module: ir.Module, samples: Iterable[dict], threads: int 
     if not matmuls:
         return 0
 
-    # A copy whose @main also returns every matmul's input.
+    # A copy whose @main also returns every matmul's and convolution's input.
     with module.context, ir.Location.unknown():
         # The copy shares the weights' resource blobs with the original.
         copy = module.operation.clone()
@@ -117,7 +119,10 @@ def attach_input_stats(module: ir.Module, samples: Iterable[dict], threads: int 
                 raise ValueError(f"calibration sample lacks input(s) {', '.join(missing)}")
             outs = model.run(*[np.asarray(sample[n]) for n in names])
             for i, x in enumerate(outs[first_extra:]):
-                x = np.asarray(x, dtype=np.float64).reshape(-1, np.shape(x)[-1])
+                x = np.asarray(x, dtype=np.float64)
+                if matmuls[i].name == "sits.conv":  # [N, C, D...]: channels first
+                    x = np.moveaxis(x, 1, -1)
+                x = x.reshape(-1, x.shape[-1])
                 sums[i] = x.sum(0) if sums[i] is None else sums[i] + x.sum(0)
                 sq = (x * x).sum(0)
                 squares[i] = sq if squares[i] is None else squares[i] + sq

@@ -55,16 +55,18 @@ class CompileOptions:
     #: "fp32" (unchanged), "int8" (per output channel), "int4" (per group of
     #: `group_size` along K, packed), "fp8" (E4M3, targets that have it) or
     #: "auto" (per block of 64 columns, the cheapest format keeping each weight's
-    #: estimated relative output error within `error_budget`).
+    #: estimated relative output error within `error_budget`). Convolutions
+    #: with constant filters get INT8 per output channel with "int8", and with
+    #: "auto" when that stays within `error_budget`; other formats leave them.
     precision: str = "fp32"
     #: precision="auto": estimated relative RMS output error allowed per weight.
     error_budget: float = 0.01
     #: INT4 quantization group along K: 32, 64 or 128.
     group_size: int = 64
     #: Inputs to measure activation statistics on (a dict of input arrays, or
-    #: a list of them): each quantized matmul's per-channel input mean (bias
-    #: correction) and mean square (error estimates). None: estimated from
-    #: the graph.
+    #: a list of them): each quantized matmul's or convolution's per-channel
+    #: input mean (bias correction) and mean square (error estimates). None:
+    #: estimated from the graph.
     calibration: Any = None
     #: Scheduling goal of sits-reorder: "latency" (overlap memory- and
     #: compute-bound work where independent, within the original order's

@@ -494,6 +494,14 @@ class _Interpreter:
             bias = None
         return self._epilogue(op, y, None)
 
+    def op_sits_qconv(self, op, ins, env):
+        # conv(input, filter * scale[o]): the codes dequantized per output
+        # channel, then sits.conv's semantics (the bias is operand 3).
+        x, codes, scale = ins[0], ins[1], ins[2]
+        w = codes.astype(np.float32) * scale.astype(np.float32).reshape(
+            (-1,) + (1,) * (codes.ndim - 1))
+        return self.op_sits_conv(op, [x, w.astype(x.dtype)] + list(ins[3:]), env)
+
     def op_sits_softmax(self, op, ins, env):
         axis = _int(op.attributes["axis"]) if "axis" in op.attributes else -1
         return _softmax(ins[0], axis)

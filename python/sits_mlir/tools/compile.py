@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                    default="fp32",
                    help="weight precision of matmuls with constant weights: int8 (per output "
                         "channel), int4 (per group along K, packed), fp8 (E4M3, targets with "
-                        "FP8), auto (per block of 64 columns, within --error-budget) (default: fp32)")
+                        "FP8), auto (per block of 64 columns, within --error-budget); constant "
+                        "conv filters get int8 with int8 and auto (default: fp32)")
     p.add_argument("--error-budget", type=_threshold, default=0.01, metavar="E",
                    help="--precision auto: estimated relative output error allowed per weight "
                         "(default: 0.01)")

@@ -16,14 +16,18 @@
 // linalg.generic: iterations x body arithmetic (mulf 1, tanh 8); its
 // tensor.empty destination is not read.
 // CHECK: op 3 op=gen bound=memory bytes=1024 est_time_us=0.000305672 flops=2304 group=3 index=3 name=linalg.generic
+// qconv: the conv's FLOPs plus one scale per output; the INT8 filter
+// (1152 bytes) and its 16 scales replace the f32 filter's 4608 bytes, which
+// leaves it compute-bound.
+// CHECK: op 4 op=qconv bound=compute bytes=21952 est_time_us=0.00678687 flops=454720 group=4 index=4 name=sits.qconv
 
 // Overridden figures: at 1 GFLOP/s (fp16 scaled alike) everything is
 // compute-bound, and the target's figures are replaced in the header.
 // SLOW: target h100 vendor=nvidia memory_bytes=80000000000 bandwidth_gbs=1000 peak_fp32_gflops=1 peak_fp16_gflops=14.7612 nominal=false
 // SLOW: op 0 op=conv bound=compute bytes=25344 est_time_us=451.584 flops=451584
 module attributes {sits.target = #sits.target<"h100">} {
-  func.func @main(%img: tensor<1x8x16x16xf32>, %f: tensor<16x8x3x3xf32>, %q: tensor<1x2x32x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x8xf32>, %x: tensor<4x64xf16>, %g: tensor<64xf16>)
-      -> (tensor<1x16x14x14xf32>, tensor<1x2x32x8xf32>, tensor<4x64xf16>, tensor<4x64xf16>) {
+  func.func @main(%img: tensor<1x8x16x16xf32>, %f: tensor<16x8x3x3xf32>, %q: tensor<1x2x32x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x8xf32>, %x: tensor<4x64xf16>, %g: tensor<64xf16>, %qf: tensor<16x8x3x3xi8>, %s: tensor<16xf32>)
+      -> (tensor<1x16x14x14xf32>, tensor<1x2x32x8xf32>, tensor<4x64xf16>, tensor<4x64xf16>, tensor<1x16x14x14xf32>) {
     %c = sits.conv %img, %f : (tensor<1x8x16x16xf32>, tensor<16x8x3x3xf32>) -> tensor<1x16x14x14xf32> loc("conv")
     %a = sits.attention %q, %k, %v : (tensor<1x2x32x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x8xf32>) -> tensor<1x2x32x8xf32> loc("attn")
     %n = sits.layer_norm %x, %g : (tensor<4x64xf16>, tensor<64xf16>) -> tensor<4x64xf16> loc("ln")
@@ -35,6 +39,7 @@ module attributes {sits.target = #sits.target<"h100">} {
         %h = math.tanh %m : f16
         linalg.yield %h : f16
     } -> tensor<4x64xf16> loc("gen")
-    return %c, %a, %n, %t : tensor<1x16x14x14xf32>, tensor<1x2x32x8xf32>, tensor<4x64xf16>, tensor<4x64xf16>
+    %qc = sits.qconv %img, %qf, %s : (tensor<1x8x16x16xf32>, tensor<16x8x3x3xi8>, tensor<16xf32>) -> tensor<1x16x14x14xf32> loc("qconv")
+    return %c, %a, %n, %t, %qc : tensor<1x16x14x14xf32>, tensor<1x2x32x8xf32>, tensor<4x64xf16>, tensor<4x64xf16>, tensor<1x16x14x14xf32>
   }
 }

@@ -80,3 +80,25 @@ func.func @kept(%x: tensor<1x1x3x3xf32>, %v: tensor<32x1x1x1xf32>, %b: tensor<1x
   %d = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %v : tensor<1x1x3x3xf32>, tensor<32x1x1x1xf32>) outs(%b2 : tensor<1x32x3x3xf32>) -> tensor<1x32x3x3xf32>
   return %c, %d : tensor<1x48x3x3xf32>, tensor<1x32x3x3xf32>
 }
+
+// -----
+
+// INT8 filter codes (a sits.qconv's) are laid out in panels as they are,
+// one byte each, and the GEMM widens them in its body, as the convolution
+// did. Panel row k = 0 holds F[0..31][0] = 0, 1, 2, ...; row 1 their
+// negations.
+// CHECK-LABEL: func.func @int8_filter
+//       CHECK:   %[[P:.+]] = arith.constant dense<{{\[}}{{\[}}[0, 1, 2, {{.*}}, 31], [0, -1, -2, {{.*}}, -31]]]> : tensor<1x2x32xi8>
+//       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[P]] : tensor<1x2x3x2xf32>, tensor<1x2x32xi8>)
+//  CHECK-NEXT:   ^bb0(%[[IN:.+]]: f32, %[[CODE:.+]]: i8, %[[OUT:.+]]: f32):
+//  CHECK-NEXT:     %[[W:.+]] = arith.sitofp %[[CODE]] : i8 to f32
+//  CHECK-NEXT:     %[[M:.+]] = arith.mulf %[[IN]], %[[W]] : f32
+//  CHECK-NEXT:     arith.addf %[[OUT]], %[[M]] : f32
+func.func @int8_filter(%x: tensor<1x1x3x3xf32>) -> tensor<1x32x3x2xf32> {
+  %w = arith.constant dense<[[[[0, 0]]], [[[1, -1]]], [[[2, -2]]], [[[3, -3]]], [[[4, -4]]], [[[5, -5]]], [[[6, -6]]], [[[7, -7]]], [[[8, -8]]], [[[9, -9]]], [[[10, -10]]], [[[11, -11]]], [[[12, -12]]], [[[13, -13]]], [[[14, -14]]], [[[15, -15]]], [[[16, -16]]], [[[17, -17]]], [[[18, -18]]], [[[19, -19]]], [[[20, -20]]], [[[21, -21]]], [[[22, -22]]], [[[23, -23]]], [[[24, -24]]], [[[25, -25]]], [[[26, -26]]], [[[27, -27]]], [[[28, -28]]], [[[29, -29]]], [[[30, -30]]], [[[31, -31]]]]> : tensor<32x1x1x2xi8>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x3x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  return %y : tensor<1x32x3x2xf32>
+}

@@ -4,7 +4,7 @@
 // belongs on contractions and holds two equally long float vectors.
 
 func.func @not_a_matmul(%x: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'sits.input_stats' is only valid on sits.matmul and sits.qmatmul}}
+  // expected-error @+1 {{'sits.input_stats' is only valid on sits.matmul, sits.qmatmul, sits.conv and sits.qconv}}
   %y = sits.activation <relu> %x {sits.input_stats = {mean = dense<0.0> : tensor<2xf32>, mean_square = dense<1.0> : tensor<2xf32>}} : tensor<2xf32>
   return %y : tensor<2xf32>
 }
