@@ -58,8 +58,10 @@ const TargetInfo kDatasheetTargets[] = {
 };
 
 // The host entry: what LLVM and the OS report about the machine we run on.
-// Peak throughput and bandwidth are left at 0 (unknown): they are measured,
-// not derived from a datasheet.
+// Peak throughput and bandwidth are left at 0 (unknown): no datasheet lists
+// them. sits_mlir.targets.measure_host measures them once per machine and
+// compile() hands them to the cost model (sits-reorder's peak-gflops and
+// bandwidth-gbs); without them the cost model uses marked nominal figures.
 TargetInfo makeHostTarget() {
   static const std::string triple = llvm::sys::getProcessTriple();
   static const std::string cpu = llvm::sys::getHostCPUName().str();

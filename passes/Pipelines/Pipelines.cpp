@@ -160,6 +160,8 @@ void mlir::sits::buildSitsGraphPassPipeline(
   SitsReorderOptions reorder;
   reorder.profile = options.profile;
   reorder.scheduleFile = options.scheduleFile;
+  reorder.peakGflops = options.peakGflops;
+  reorder.bandwidthGBs = options.bandwidthGBs;
   pm.addPass(createSitsReorder(reorder));
 }
 

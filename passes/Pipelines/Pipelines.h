@@ -77,6 +77,17 @@ struct SitsGraphPipelineOptions
       llvm::cl::desc("Write the schedule sits-reorder chose to this file "
                      "(see passes/Analysis/ScheduleFormat.md)"),
       llvm::cl::init("")};
+  Option<double> peakGflops{
+      *this, "peak-gflops",
+      llvm::cl::desc("sits-reorder: the target's fp32 peak in GFLOP/s, "
+                     "overriding the table (0: the table's; the host CPU's "
+                     "is measured by sits_mlir.targets.measure_host)"),
+      llvm::cl::init(0.0)};
+  Option<double> bandwidthGBs{
+      *this, "bandwidth-gbs",
+      llvm::cl::desc("sits-reorder: the target's memory bandwidth in GB/s, "
+                     "overriding the table (0: the table's)"),
+      llvm::cl::init(0.0)};
 };
 
 /// linalg on tensors -> LLVM dialect for the CPU named by the module's

@@ -61,3 +61,30 @@ def test_target_attr_on_module(ctx):
     m.operation.attributes["sits.target"] = ir.StringAttr.get("a100")
     with pytest.raises(ir.MLIRError, match="must be a #sits.target attribute"):
         m.operation.verify()
+
+
+def test_host_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITS_CACHE_DIR", str(tmp_path))
+    first = targets.measure_host()
+    assert first.source == "measured"
+    # An sgemm on a few cores runs at more than 1 GFLOP/s and less than
+    # 100 TFLOP/s; a parallel read streams between 0.5 GB/s and 10 TB/s.
+    assert 1 < first.peak_fp32_gflops < 1e5
+    assert 0.5 < first.bandwidth_gbs < 1e4
+    cached = targets.measure_host()
+    assert cached.source == "cache"
+    assert (cached.peak_fp32_gflops, cached.bandwidth_gbs) == \
+        (first.peak_fp32_gflops, first.bandwidth_gbs)
+    assert targets.measure_host(refresh=True).source == "measured"
+    # A corrupt cache file is measured over, never trusted.
+    (cache_file,) = tmp_path.glob("host-*.json")
+    cache_file.write_text("{not json")
+    assert targets.measure_host().source == "measured"
+
+
+def test_host_figures_without_a_writable_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SITS_CACHE_DIR", str(blocker / "cache"))
+    figures = targets.measure_host()
+    assert figures.source == "measured" and figures.peak_fp32_gflops > 0

@@ -160,10 +160,16 @@ def _graph_options(options: CompileOptions) -> str:
 
 
 def _cpu_pipeline(options: CompileOptions) -> str:
+    # The host's peak and bandwidth are measured (once per machine, cached):
+    # the target table cannot list them.
+    from ..targets import measure_host
+
+    host = measure_host()
     return ("builtin.module(sits-cpu-pipeline{"
             f"num-threads={options.threads} "
             f"vectorize={'true' if options.vectorize else 'false'} "
-            f"{_graph_options(options)}"
+            f"{_graph_options(options)} "
+            f"peak-gflops={host.peak_fp32_gflops!r} bandwidth-gbs={host.bandwidth_gbs!r}"
             "})")
 
 

@@ -193,6 +193,22 @@ def test_explain_report(tmp_path, capsys):
     assert "# SITS explain report" in capsys.readouterr().err
 
 
+def test_host_schedule_uses_measured_figures(tmp_path):
+    """compile() for the CPU costs ops with the host's measured peak and
+    bandwidth (targets.measure_host), so the schedule is not nominal."""
+    branched_model(tmp_path / "b.onnx")
+    out = tmp_path / "b.sits"
+    artifact = sits_mlir.compile(str(tmp_path / "b.onnx"), output=tmp_path / "b.sitsm",
+                                 emit_schedule=out)
+    host = targets.measure_host()
+    assert f"peak-gflops={host.peak_fp32_gflops!r}" in artifact.pipeline
+    s = schedule.load(out)
+    assert s.target["name"] == "cpu"
+    assert float(s.target["bandwidth_gbs"]) == pytest.approx(host.bandwidth_gbs)
+    assert float(s.target["peak_fp32_gflops"]) == pytest.approx(host.peak_fp32_gflops)
+    assert s.target["nominal"] in (False, "false", 0)
+
+
 def test_schedule_before_codegen_for_unsupported_targets(tmp_path):
     branched_model(tmp_path / "b.onnx")
     out = tmp_path / "b.sits"
