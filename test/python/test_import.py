@@ -39,7 +39,7 @@ def test_generated_op_classes():
     names = {cls.OPERATION_NAME for cls in vars(sits).values()
              if isinstance(cls, type) and hasattr(cls, "OPERATION_NAME")}
     assert names == {
-        "sits.matmul", "sits.conv", "sits.qmatmul", "sits.attention",
+        "sits.matmul", "sits.conv", "sits.qconv", "sits.qmatmul", "sits.attention",
         "sits.layer_norm", "sits.rms_norm", "sits.softmax", "sits.activation",
         "sits.quantize", "sits.dequantize",
     }
