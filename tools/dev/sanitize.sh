@@ -3,10 +3,11 @@
 # checkout: the runtime alone (cmake -S runtime: no LLVM or MLIR needed) is
 # built twice with its gtests,
 #   * with AddressSanitizer + UndefinedBehaviorSanitizer: every runtime gtest
-#     (KV allocator and core);
+#     (KV allocator, generation engine and core);
 #   * with ThreadSanitizer: the concurrency tests (KV: KVConcurrency.*; core:
 #     the async runtime / thread pool and concurrent module runs, also on
-#     the fake CUDA driver).
+#     the fake CUDA driver), and the engine's tests (single-threaded, but
+#     cheap).
 # Build dirs build/sanitize-asan and build/sanitize-tsan persist and ccache
 # is used when present, so a rerun only recompiles what changed. Needs a C++
 # compiler with the sanitizers (GCC or Clang), CMake and GoogleTest
@@ -32,7 +33,7 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 build() { # dir, sanitizers
   cmake -S runtime -B "$1" "${common[@]}" "-DSITS_SANITIZE=$2" >/dev/null
   cmake --build "$1" -j "$jobs" --target sits_kv_tests sits_runtime_core_tests \
-    sits_runtime_gpu_tests
+    sits_runtime_gpu_tests sits_engine_tests
 }
 
 echo "==> runtime gtests under ASan + UBSan (build/sanitize-asan)"
@@ -50,5 +51,6 @@ setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
   --gtest_filter='AsyncRuntime.*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_gpu_tests \
   --gtest_filter='CudaDriver.ConcurrentCallsUseTheirOwnStreams'
+"${run[@]}" build/sanitize-tsan/sits_engine_tests
 
 echo "==> sanitizers clean in $(( $(date +%s) - start )) s"

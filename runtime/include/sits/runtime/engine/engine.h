@@ -1,0 +1,220 @@
+//===- engine.h - Generation engine: continuous batching over the KV pool -===//
+//
+// `Engine` runs prefill and decode steps for many requests at once over a
+// `kv::Allocator` and a `ModelRunner`, one `step()` at a time:
+//
+//   1. Decode: every running sequence gets one slot for its last sampled
+//      token (`append`, oldest admission first). When the pool is out of
+//      blocks, the most recently admitted running sequence is preempted by
+//      recompute: its blocks are freed and it goes back to the head of the
+//      waiting queue with its generated tokens, to be prefilled again as
+//      prompt + generated (prefix caching usually serves most of it back).
+//   2. Admit: unless this step preempted, waiting sequences are admitted in
+//      FIFO order (`addSequence` with token ids, so shared prompts hit the
+//      prefix cache) while the batch has room (max_batch_size; a fresh
+//      request with n parallel samples needs n places) and the pool has
+//      blocks. The head blocks the queue (no overtaking).
+//   3. The runner computes the batch; each sequence samples its next token.
+//      A request with n > 1 is prefilled once, then forked into n sequences
+//      that share the prompt's blocks; each samples its own first token from
+//      the same logits (a shared partial tail is copied on first write).
+//   4. Stop token or max_new_tokens finishes a sample and frees its blocks.
+//
+// Requests that can never fit (prompt + max_new_tokens > max_seq_len, or
+// more blocks than the pool has) fail at `addRequest` with
+// CapacityExceeded; nothing in a step crashes or loops forever.
+//
+// Sampling is keyed per sample (see sampler.h), so results do not depend on
+// batch size, pool size, preemptions or prefix caching.
+//
+// The engine must be the allocator's only user (it checks the pool is empty
+// at creation) and is not thread-safe: one thread drives it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_ENGINE_ENGINE_H
+#define SITS_RUNTIME_ENGINE_ENGINE_H
+
+#include "sits/runtime/engine/model_runner.h"
+#include "sits/runtime/engine/sampler.h"
+#include "sits/runtime/kv/allocator.h"
+#include "sits/runtime/status.h"
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace sits::runtime::engine {
+
+struct EngineConfig {
+  /// Most sequences in one step (running + admitted). >= 1.
+  int64_t max_batch_size = 8;
+  /// Keys the draws of requests without a seed of their own.
+  uint64_t seed = 0;
+};
+
+struct Request {
+  /// Token ids, >= 0; at least one.
+  std::vector<int32_t> prompt;
+  /// >= 1.
+  int64_t max_new_tokens = 16;
+  SamplingParams sampling;
+  /// Parallel samples, in [1, max_batch_size].
+  int64_t n = 1;
+  /// Ends a sample when drawn (and is its last token).
+  std::optional<int32_t> stop_token;
+};
+
+enum class FinishReason : int32_t {
+  kNone = 0,   ///< still running
+  kStop = 1,   ///< drew the stop token
+  kLength = 2, ///< reached max_new_tokens
+  kError = 3,  ///< the request failed (RequestResult::status)
+};
+const char *finishReasonName(FinishReason reason);
+
+struct SampleResult {
+  /// Generated tokens, the stop token included.
+  std::vector<int32_t> tokens;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+/// Times are seconds on the engine's steady clock (0 = engine creation).
+struct RequestMetrics {
+  double arrival_s = 0;
+  /// -1 until the first token.
+  double first_token_s = -1;
+  double finish_s = -1;
+  /// first_token_s - arrival_s (-1 until the first token).
+  double ttft_s = -1;
+  /// Mean over samples of (finish - first token) / (tokens - 1), for
+  /// samples with more than one token; 0 when none.
+  double tpot_s = 0;
+  int64_t prompt_tokens = 0;
+  /// Over all samples.
+  int64_t output_tokens = 0;
+  /// Tokens served by the prefix cache at admissions (re-admissions after a
+  /// preemption included).
+  int64_t cached_tokens = 0;
+  int64_t preemptions = 0;
+};
+
+struct RequestResult {
+  uint64_t id = 0;
+  bool finished = false;
+  /// OK, or why the request failed (every sample then has kError).
+  Status status;
+  /// n entries, in sample order.
+  std::vector<SampleResult> samples;
+  RequestMetrics metrics;
+};
+
+struct EngineMetrics {
+  int64_t steps = 0;
+  /// Sequences scheduled as prefills / decodes, summed over steps.
+  int64_t prefills = 0;
+  int64_t decodes = 0;
+  /// Tokens whose K/V the runner computed (prefill and decode).
+  int64_t computed_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t preemptions = 0;
+  /// Tokens the prefix cache served at admissions.
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_failed = 0;
+  /// Wall time inside step(), and output tokens per second of it.
+  double busy_s = 0;
+  double tokens_per_s = 0;
+  /// Device blocks in use (usable - free - cached) after each step's
+  /// scheduling: peak, and utilization (of usable) peak and mean over steps.
+  int64_t kv_blocks_peak = 0;
+  double kv_utilization_peak = 0;
+  double kv_utilization_mean = 0;
+  /// Means over finished requests (those that produced tokens).
+  double mean_ttft_s = 0;
+  double mean_tpot_s = 0;
+};
+
+class Engine {
+public:
+  /// `allocator` and `runner` must outlive the engine. Errors:
+  /// InvalidArgument (null pointer, max_batch_size < 1, an allocator that
+  /// already holds sequences), Unimplemented (copy_ordering ASYNC).
+  static StatusOr<std::unique_ptr<Engine>>
+  create(const EngineConfig &config, kv::Allocator *allocator,
+         ModelRunner *runner);
+  ~Engine();
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+  /// Queues a request; returns its id (1, 2, ...). InvalidArgument for bad
+  /// fields (`subject` names it), CapacityExceeded for one that can never
+  /// fit (`subject` "max_seq_len" or "usable_blocks").
+  StatusOr<uint64_t> addRequest(Request request);
+
+  /// One scheduling step (nothing to do: OK). A runner error fails the
+  /// requests of that batch and is returned; the engine stays usable. An
+  /// allocator error other than OutOfBlocks (a bug: the pool is poisoned)
+  /// is returned by this and every later step.
+  Status step();
+  /// Steps until every request has finished. Returns the first error of a
+  /// step (after running the rest to completion).
+  Status runUntilDone();
+
+  bool hasUnfinished() const;
+  size_t numRunning() const { return running_.size(); }
+  size_t numWaiting() const { return waiting_.size(); }
+
+  /// A copy of the request's state (finished or not). UnknownSequence-free:
+  /// InvalidArgument with subject "request_id" for an unknown id.
+  StatusOr<RequestResult> result(uint64_t requestId) const;
+  /// Forgets a finished request (its result is gone afterwards).
+  Status release(uint64_t requestId);
+
+  /// Derived fields (tokens_per_s, means) are computed on each call.
+  EngineMetrics metrics() const;
+
+private:
+  struct RequestState;
+  struct Seq;
+
+  Engine(const EngineConfig &config, kv::Allocator *allocator,
+         ModelRunner *runner);
+  double now() const;
+  Status stepImpl();
+  Status preemptNewest();
+  void failRequest(RequestState *request, const Status &status);
+  void finishSeq(Seq *seq, FinishReason reason, double t);
+  void finishRequest(RequestState *request, double t);
+  void sampleNext(Seq *seq, const float *row, int64_t vocab, double t);
+  void dropFinished();
+
+  EngineConfig config_;
+  kv::Allocator *allocator_;
+  ModelRunner *runner_;
+  int64_t usableBlocks_ = 0;
+  int64_t blockSize_ = 0;
+  int64_t maxSeqLen_ = 0;
+  int64_t watermark_ = 0;
+  Sampler sampler_;
+  std::chrono::steady_clock::time_point epoch_;
+  uint64_t nextRequestId_ = 1;
+  uint64_t nextSeqId_ = 1;
+  std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::deque<std::unique_ptr<Seq>> waiting_;
+  /// Admission order: the back is the most recently admitted.
+  std::vector<std::unique_ptr<Seq>> running_;
+  /// Sticky: the allocator failed in a way the engine cannot recover from.
+  Status broken_;
+  EngineMetrics metrics_;
+  double utilizationSum_ = 0;
+  double ttftSum_ = 0, tpotSum_ = 0;
+  int64_t ttftCount_ = 0, tpotCount_ = 0;
+};
+
+} // namespace sits::runtime::engine
+
+#endif // SITS_RUNTIME_ENGINE_ENGINE_H

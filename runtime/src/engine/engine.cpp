@@ -1,0 +1,573 @@
+//===- engine.cpp - Continuous batching over the paged KV pool -------------===//
+//
+// See engine.h for the step. Bookkeeping: a `Seq` is one sample of one
+// request while it is waiting or running (a fresh request with n > 1 is a
+// single Seq until its prompt is prefilled and forked); `tokens` is prompt +
+// generated, `num_computed` the prefix whose K/V is in the pool. Between
+// steps a running Seq has num_computed == tokens.size() - 1: its last
+// sampled token gets a slot at the next decode. Finished Seqs are only
+// marked during a step and erased at its end, so the raw pointers of the
+// step's batch stay valid.
+//
+//===----------------------------------------------------------------------===//
+#include "sits/runtime/engine/engine.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace sits::runtime::engine {
+
+const char *finishReasonName(FinishReason reason) {
+  switch (reason) {
+  case FinishReason::kNone:
+    return "none";
+  case FinishReason::kStop:
+    return "stop";
+  case FinishReason::kLength:
+    return "length";
+  case FinishReason::kError:
+    return "error";
+  }
+  return "unknown";
+}
+
+struct Engine::RequestState {
+  Request request;
+  RequestResult result;
+  int64_t unfinished = 0;
+  /// Per sample: time of its first token (-1 before).
+  std::vector<double> first_token_s;
+  double tpot_sum = 0;
+  int64_t tpot_count = 0;
+};
+
+struct Engine::Seq {
+  RequestState *req = nullptr;
+  int64_t sample = 0;
+  int64_t prompt_len = 0;
+  std::vector<int32_t> tokens;
+  /// 0 while waiting (allocator ids start at 1).
+  uint64_t alloc_id = 0;
+  int64_t num_computed = 0;
+  /// A fresh request with n > 1: fork after the prefill.
+  bool fork_pending = false;
+  bool is_prefill = false;
+  bool finished = false;
+};
+
+namespace {
+
+Status invalidArgument(const char *subject, std::string message) {
+  ErrorInfo e;
+  e.code = StatusCode::kInvalidArgument;
+  e.message = std::move(message);
+  e.subject = subject;
+  return Status(std::move(e));
+}
+
+Status capacityExceeded(const char *subject, int64_t value, int64_t limit,
+                        std::string message) {
+  ErrorInfo e;
+  e.code = StatusCode::kCapacityExceeded;
+  e.message = std::move(message);
+  e.subject = subject;
+  e.value = value;
+  e.limit = limit;
+  return Status(std::move(e));
+}
+
+} // namespace
+
+Engine::Engine(const EngineConfig &config, kv::Allocator *allocator,
+               ModelRunner *runner)
+    : config_(config), allocator_(allocator), runner_(runner),
+      epoch_(std::chrono::steady_clock::now()) {
+  usableBlocks_ = allocator->geometry().usable_blocks;
+  blockSize_ = allocator->config().block_size;
+  maxSeqLen_ = allocator->config().max_seq_len;
+  watermark_ = allocator->config().watermark_blocks;
+}
+
+Engine::~Engine() = default;
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig &config,
+                                                 kv::Allocator *allocator,
+                                                 ModelRunner *runner) {
+  if (!allocator)
+    return invalidArgument("allocator", "allocator is null");
+  if (!runner)
+    return invalidArgument("runner", "runner is null");
+  if (config.max_batch_size < 1)
+    return invalidArgument("max_batch_size",
+                           "max_batch_size = " +
+                               std::to_string(config.max_batch_size) +
+                               ": must be >= 1");
+  if (allocator->config().copy_ordering != kv::CopyOrdering::kStreamOrdered)
+    return Status(StatusCode::kUnimplemented,
+                  "the engine runs the KV pool with copy_ordering = "
+                  "stream_ordered only (got async)");
+  auto stats = allocator->stats();
+  if (!stats.ok())
+    return stats.status();
+  if (stats->num_sequences != 0)
+    return invalidArgument("allocator",
+                           "the allocator already holds " +
+                               std::to_string(stats->num_sequences) +
+                               " sequences: the engine must be its only user");
+  return std::unique_ptr<Engine>(new Engine(config, allocator, runner));
+}
+
+double Engine::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       epoch_)
+      .count();
+}
+
+StatusOr<uint64_t> Engine::addRequest(Request request) {
+  if (request.prompt.empty())
+    return invalidArgument("prompt", "prompt is empty: at least one token is "
+                                     "needed to compute logits");
+  for (size_t i = 0; i < request.prompt.size(); ++i)
+    if (request.prompt[i] < 0) {
+      Status st = invalidArgument(
+          "prompt", "prompt[" + std::to_string(i) +
+                        "] = " + std::to_string(request.prompt[i]) +
+                        ": token ids must be >= 0");
+      st.withIndex(static_cast<int64_t>(i));
+      return st;
+    }
+  if (request.max_new_tokens < 1)
+    return invalidArgument("max_new_tokens",
+                           "max_new_tokens = " +
+                               std::to_string(request.max_new_tokens) +
+                               ": must be >= 1");
+  if (request.n < 1 || request.n > config_.max_batch_size)
+    return invalidArgument("n", "n = " + std::to_string(request.n) +
+                                    ": must be in [1, max_batch_size = " +
+                                    std::to_string(config_.max_batch_size) +
+                                    "]");
+  SITS_RETURN_IF_ERROR(validateSamplingParams(request.sampling));
+  if (request.stop_token && *request.stop_token < 0)
+    return invalidArgument("stop_token",
+                           "stop_token = " +
+                               std::to_string(*request.stop_token) +
+                               ": token ids must be >= 0");
+  const int64_t promptLen = static_cast<int64_t>(request.prompt.size());
+  if (request.max_new_tokens > maxSeqLen_ ||
+      promptLen + request.max_new_tokens > maxSeqLen_) {
+    const int64_t total =
+        request.max_new_tokens > maxSeqLen_
+            ? request.max_new_tokens
+            : promptLen + request.max_new_tokens;
+    return capacityExceeded("max_seq_len", total, maxSeqLen_,
+                            "prompt + max_new_tokens = " +
+                                std::to_string(total) + " exceeds max_seq_len = " +
+                                std::to_string(maxSeqLen_) + " (can never fit)");
+  }
+  // The longest sequence held in the pool: the last token never gets a
+  // slot. Admission (also after a preemption) must leave the watermark.
+  const int64_t slots = promptLen + request.max_new_tokens - 1;
+  const int64_t blocks = (slots + blockSize_ - 1) / blockSize_;
+  const int64_t limit = usableBlocks_ - watermark_;
+  if (blocks > limit)
+    return capacityExceeded(
+        "usable_blocks", blocks, limit,
+        "a sample needs up to " + std::to_string(blocks) +
+            " blocks, more than the pool can ever give one sequence (" +
+            std::to_string(limit) + " = usable blocks - watermark)");
+
+  const uint64_t id = nextRequestId_++;
+  auto state = std::make_unique<RequestState>();
+  state->request = std::move(request);
+  const int64_t n = state->request.n;
+  state->result.id = id;
+  state->result.samples.resize(static_cast<size_t>(n));
+  state->result.metrics.arrival_s = now();
+  state->result.metrics.prompt_tokens = promptLen;
+  state->unfinished = n;
+  state->first_token_s.assign(static_cast<size_t>(n), -1.0);
+
+  auto seq = std::make_unique<Seq>();
+  seq->req = state.get();
+  seq->prompt_len = promptLen;
+  seq->tokens = state->request.prompt;
+  seq->fork_pending = n > 1;
+  waiting_.push_back(std::move(seq));
+  requests_.emplace(id, std::move(state));
+  return id;
+}
+
+bool Engine::hasUnfinished() const {
+  return !running_.empty() || !waiting_.empty();
+}
+
+StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
+  auto it = requests_.find(requestId);
+  if (it == requests_.end()) {
+    Status st = invalidArgument("request_id", "no request with id " +
+                                                  std::to_string(requestId));
+    st.withValue(static_cast<int64_t>(requestId));
+    return st;
+  }
+  return it->second->result;
+}
+
+Status Engine::release(uint64_t requestId) {
+  auto it = requests_.find(requestId);
+  if (it == requests_.end())
+    return invalidArgument("request_id",
+                           "no request with id " + std::to_string(requestId));
+  if (!it->second->result.finished)
+    return invalidArgument("request_id", "request " +
+                                             std::to_string(requestId) +
+                                             " has not finished");
+  requests_.erase(it);
+  return Status::OK();
+}
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m = metrics_;
+  m.tokens_per_s = m.busy_s > 0 ? m.output_tokens / m.busy_s : 0;
+  m.kv_utilization_mean = m.steps > 0 ? utilizationSum_ / m.steps : 0;
+  m.mean_ttft_s = ttftCount_ > 0 ? ttftSum_ / ttftCount_ : 0;
+  m.mean_tpot_s = tpotCount_ > 0 ? tpotSum_ / tpotCount_ : 0;
+  return m;
+}
+
+Status Engine::preemptNewest() {
+  std::unique_ptr<Seq> victim = std::move(running_.back());
+  running_.pop_back();
+  Status st = allocator_->free(victim->alloc_id);
+  if (!st.ok())
+    return st;
+  victim->alloc_id = 0;
+  victim->num_computed = 0;
+  ++victim->req->result.metrics.preemptions;
+  ++metrics_.preemptions;
+  waiting_.push_front(std::move(victim));
+  return Status::OK();
+}
+
+void Engine::finishRequest(RequestState *r, double t) {
+  RequestMetrics &m = r->result.metrics;
+  r->result.finished = true;
+  m.finish_s = t;
+  m.tpot_s = r->tpot_count > 0 ? r->tpot_sum / r->tpot_count : 0;
+  if (r->result.status.ok()) {
+    ++metrics_.requests_finished;
+    if (m.ttft_s >= 0) {
+      ttftSum_ += m.ttft_s;
+      ++ttftCount_;
+    }
+    if (r->tpot_count > 0) {
+      tpotSum_ += m.tpot_s;
+      ++tpotCount_;
+    }
+  } else {
+    ++metrics_.requests_failed;
+  }
+}
+
+void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
+  if (s->alloc_id != 0) {
+    Status st = allocator_->free(s->alloc_id);
+    if (!st.ok() && broken_.ok())
+      broken_ = st;
+    s->alloc_id = 0;
+  }
+  s->finished = true;
+  RequestState *r = s->req;
+  r->result.samples[static_cast<size_t>(s->sample)].finish_reason = reason;
+  const int64_t generated =
+      static_cast<int64_t>(s->tokens.size()) - s->prompt_len;
+  const double first = r->first_token_s[static_cast<size_t>(s->sample)];
+  if (generated > 1 && first >= 0) {
+    r->tpot_sum += (t - first) / static_cast<double>(generated - 1);
+    ++r->tpot_count;
+  }
+  if (--r->unfinished == 0)
+    finishRequest(r, t);
+}
+
+void Engine::failRequest(RequestState *r, const Status &status) {
+  if (r->result.finished)
+    return;
+  auto release = [&](Seq *s) {
+    if (s->req != r || s->finished)
+      return;
+    if (s->alloc_id != 0) {
+      Status st = allocator_->free(s->alloc_id);
+      if (!st.ok() && broken_.ok())
+        broken_ = st;
+      s->alloc_id = 0;
+    }
+    s->finished = true;
+  };
+  for (auto &s : running_)
+    release(s.get());
+  for (auto &s : waiting_)
+    release(s.get());
+  r->result.status = status;
+  for (SampleResult &sample : r->result.samples)
+    if (sample.finish_reason == FinishReason::kNone)
+      sample.finish_reason = FinishReason::kError;
+  r->unfinished = 0;
+  finishRequest(r, now());
+}
+
+void Engine::dropFinished() {
+  auto done = [](const std::unique_ptr<Seq> &s) { return s->finished; };
+  running_.erase(std::remove_if(running_.begin(), running_.end(), done),
+                 running_.end());
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), done),
+                 waiting_.end());
+}
+
+void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
+  RequestState *r = s->req;
+  const SamplingParams &p = r->request.sampling;
+  // A seeded request is keyed by its seed and sample index only, so the
+  // same request reproduces whatever its id; otherwise the engine seed and
+  // the request id key it.
+  const uint64_t seed = p.seed ? *p.seed : config_.seed;
+  const uint64_t stream =
+      p.seed ? static_cast<uint64_t>(s->sample)
+             : (r->result.id << 32) ^ static_cast<uint64_t>(s->sample);
+  const int64_t generated =
+      static_cast<int64_t>(s->tokens.size()) - s->prompt_len;
+  StatusOr<int32_t> tok = sampler_.sample(row, vocab, p, seed, stream,
+                                          static_cast<uint64_t>(generated));
+  if (!tok.ok()) {
+    failRequest(r, tok.status());
+    return;
+  }
+  s->tokens.push_back(*tok);
+  r->result.samples[static_cast<size_t>(s->sample)].tokens.push_back(*tok);
+  ++r->result.metrics.output_tokens;
+  ++metrics_.output_tokens;
+  if (generated == 0) {
+    r->first_token_s[static_cast<size_t>(s->sample)] = t;
+    if (r->result.metrics.first_token_s < 0) {
+      r->result.metrics.first_token_s = t;
+      r->result.metrics.ttft_s = t - r->result.metrics.arrival_s;
+    }
+  }
+  if (r->request.stop_token && *tok == *r->request.stop_token)
+    finishSeq(s, FinishReason::kStop, t);
+  else if (generated + 1 >= r->request.max_new_tokens)
+    finishSeq(s, FinishReason::kLength, t);
+}
+
+Status Engine::step() {
+  if (!broken_.ok())
+    return broken_;
+  if (running_.empty() && waiting_.empty())
+    return Status::OK();
+  const double start = now();
+  Status st = stepImpl();
+  if (!broken_.ok() && st.ok())
+    st = broken_;
+  dropFinished();
+  metrics_.busy_s += now() - start;
+  return st;
+}
+
+Status Engine::stepImpl() {
+  std::vector<Seq *> batch;
+  bool preempted = false;
+
+  // 1. Decode: a slot for each running sequence's last sampled token.
+  for (size_t i = 0; i < running_.size();) {
+    Seq *s = running_[i].get();
+    Status st = allocator_->append(s->alloc_id, &s->tokens.back(), 1);
+    if (st.ok()) {
+      s->is_prefill = false;
+      batch.push_back(s);
+      ++i;
+      continue;
+    }
+    if (st.code() != StatusCode::kOutOfBlocks)
+      return broken_ = st;
+    if (running_.size() == 1) {
+      // Alone in the pool and still out of blocks (addRequest's checks make
+      // this unreachable): fail rather than preempt itself forever.
+      failRequest(s->req, capacityExceeded("usable_blocks", 0, usableBlocks_,
+                                           "sequence cannot grow even alone "
+                                           "in the pool: " +
+                                               st.message()));
+      break;
+    }
+    // The victim is the newest: s itself or one not appended yet.
+    Status pst = preemptNewest();
+    if (!pst.ok())
+      return broken_ = pst;
+    preempted = true;
+  }
+
+  // 2. Admission, FIFO, unless this step had to preempt.
+  if (!preempted) {
+    int64_t room = config_.max_batch_size - static_cast<int64_t>(running_.size());
+    while (!waiting_.empty()) {
+      Seq *s = waiting_.front().get();
+      if (s->finished) {
+        waiting_.pop_front();
+        continue;
+      }
+      const int64_t width = s->fork_pending ? s->req->request.n : 1;
+      if (width > room)
+        break;
+      const uint64_t id = nextSeqId_;
+      StatusOr<kv::AddResult> added = allocator_->addSequence(
+          id, s->tokens.data(), static_cast<int64_t>(s->tokens.size()));
+      if (!added.ok()) {
+        if (added.code() == StatusCode::kOutOfBlocks)
+          break;
+        if (added.code() == StatusCode::kCapacityExceeded) {
+          failRequest(s->req, added.status());
+          continue;
+        }
+        return broken_ = added.status();
+      }
+      ++nextSeqId_;
+      s->alloc_id = id;
+      s->num_computed = added->cached_tokens;
+      s->is_prefill = true;
+      s->req->result.metrics.cached_tokens += added->cached_tokens;
+      metrics_.prefix_cache_hit_tokens += added->cached_tokens;
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      batch.push_back(s);
+      room -= width;
+    }
+  }
+
+  batch.erase(std::remove_if(batch.begin(), batch.end(),
+                             [](Seq *s) { return s->finished; }),
+              batch.end());
+  if (batch.empty()) {
+    // Nothing runs and the head cannot be admitted into an empty pool:
+    // it never will be (addRequest's checks make this unreachable).
+    if (running_.empty() && !waiting_.empty() && !waiting_.front()->finished)
+      failRequest(waiting_.front()->req,
+                  capacityExceeded("usable_blocks", 0, usableBlocks_,
+                                   "request cannot be admitted even into an "
+                                   "empty pool"));
+    return Status::OK();
+  }
+
+  // 3. The runner's view of the step.
+  StepBatch stepBatch;
+  Status st = allocator_->takePendingCopies(&stepBatch.copies);
+  if (!st.ok())
+    return broken_ = st;
+  stepBatch.sequences.resize(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq *s = batch[i];
+    ScheduledSequence &q = stepBatch.sequences[i];
+    const int64_t len = static_cast<int64_t>(s->tokens.size());
+    const int64_t count = len - s->num_computed;
+    q.seq_id = s->alloc_id;
+    q.is_prefill = s->is_prefill;
+    q.token_ids.assign(s->tokens.begin() + s->num_computed, s->tokens.end());
+    q.positions.resize(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k)
+      q.positions[static_cast<size_t>(k)] = s->num_computed + k;
+    q.slot_mapping.resize(static_cast<size_t>(count));
+    st = allocator_->slotMapping(s->alloc_id, s->num_computed, count,
+                                 q.slot_mapping.data());
+    if (!st.ok())
+      return broken_ = st;
+    StatusOr<std::vector<int32_t>> table = allocator_->blockTable(s->alloc_id);
+    if (!table.ok())
+      return broken_ = table.status();
+    q.block_table = std::move(*table);
+    q.context_len = len;
+  }
+
+  StatusOr<int64_t> freeBlocks = allocator_->numFreeBlocks();
+  if (!freeBlocks.ok())
+    return broken_ = freeBlocks.status();
+  const int64_t used = usableBlocks_ - *freeBlocks;
+  const double utilization =
+      usableBlocks_ > 0 ? static_cast<double>(used) / usableBlocks_ : 0;
+  metrics_.kv_blocks_peak = std::max(metrics_.kv_blocks_peak, used);
+  metrics_.kv_utilization_peak =
+      std::max(metrics_.kv_utilization_peak, utilization);
+  utilizationSum_ += utilization;
+  ++metrics_.steps;
+
+  // 4. Run the model.
+  StepOutput out;
+  Status rs = runner_->execute(stepBatch, &out);
+  if (rs.ok() && (out.vocab_size <= 0 ||
+                  out.logits.size() != batch.size() *
+                                           static_cast<size_t>(out.vocab_size)))
+    rs = invalidArgument("logits",
+                         "runner returned " +
+                             std::to_string(out.logits.size()) +
+                             " logits with vocab_size = " +
+                             std::to_string(out.vocab_size) + " for " +
+                             std::to_string(batch.size()) + " sequences");
+  if (!rs.ok()) {
+    for (Seq *s : batch)
+      failRequest(s->req, rs);
+    return rs;
+  }
+
+  // 5. Sample, fork fresh n > 1 requests, finish.
+  const double t = now();
+  const int64_t vocab = out.vocab_size;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq *s = batch[i];
+    if (s->finished) // a sibling's failure ended the request this step
+      continue;
+    const int64_t computed =
+        static_cast<int64_t>(s->tokens.size()) - s->num_computed;
+    metrics_.computed_tokens += computed;
+    ++(s->is_prefill ? metrics_.prefills : metrics_.decodes);
+    s->num_computed = static_cast<int64_t>(s->tokens.size());
+    const float *row = out.logits.data() + i * static_cast<size_t>(vocab);
+    if (!s->fork_pending) {
+      sampleNext(s, row, vocab, t);
+      continue;
+    }
+    // Children share every block of the prefilled prompt (no new block).
+    s->fork_pending = false;
+    std::vector<Seq *> group{s};
+    for (int64_t k = 1; k < s->req->request.n; ++k) {
+      auto child = std::make_unique<Seq>();
+      child->req = s->req;
+      child->sample = k;
+      child->prompt_len = s->prompt_len;
+      child->tokens = s->tokens;
+      child->num_computed = s->num_computed;
+      child->alloc_id = nextSeqId_++;
+      Status fs = allocator_->fork(s->alloc_id, child->alloc_id);
+      if (!fs.ok())
+        return broken_ = fs;
+      group.push_back(child.get());
+      running_.push_back(std::move(child));
+    }
+    for (Seq *g : group)
+      if (!g->finished)
+        sampleNext(g, row, vocab, t);
+  }
+  return Status::OK();
+}
+
+Status Engine::runUntilDone() {
+  Status first;
+  while (hasUnfinished()) {
+    Status st = step();
+    if (!st.ok()) {
+      if (first.ok())
+        first = st;
+      if (!broken_.ok())
+        return first;
+    }
+  }
+  return first;
+}
+
+} // namespace sits::runtime::engine

@@ -1,0 +1,142 @@
+//===- sampler.cpp - Token sampling ----------------------------------------===//
+#include "sits/runtime/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace sits::runtime::engine {
+
+namespace {
+
+Status invalid(const char *subject, std::string message) {
+  ErrorInfo e;
+  e.code = StatusCode::kInvalidArgument;
+  e.message = std::move(message);
+  e.subject = subject;
+  return Status(std::move(e));
+}
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+Status validateSamplingParams(const SamplingParams &p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
+    return invalid("temperature",
+                   "temperature = " + std::to_string(p.temperature) +
+                       ": must be finite and >= 0 (0 is greedy)");
+  if (p.top_k < 0)
+    return invalid("top_k", "top_k = " + std::to_string(p.top_k) +
+                                ": must be >= 0 (0 disables top-k)");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    return invalid("top_p", "top_p = " + std::to_string(p.top_p) +
+                                ": must be in (0, 1] (1 disables top-p)");
+  return Status::OK();
+}
+
+double uniformDraw(uint64_t seed, uint64_t stream, uint64_t step) {
+  uint64_t h = mix64(seed);
+  h = mix64(h ^ stream);
+  h = mix64(h ^ step);
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
+                                  const SamplingParams &params, uint64_t seed,
+                                  uint64_t stream, uint64_t step) {
+  SITS_RETURN_IF_ERROR(validateSamplingParams(params));
+  if (!logits)
+    return invalid("logits", "logits row is null");
+  if (vocab <= 0 || vocab > std::numeric_limits<int32_t>::max())
+    return invalid("vocab", "vocab = " + std::to_string(vocab) +
+                                ": must be in [1, 2^31)");
+  // One pass: reject NaN / +inf, find the argmax (lowest id on ties).
+  int64_t best = -1;
+  int64_t finite = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    const float l = logits[i];
+    if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
+      Status st = invalid("logits", "logits[" + std::to_string(i) + "] is " +
+                                        (std::isnan(l) ? "NaN" : "+inf"));
+      st.withIndex(i);
+      return st;
+    }
+    if (l == -std::numeric_limits<float>::infinity())
+      continue;
+    ++finite;
+    if (best < 0 || l > logits[best])
+      best = i;
+  }
+  if (best < 0)
+    return invalid("logits", "every logit is -inf: nothing to sample");
+  if (params.isGreedy() || finite == 1)
+    return static_cast<int32_t>(best);
+
+  // Candidates: the finite logits, ranked (logit desc, id asc) where a
+  // filter needs the ranking.
+  candidates_.clear();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (logits[i] != -std::numeric_limits<float>::infinity())
+      candidates_.push_back(static_cast<int32_t>(i));
+  auto ranks = [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  const bool topK =
+      params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size();
+  const bool topP = params.top_p < 1.0f;
+  if (topK) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k,
+                     candidates_.end(), ranks);
+    candidates_.resize(static_cast<size_t>(params.top_k));
+  }
+  if (topP)
+    std::sort(candidates_.begin(), candidates_.end(), ranks);
+  else if (topK) // the draw walks candidates in a canonical order
+    std::sort(candidates_.begin(), candidates_.end());
+
+  // Softmax weights in double, relative to the max (no overflow).
+  const double maxLogit = logits[best];
+  const double invT = 1.0 / static_cast<double>(params.temperature);
+  weights_.resize(candidates_.size());
+  double total = 0;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    weights_[i] = std::exp((logits[candidates_[i]] - maxLogit) * invT);
+    total += weights_[i];
+  }
+  size_t kept = candidates_.size();
+  if (topP) {
+    const double target = static_cast<double>(params.top_p) * total;
+    double cum = 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cum += weights_[i];
+      if (cum >= target) {
+        kept = i + 1;
+        break;
+      }
+    }
+    total = 0;
+    for (size_t i = 0; i < kept; ++i)
+      total += weights_[i];
+  }
+  const double u = uniformDraw(seed, stream, step) * total;
+  double cum = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    cum += weights_[i];
+    if (u < cum)
+      return candidates_[i];
+  }
+  // Rounding left u at the very top: the last candidate with weight.
+  for (size_t i = kept; i-- > 0;)
+    if (weights_[i] > 0)
+      return candidates_[i];
+  return static_cast<int32_t>(best);
+}
+
+} // namespace sits::runtime::engine

@@ -1,0 +1,507 @@
+//===- engine_test.cpp - Continuous batching, preemption, prefix caching, fork
+//
+// Every run checks its tokens against `referenceGenerate` (the same model
+// evaluated on the token history, no KV at all) and the allocator's
+// invariants after every step; the FakeRunner fails a step when a sequence
+// reads K/V that is not its own history.
+//
+//===----------------------------------------------------------------------===//
+#include "fake_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+
+using namespace sits::runtime;
+using namespace sits::runtime::engine;
+using namespace sits::runtime::engine::test;
+
+namespace {
+
+constexpr int64_t kVocab = 32;
+
+#define ENGINE_ASSERT_OK(expr)                                                 \
+  do {                                                                         \
+    const Status _st = (expr);                                                 \
+    ASSERT_TRUE(_st.ok()) << #expr << " -> " << _st.toString();                \
+  } while (0)
+
+kv::PoolConfig poolConfig(int64_t numBlocks, bool caching = true,
+                          int64_t blockSize = 4) {
+  kv::PoolConfig c;
+  c.num_blocks = numBlocks;
+  c.block_size = blockSize;
+  c.head_dim = 8;
+  c.max_seq_len = 256;
+  c.enable_prefix_caching = caching;
+  return c;
+}
+
+struct RunOutput {
+  std::vector<RequestResult> results;
+  EngineMetrics metrics;
+  kv::Stats stats;
+  int64_t runner_max_batch = 0;
+  int64_t runner_mixed_steps = 0;
+  int64_t runner_prefill_tokens = 0;
+  int64_t runner_copies = 0;
+};
+
+/// Runs `requests` to completion, checking invariants after every step.
+void runAll(const kv::PoolConfig &pool, int64_t maxBatch,
+            const std::vector<Request> &requests, RunOutput *out) {
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok()) << alloc.status().toString();
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  cfg.max_batch_size = maxBatch;
+  cfg.seed = 99;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok()) << engine.status().toString();
+  std::vector<uint64_t> ids;
+  for (const Request &r : requests) {
+    auto id = (*engine)->addRequest(r);
+    ASSERT_TRUE(id.ok()) << id.status().toString();
+    ids.push_back(*id);
+  }
+  int64_t guard = 0;
+  while ((*engine)->hasUnfinished()) {
+    ENGINE_ASSERT_OK((*engine)->step());
+    ENGINE_ASSERT_OK((*alloc)->checkInvariants());
+    ASSERT_LT(++guard, 100000) << "engine does not make progress";
+  }
+  for (uint64_t id : ids) {
+    auto r = (*engine)->result(id);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->finished);
+    EXPECT_TRUE(r->status.ok()) << r->status.toString();
+    out->results.push_back(*r);
+  }
+  out->metrics = (*engine)->metrics();
+  auto stats = (*alloc)->stats();
+  ASSERT_TRUE(stats.ok());
+  out->stats = *stats;
+  EXPECT_EQ(stats->num_sequences, 0) << "sequences leaked";
+  EXPECT_EQ(stats->active_blocks, 0) << "blocks leaked";
+  out->runner_max_batch = runner.max_batch;
+  out->runner_mixed_steps = runner.mixed_steps;
+  out->runner_prefill_tokens = runner.prefill_tokens;
+  out->runner_copies = runner.copies;
+}
+
+/// Prompts sharing system prefixes (two families), varied lengths, some
+/// with a stop token.
+std::vector<Request> workload(int count, float temperature = 0.0f,
+                              int64_t n = 1) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < count; ++i) {
+    Request r;
+    const int family = i % 2;
+    for (int t = 0; t < 13 + 4 * family; ++t)
+      r.prompt.push_back(100 + family * 50 + t);
+    for (int t = 0; t < 1 + (i * 7) % 11; ++t)
+      r.prompt.push_back(static_cast<int32_t>((i * 31 + t * 17) % 1000));
+    r.max_new_tokens = 5 + (i * 5) % 17;
+    r.sampling.temperature = temperature;
+    if (temperature > 0)
+      r.sampling.seed = 1000 + static_cast<uint64_t>(i);
+    if (i % 3 == 0)
+      r.stop_token = 7;
+    r.n = n;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+void expectMatchesReference(const std::vector<Request> &reqs,
+                            const RunOutput &out) {
+  ASSERT_EQ(reqs.size(), out.results.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RequestResult &res = out.results[i];
+    ASSERT_EQ(static_cast<int64_t>(res.samples.size()), reqs[i].n);
+    for (int64_t k = 0; k < reqs[i].n; ++k) {
+      const auto &sample = res.samples[static_cast<size_t>(k)];
+      const uint64_t seed = reqs[i].sampling.seed ? *reqs[i].sampling.seed : 0;
+      ASSERT_TRUE(reqs[i].sampling.seed || reqs[i].sampling.isGreedy());
+      const auto expected = referenceGenerate(reqs[i], kVocab, seed,
+                                              static_cast<uint64_t>(k));
+      EXPECT_EQ(sample.tokens, expected) << "request " << i << " sample " << k;
+      const bool stopped = reqs[i].stop_token && !expected.empty() &&
+                           expected.back() == *reqs[i].stop_token;
+      EXPECT_EQ(sample.finish_reason,
+                stopped ? FinishReason::kStop : FinishReason::kLength);
+    }
+  }
+}
+
+std::vector<std::vector<std::vector<int32_t>>>
+tokensOf(const RunOutput &out) {
+  std::vector<std::vector<std::vector<int32_t>>> t;
+  for (const auto &r : out.results) {
+    t.emplace_back();
+    for (const auto &s : r.samples)
+      t.back().push_back(s.tokens);
+  }
+  return t;
+}
+
+} // namespace
+
+TEST(Engine, GreedyIsTheSameWithBatchSize1And8) {
+  const auto reqs = workload(12);
+  RunOutput one, eight;
+  runAll(poolConfig(512), 1, reqs, &one);
+  runAll(poolConfig(512), 8, reqs, &eight);
+  expectMatchesReference(reqs, one);
+  expectMatchesReference(reqs, eight);
+  EXPECT_EQ(tokensOf(one), tokensOf(eight));
+  EXPECT_EQ(one.runner_max_batch, 1);
+  EXPECT_EQ(eight.runner_max_batch, 8);
+  EXPECT_EQ(one.metrics.preemptions, 0);
+  EXPECT_EQ(eight.metrics.preemptions, 0);
+}
+
+TEST(Engine, ContinuousBatchingAdmitsAsOthersFinish) {
+  const auto reqs = workload(10);
+  RunOutput out;
+  runAll(poolConfig(512), 3, reqs, &out);
+  expectMatchesReference(reqs, out);
+  EXPECT_EQ(out.runner_max_batch, 3);
+  // New prefills ran beside decodes of older sequences.
+  EXPECT_GT(out.runner_mixed_steps, 0);
+  EXPECT_EQ(out.metrics.prefills, 10);
+  int64_t outputTokens = 0;
+  for (const auto &r : out.results)
+    outputTokens += r.metrics.output_tokens;
+  EXPECT_EQ(out.metrics.output_tokens, outputTokens);
+  // Every step runs at most 3 sequences, so the decodes need at least
+  // (output tokens - prefills) / 3 steps.
+  EXPECT_GE(out.metrics.steps * 3, out.metrics.decodes + out.metrics.prefills);
+}
+
+TEST(Engine, PreemptionByRecomputeKeepsTheTokens) {
+  const auto reqs = workload(12);
+  RunOutput large, small;
+  runAll(poolConfig(512), 8, reqs, &large);
+  // 13 usable blocks of 4 tokens: the longest sample (41 tokens, 11 blocks)
+  // fits alone, eight sequences do not.
+  runAll(poolConfig(14), 8, reqs, &small);
+  expectMatchesReference(reqs, small);
+  EXPECT_EQ(tokensOf(large), tokensOf(small));
+  EXPECT_EQ(large.metrics.preemptions, 0);
+  EXPECT_GT(small.metrics.preemptions, 0);
+  int64_t perRequest = 0;
+  for (const auto &r : small.results)
+    perRequest += r.metrics.preemptions;
+  EXPECT_EQ(perRequest, small.metrics.preemptions);
+  EXPECT_LE(small.metrics.kv_blocks_peak, 13);
+  EXPECT_GT(small.metrics.kv_utilization_peak, 0.7);
+  // Recompute costs prefill work.
+  EXPECT_GT(small.metrics.computed_tokens, large.metrics.computed_tokens -
+                                               large.metrics.prefix_cache_hit_tokens);
+}
+
+TEST(Engine, PreemptionWithoutPrefixCachingKeepsTheTokens) {
+  const auto reqs = workload(12);
+  RunOutput out;
+  runAll(poolConfig(14, /*caching=*/false), 8, reqs, &out);
+  expectMatchesReference(reqs, out);
+  EXPECT_GT(out.metrics.preemptions, 0);
+  EXPECT_EQ(out.metrics.prefix_cache_hit_tokens, 0);
+}
+
+TEST(Engine, PrefixCachingOnAndOffGiveTheSameTokens) {
+  const auto reqs = workload(12);
+  RunOutput on, off;
+  runAll(poolConfig(512, true), 4, reqs, &on);
+  runAll(poolConfig(512, false), 4, reqs, &off);
+  expectMatchesReference(reqs, on);
+  EXPECT_EQ(tokensOf(on), tokensOf(off));
+  EXPECT_GT(on.metrics.prefix_cache_hit_tokens, 0);
+  EXPECT_EQ(off.metrics.prefix_cache_hit_tokens, 0);
+  EXPECT_EQ(on.stats.prefix_hit_tokens, on.metrics.prefix_cache_hit_tokens);
+  // The hits are prefill tokens the runner did not compute.
+  EXPECT_EQ(off.runner_prefill_tokens - on.runner_prefill_tokens,
+            on.metrics.prefix_cache_hit_tokens);
+  int64_t cached = 0;
+  for (const auto &r : on.results)
+    cached += r.metrics.cached_tokens;
+  EXPECT_EQ(cached, on.metrics.prefix_cache_hit_tokens);
+}
+
+TEST(Engine, ParallelSamplesForkAndShareThePromptBlocks) {
+  Request r;
+  for (int t = 0; t < 22; ++t) // 5 full blocks + 2 tokens
+    r.prompt.push_back(300 + t);
+  r.max_new_tokens = 6;
+  r.sampling.temperature = 0;
+  r.n = 4;
+  const auto pool = poolConfig(64);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  cfg.max_batch_size = 4;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  auto id = (*engine)->addRequest(r);
+  ASSERT_TRUE(id.ok());
+  ENGINE_ASSERT_OK((*engine)->step()); // prefill, fork, first tokens
+  auto stats = (*alloc)->stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->forks, 3);
+  EXPECT_EQ(stats->num_sequences, 4);
+  // One copy of the prompt: 6 blocks, all shared by the 4 samples.
+  EXPECT_EQ(stats->active_blocks, 6);
+  EXPECT_EQ(stats->shared_blocks, 6);
+  EXPECT_EQ((*engine)->numRunning(), 4u);
+  ENGINE_ASSERT_OK((*engine)->step()); // first decode: the partial tail CoWs
+  stats = (*alloc)->stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->shared_blocks, 5); // the full prompt blocks stay shared
+  EXPECT_EQ(stats->active_blocks, 5 + 4);
+  EXPECT_EQ(stats->cow_copies, 3);
+  EXPECT_EQ(runner.copies, 3);
+  ENGINE_ASSERT_OK((*engine)->runUntilDone());
+  auto res = (*engine)->result(*id);
+  ASSERT_TRUE(res.ok());
+  ASSERT_TRUE(res->finished);
+  const auto expected = referenceGenerate(r, kVocab, 0, 0);
+  for (const auto &s : res->samples) {
+    EXPECT_EQ(s.tokens, expected);
+    EXPECT_EQ(s.finish_reason, FinishReason::kLength);
+  }
+  EXPECT_EQ(res->metrics.output_tokens, 4 * 6);
+  EXPECT_EQ((*engine)->metrics().prefills, 1);
+  ENGINE_ASSERT_OK((*alloc)->checkInvariants());
+}
+
+TEST(Engine, TemperatureSamplesDifferButAreSeedReproducible) {
+  const auto reqs = workload(6, /*temperature=*/1.0f, /*n=*/4);
+  RunOutput a, b, c;
+  runAll(poolConfig(512), 8, reqs, &a);
+  runAll(poolConfig(512), 4, reqs, &b);
+  runAll(poolConfig(14), 8, reqs, &c); // preempts
+  expectMatchesReference(reqs, a);
+  EXPECT_EQ(tokensOf(a), tokensOf(b));
+  EXPECT_EQ(tokensOf(a), tokensOf(c));
+  EXPECT_GT(c.metrics.preemptions, 0);
+  int differing = 0;
+  for (const auto &r : a.results) {
+    std::set<std::vector<int32_t>> distinct;
+    for (const auto &s : r.samples)
+      distinct.insert(s.tokens);
+    differing += distinct.size() > 1;
+  }
+  EXPECT_GE(differing, 5);
+}
+
+TEST(Engine, UnseededRequestsAreReproducibleForOneSubmissionOrder) {
+  auto reqs = workload(5, 1.0f, 2);
+  for (auto &r : reqs)
+    r.sampling.seed.reset();
+  RunOutput a, b;
+  runAll(poolConfig(512), 8, reqs, &a);
+  runAll(poolConfig(16), 2, reqs, &b);
+  EXPECT_EQ(tokensOf(a), tokensOf(b));
+}
+
+TEST(Engine, ForkedSamplesSurvivePreemption) {
+  // 4 greedy samples of a 30-token prompt growing by 40: together they need
+  // far more than the 24 usable blocks.
+  Request r;
+  for (int t = 0; t < 30; ++t)
+    r.prompt.push_back(t * 3);
+  r.max_new_tokens = 40;
+  r.sampling.temperature = 0.8f;
+  r.sampling.top_k = 8;
+  r.sampling.top_p = 0.9f;
+  r.sampling.seed = 5;
+  r.n = 4;
+  RunOutput out;
+  runAll(poolConfig(25), 4, {r}, &out);
+  expectMatchesReference({r}, out);
+  EXPECT_GT(out.metrics.preemptions, 0);
+}
+
+TEST(Engine, RequestValidation) {
+  const auto pool = poolConfig(16); // 15 usable blocks of 4, max_seq_len 256
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  cfg.max_batch_size = 4;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  auto expectInvalid = [&](Request r, const char *subject) {
+    auto id = (*engine)->addRequest(std::move(r));
+    ASSERT_FALSE(id.ok()) << subject;
+    EXPECT_EQ(id.code(), StatusCode::kInvalidArgument) << subject;
+    EXPECT_EQ(id.status().info().subject, subject);
+  };
+  Request good;
+  good.prompt = {1, 2, 3};
+  good.max_new_tokens = 4;
+  Request r = good;
+  r.prompt.clear();
+  expectInvalid(r, "prompt");
+  r = good;
+  r.prompt[1] = -3;
+  expectInvalid(r, "prompt");
+  r = good;
+  r.max_new_tokens = 0;
+  expectInvalid(r, "max_new_tokens");
+  r = good;
+  r.n = 0;
+  expectInvalid(r, "n");
+  r = good;
+  r.n = 5;
+  expectInvalid(r, "n");
+  r = good;
+  r.sampling.temperature = -1;
+  expectInvalid(r, "temperature");
+  r = good;
+  r.sampling.top_p = 0;
+  expectInvalid(r, "top_p");
+  r = good;
+  r.sampling.top_k = -2;
+  expectInvalid(r, "top_k");
+  r = good;
+  r.stop_token = -1;
+  expectInvalid(r, "stop_token");
+
+  // Can never fit: longer than max_seq_len, or than the pool.
+  r = good;
+  r.max_new_tokens = 254;
+  auto id = (*engine)->addRequest(r);
+  ASSERT_EQ(id.code(), StatusCode::kCapacityExceeded);
+  EXPECT_EQ(id.status().info().subject, "max_seq_len");
+  EXPECT_EQ(id.status().info().limit, 256);
+  r.max_new_tokens = int64_t{1} << 62; // no overflow
+  EXPECT_EQ((*engine)->addRequest(r).code(), StatusCode::kCapacityExceeded);
+  r = good;
+  r.max_new_tokens = 58; // 60 slots = 15 blocks: fits exactly
+  EXPECT_TRUE((*engine)->addRequest(r).ok());
+  r.max_new_tokens = 59; // 16 blocks
+  id = (*engine)->addRequest(r);
+  ASSERT_EQ(id.code(), StatusCode::kCapacityExceeded);
+  EXPECT_EQ(id.status().info().subject, "usable_blocks");
+  EXPECT_EQ(id.status().info().limit, 15);
+  EXPECT_EQ((*engine)->numWaiting(), 1u); // only the valid one was queued
+  ENGINE_ASSERT_OK((*engine)->runUntilDone());
+
+  EXPECT_EQ((*engine)->result(12345).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->release(12345).code(), StatusCode::kInvalidArgument);
+  ENGINE_ASSERT_OK((*engine)->release(1));
+  EXPECT_FALSE((*engine)->result(1).ok());
+}
+
+TEST(Engine, CreateValidation) {
+  auto pool = poolConfig(16);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  EXPECT_EQ(Engine::create(cfg, nullptr, &runner).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Engine::create(cfg, alloc->get(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+  cfg.max_batch_size = 0;
+  auto e = Engine::create(cfg, alloc->get(), &runner);
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.status().info().subject, "max_batch_size");
+  cfg.max_batch_size = 2;
+  ENGINE_ASSERT_OK((*alloc)->addSequence(77, 3).status());
+  EXPECT_EQ(Engine::create(cfg, alloc->get(), &runner).code(),
+            StatusCode::kInvalidArgument);
+  pool.copy_ordering = kv::CopyOrdering::kAsync;
+  auto asyncAlloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(asyncAlloc.ok());
+  EXPECT_EQ(Engine::create(cfg, asyncAlloc->get(), &runner).code(),
+            StatusCode::kUnimplemented);
+}
+
+TEST(Engine, RunnerFailureFailsItsBatchOnly) {
+  const auto pool = poolConfig(64);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  runner.fail_at_step = 2;
+  EngineConfig cfg;
+  cfg.max_batch_size = 2;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  auto reqs = workload(4);
+  std::vector<uint64_t> ids;
+  for (auto &r : reqs) {
+    r.stop_token.reset();
+    r.max_new_tokens = 6;
+    ids.push_back(*(*engine)->addRequest(r));
+  }
+  ENGINE_ASSERT_OK((*engine)->step());
+  ENGINE_ASSERT_OK((*engine)->step());
+  Status st = (*engine)->step();
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  ENGINE_ASSERT_OK((*engine)->runUntilDone());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto res = (*engine)->result(ids[i]);
+    ASSERT_TRUE(res.ok());
+    EXPECT_TRUE(res->finished);
+    if (i < 2) { // in the failed batch
+      EXPECT_EQ(res->status.code(), StatusCode::kInternal);
+      EXPECT_EQ(res->samples[0].finish_reason, FinishReason::kError);
+    } else {
+      EXPECT_TRUE(res->status.ok());
+      EXPECT_EQ(res->samples[0].tokens,
+                referenceGenerate(reqs[i], kVocab, 0, 0));
+    }
+  }
+  const EngineMetrics m = (*engine)->metrics();
+  EXPECT_EQ(m.requests_failed, 2);
+  EXPECT_EQ(m.requests_finished, 2);
+  auto stats = (*alloc)->stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->num_sequences, 0);
+  ENGINE_ASSERT_OK((*alloc)->checkInvariants());
+}
+
+TEST(Engine, Metrics) {
+  const auto reqs = workload(8);
+  RunOutput out;
+  runAll(poolConfig(512), 4, reqs, &out);
+  const EngineMetrics &m = out.metrics;
+  EXPECT_EQ(m.requests_finished, 8);
+  EXPECT_EQ(m.requests_failed, 0);
+  EXPECT_GT(m.steps, 0);
+  EXPECT_GT(m.busy_s, 0);
+  EXPECT_GT(m.tokens_per_s, 0);
+  EXPECT_GE(m.mean_ttft_s, 0);
+  EXPECT_GE(m.mean_tpot_s, 0);
+  EXPECT_GT(m.kv_blocks_peak, 0);
+  EXPECT_LE(m.kv_utilization_mean, m.kv_utilization_peak);
+  EXPECT_NEAR(m.kv_utilization_peak, m.kv_blocks_peak / 511.0, 1e-12);
+  EXPECT_EQ(m.computed_tokens, out.runner_prefill_tokens + m.decodes);
+  for (const auto &r : out.results) {
+    EXPECT_GE(r.metrics.ttft_s, 0);
+    EXPECT_GE(r.metrics.first_token_s, r.metrics.arrival_s);
+    EXPECT_GE(r.metrics.finish_s, r.metrics.first_token_s);
+    EXPECT_GE(r.metrics.tpot_s, 0);
+    EXPECT_EQ(r.metrics.output_tokens,
+              static_cast<int64_t>(r.samples[0].tokens.size()));
+  }
+}
+
+TEST(Engine, StepWithNothingToDoIsOk) {
+  const auto pool = poolConfig(8);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  auto engine = Engine::create(EngineConfig(), alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  ENGINE_ASSERT_OK((*engine)->step());
+  ENGINE_ASSERT_OK((*engine)->runUntilDone());
+  EXPECT_EQ((*engine)->metrics().steps, 0);
+  EXPECT_FALSE((*engine)->hasUnfinished());
+}
