@@ -32,6 +32,16 @@ const char *finishReasonName(FinishReason reason) {
   return "unknown";
 }
 
+const char *preemptionModeName(PreemptionMode mode) {
+  switch (mode) {
+  case PreemptionMode::kRecompute:
+    return "recompute";
+  case PreemptionMode::kSwap:
+    return "swap";
+  }
+  return "unknown";
+}
+
 struct Engine::RequestState {
   Request request;
   RequestResult result;
@@ -103,6 +113,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig &config,
                            "max_batch_size = " +
                                std::to_string(config.max_batch_size) +
                                ": must be >= 1");
+  if (config.preemption != PreemptionMode::kRecompute &&
+      config.preemption != PreemptionMode::kSwap)
+    return invalidArgument("preemption", "preemption = " +
+                                             std::to_string(static_cast<int>(
+                                                 config.preemption)) +
+                                             ": use recompute or swap");
+  if (config.preemption == PreemptionMode::kSwap &&
+      allocator->config().num_host_blocks == 0)
+    return invalidArgument("preemption",
+                           "preemption = swap needs a host tier "
+                           "(num_host_blocks > 0)");
   if (allocator->config().copy_ordering != kv::CopyOrdering::kStreamOrdered)
     return Status(StatusCode::kUnimplemented,
                   "the engine runs the KV pool with copy_ordering = "
@@ -199,7 +220,7 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
 }
 
 bool Engine::hasUnfinished() const {
-  return !running_.empty() || !waiting_.empty();
+  return !running_.empty() || !waiting_.empty() || !swapped_.empty();
 }
 
 StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
@@ -238,14 +259,40 @@ EngineMetrics Engine::metrics() const {
 Status Engine::preemptNewest() {
   std::unique_ptr<Seq> victim = std::move(running_.back());
   running_.pop_back();
+  ++victim->req->result.metrics.preemptions;
+  ++metrics_.preemptions;
+  if (config_.preemption == PreemptionMode::kSwap) {
+    Status st = allocator_->swapOut(victim->alloc_id);
+    if (st.ok()) {
+      ++metrics_.swap_outs;
+      swapped_.push_back(std::move(victim));
+      return Status::OK();
+    }
+    if (st.code() != StatusCode::kHostTierFull)
+      return st;
+    // Host tier full: recompute instead.
+  }
   Status st = allocator_->free(victim->alloc_id);
   if (!st.ok())
     return st;
   victim->alloc_id = 0;
   victim->num_computed = 0;
-  ++victim->req->result.metrics.preemptions;
-  ++metrics_.preemptions;
   waiting_.push_front(std::move(victim));
+  return Status::OK();
+}
+
+Status Engine::recomputeSwapped() {
+  // Back to front, so the waiting queue keeps the swapped order at its head.
+  while (!swapped_.empty()) {
+    std::unique_ptr<Seq> s = std::move(swapped_.back());
+    swapped_.pop_back();
+    if (!s->finished) {
+      SITS_RETURN_IF_ERROR(allocator_->free(s->alloc_id));
+      s->alloc_id = 0;
+      s->num_computed = 0;
+    }
+    waiting_.push_front(std::move(s));
+  }
   return Status::OK();
 }
 
@@ -308,6 +355,8 @@ void Engine::failRequest(RequestState *r, const Status &status) {
     release(s.get());
   for (auto &s : waiting_)
     release(s.get());
+  for (auto &s : swapped_)
+    release(s.get());
   r->result.status = status;
   for (SampleResult &sample : r->result.samples)
     if (sample.finish_reason == FinishReason::kNone)
@@ -322,6 +371,8 @@ void Engine::dropFinished() {
                  running_.end());
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), done),
                  waiting_.end());
+  swapped_.erase(std::remove_if(swapped_.begin(), swapped_.end(), done),
+                 swapped_.end());
 }
 
 void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
@@ -362,7 +413,7 @@ void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
 Status Engine::step() {
   if (!broken_.ok())
     return broken_;
-  if (running_.empty() && waiting_.empty())
+  if (!hasUnfinished())
     return Status::OK();
   const double start = now();
   Status st = stepImpl();
@@ -389,6 +440,15 @@ Status Engine::stepImpl() {
     }
     if (st.code() != StatusCode::kOutOfBlocks)
       return broken_ = st;
+    if (running_.size() == 1 && !swapped_.empty()) {
+      // Swapped sequences keep their shared blocks on the device; let them
+      // go (recompute later) so that the oldest sequence can progress.
+      Status rst = recomputeSwapped();
+      if (!rst.ok())
+        return broken_ = rst;
+      preempted = true;
+      continue;
+    }
     if (running_.size() == 1) {
       // Alone in the pool and still out of blocks (addRequest's checks make
       // this unreachable): fail rather than preempt itself forever.
@@ -405,9 +465,34 @@ Status Engine::stepImpl() {
     preempted = true;
   }
 
-  // 2. Admission, FIFO, unless this step had to preempt.
-  if (!preempted) {
-    int64_t room = config_.max_batch_size - static_cast<int64_t>(running_.size());
+  // 2. Resume swapped sequences, then admit waiting ones (FIFO), unless
+  // this step had to preempt. A resumed sequence decodes from next step.
+  int64_t room = config_.max_batch_size - static_cast<int64_t>(running_.size());
+  while (!preempted && !swapped_.empty() && room > 0) {
+    Seq *s = swapped_.front().get();
+    if (s->finished) {
+      swapped_.pop_front();
+      continue;
+    }
+    Status st = allocator_->swapIn(s->alloc_id);
+    if (st.code() == StatusCode::kOutOfBlocks) {
+      // With nothing running, only other swapped sequences' shared blocks
+      // can be in the way: recompute them all rather than wait forever.
+      if (running_.empty()) {
+        Status rst = recomputeSwapped();
+        if (!rst.ok())
+          return broken_ = rst;
+      }
+      break;
+    }
+    if (!st.ok())
+      return broken_ = st;
+    ++metrics_.swap_ins;
+    running_.push_back(std::move(swapped_.front()));
+    swapped_.pop_front();
+    --room;
+  }
+  if (!preempted && swapped_.empty()) {
     while (!waiting_.empty()) {
       Seq *s = waiting_.front().get();
       if (s->finished) {
@@ -448,7 +533,8 @@ Status Engine::stepImpl() {
   if (batch.empty()) {
     // Nothing runs and the head cannot be admitted into an empty pool:
     // it never will be (addRequest's checks make this unreachable).
-    if (running_.empty() && !waiting_.empty() && !waiting_.front()->finished)
+    if (running_.empty() && swapped_.empty() && !waiting_.empty() &&
+        !waiting_.front()->finished)
       failRequest(waiting_.front()->req,
                   capacityExceeded("usable_blocks", 0, usableBlocks_,
                                    "request cannot be admitted even into an "

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,8 +31,10 @@ constexpr int64_t kVocab = 32;
   } while (0)
 
 kv::PoolConfig poolConfig(int64_t numBlocks, bool caching = true,
-                          int64_t blockSize = 4) {
+                          int64_t hostBlocks = 0) {
+  constexpr int64_t blockSize = 4;
   kv::PoolConfig c;
+  c.num_host_blocks = hostBlocks;
   c.num_blocks = numBlocks;
   c.block_size = blockSize;
   c.head_dim = 8;
@@ -51,13 +55,15 @@ struct RunOutput {
 
 /// Runs `requests` to completion, checking invariants after every step.
 void runAll(const kv::PoolConfig &pool, int64_t maxBatch,
-            const std::vector<Request> &requests, RunOutput *out) {
+            const std::vector<Request> &requests, RunOutput *out,
+            PreemptionMode preemption = PreemptionMode::kRecompute) {
   auto alloc = kv::Allocator::create(pool);
   ASSERT_TRUE(alloc.ok()) << alloc.status().toString();
   FakeRunner runner(pool, kVocab);
   EngineConfig cfg;
   cfg.max_batch_size = maxBatch;
   cfg.seed = 99;
+  cfg.preemption = preemption;
   auto engine = Engine::create(cfg, alloc->get(), &runner);
   ASSERT_TRUE(engine.ok()) << engine.status().toString();
   std::vector<uint64_t> ids;
@@ -80,6 +86,20 @@ void runAll(const kv::PoolConfig &pool, int64_t maxBatch,
     out->results.push_back(*r);
   }
   out->metrics = (*engine)->metrics();
+  if (std::getenv("SITS_ENGINE_TEST_VERBOSE")) {
+    const EngineMetrics &m = out->metrics;
+    std::printf("  blocks=%lld host=%lld batch=%lld: steps=%lld prefills=%lld "
+                "decodes=%lld computed=%lld out=%lld preempt=%lld (swap "
+                "%lld/%lld) hits=%lld kv_peak=%lld util peak=%.2f mean=%.2f\n",
+                (long long)pool.num_blocks, (long long)pool.num_host_blocks,
+                (long long)maxBatch, (long long)m.steps,
+                (long long)m.prefills, (long long)m.decodes,
+                (long long)m.computed_tokens, (long long)m.output_tokens,
+                (long long)m.preemptions, (long long)m.swap_outs,
+                (long long)m.swap_ins, (long long)m.prefix_cache_hit_tokens,
+                (long long)m.kv_blocks_peak, m.kv_utilization_peak,
+                m.kv_utilization_mean);
+  }
   auto stats = (*alloc)->stats();
   ASSERT_TRUE(stats.ok());
   out->stats = *stats;
@@ -421,6 +441,16 @@ TEST(Engine, CreateValidation) {
   ASSERT_TRUE(asyncAlloc.ok());
   EXPECT_EQ(Engine::create(cfg, asyncAlloc->get(), &runner).code(),
             StatusCode::kUnimplemented);
+  // Swap preemption needs a host tier.
+  auto noHost = kv::Allocator::create(poolConfig(16));
+  ASSERT_TRUE(noHost.ok());
+  cfg.preemption = PreemptionMode::kSwap;
+  e = Engine::create(cfg, noHost->get(), &runner);
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.status().info().subject, "preemption");
+  cfg.preemption = static_cast<PreemptionMode>(7);
+  EXPECT_EQ(Engine::create(cfg, noHost->get(), &runner).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Engine, RunnerFailureFailsItsBatchOnly) {
@@ -504,4 +534,52 @@ TEST(Engine, StepWithNothingToDoIsOk) {
   ENGINE_ASSERT_OK((*engine)->runUntilDone());
   EXPECT_EQ((*engine)->metrics().steps, 0);
   EXPECT_FALSE((*engine)->hasUnfinished());
+}
+
+TEST(Engine, SwapPreemptionKeepsTheTokens) {
+  const auto reqs = workload(12);
+  RunOutput recompute, swap;
+  runAll(poolConfig(14), 8, reqs, &recompute);
+  runAll(poolConfig(14, true, /*hostBlocks=*/128), 8, reqs, &swap,
+         PreemptionMode::kSwap);
+  expectMatchesReference(reqs, swap);
+  EXPECT_EQ(tokensOf(recompute), tokensOf(swap));
+  EXPECT_GT(swap.metrics.swap_outs, 0);
+  EXPECT_GT(swap.metrics.swap_ins, 0);
+  EXPECT_EQ(swap.stats.swapped_out_blocks > 0, true);
+  EXPECT_EQ(swap.stats.host_used, 0);
+  // Swapped sequences resume without a second prefill.
+  EXPECT_LT(swap.metrics.prefills, recompute.metrics.prefills);
+}
+
+TEST(Engine, SwapPreemptionOfForkedSamples) {
+  const auto reqs = workload(6, 1.0f, 4);
+  RunOutput recompute, swap;
+  runAll(poolConfig(512), 8, reqs, &recompute);
+  runAll(poolConfig(14, true, 128), 8, reqs, &swap, PreemptionMode::kSwap);
+  expectMatchesReference(reqs, swap);
+  EXPECT_EQ(tokensOf(recompute), tokensOf(swap));
+  EXPECT_GT(swap.metrics.swap_outs, 0);
+}
+
+TEST(Engine, SwapFallsBackToRecomputeWhenTheHostTierIsFull) {
+  const auto reqs = workload(12);
+  RunOutput out;
+  runAll(poolConfig(14, true, /*hostBlocks=*/3), 8, reqs, &out,
+         PreemptionMode::kSwap);
+  expectMatchesReference(reqs, out);
+  EXPECT_GT(out.metrics.swap_outs, 0);
+  EXPECT_GT(out.metrics.preemptions, out.metrics.swap_outs);
+}
+
+TEST(Engine, HostTierOffloadAndOnboardKeepTheTokens) {
+  // Recompute with a host tier: evicted prefix blocks are offloaded and
+  // re-admissions onboard them (H2D copies the runner must execute).
+  const auto reqs = workload(12);
+  RunOutput out;
+  runAll(poolConfig(14, true, /*hostBlocks=*/64), 8, reqs, &out);
+  expectMatchesReference(reqs, out);
+  EXPECT_GT(out.stats.offloads, 0);
+  EXPECT_GT(out.stats.onboards, 0);
+  EXPECT_GT(out.metrics.preemptions, 0);
 }

@@ -5,12 +5,18 @@
 //
 //   1. Decode: every running sequence gets one slot for its last sampled
 //      token (`append`, oldest admission first). When the pool is out of
-//      blocks, the most recently admitted running sequence is preempted by
-//      recompute: its blocks are freed and it goes back to the head of the
-//      waiting queue with its generated tokens, to be prefilled again as
-//      prompt + generated (prefix caching usually serves most of it back).
-//   2. Admit: unless this step preempted, waiting sequences are admitted in
-//      FIFO order (`addSequence` with token ids, so shared prompts hit the
+//      blocks, the most recently admitted running sequence is preempted.
+//      By recompute (the default): its blocks are freed and it goes back to
+//      the head of the waiting queue with its generated tokens, to be
+//      prefilled again as prompt + generated (prefix caching usually serves
+//      most of it back). By swap (PreemptionMode::kSwap, needs a host
+//      tier): its exclusive blocks move to the host (`swapOut`, D2H copies)
+//      and it waits in the swapped queue; recompute when the host tier is
+//      full.
+//   2. Resume, then admit: unless this step preempted, swapped sequences
+//      are swapped back in (oldest first; they are running again from the
+//      next step's decode on), and only once none is left waiting
+//      sequences are admitted in FIFO order (`addSequence` with token ids, so shared prompts hit the
 //      prefix cache) while the batch has room (max_batch_size; a fresh
 //      request with n parallel samples needs n places) and the pool has
 //      blocks. The head blocks the queue (no overtaking).
@@ -49,9 +55,18 @@
 
 namespace sits::runtime::engine {
 
+enum class PreemptionMode : int32_t {
+  /// Free the blocks; prefill prompt + generated again later.
+  kRecompute = 0,
+  /// Move the blocks to the host tier (recompute when it is full).
+  kSwap = 1,
+};
+const char *preemptionModeName(PreemptionMode mode);
+
 struct EngineConfig {
   /// Most sequences in one step (running + admitted). >= 1.
   int64_t max_batch_size = 8;
+  PreemptionMode preemption = PreemptionMode::kRecompute;
   /// Keys the draws of requests without a seed of their own.
   uint64_t seed = 0;
 };
@@ -120,7 +135,11 @@ struct EngineMetrics {
   /// Tokens whose K/V the runner computed (prefill and decode).
   int64_t computed_tokens = 0;
   int64_t output_tokens = 0;
+  /// Preemptions, and of those the ones done by swapping out (the rest
+  /// recompute).
   int64_t preemptions = 0;
+  int64_t swap_outs = 0;
+  int64_t swap_ins = 0;
   /// Tokens the prefix cache served at admissions.
   int64_t prefix_cache_hit_tokens = 0;
   int64_t requests_finished = 0;
@@ -142,7 +161,8 @@ class Engine {
 public:
   /// `allocator` and `runner` must outlive the engine. Errors:
   /// InvalidArgument (null pointer, max_batch_size < 1, an allocator that
-  /// already holds sequences), Unimplemented (copy_ordering ASYNC).
+  /// already holds sequences, swap preemption without a host tier),
+  /// Unimplemented (copy_ordering ASYNC).
   static StatusOr<std::unique_ptr<Engine>>
   create(const EngineConfig &config, kv::Allocator *allocator,
          ModelRunner *runner);
@@ -167,6 +187,7 @@ public:
   bool hasUnfinished() const;
   size_t numRunning() const { return running_.size(); }
   size_t numWaiting() const { return waiting_.size(); }
+  size_t numSwapped() const { return swapped_.size(); }
 
   /// A copy of the request's state (finished or not). UnknownSequence-free:
   /// InvalidArgument with subject "request_id" for an unknown id.
@@ -186,6 +207,7 @@ private:
   double now() const;
   Status stepImpl();
   Status preemptNewest();
+  Status recomputeSwapped();
   void failRequest(RequestState *request, const Status &status);
   void finishSeq(Seq *seq, FinishReason reason, double t);
   void finishRequest(RequestState *request, double t);
@@ -207,6 +229,8 @@ private:
   std::deque<std::unique_ptr<Seq>> waiting_;
   /// Admission order: the back is the most recently admitted.
   std::vector<std::unique_ptr<Seq>> running_;
+  /// Swapped out, in preemption order (the front resumes first).
+  std::deque<std::unique_ptr<Seq>> swapped_;
   /// Sticky: the allocator failed in a way the engine cannot recover from.
   Status broken_;
   EngineMetrics metrics_;
