@@ -805,6 +805,10 @@ int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
 
 } // namespace
 
+std::shared_ptr<kv::Allocator> sharedAllocator(nb::handle allocator) {
+  return nb::cast<PyAllocator &>(allocator).share();
+}
+
 //===----------------------------------------------------------------------===//
 // Module
 //===----------------------------------------------------------------------===//

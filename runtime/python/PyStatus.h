@@ -13,6 +13,12 @@
 
 #include <nanobind/nanobind.h>
 
+#include <memory>
+
+namespace sits::runtime::kv {
+class Allocator;
+} // namespace sits::runtime::kv
+
 namespace sits::runtime::python {
 
 /// Which family of exceptions a status maps to: the core's
@@ -39,6 +45,13 @@ T unwrap(StatusOr<T> &&s, ErrorDomain domain = ErrorDomain::kCore) {
 
 /// Adds the KV allocator's classes and functions to the module.
 void bindKV(nanobind::module_ &m);
+
+/// The allocator behind a native `KVAllocator` object (raises TypeError for
+/// anything else, InvalidState when it is closed); the engine shares it.
+std::shared_ptr<kv::Allocator> sharedAllocator(nanobind::handle allocator);
+
+/// Adds the generation engine (EngineBindings.cpp).
+void bindEngine(nanobind::module_ &m);
 
 } // namespace sits::runtime::python
 

@@ -594,4 +594,5 @@ NB_MODULE(_sits_runtime, m) {
   m.def("llvm_version", [] { return std::string(llvmVersion()); });
 
   sits::runtime::python::bindKV(m);
+  sits::runtime::python::bindEngine(m);
 }

@@ -1,7 +1,9 @@
 """Type stubs of sits_mlir._sits_runtime, the nanobind module over the SITS
-runtime: the core (runtime/python/SitsRuntimeModule.cpp) and the KV-cache
-allocator (runtime/python/KVBindings.cpp). Use sits_mlir.runtime and
-sits_mlir.runtime.kv; this module is their implementation. Every failure
+runtime: the core (runtime/python/SitsRuntimeModule.cpp), the KV-cache
+allocator (runtime/python/KVBindings.cpp) and the generation engine
+(runtime/python/EngineBindings.cpp). Use sits_mlir.runtime,
+sits_mlir.runtime.kv and sits_mlir.runtime.engine; this module is their
+implementation. Every failure
 raises an exception of sits_mlir.runtime.errors (ArtifactError,
 SignatureError, DeviceError, ..., KVError subclasses). Checked against the
 module by test/python/runtime/kv/test_kv_bindings.py (T90)."""
@@ -273,3 +275,53 @@ class KVMemory:
     def buffer(self, tier: str) -> numpy.ndarray: ...
     def dlpack(self, tier: str) -> Any: ...
     def apply_copies(self, copies: Any) -> int: ...
+
+# --- the generation engine (EngineBindings.cpp) ---------------------------------
+
+# (id, finished, (code, message) or None, [(tokens, finish_reason)], metrics)
+_RequestResult = tuple[int, bool, tuple[str, str] | None,
+                       list[tuple[numpy.ndarray, str]], dict[str, Any]]
+
+class Engine:
+    def __init__(
+        self,
+        allocator: KVAllocator,
+        runner: Any,
+        max_batch_size: int,
+        seed: int,
+        preemption: str,
+    ) -> None: ...
+    def add_request(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        seed: int | None,
+        n: int,
+        stop_token: int | None,
+    ) -> int: ...
+    def step(self) -> None: ...
+    def run_until_done(self) -> None: ...
+    def result(self, request_id: int) -> _RequestResult: ...
+    def release(self, request_id: int) -> None: ...
+    def metrics(self) -> dict[str, Any]: ...
+    @property
+    def has_unfinished(self) -> bool: ...
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_waiting(self) -> int: ...
+    @property
+    def num_swapped(self) -> int: ...
+
+def engine_sample(
+    logits: Any,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    seed: int,
+    stream: int,
+    step: int,
+) -> int: ...

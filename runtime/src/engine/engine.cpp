@@ -195,8 +195,8 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
     return capacityExceeded(
         "usable_blocks", blocks, limit,
         "a sample needs up to " + std::to_string(blocks) +
-            " blocks, more than the pool can ever give one sequence (" +
-            std::to_string(limit) + " = usable blocks - watermark)");
+            " blocks, more than usable_blocks - watermark_blocks = " +
+            std::to_string(limit) + " (can never fit)");
 
   const uint64_t id = nextRequestId_++;
   auto state = std::make_unique<RequestState>();
@@ -226,8 +226,9 @@ bool Engine::hasUnfinished() const {
 StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
   auto it = requests_.find(requestId);
   if (it == requests_.end()) {
-    Status st = invalidArgument("request_id", "no request with id " +
-                                                  std::to_string(requestId));
+    Status st = invalidArgument("request_id", "request_id = " +
+                                                  std::to_string(requestId) +
+                                                  ": no such request");
     st.withValue(static_cast<int64_t>(requestId));
     return st;
   }
@@ -237,12 +238,13 @@ StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
 Status Engine::release(uint64_t requestId) {
   auto it = requests_.find(requestId);
   if (it == requests_.end())
-    return invalidArgument("request_id",
-                           "no request with id " + std::to_string(requestId));
-  if (!it->second->result.finished)
-    return invalidArgument("request_id", "request " +
+    return invalidArgument("request_id", "request_id = " +
                                              std::to_string(requestId) +
-                                             " has not finished");
+                                             ": no such request");
+  if (!it->second->result.finished)
+    return invalidArgument("request_id", "request_id = " +
+                                             std::to_string(requestId) +
+                                             ": the request has not finished");
   requests_.erase(it);
   return Status::OK();
 }

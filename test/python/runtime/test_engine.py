@@ -1,0 +1,200 @@
+"""sits_mlir.runtime.engine: the C++ generation engine from Python, with a
+runner written in Python that simulates the KV slots (each remembers the
+token and position written there; the step's copies move them) and computes
+logits from the token history it reads back through the block table, so
+any mistake in tables, slots, positions or copies changes the tokens."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from sits_mlir.runtime import kv
+from sits_mlir.runtime.engine import Engine, SamplingParams, sample
+from sits_mlir.runtime.errors import KVCapacityError, KVInvalidArgument
+
+VOCAB = 24
+BS = 4
+
+
+def logits_of(history) -> np.ndarray:
+    digest = hashlib.blake2b(np.asarray(history, np.int32).tobytes(), digest_size=8).digest()
+    rng = np.random.default_rng(int.from_bytes(digest, "little"))
+    return rng.uniform(-3, 3, VOCAB).astype(np.float32)
+
+
+def reference(prompt, max_new, params=SamplingParams(temperature=0.0), stream=0, stop=None):
+    tokens, out = list(prompt), []
+    for step in range(max_new):
+        t = sample(logits_of(tokens), params, stream=stream, step=step)
+        tokens.append(t)
+        out.append(t)
+        if t == stop:
+            break
+    return out
+
+
+class SlotRunner:
+    def __init__(self, num_blocks, num_host_blocks=0, memory=None, fail_at=None,
+                 bad_shape=False):
+        self.device = {}
+        self.host = {}
+        self.steps = 0
+        self.memory = memory
+        self.fail_at = fail_at
+        self.bad_shape = bad_shape
+        self.max_batch = 0
+
+    def execute(self, batch):
+        step = self.steps
+        self.steps += 1
+        if step == self.fail_at:
+            raise RuntimeError("boom")
+        if self.memory is not None:
+            self.memory.apply_copies(batch.copies)
+        for c in batch.copies:
+            src = self.device if c.src_tier == "device" else self.host
+            dst = self.device if c.dst_tier == "device" else self.host
+            for t in range(c.tokens):
+                dst[c.dst * BS + t] = src.get(c.src * BS + t)
+        self.max_batch = max(self.max_batch, len(batch.sequences))
+        for s in batch.sequences:
+            assert s.token_ids.dtype == np.int32 and s.slot_mapping.dtype == np.int64
+            assert s.positions[-1] == s.context_len - 1
+            for tok, pos, slot in zip(s.token_ids, s.positions, s.slot_mapping):
+                assert slot == s.block_table[pos // BS] * BS + pos % BS
+                self.device[int(slot)] = (int(tok), int(pos))
+        rows = []
+        for s in batch.sequences:
+            history = []
+            for p in range(s.context_len):
+                tok, pos = self.device[int(s.block_table[p // BS]) * BS + p % BS]
+                assert pos == p
+                history.append(tok)
+            rows.append(logits_of(history))
+        if self.bad_shape:
+            return np.zeros((len(rows) + 1, VOCAB), np.float32)
+        return np.stack(rows)
+
+
+def pool(num_blocks, caching=True, host=0):
+    return kv.KVAllocator(num_blocks=num_blocks, block_size=BS, num_layers=1, num_kv_heads=1,
+                          head_dim=4, dtype="f32", max_seq_len=128,
+                          enable_prefix_caching=caching, num_host_blocks=host)
+
+
+def prompts(count):
+    return [[5, 6, 7, 8, 9, 10] + [(i * 7 + j) % 50 for j in range(1 + i % 5)]
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("num_blocks,batch,caching,host,preemption", [
+    (256, 1, True, 0, "recompute"),
+    (256, 6, False, 0, "recompute"),
+    (12, 6, True, 0, "recompute"),
+    (12, 6, True, 64, "swap"),
+])
+def test_greedy_matches_reference(num_blocks, batch, caching, host, preemption):
+    a = pool(num_blocks, caching, host)
+    runner = SlotRunner(num_blocks)
+    e = Engine(a, runner, max_batch_size=batch, preemption=preemption)
+    ps = prompts(8)
+    results = e.generate(ps, max_new_tokens=20, sampling=SamplingParams(temperature=0.0),
+                         stop_token=3)
+    for p, r in zip(ps, results):
+        assert r.finished and r.error is None
+        assert r.samples[0].tokens == reference(p, 20, stop=3)
+        assert r.samples[0].finish_reason in ("stop", "length")
+    m = e.metrics
+    assert runner.max_batch == batch
+    assert m["requests_finished"] == 8
+    assert (m["preemptions"] > 0) == (num_blocks == 12)
+    assert (m["prefix_cache_hit_tokens"] > 0) == caching
+    assert a.stats().num_sequences == 0
+
+
+def test_parallel_samples_fork_and_are_seed_reproducible():
+    a = pool(64)
+    e = Engine(a, SlotRunner(64), max_batch_size=4)
+    prompt = list(range(10))
+    greedy = e.generate([prompt], 8, sampling=SamplingParams(temperature=0.0), n=3)[0]
+    assert [s.tokens for s in greedy.samples] == [reference(prompt, 8)] * 3
+    assert a.stats().forks == 2
+    params = SamplingParams(temperature=1.0, top_k=10, top_p=0.9, seed=11)
+    hot = e.generate([prompt], 8, sampling=params, n=3)[0]
+    assert [s.tokens for s in hot.samples] == [reference(prompt, 8, params, stream=k)
+                                               for k in range(3)]
+    assert len({tuple(s.tokens) for s in hot.samples}) > 1
+    again = Engine(pool(16), SlotRunner(16), max_batch_size=3).generate(
+        [prompt], 8, sampling=params, n=3)[0]
+    assert again.samples == hot.samples
+
+
+def test_runner_sees_copies_it_can_apply_to_kv_memory():
+    a = pool(32)
+    mem = kv.KVMemory(a)
+    e = Engine(a, SlotRunner(32, memory=mem), max_batch_size=4)
+    r = e.generate([list(range(6))], 5, sampling=SamplingParams(temperature=0.0), n=4)[0]
+    assert a.stats().cow_copies == 3
+    assert all(s.tokens == reference(list(range(6)), 5) for s in r.samples)
+
+
+def test_bad_arguments_raise_typed_errors():
+    a = pool(16)
+    e = Engine(a, SlotRunner(16), max_batch_size=2)
+    with pytest.raises(KVInvalidArgument, match="temperature"):
+        e.add_request([1, 2], 4, sampling=SamplingParams(temperature=-1.0))
+    with pytest.raises(ValueError, match="top_p"):
+        e.add_request([1, 2], 4, sampling=SamplingParams(top_p=0.0))
+    with pytest.raises(ValueError, match="n"):
+        e.add_request([1, 2], 4, n=3)
+    with pytest.raises(ValueError, match="prompt"):
+        e.add_request([], 4)
+    with pytest.raises(KVCapacityError, match="max_seq_len"):
+        e.add_request([1, 2], 127)
+    with pytest.raises(KVCapacityError, match="usable_blocks"):
+        e.add_request([1, 2], 70)
+    with pytest.raises(ValueError, match="preemption"):
+        Engine(pool(8), SlotRunner(8), preemption="drop")
+    with pytest.raises(ValueError, match="host tier"):
+        Engine(pool(8), SlotRunner(8), preemption="swap")
+    with pytest.raises(ValueError, match="max_batch_size"):
+        Engine(pool(8), SlotRunner(8), max_batch_size=0)
+    with pytest.raises(ValueError, match="request_id"):
+        e.result(99)
+
+
+def test_runner_exception_fails_its_batch_and_is_raised():
+    a = pool(64)
+    e = Engine(a, SlotRunner(64, fail_at=1), max_batch_size=2)
+    ids = [e.add_request(p, 6, sampling=SamplingParams(temperature=0.0)) for p in prompts(3)]
+    e.step()
+    with pytest.raises(RuntimeError, match="boom"):
+        e.step()
+    e.run_until_done()
+    failed = [e.result(i) for i in ids[:2]]
+    assert all(r.finished and r.error is not None for r in failed)
+    assert all(s.finish_reason == "error" for r in failed for s in r.samples)
+    ok = e.result(ids[2])
+    assert ok.error is None and ok.samples[0].tokens == reference(prompts(3)[2], 6)
+    assert a.stats().num_sequences == 0
+
+
+def test_runner_returning_the_wrong_shape_is_an_error():
+    e = Engine(pool(16), SlotRunner(16, bad_shape=True), max_batch_size=2)
+    rid = e.add_request([1, 2, 3], 4)
+    with pytest.raises(ValueError, match="shape"):
+        e.step()
+    assert e.result(rid).error is not None
+
+
+def test_sample():
+    row = np.array([0.5, 2.0, -1.0, 2.0], np.float32)
+    assert sample(row) == 1
+    assert sample(row, SamplingParams(temperature=1.0, top_k=1)) == 1
+    draws = {sample(row, SamplingParams(temperature=1.0, seed=3), step=s) for s in range(200)}
+    assert draws <= {0, 1, 2, 3} and len(draws) >= 3
+    with pytest.raises(ValueError, match="top_k"):
+        sample(row, SamplingParams(top_k=-1))
