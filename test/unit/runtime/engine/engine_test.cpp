@@ -583,3 +583,28 @@ TEST(Engine, HostTierOffloadAndOnboardKeepTheTokens) {
   EXPECT_GT(out.stats.onboards, 0);
   EXPECT_GT(out.metrics.preemptions, 0);
 }
+
+TEST(Engine, SamplesThatFinishAtTheirFirstToken) {
+  // max_new_tokens = 1, and a stop token drawn first: forks finish (and
+  // free their blocks) in the step that created them.
+  Request one;
+  for (int t = 0; t < 9; ++t)
+    one.prompt.push_back(40 + t);
+  one.max_new_tokens = 1;
+  one.n = 3;
+  one.sampling.temperature = 0;
+  Request stop = one;
+  stop.max_new_tokens = 10;
+  stop.stop_token = referenceGenerate(one, kVocab, 0, 0)[0];
+  Request hot = one;
+  hot.sampling.temperature = 1.0f;
+  hot.sampling.seed = 3;
+  RunOutput out;
+  runAll(poolConfig(64), 4, {one, stop, hot}, &out);
+  expectMatchesReference({one, stop, hot}, out);
+  for (const auto &s : out.results[1].samples) {
+    EXPECT_EQ(s.tokens.size(), 1u);
+    EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+  }
+  EXPECT_EQ(out.stats.forks, 6);
+}
