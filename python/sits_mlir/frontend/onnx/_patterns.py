@@ -10,8 +10,11 @@ exactly, the nodes are imported one by one — correctness first.
 Patterns, in matching order:
 
 * attention: MatMul(Q[*sq], Kᵀ[*sk]) → (Mul|Div scale) → (Add mask | Where
-  mask) → Softmax(-1) → MatMul(·, V)  ⇒  `sits.attention` (`causal` when the
-  mask is the constant bottom-right-aligned upper-triangular -inf);
+  mask) → Softmax(-1) (→ identity Casts) → MatMul(·, V)  ⇒  `sits.attention`
+  (`causal` when the mask is the constant bottom-right-aligned
+  upper-triangular -inf, or a run-time mask proven to be it, see
+  `_patterns_causal.py`; K/V repeated per head group by repeat_kv are read
+  unrepeated, as GQA);
 * decomposed LayerNormalization: ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div
   (/Mul γ/Add β)  ⇒  `sits.layer_norm`;
 * decomposed RMSNorm (Llama's, as torch exports it): Pow 2/ReduceMean/Add/Sqrt/
@@ -36,6 +39,7 @@ from ... import ir
 from ...dialects import sits
 from . import _types
 from ._graph import Graph, attributes
+from ._patterns_causal import CausalProver
 from ._ops import (bn_affine, conv_attrs, conv_padding, emit_matmul, f64_attr, i64_attr,
                    norm_axis, norm_param)
 
@@ -379,11 +383,21 @@ class Matcher:
         if xs is None or len(xs) != 4 or norm_axis(attributes(n).get("axis", -1), 4) != 3 \
                 or not self.is_float(x):
             return None
-        pi, pn = self.only_user(n.output[0])
-        if not self.is_op(pn, "MatMul") or pn.input[0] != n.output[0]:
+        nodes = [i]
+        probs = n.output[0]
+        pi, pn = self.only_user(probs)
+        # Casts to the type the probabilities already have (torch exports
+        # `softmax(..., dtype=float32).to(query.dtype)`) change nothing.
+        while self.is_op(pn, "Cast") and attributes(pn).get("to") == g.elem_type(probs):
+            nodes.append(pi)
+            probs = pn.output[0]
+            pi, pn = self.only_user(probs)
+        if not self.is_op(pn, "MatMul") or pn.input[0] != probs:
             return None
+        nodes.append(pi)
+        causal_prover = CausalProver(self)
         v = pn.input[1]
-        nodes = [i, pi]
+        v_rep = causal_prover.repeat_kv(v)
         mask = bool_mask = None
         scores = None
         mi, mn = self.prod(x)
@@ -395,8 +409,10 @@ class Matcher:
                     nodes.append(mi)
                     break
         elif self.is_op(mn, "Where") and g.single_use(x):
+            # A finite fill is kept only for a mask proven causal (below),
+            # where no row is fully masked.
             fill = self.scalar(mn.input[2])
-            if fill == float("-inf") or (fill is not None and fill <= -1e30 and g.is_const(mn.input[0])):
+            if fill is not None and fill <= -1e30:
                 scores = self._scores(mn.input[1])
                 if scores is not None:
                     bool_mask = mn.input[0]
@@ -422,6 +438,11 @@ class Matcher:
         if len(perm) != 4 or g.rank(k_src) != 4:
             return None
         k_perm = perm[:2] + [perm[3], perm[2]]
+        # GQA exported as repeat_kv of both K and V: read the unrepeated heads.
+        k_rep = causal_prover.repeat_kv(k_src) if k_perm[:2] == [0, 1] else None
+        if k_rep is not None and v_rep is not None:
+            k_src, v = k_rep[0], v_rep[0]
+            nodes += k_rep[1] + v_rep[1]
         ksrc_shape = g.shape(k_src)
         qs, vs = g.shape(q), g.shape(v)
         if ksrc_shape is None or qs is None or vs is None or len(qs) != 4 or len(vs) != 4:
@@ -453,9 +474,12 @@ class Matcher:
                 return None
             if g.is_const(mask_name) and tq is not None and tk is not None and tk >= tq:
                 causal = self._is_causal(g.const(mask_name), tq, tk, additive=mask is not None)
-            elif mask is not None:
-                causal = self._is_causal_graph(mask, g.sym_shape(q)[2],
-                                               g.sym_shape(k_src)[k_perm[2]])
+            else:
+                sq, sk = g.sym_shape(q)[2], g.sym_shape(k_src)[k_perm[2]]
+                if mask is not None:
+                    causal = self._is_causal_graph(mask, sq, sk)
+                causal = causal or causal_prover.is_causal(mask_name, sq, sk,
+                                                           additive=mask is not None)
             if bool_mask is not None and not causal and self.scalar(g.nodes[mi].input[2]) != float("-inf"):
                 return None
         head = qs[3]
