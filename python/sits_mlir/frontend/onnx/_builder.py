@@ -329,6 +329,23 @@ class Builder:
         static = [DYN if d is None else d for d in shape]
         return tensor.expand_shape(self.tensor_type(shape, elem_of(v)), v, groups, dyn, static)
 
+    def expand_sized(self, v: ir.Value, groups: list, shape: Sequence,
+                     sizes: Sequence) -> ir.Value:
+        """`tensor.expand_shape` to `shape` whose dynamic extents are the
+        index values `sizes` gives at their positions. A group with several
+        dynamic extents (`batch*seq` -> `batch, seq`) becomes a
+        `tensor.reshape` instead: a memref expansion takes at most one
+        dynamic extent per group."""
+        if any(sum(shape[j] is None for j in g) > 1 for g in groups):
+            i64 = ir.IntegerType.get_signless(64)
+            extents = [arith.index_cast(i64, self.index(d) if d is not None else sizes[j])
+                       for j, d in enumerate(shape)]
+            target = tensor.from_elements(ir.RankedTensorType.get([len(shape)], i64), extents)
+            return tensor.reshape(self.tensor_type(shape, elem_of(v)), v, target)
+        dyn = [sizes[j] for g in groups for j in g if shape[j] is None]
+        static = [DYN if d is None else d for d in shape]
+        return tensor.expand_shape(self.tensor_type(shape, elem_of(v)), v, groups, dyn, static)
+
     def reshape(self, v: ir.Value, shape: Sequence) -> ir.Value:
         """Reshape to `shape` (static ints / None), which the caller knows to
         be right: a collapse or expansion when it is one, a `tensor.cast`

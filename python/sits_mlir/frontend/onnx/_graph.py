@@ -14,6 +14,7 @@ emission work from, so they always agree on which nodes are emitted:
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import numpy as np
@@ -29,6 +30,16 @@ FOLD_LIMIT = 1 << 26
 _NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
             "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
             "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"}
+
+
+def shape_node_slice(node: onnx.NodeProto, dims) -> list:
+    """The part of `dims` (a shape) that a `Shape` node with its `start` and
+    `end` attributes returns."""
+    a, r = attributes(node), len(dims)
+    start, end = a.get("start", 0), a.get("end", r)
+    start = min(max(start + r if start < 0 else start, 0), r)
+    end = min(max(end + r if end < 0 else end, 0), r)
+    return list(dims[start:end])
 
 
 def attributes(node: onnx.NodeProto) -> dict:
@@ -155,6 +166,34 @@ class Graph:
         t = self.types.get(name)
         return t.shape if t else None
 
+    def input_dim(self, symbol: str) -> Optional[tuple]:
+        """(graph input, axis) whose extent is named `symbol`, if any."""
+        for name in self.inputs:
+            shape = self.sym_shape(name) or ()
+            if symbol in shape:
+                return name, list(shape).index(symbol)
+        return None
+
+    def evaluable(self, extent) -> bool:
+        """Whether a static or symbolic extent (`seq`, `past + seq`) can be
+        computed from graph-input dimensions at run time."""
+        if isinstance(extent, (int, np.integer)):
+            return True
+        if not isinstance(extent, str):
+            return False
+        try:
+            tree = ast.parse(extent, mode="eval")
+        except SyntaxError:
+            return False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                if self.input_dim(node.id) is None:
+                    return False
+            elif not isinstance(node, (ast.Expression, ast.BinOp, ast.Constant, ast.Add,
+                                       ast.Sub, ast.Mult, ast.FloorDiv, ast.Load)):
+                return False
+        return True
+
     def rank(self, name: str) -> Optional[int]:
         s = self.shape(name)
         return None if s is None else len(s)
@@ -244,16 +283,21 @@ class Graph:
                 return None
             if op == "Size":
                 return [np.array(np.prod(shape), np.int64)] if None not in shape else None
-            a = attributes(n)
-            r = len(shape)
-            start = a.get("start", 0)
-            end = a.get("end", r)
-            start = min(max(start + r if start < 0 else start, 0), r)
-            end = min(max(end + r if end < 0 else end, 0), r)
-            sub = shape[start:end]
+            sub = shape_node_slice(n, shape)
             if None in sub:
                 return None
             return [np.array(sub, dtype=np.int64)]
+        if op == "Gather" and len(n.input) == 2 and n.input[1] in self.consts:
+            # Static extents picked out of the shape of a dynamically shaped
+            # value (an exported head size, `x.shape[-1] // 2`).
+            dims = self._shape_vector(n.input[0])
+            if dims is not None and attributes(n).get("axis", 0) == 0:
+                idx = np.asarray(self.const(n.input[1])).astype(np.int64)
+                picked = [dims[int(k) + len(dims) if k < 0 else int(k)]
+                          for k in idx.reshape(-1)] if -len(dims) <= idx.min(initial=0) \
+                    and idx.max(initial=0) < len(dims) else None
+                if picked is not None and None not in picked:
+                    return [np.array(picked, np.int64).reshape(idx.shape)]
         if op in _NO_FOLD or not n.output:
             return None
         if op == "CastLike" and len(n.input) == 2 and n.input[0] in self.consts:
@@ -280,6 +324,15 @@ class Graph:
         feeds = {x: self.const(x) for x in ins}
         ev = ReferenceEvaluator(n, opsets={"": self.opset})
         return ev.run(None, feeds)
+
+    def _shape_vector(self, name: str) -> Optional[list]:
+        """The extents (None where dynamic) that `name` holds when it is the
+        result of an unfolded Shape node."""
+        i = self.producer.get(name)
+        if i is None or i in self.folded or self.nodes[i].op_type != "Shape":
+            return None
+        shape = self.shape(self.nodes[i].input[0])
+        return None if shape is None else shape_node_slice(self.nodes[i], shape)
 
     def _live(self) -> set:
         return self._needed_nodes(stop_at_consts=True)

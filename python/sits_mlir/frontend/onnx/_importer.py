@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -9,7 +10,7 @@ import numpy as np
 import onnx
 
 from ... import ir
-from ...dialects import func, tensor
+from ...dialects import arith, func, tensor
 from ...errors import CompileError, Diagnostic, UnsupportedNode
 from . import _types
 from ._builder import Builder, shape_of
@@ -208,6 +209,30 @@ class Importer:
         if elem is None and self.g.is_const(name) and self.g.const(name) is array:
             return self.get(name)
         return self.b.constant(np.asarray(array), name=name, elem=elem)
+
+    def symbolic_size(self, extent) -> ir.Value:
+        """The run-time value (index) of a symbolic extent such as `seq`,
+        `batch*seq` or `past + seq` (symbolic shape inference's names and
+        expressions), from the graph-input dimensions its symbols name."""
+        b = self.b
+
+        def value(node):
+            if isinstance(node, ast.Expression):
+                return value(node.body)
+            if isinstance(node, ast.Constant) and isinstance(node.value, int):
+                return b.index(node.value)
+            if isinstance(node, ast.Name):
+                found = self.g.input_dim(node.id)
+                if found is None:
+                    raise KeyError(f"no graph input has the extent '{node.id}'")
+                return b.dim(self.get(found[0]), found[1])
+            if isinstance(node, ast.BinOp):
+                op = {ast.Add: arith.addi, ast.Sub: arith.subi, ast.Mult: arith.muli,
+                      ast.FloorDiv: arith.floordivsi}.get(type(node.op))
+                if op is not None:
+                    return op(value(node.left), value(node.right))
+            raise KeyError(f"cannot evaluate the extent '{extent}'")
+        return value(ast.parse(str(extent), mode="eval"))
 
     def get(self, name: str) -> ir.Value:
         v = self.values.get(name)

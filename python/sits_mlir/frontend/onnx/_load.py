@@ -15,6 +15,7 @@ propagation reads them (shape tensors, axes, ...).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -368,7 +369,81 @@ def _infer(skel: onnx.ModelProto) -> dict:
         vt = _value_type(vi)
         if vt is not None:
             types[vi.name] = vt
+    # Extents the graph inputs name; any other symbolic or unknown extent
+    # is worth asking symbolic inference about.
+    inputs = {d for i in skel.graph.input for d in (_value_type(i) or ValueType(0, ())).shape or ()
+              if isinstance(d, str)}
+    if any(t.shape is None or any(d is None or (isinstance(d, str) and d not in inputs)
+                                  for d in t.shape) for t in types.values()):
+        _refine_symbolic(skel, types, inputs)
     return types
+
+
+def symbolic_inference_available() -> bool:
+    """Whether onnxruntime's symbolic shape inference can be used."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
+    """Exported decoders compute reshape targets from Shape/Gather/Concat of
+    dynamic extents, which ONNX's data propagation loses (`unk__N`).
+    onnxruntime's symbolic inference (sympy) carries them as expressions
+    such as `batch*seq`; where it knows more, its shapes replace ONNX's.
+    Without onnxruntime, ONNX's shapes stay as they are."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:
+        return
+    # Declared output extents are left out: merged with the inferred
+    # expressions, they would rename them (`total` for `past + seq`)
+    # wherever they meet.
+    bare = onnx.ModelProto()
+    bare.CopyFrom(skel)
+    for out in bare.graph.output:
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    # The steps of SymbolicShapeInference.infer_shapes, which on a partial
+    # result writes a model file into the working directory and raises: a
+    # partial result is still worth having, and nothing is written.
+    try:
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        inference._preprocess(bare)
+        while inference.run_:
+            inference._infer_impl()
+        inference._update_output_from_vi()
+        inferred = inference.out_mp_
+    except Exception:
+        return
+    # An ONNX extent that the graph inputs do not name (`unk__3`, or an
+    # output's declared `total`) is replaced by symbolic inference's when
+    # that one is written in the inputs' names (`past + seq`); a value ONNX
+    # did not type takes symbolic inference's type when all of it is.
+    def grounded(d):
+        if isinstance(d, int):
+            return True
+        return isinstance(d, str) and all(
+            t in inputs for t in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", d))
+
+    ig = inferred.graph
+    for vi in list(ig.value_info) + list(ig.output):
+        vt = _value_type(vi)
+        old = types.get(vi.name)
+        if vt is None or vt.shape is None:
+            continue
+        if old is None or old.shape is None:
+            if all(map(grounded, vt.shape)):
+                types[vi.name] = vt
+            continue
+        if len(old.shape) != len(vt.shape):
+            continue
+        merged = tuple(n if not grounded(o) and grounded(n) else o
+                       for o, n in zip(old.shape, vt.shape))
+        if merged != old.shape:
+            types[vi.name] = ValueType(old.elem_type, merged)
 
 
 def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray]) -> dict:

@@ -1461,35 +1461,106 @@ def _check_reshape_to_inferred(g, node, what):
 
 def symbolic_reshape_ok(g, src_name, dst_name) -> bool:
     """Whether ONNX's symbolic shapes prove that reshaping `src_name` to
-    `dst_name` keeps each dynamic extent whole (so a collapse/expand whose
-    dynamic extents come from the source is exact)."""
-    s, d = g.sym_shape(src_name), g.sym_shape(dst_name)
-    if s is None or d is None:
-        return False
-    if len(s) == len(d):
-        return all(a == b and a is not None for a, b in zip(s, d))
-    big, small = (s, d) if len(s) > len(d) else (d, s)
-    groups = reassociation(tuple(x if isinstance(x, int) else None for x in big),
-                           tuple(x if isinstance(x, int) else None for x in small))
-    if groups is None:
-        return False
-    for group, dim in zip(groups, small):
-        dyn = [big[i] for i in group if not isinstance(big[i], int)]
-        if dyn and (len(dyn) != 1 or dyn[0] is None or dyn[0] != dim):
-            return False
-    return True
+    `dst_name` is a collapse or an expansion whose dynamic extents are
+    products of named ones (`batch*seq` from `batch` and `seq`)."""
+    src, dst = g.sym_shape(src_name), g.sym_shape(dst_name)
+    return _same_symbolic(src, dst) or symbolic_groups(src, dst) is not None
+
+
+def _same_symbolic(src, dst) -> bool:
+    """Whether two symbolic shapes are provably equal (every extent known)."""
+    return (src is not None and dst is not None and len(src) == len(dst) and
+            all(a is not None and a == b for a, b in zip(src, dst)))
+
+
+def symbolic_groups(src, dst):
+    """The reassociation of a collapse or expansion between symbolic shapes
+    `src` and `dst` (ints, symbol names and `a*b` products), as groups of
+    the larger shape's dims; None when none is provable."""
+    if src is None or dst is None or len(src) == len(dst):
+        return None
+    big, small = (src, dst) if len(src) > len(dst) else (dst, src)
+    factors = [_product_of(d) for d in big]
+    if any(f is None for f in factors):
+        return None
+    groups, i = [], 0
+    for d in small:
+        want = _product_of(d)
+        if want is None:
+            return None
+        start, coefficient, symbols = i, 1, []
+        while i < len(big):
+            c, syms = factors[i]
+            coefficient *= c
+            symbols += syms
+            i += 1
+            if (coefficient, tuple(sorted(symbols))) == want:
+                break
+        else:
+            return None
+        groups.append(list(range(start, i)))
+    # Trailing unit dims join the last group.
+    while i < len(big) and factors[i] == (1, ()):
+        if not groups:
+            return None
+        groups[-1].append(i)
+        i += 1
+    return groups if i == len(big) else None
+
+
+def _product_of(dim):
+    """A static or symbolic extent as (coefficient, sorted symbol factors),
+    or None when it is unknown or not a plain product."""
+    if isinstance(dim, (int, np.integer)):
+        return int(dim), ()
+    if not isinstance(dim, str):
+        return None
+    coefficient, symbols = 1, []
+    depth, start, terms = 0, 0, []
+    for i, ch in enumerate(dim):  # factors of the top-level product
+        depth += (ch == "(") - (ch == ")")
+        if ch == "*" and depth == 0:
+            terms.append(dim[start:i])
+            start = i + 1
+    terms.append(dim[start:])
+    for term in terms:
+        term = term.replace(" ", "")
+        while term.startswith("(") and term.endswith(")"):
+            term = term[1:-1]
+        if not term:
+            return None
+        if term.isdigit():
+            coefficient *= int(term)
+        else:  # a name, or a sum such as `past+seq`, taken whole
+            symbols.append(term)
+    return coefficient, tuple(sorted(symbols))
 
 
 def _check_reshape(g, node):
     if not g.is_const(node.input[1]):
         if symbolic_reshape_ok(g, node.input[0], node.output[0]):
             return None
-        return need_const(g, node, 1, what="and ONNX cannot prove the result shape")
+        from ._load import symbolic_inference_available
+
+        hint = "" if symbolic_inference_available() else \
+            "; installing onnxruntime lets its symbolic shape inference try"
+        return need_const(g, node, 1, what="and ONNX cannot prove the result shape" + hint)
     return _check_reshape_to_inferred(g, node, "Reshape")
 
 
 def _reshape_to_inferred(ctx, node):
-    return [ctx.b.reshape(ctx.get(node.input[0]), ctx.g.shape(node.output[0]))]
+    g, b = ctx.g, ctx.b
+    x = ctx.get(node.input[0])
+    shape = g.shape(node.output[0])
+    groups = symbolic_groups(g.sym_shape(node.input[0]), g.sym_shape(node.output[0]))
+    if groups is None:
+        return [b.reshape(x, shape)]
+    if len(shape) < len(shape_of(x)):
+        return [b.collapse(x, groups, shape)]
+    # An expansion: every dynamic extent comes from the symbols it names.
+    sizes = [None if d is not None else ctx.symbolic_size(s)
+             for d, s in zip(shape, g.sym_shape(node.output[0]))]
+    return [b.expand_sized(x, groups, shape, sizes)]
 
 
 # The result shape is ONNX's inferred one: the shape input is never read.
@@ -1709,6 +1780,11 @@ def _PARALLEL():
 
 
 def _check_expand(g, node):
+    # A shape computed at run time is fine when symbolic inference names
+    # every result extent in terms of the graph inputs' dimensions.
+    out = g.sym_shape(node.output[0])
+    if not g.is_const(node.input[1]) and out is not None and all(map(g.evaluable, out)):
+        return None
     r = need_const(g, node, 1, what="so the result shape is data-dependent")
     if r:
         return r
@@ -1722,14 +1798,18 @@ def _expand(ctx, node):
     b = ctx.b
     x = ctx.get(node.input[0])
     out = ctx.g.shape(node.output[0])
+    sym_out = ctx.g.sym_shape(node.output[0])
+    sym_in = ctx.g.sym_shape(node.input[0]) or ()
     xs = shape_of(x)
     off = len(out) - len(xs)
     mixed = []
     for o, d in enumerate(out):
         if d is not None:
             mixed.append(d)
-        else:
+        elif o >= off and (ctx.g.is_const(node.input[1]) or sym_in[o - off] == sym_out[o]):
             mixed.append(b.dim(x, o - off))
+        else:
+            mixed.append(ctx.symbolic_size(sym_out[o]))
     return [b.broadcast_to(x, mixed)]
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 
 from . import _types
-from ._graph import attributes
+from ._graph import attributes, shape_node_slice
 
 #: A linear form over symbolic extents: {symbol: coefficient}, "" the constant.
 Lin = dict
@@ -167,13 +167,7 @@ class CausalProver:
 
     def _shape_slice(self, shape_node) -> Optional[list]:
         dims = self.g.sym_shape(shape_node.input[0])
-        if dims is None:
-            return None
-        a, r = attributes(shape_node), len(dims)
-        start, end = a.get("start", 0), a.get("end", r)
-        start = min(max(start + r if start < 0 else start, 0), r)
-        end = min(max(end + r if end < 0 else end, 0), r)
-        return list(dims[start:end])
+        return None if dims is None else shape_node_slice(shape_node, dims)
 
     # -- position vectors ---------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""Decoder LLMs built from `transformers` configs with seeded random weights,
+exported to ONNX the way deployment exports them: one graph for prefill and
+decode, taking `input_ids`, `position_ids` and the past K/V of every layer
+([batch, kv_heads, past, head_dim], all extents dynamic) and returning the
+logits and the present K/V (past + new tokens).
+
+Attention is the eager MatMul/Softmax form; there is no attention-mask
+input, so each sequence runs on its own (no padding).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Decoder:
+    name: str
+    model: object          # the torch model (the reference)
+    path: str              # the exported ONNX file
+    layers: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+
+
+def build(name: str, out_dir: str) -> Decoder:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=256,
+                                      n_positions=256, initializer_range=0.2)
+        model_cls, heads, kv_heads, hidden = transformers.GPT2LMHeadModel, 4, 4, 64
+    elif name == "llama":
+        cfg = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=4,
+                                       num_key_value_heads=2, hidden_size=64,
+                                       intermediate_size=128, vocab_size=256,
+                                       max_position_embeddings=256, initializer_range=0.2)
+        model_cls, heads, kv_heads, hidden = transformers.LlamaForCausalLM, 4, 2, 64
+    else:
+        raise ValueError(name)
+    cfg._attn_implementation = "eager"
+    # Greedy generation runs the full 64 tokens: no end-of-sequence token.
+    cfg.eos_token_id = None
+    model = model_cls(cfg).eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    layers = cfg.num_hidden_layers
+    head_dim = hidden // heads
+
+    class Step(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, position_ids, *past):
+            cache = transformers.DynamicCache()
+            for i in range(layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.m(input_ids=input_ids, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True)
+            flat = []
+            for layer in out.past_key_values.layers[:layers]:
+                flat += [layer.keys, layer.values]
+            return (out.logits, *flat)
+
+    b, t, p = 1, 3, 2
+    ids = torch.zeros((b, t), dtype=torch.int64)
+    pos = torch.arange(p, p + t).unsqueeze(0)
+    past = [torch.zeros(b, kv_heads, p, head_dim) for _ in range(2 * layers)]
+    names = ["input_ids", "position_ids"] + [
+        f"past_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
+    outs = ["logits"] + [f"present_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
+    dynamic = {"input_ids": {0: "batch", 1: "seq"}, "position_ids": {0: "batch", 1: "seq"},
+               "logits": {0: "batch", 1: "seq"}}
+    for n in names[2:]:
+        dynamic[n] = {0: "batch", 2: "past"}
+    for n in outs[1:]:
+        dynamic[n] = {0: "batch", 2: "total"}
+    path = os.path.join(out_dir, f"{name}.onnx")
+    import warnings
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        # The exporter's tracing leaves the traced module changed; the
+        # reference keeps its own copy.
+        torch.onnx.export(Step(copy.deepcopy(model)), (ids, pos, *past), path, input_names=names,
+                          output_names=outs, dynamic_axes=dynamic, opset_version=17,
+                          dynamo=False)
+    return Decoder(name, model, path, layers, kv_heads, head_dim, cfg.vocab_size)
+
+
+def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int):
+    """Greedy decoding through a compiled step (`run(**feeds) -> outputs`)
+    with a contiguous past K/V that grows by each step's present: the prompt
+    in one prefill step, then one token per step. Returns the new tokens and
+    the smallest gap between the best and second-best logit seen."""
+    past = [np.zeros((1, dec.kv_heads, 0, dec.head_dim), np.float32)
+            for _ in range(2 * dec.layers)]
+    ids = np.asarray(prompt, np.int64)[None, :]
+    position = 0
+    tokens, gap = [], np.inf
+    for _ in range(new_tokens):
+        feeds = {"input_ids": ids,
+                 "position_ids": np.arange(position, position + ids.shape[1], dtype=np.int64)[None]}
+        for i in range(dec.layers):
+            feeds[f"past_key_{i}"] = past[2 * i]
+            feeds[f"past_value_{i}"] = past[2 * i + 1]
+        logits, *past = run(**feeds)
+        last = logits[0, -1]
+        top2 = np.sort(last)[-2:]
+        gap = min(gap, float(top2[1] - top2[0]))
+        token = int(np.argmax(last))
+        tokens.append(token)
+        position += ids.shape[1]
+        ids = np.array([[token]], np.int64)
+    return tokens, gap
