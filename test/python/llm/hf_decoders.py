@@ -120,3 +120,13 @@ def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int):
         position += ids.shape[1]
         ids = np.array([[token]], np.int64)
     return tokens, gap
+
+
+def transformers_greedy(dec: Decoder, prompt, new_tokens: int) -> list:
+    """`transformers`' greedy `generate` of `new_tokens` after `prompt`."""
+    import torch
+
+    with torch.no_grad():
+        out = dec.model.generate(torch.tensor([list(prompt)]), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False)
+    return out[0, len(prompt):].tolist()
