@@ -1,0 +1,241 @@
+"""sits-runtime: serve a compiled decoder (.sitsm) with continuous batching
+over the paged KV cache, and report how it went.
+
+    sits-runtime --config model.sitsm --batch-size 8 --max-seq-len 2048 --prompts prompts.jsonl
+    sits-runtime --config model.sitsm --synthetic 32 --prompt-len 128 --output-len 64 --seed 1
+
+The model is a decoder compiled with its KV cache in the exported signature
+(`input_ids`, `position_ids`, `past_key_<l>`/`past_value_<l>` -> `logits`,
+`present_key_<l>`/`present_value_<l>`); its layers, K/V heads and head size
+are read from that signature. Each line of the prompts file is a JSON
+object: `prompt_ids` (token ids; required), and optionally `max_new_tokens`,
+`n`, `temperature`, `top_k`, `top_p`, `seed`, `stop_token`. The synthetic
+workload draws prompt and output lengths uniformly within ±50% of
+`--prompt-len`/`--output-len` and random tokens, from `--seed`; with
+`--shared-prefix K` every prompt starts with the same K tokens.
+
+The report gives time to first token and per output token, tokens/s, KV
+utilization, `waste_pct` (slots allocated but not filled, spec §4.10),
+the peak KV memory against reserving `--max-seq-len` tokens for every
+sequence of a batch, and the prefix-cache hit rate. `--json FILE` writes it,
+with every request's tokens, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sits-runtime",
+        description="Serve a compiled decoder with continuous batching over the paged KV cache.")
+    p.add_argument("--config", required=True, metavar="SITSM",
+                   help="the compiled decoder (.sitsm)")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N",
+                   help="sequences per step (default: 8)")
+    p.add_argument("--max-seq-len", type=int, default=2048, metavar="N",
+                   help="longest sequence, prompt and output (default: 2048)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompts", metavar="JSONL", help="requests, one JSON object per line")
+    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic requests")
+    p.add_argument("--prompt-len", type=int, default=64, metavar="N",
+                   help="synthetic: mean prompt length (default: 64)")
+    p.add_argument("--output-len", type=int, default=64, metavar="N",
+                   help="synthetic, and requests without max_new_tokens: mean output "
+                        "length (default: 64)")
+    p.add_argument("--shared-prefix", type=int, default=0, metavar="N",
+                   help="synthetic: tokens every prompt starts with (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="synthetic workload and sampling seed")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="default sampling temperature (default: 0, greedy)")
+    p.add_argument("--top-k", type=int, default=0, help="default top-k (default: 0, off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="default top-p (default: 1, off)")
+    p.add_argument("--block-size", type=int, default=16, metavar="N",
+                   help="tokens per KV block (default: 16)")
+    p.add_argument("--num-blocks", type=int, metavar="N",
+                   help="KV blocks (default: enough for --batch-size sequences of "
+                        "--max-seq-len tokens)")
+    p.add_argument("--host-blocks", type=int, default=0, metavar="N",
+                   help="host-tier KV blocks for swapping (default: 0)")
+    p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
+                   help="when blocks run out (default: recompute)")
+    p.add_argument("--no-prefix-caching", action="store_true",
+                   help="do not share the KV of common prompt prefixes")
+    p.add_argument("--threads", type=int, metavar="N", help="worker threads")
+    p.add_argument("--json", metavar="FILE", help="write the report and the tokens as JSON")
+    return p
+
+
+def decoder_geometry(model) -> dict:
+    """Layers, K/V heads, head size and vocabulary of a compiled decoder with
+    the exported KV-cache signature; ValueError naming what is missing."""
+    inputs = {s.name: s for s in model.inputs}
+    for name in ("input_ids", "position_ids", "past_key_0", "past_value_0"):
+        if name not in inputs:
+            raise ValueError(f"the model has no input '{name}': sits-runtime serves decoders "
+                             "exported with their KV cache (input_ids, position_ids, "
+                             "past_key_<l>, past_value_<l>)")
+    layers = 0
+    while f"past_key_{layers}" in inputs and f"past_value_{layers}" in inputs:
+        layers += 1
+    past = inputs["past_key_0"].shape
+    if len(past) != 4 or past[1] is None or past[3] is None:
+        raise ValueError(f"past_key_0 must be [batch, kv_heads, past, head_dim] with static "
+                         f"heads and head size, got {inputs['past_key_0']}")
+    logits = model.outputs[0]
+    if logits.rank != 3 or logits.shape[2] is None:
+        raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
+    return {"layers": layers, "kv_heads": past[1], "head_dim": past[3], "vocab": logits.shape[2]}
+
+
+def _requests(args, vocab: int) -> list[dict]:
+    if args.prompts:
+        out = []
+        with open(args.prompts) as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    ids = [int(t) for t in r["prompt_ids"]]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise ValueError(f"{args.prompts}:{number}: expected a JSON object with "
+                                     f"'prompt_ids' (a list of token ids): {e}") from None
+                if not ids or min(ids) < 0 or max(ids) >= vocab:
+                    raise ValueError(f"{args.prompts}:{number}: token ids must be in "
+                                     f"[0, {vocab}) and the prompt not empty")
+                r["prompt_ids"] = ids
+                out.append(r)
+        if not out:
+            raise ValueError(f"{args.prompts}: no requests")
+        return out
+    rng = np.random.default_rng(args.seed)
+    prefix = rng.integers(0, vocab, args.shared_prefix).tolist()
+
+    def length(mean):
+        return int(rng.integers(max(1, mean // 2), max(2, mean + mean // 2 + 1)))
+    return [{"prompt_ids": prefix + rng.integers(0, vocab, length(args.prompt_len)).tolist(),
+             "max_new_tokens": length(args.output_len)} for _ in range(args.synthetic)]
+
+
+def run(args) -> dict:
+    from ..runtime import kv
+    from ..runtime.decoder import PastKVRunner
+    from ..runtime.engine import Engine, SamplingParams
+    from ..runtime.model import load
+
+    model = load(args.config)
+    geometry = decoder_geometry(model)
+    requests = _requests(args, geometry["vocab"])
+    bs = args.block_size
+    num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
+    pool = kv.KVAllocator(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
+                          num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
+                          dtype="f32", max_seq_len=args.max_seq_len,
+                          enable_prefix_caching=not args.no_prefix_caching,
+                          num_host_blocks=args.host_blocks)
+    engine = Engine(pool, PastKVRunner(model, kv.KVMemory(pool)),
+                    max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)
+    ids = []
+    for r in requests:
+        sampling = SamplingParams(float(r.get("temperature", args.temperature)),
+                                  int(r.get("top_k", args.top_k)),
+                                  float(r.get("top_p", args.top_p)), r.get("seed"))
+        ids.append(engine.add_request(r["prompt_ids"],
+                                      int(r.get("max_new_tokens", args.output_len)),
+                                      sampling=sampling, n=int(r.get("n", 1)),
+                                      stop_token=r.get("stop_token")))
+    # Step by step, sampling the pool between steps: its waste and peak.
+    start = time.perf_counter()
+    waste, peak_blocks = [], 0
+    while engine.has_unfinished:
+        engine.step()
+        stats = pool.stats()
+        peak_blocks = max(peak_blocks, stats.active_blocks)
+        if stats.active_blocks:
+            waste.append(stats.waste_pct)
+    wall = time.perf_counter() - start
+    m = engine.metrics
+    results = [engine.result(i) for i in ids]
+    bytes_per_block = pool.geometry["bytes_per_block"]
+    bytes_per_token = bytes_per_block / bs
+    stats = pool.stats()
+    prompt_tokens = sum(len(r["prompt_ids"]) for r in requests)
+    output_tokens = sum(len(s.tokens) for r in results for s in r.samples)
+    return {
+        "model": args.config, **geometry,
+        "requests": len(requests), "failed": sum(r.error is not None for r in results),
+        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+        "wall_s": wall, "tokens_per_s": output_tokens / wall if wall > 0 else 0.0,
+        "ttft_ms": 1e3 * m["mean_ttft_s"], "tpot_ms": 1e3 * m["mean_tpot_s"],
+        "steps": m["steps"], "preemptions": m["preemptions"],
+        "prefix_hit_rate": m["prefix_cache_hit_tokens"] / prompt_tokens if prompt_tokens else 0.0,
+        "kv_utilization_peak": m["kv_utilization_peak"],
+        "kv_utilization_mean": m["kv_utilization_mean"],
+        "waste_pct": float(np.mean(waste)) if waste else 0.0,
+        "kv_peak_bytes": int(peak_blocks * bytes_per_block),
+        "kv_contiguous_bytes": int(args.batch_size * args.max_seq_len * bytes_per_token),
+        "kv_blocks": num_blocks, "block_size": bs,
+        "cached_blocks_at_end": stats.cached_blocks,
+        "outputs": [{"id": r.id, "error": str(r.error) if r.error else None,
+                     "samples": [{"tokens": s.tokens, "finish_reason": s.finish_reason}
+                                 for s in r.samples]} for r in results],
+    }
+
+
+def _print(report: dict, out) -> None:
+    mib = 1 << 20
+    print(f"model {report['model']}: {report['layers']} layers, {report['kv_heads']} KV heads "
+          f"x {report['head_dim']}, vocabulary {report['vocab']}", file=out)
+    print(f"requests {report['requests']} ({report['failed']} failed), prompt tokens "
+          f"{report['prompt_tokens']}, output tokens {report['output_tokens']}, "
+          f"{report['steps']} steps in {report['wall_s']:.2f} s", file=out)
+    print(f"time to first token {report['ttft_ms']:.1f} ms, per output token "
+          f"{report['tpot_ms']:.2f} ms, {report['tokens_per_s']:.1f} tokens/s", file=out)
+    print(f"KV utilization peak {100 * report['kv_utilization_peak']:.1f}%, mean "
+          f"{100 * report['kv_utilization_mean']:.1f}%, waste_pct {report['waste_pct']:.2f}%, "
+          f"peak KV {report['kv_peak_bytes'] / mib:.2f} MiB vs "
+          f"{report['kv_contiguous_bytes'] / mib:.2f} MiB contiguous", file=out)
+    print(f"prefix hit rate {100 * report['prefix_hit_rate']:.1f}%, preemptions "
+          f"{report['preemptions']}", file=out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    for name in ("batch_size", "max_seq_len", "block_size", "prompt_len", "output_len"):
+        if getattr(args, name) <= 0:
+            print(f"sits-runtime: error: --{name.replace('_', '-')} must be positive",
+                  file=sys.stderr)
+            return 2
+    if args.synthetic is not None and args.synthetic <= 0:
+        print("sits-runtime: error: --synthetic must be positive", file=sys.stderr)
+        return 2
+    if args.threads:
+        import os
+        os.environ["SITS_NUM_THREADS"] = str(args.threads)
+    from ..errors import SitsError
+
+    try:
+        report = run(args)
+    except (OSError, ValueError, SitsError) as e:
+        print(f"sits-runtime: error: {e}", file=sys.stderr)
+        return 1
+    _print(report, sys.stdout)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0 if report["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`sits-runtime` in the seeds' command shape on a compiled decoder: the
+prompts file's requests come back with transformers' greedy tokens, the
+synthetic workload runs with a shared prefix (prefix hits) and a pool small
+enough to preempt, and bad input is a clear error."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from hf_decoders import transformers_greedy  # noqa: E402
+
+from sits_mlir.tools import runtime as cli  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::UserWarning")]
+
+
+def test_prompts_file(compiled, tmp_path, capsys):
+    dec, model = compiled
+    prompts = [[17, 3, 250, 96, 41], [5, 200, 8, 8, 131, 77, 64, 2, 19]]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(json.dumps({"prompt_ids": p, "max_new_tokens": 16})
+                              for p in prompts) + "\n")
+    report_path = tmp_path / "report.json"
+    rc = cli.main(["--config", model.path, "--batch-size", "8", "--max-seq-len", "2048",
+                   "--prompts", str(path), "--json", str(report_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "time to first token" in out and "waste_pct" in out and "prefix hit rate" in out
+    report = json.loads(report_path.read_text())
+    assert report["layers"] == dec.layers and report["kv_heads"] == dec.kv_heads
+    tokens = [o["samples"][0]["tokens"] for o in report["outputs"]]
+    assert tokens == [transformers_greedy(dec, p, 16) for p in prompts]
+    # Paged: two sequences of at most 25 tokens take 4 blocks of 16, where a
+    # contiguous cache reserves 8 x 2048 tokens.
+    assert report["kv_peak_bytes"] < report["kv_contiguous_bytes"] / 100
+    assert 0 <= report["waste_pct"] < 100
+
+
+def test_synthetic_workload_preempts_and_hits_the_prefix_cache(compiled, tmp_path, capsys):
+    dec, model = compiled
+    report_path = tmp_path / "report.json"
+    rc = cli.main(["--config", model.path, "--batch-size", "4", "--max-seq-len", "64",
+                   "--synthetic", "6", "--prompt-len", "12", "--output-len", "12",
+                   "--shared-prefix", "8", "--block-size", "4", "--num-blocks", "17",
+                   "--seed", "3", "--json", str(report_path)])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["requests"] == 6 and report["failed"] == 0
+    assert report["prefix_hit_rate"] > 0
+    assert report["preemptions"] > 0
+    assert report["tokens_per_s"] > 0 and report["ttft_ms"] > 0
+
+
+def test_bad_input(compiled, tmp_path, capsys):
+    _, model = compiled
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": [1, 2]}\n')
+    assert cli.main(["--config", model.path, "--prompts", str(bad)]) == 1
+    assert "bad.jsonl:1: expected a JSON object with 'prompt_ids'" in capsys.readouterr().err
+    bad.write_text('{"prompt_ids": [1, 100000]}\n')
+    assert cli.main(["--config", model.path, "--prompts", str(bad)]) == 1
+    assert "token ids must be in [0, 256)" in capsys.readouterr().err
+    assert cli.main(["--config", str(tmp_path / "missing.sitsm"), "--synthetic", "1"]) == 1
+    assert "sits-runtime: error:" in capsys.readouterr().err
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "0"]) == 2
