@@ -28,21 +28,26 @@ class Decoder:
     vocab: int
 
 
-def build(name: str, out_dir: str) -> Decoder:
+def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
+          vocab: int = 256, positions: int = 256) -> Decoder:
+    """GPT-2 ("gpt2") or Llama ("llama", two query heads per K/V head) of
+    the given size, exported to `out_dir`/<name>.onnx."""
     import torch
     import transformers
 
     torch.manual_seed(0)
     if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=256,
-                                      n_positions=256, initializer_range=0.2)
-        model_cls, heads, kv_heads, hidden = transformers.GPT2LMHeadModel, 4, 4, 64
+        cfg = transformers.GPT2Config(n_layer=layers, n_head=heads, n_embd=hidden,
+                                      vocab_size=vocab, n_positions=positions,
+                                      initializer_range=0.2)
+        model_cls, kv_heads = transformers.GPT2LMHeadModel, heads
     elif name == "llama":
-        cfg = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=4,
-                                       num_key_value_heads=2, hidden_size=64,
-                                       intermediate_size=128, vocab_size=256,
-                                       max_position_embeddings=256, initializer_range=0.2)
-        model_cls, heads, kv_heads, hidden = transformers.LlamaForCausalLM, 4, 2, 64
+        cfg = transformers.LlamaConfig(num_hidden_layers=layers, num_attention_heads=heads,
+                                       num_key_value_heads=heads // 2, hidden_size=hidden,
+                                       intermediate_size=2 * hidden, vocab_size=vocab,
+                                       max_position_embeddings=positions,
+                                       initializer_range=0.2)
+        model_cls, kv_heads = transformers.LlamaForCausalLM, heads // 2
     else:
         raise ValueError(name)
     cfg._attn_implementation = "eager"
