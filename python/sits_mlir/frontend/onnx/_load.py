@@ -408,9 +408,11 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
             out.type.tensor_type.ClearField("shape")
     # The steps of SymbolicShapeInference.infer_shapes, which on a partial
     # result writes a model file into the working directory and raises: a
-    # partial result is still worth having, and nothing is written.
+    # partial result is still worth having, and nothing is written. No
+    # auto_merge: it would take extents that broadcast (`a` against `c`) to
+    # be equal, where either may be 1 at run time.
     try:
-        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        inference = SymbolicShapeInference(2**31 - 1, False, False, 0)
         inference._preprocess(bare)
         while inference.run_:
             inference._infer_impl()
