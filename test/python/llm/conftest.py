@@ -20,5 +20,8 @@ def compiled(request, tmp_path_factory):
         dec = build(request.param, str(out))
         artifact = sits_mlir.compile(dec.path, "cpu", out / f"{request.param}.sitsm", threads=2)
         _CACHE[request.param] = (dec, artifact.load())
+        # Loaded modules go with the session, not at interpreter exit (where
+        # nanobind would report them as leaked).
+        request.addfinalizer(lambda name=request.param: _CACHE.pop(name, None))
     return _CACHE[request.param]
 
