@@ -183,14 +183,22 @@ static std::optional<InputStats> attachedInputStats(Operation *op,
   return stats;
 }
 
-InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
-  // Measured on a calibration set.
-  if (std::optional<InputStats> stats = attachedInputStats(matmul, k))
+/// The statistics attached to `op` (a calibration set), else zero mean and
+/// unit mean square per channel.
+static InputStats attachedOrDefaultStats(Operation *op, int64_t channels) {
+  if (std::optional<InputStats> stats = attachedInputStats(op, channels))
     return *stats;
   InputStats stats;
-  stats.mean.assign(k, 0.0);
-  stats.meanSquare.assign(k, 1.0);
+  stats.mean.assign(channels, 0.0);
+  stats.meanSquare.assign(channels, 1.0);
   stats.source = "default";
+  return stats;
+}
+
+InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
+  InputStats stats = attachedOrDefaultStats(matmul, k);
+  if (stats.source != "default")
+    return stats;
   // A layer norm's output row is normalized, so over rows each channel has
   // roughly mean beta and second moment gamma^2 + beta^2.
   if (auto norm = matmul.getLhs().getDefiningOp<LayerNormOp>()) {
@@ -216,13 +224,7 @@ InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
 }
 
 InputStats mlir::sits::estimateInputStats(ConvOp conv, int64_t channels) {
-  if (std::optional<InputStats> stats = attachedInputStats(conv, channels))
-    return *stats;
-  InputStats stats;
-  stats.mean.assign(channels, 0.0);
-  stats.meanSquare.assign(channels, 1.0);
-  stats.source = "default";
-  return stats;
+  return attachedOrDefaultStats(conv, channels);
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "sits/runtime/engine/engine.h"
 
+#include "errors.h"
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -67,14 +69,6 @@ struct Engine::Seq {
 };
 
 namespace {
-
-Status invalidArgument(const char *subject, std::string message) {
-  ErrorInfo e;
-  e.code = StatusCode::kInvalidArgument;
-  e.message = std::move(message);
-  e.subject = subject;
-  return Status(std::move(e));
-}
 
 Status capacityExceeded(const char *subject, int64_t value, int64_t limit,
                         std::string message) {
@@ -318,7 +312,7 @@ void Engine::finishRequest(RequestState *r, double t) {
   }
 }
 
-void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
+void Engine::releaseSeq(Seq *s) {
   if (s->alloc_id != 0) {
     Status st = allocator_->free(s->alloc_id);
     if (!st.ok() && broken_.ok())
@@ -326,6 +320,10 @@ void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
     s->alloc_id = 0;
   }
   s->finished = true;
+}
+
+void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
+  releaseSeq(s);
   RequestState *r = s->req;
   r->result.samples[static_cast<size_t>(s->sample)].finish_reason = reason;
   const int64_t generated =
@@ -343,15 +341,8 @@ void Engine::failRequest(RequestState *r, const Status &status) {
   if (r->result.finished)
     return;
   auto release = [&](Seq *s) {
-    if (s->req != r || s->finished)
-      return;
-    if (s->alloc_id != 0) {
-      Status st = allocator_->free(s->alloc_id);
-      if (!st.ok() && broken_.ok())
-        broken_ = st;
-      s->alloc_id = 0;
-    }
-    s->finished = true;
+    if (s->req == r && !s->finished)
+      releaseSeq(s);
   };
   for (auto &s : running_)
     release(s.get());

@@ -1,6 +1,8 @@
 //===- sampler.cpp - Token sampling ----------------------------------------===//
 #include "sits/runtime/engine/sampler.h"
 
+#include "errors.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,14 +11,6 @@
 namespace sits::runtime::engine {
 
 namespace {
-
-Status invalid(const char *subject, std::string message) {
-  ErrorInfo e;
-  e.code = StatusCode::kInvalidArgument;
-  e.message = std::move(message);
-  e.subject = subject;
-  return Status(std::move(e));
-}
 
 uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -29,14 +23,14 @@ uint64_t mix64(uint64_t x) {
 
 Status validateSamplingParams(const SamplingParams &p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
-    return invalid("temperature",
+    return invalidArgument("temperature",
                    "temperature = " + std::to_string(p.temperature) +
                        ": must be finite and >= 0 (0 is greedy)");
   if (p.top_k < 0)
-    return invalid("top_k", "top_k = " + std::to_string(p.top_k) +
+    return invalidArgument("top_k", "top_k = " + std::to_string(p.top_k) +
                                 ": must be >= 0 (0 disables top-k)");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    return invalid("top_p", "top_p = " + std::to_string(p.top_p) +
+    return invalidArgument("top_p", "top_p = " + std::to_string(p.top_p) +
                                 ": must be in (0, 1] (1 disables top-p)");
   return Status::OK();
 }
@@ -53,9 +47,9 @@ StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
                                   uint64_t stream, uint64_t step) {
   SITS_RETURN_IF_ERROR(validateSamplingParams(params));
   if (!logits)
-    return invalid("logits", "logits row is null");
+    return invalidArgument("logits", "logits row is null");
   if (vocab <= 0 || vocab > std::numeric_limits<int32_t>::max())
-    return invalid("vocab", "vocab = " + std::to_string(vocab) +
+    return invalidArgument("vocab", "vocab = " + std::to_string(vocab) +
                                 ": must be in [1, 2^31)");
   // One pass: reject NaN / +inf, find the argmax (lowest id on ties).
   int64_t best = -1;
@@ -63,7 +57,7 @@ StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
   for (int64_t i = 0; i < vocab; ++i) {
     const float l = logits[i];
     if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
-      Status st = invalid("logits", "logits[" + std::to_string(i) + "] is " +
+      Status st = invalidArgument("logits", "logits[" + std::to_string(i) + "] is " +
                                         (std::isnan(l) ? "NaN" : "+inf"));
       st.withIndex(i);
       return st;
@@ -75,7 +69,7 @@ StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
       best = i;
   }
   if (best < 0)
-    return invalid("logits", "every logit is -inf: nothing to sample");
+    return invalidArgument("logits", "every logit is -inf: nothing to sample");
   if (params.isGreedy() || finite == 1)
     return static_cast<int32_t>(best);
 

@@ -209,6 +209,9 @@ private:
   Status preemptNewest();
   Status recomputeSwapped();
   void failRequest(RequestState *request, const Status &status);
+  /// Frees the sequence's blocks (an allocator error breaks the engine) and
+  /// marks it finished.
+  void releaseSeq(Seq *seq);
   void finishSeq(Seq *seq, FinishReason reason, double t);
   void finishRequest(RequestState *request, double t);
   void sampleNext(Seq *seq, const float *row, int64_t vocab, double t);
