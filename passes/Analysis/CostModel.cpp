@@ -200,6 +200,17 @@ OpCost cost::estimateOpCost(Operation *op) {
         // QK^T and PV, plus scale, max, exp, sum and divide on the scores.
         cost.flops = 2 * bhq * tk * (d + dv) + 12 * bhq * tk;
       })
+      .Case([&](PagedAttentionOp attention) {
+        // As attention over the block tables' whole width (what is
+        // gathered), plus the gather itself: data movement only.
+        double bhq = double(getDim(attention.getQuery(), 0, dyn)) *
+                     double(getDim(attention.getQuery(), 1, dyn)) *
+                     double(getDim(attention.getQuery(), 2, dyn));
+        double tk = double(getDim(attention.getBlockTables(), 1, dyn)) *
+                    double(getDim(attention.getPool(), 4, dyn));
+        double d = double(getDim(attention.getQuery(), 3, dyn));
+        cost.flops = 4 * bhq * tk * d + 12 * bhq * tk;
+      })
       .Case([&](LayerNormOp) { cost.flops = 8 * n; })
       .Case([&](RMSNormOp) { cost.flops = 5 * n; })
       .Case([&](SoftmaxOp) { cost.flops = 12 * n; })

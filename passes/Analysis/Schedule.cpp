@@ -57,7 +57,8 @@ static bool isContractionOp(Operation *op) {
 /// Ops that anchor (name) a group: they do the group's real work.
 static bool isAnchor(Operation *op) {
   if (isContractionOp(op) ||
-      isa<AttentionOp, LayerNormOp, RMSNormOp, SoftmaxOp>(op))
+      isa<AttentionOp, PagedAttentionOp, LayerNormOp, RMSNormOp, SoftmaxOp>(
+          op))
     return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalgOp.getNumReductionLoops() != 0;

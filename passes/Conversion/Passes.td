@@ -76,6 +76,7 @@ def SitsConvertToLinalg : Pass<"sits-convert-to-linalg"> {
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
   ];
 }

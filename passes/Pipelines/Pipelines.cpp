@@ -69,6 +69,7 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDropUpdatedResults());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDistinctResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;

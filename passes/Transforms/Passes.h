@@ -32,6 +32,28 @@ fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
                                                 MatmulOp matmul);
 
+/// A causal `sits.attention` over `tensor.concat` (dim 2) of past K/V
+/// function arguments and the new tokens' K/V.
+struct CachedAttention {
+  AttentionOp attention;
+  BlockArgument pastKey, pastValue;
+  Value newKey, newValue;
+};
+
+/// Matches `attention` as a CachedAttention. Fails, with the reason as a match
+/// failure, for any other form (masked, not causal, not over past arguments).
+FailureOr<CachedAttention> matchCachedAttention(RewriterBase &rewriter,
+                                                AttentionOp attention);
+
+/// Replaces `cached` by layer `layer` of a `sits.paged_attention` reading and
+/// updating `pool`; returns the updated pool. The concats stay (for their
+/// other users) until the caller erases them.
+FailureOr<Value> rewriteToPagedAttention(RewriterBase &rewriter,
+                                         const CachedAttention &cached,
+                                         Value pool, Value blockTables,
+                                         Value slotMapping, Value contextLens,
+                                         int64_t layer);
+
 /// Storage formats a constant weight can take.
 enum class WeightFormat { Int4, Int8, Fp8, Fp32 };
 StringRef stringifyWeightFormat(WeightFormat format);

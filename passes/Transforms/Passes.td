@@ -160,6 +160,53 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "Serve a decoder's past/present K/V from a paged KV pool";
+  let description = [{
+    Rewrites the public function `@main` of a decoder exported with its KV
+    cache (past K/V arguments `[B, Hkv, P, D]`, present K/V results) to the
+    paged signature of the runtime's KV allocator. Every causal
+    `sits.attention` whose key and value are `tensor.concat` (dim 2) of a
+    past argument and the new tokens' K/V becomes a `sits.paged_attention`
+    of the next layer; then:
+
+    - the past K/V arguments and the present results are removed;
+    - four arguments are appended: `kv_pool`
+      `[num_blocks, layers, 2, Hkv, block-size, D]` (the allocator's pool,
+      updated in place), `block_tables [B, max_blocks]` (i32),
+      `slot_mapping [B, S]` (i64, -1 for padding) and `context_lens [B]`
+      (i32, past plus new tokens of each sequence);
+    - the updated pool is returned last, marked `sits.updates = <index of
+      kv_pool>`: the CPU pipeline writes the argument in place and drops that
+      result from the compiled signature.
+
+    New arguments carry `sits.name`. A batch may mix sequences of different
+    lengths: shorter ones are left-padded (slot -1). Every layer must share
+    the pool's heads, head dim and element type; an attention that reads a
+    past argument in any other way is an error.
+
+    ```mlir
+    // Before (one layer)
+    %k = tensor.concat dim(2) %past_k, %k_new : ... -> tensor<?x2x?x16xf32>
+    %v = tensor.concat dim(2) %past_v, %v_new : ... -> tensor<?x2x?x16xf32>
+    %o = sits.attention %q, %k, %v {causal} : ...
+    return %logits, %k, %v
+    // After
+    %o, %pool1 = sits.paged_attention %q, %k_new, %v_new, %kv_pool,
+        %block_tables, %slot_mapping, %context_lens {layer = 0} : ...
+    return %logits, %pool1
+    ```
+  }];
+  let dependentDialects = ["::mlir::sits::SitsDialect"];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"16",
+           "Token positions per KV block (the allocator's block size)">,
+  ];
+  let statistics = [
+    Statistic<"numLayers", "num-layers", "Attention layers paged">,
+  ];
+}
+
 def SitsExternalizeWeights
     : Pass<"sits-externalize-weights", "::mlir::ModuleOp"> {
   let summary = "Read large constants from a weights buffer instead of code";

@@ -3,6 +3,7 @@
 #include "dialects/Sits/IR/SitsOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -101,11 +102,22 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
-// SITS defines no argument or result attributes yet; reject `sits.*` ones
-// there rather than let a misspelt or misplaced attribute pass silently.
+// Argument and result attributes of compiler-rewritten signatures:
+// `sits.name` names an argument a pass added (the runtime's name for it),
+// and `sits.updates = i` marks a result as argument i updated in place.
+// Other `sits.*` ones are rejected rather than let a misspelt or misplaced
+// attribute pass silently.
 LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
+  if (attr.getName().getValue() == "sits.name") {
+    auto name = dyn_cast<StringAttr>(attr.getValue());
+    if (!name || name.getValue().empty())
+      return op->emitError() << "'sits.name' on argument " << argIndex
+                             << " must be a non-empty string, got "
+                             << attr.getValue();
+    return success();
+  }
   return op->emitError() << "unknown SITS argument attribute '"
                          << attr.getName().getValue() << "' on argument "
                          << argIndex;
@@ -114,6 +126,19 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 LogicalResult SitsDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
+  if (attr.getName().getValue() == "sits.updates") {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!index || !func || index.getInt() < 0 ||
+        index.getInt() >= int64_t(func.getNumArguments()) ||
+        func.getArgumentTypes()[index.getInt()] !=
+            func.getResultTypes()[resultIndex])
+      return op->emitError()
+             << "'sits.updates' on result " << resultIndex
+             << " must be the index of an argument of the result's type, got "
+             << attr.getValue();
+    return success();
+  }
   return op->emitError() << "unknown SITS result attribute '"
                          << attr.getName().getValue() << "' on result "
                          << resultIndex;

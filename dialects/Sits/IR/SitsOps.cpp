@@ -636,6 +636,113 @@ std::optional<double> AttentionOp::getScaleOrDefault() {
 }
 
 //===----------------------------------------------------------------------===//
+// PagedAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto q = dyn_cast<RankedTensorType>(adaptor.getQuery().getType());
+  auto pool = dyn_cast<RankedTensorType>(adaptor.getPool().getType());
+  if (!q || !pool)
+    return inferError<PagedAttentionOp>(loc, "operands must be ranked tensors");
+  if (q.getRank() != 4)
+    return inferError<PagedAttentionOp>(
+        loc, "query must be 4-D [batch, heads, seq, head_dim], got rank ",
+        q.getRank());
+  inferred.push_back(q);
+  inferred.push_back(pool);
+  return success();
+}
+
+bool PagedAttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+LogicalResult PagedAttentionOp::verify() {
+  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
+                   v = getValue().getType(), pool = getPool().getType(),
+                   tables = getBlockTables().getType(),
+                   slots = getSlotMapping().getType(),
+                   lens = getContextLens().getType();
+  for (auto [name, type, rank] :
+       {std::tuple<const char *, RankedTensorType, int64_t>{"query", q, 4},
+        {"key", k, 4},
+        {"value", v, 4},
+        {"pool", pool, 6},
+        {"block_tables", tables, 2},
+        {"slot_mapping", slots, 2},
+        {"context_lens", lens, 1}})
+    if (type.getRank() != rank)
+      return emitOpError(name) << " must have rank " << rank << ", got "
+                               << type.getRank();
+  Type et = q.getElementType();
+  if (k.getElementType() != et || v.getElementType() != et ||
+      pool.getElementType() != et)
+    return emitOpError("query, key, value and pool element types differ: ")
+           << et << ", " << k.getElementType() << ", " << v.getElementType()
+           << ", " << pool.getElementType();
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(),
+                    ps = pool.getShape();
+  // Each group of extents must agree: (what, [(shape, dim)...]).
+  auto agree = [&](const char *what,
+                   std::initializer_list<std::pair<ArrayRef<int64_t>, int>>
+                       extents) -> LogicalResult {
+    int64_t merged = ShapedType::kDynamic;
+    for (auto [shape, dim] : extents) {
+      if (!compatibleExtent(merged, shape[dim])) {
+        InFlightDiagnostic diag = emitOpError(what) << " differ:";
+        for (auto [s, d] : extents)
+          diag << " " << ShapeStr{{s[d]}};
+        return diag;
+      }
+      merged = mergeExtent(merged, shape[dim]);
+    }
+    return success();
+  };
+  ArrayRef<int64_t> ts = tables.getShape(), ss = slots.getShape(),
+                    ls = lens.getShape();
+  if (failed(agree("batch sizes (query, key, value, block_tables, "
+                   "slot_mapping, context_lens)",
+                   {{qs, 0}, {ks, 0}, {vs, 0}, {ts, 0}, {ss, 0}, {ls, 0}})) ||
+      failed(agree("new token counts (query, key, value, slot_mapping)",
+                   {{qs, 2}, {ks, 2}, {vs, 2}, {ss, 1}})) ||
+      failed(agree("key/value heads (key, value, pool)",
+                   {{ks, 1}, {vs, 1}, {ps, 3}})) ||
+      failed(agree("head dims (query, key, value, pool)",
+                   {{qs, 3}, {ks, 3}, {vs, 3}, {ps, 5}})))
+    return failure();
+  if (!ShapedType::isDynamic(ps[2]) && ps[2] != 2)
+    return emitOpError("pool dimension 2 must hold K and V (extent 2), got ")
+           << ps[2];
+  if (!ShapedType::isDynamic(ps[1]) && getLayer() >= uint64_t(ps[1]))
+    return emitOpError("layer ") << getLayer() << " is out of range for a pool of "
+                                 << ps[1] << " layers";
+  if (!ShapedType::isDynamic(ps[4]) && ps[4] <= 0)
+    return emitOpError("block size must be positive, got ") << ps[4];
+  int64_t kvHeads = mergeExtent(ks[1], mergeExtent(vs[1], ps[3]));
+  if (!ShapedType::isDynamic(qs[1]) && !ShapedType::isDynamic(kvHeads) &&
+      (kvHeads == 0 || qs[1] % kvHeads != 0))
+    return emitOpError("query heads (")
+           << qs[1] << ") must be a multiple of key/value heads (" << kvHeads
+           << ")";
+  if (std::optional<APFloat> scale = getScale();
+      scale && (!scale->isFinite() || scale->isNegative() || scale->isZero()))
+    return emitOpError("scale must be finite and positive, got ")
+           << scale->convertToDouble();
+  return success();
+}
+
+std::optional<double> PagedAttentionOp::getScaleOrDefault() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  int64_t headDim = getQuery().getType().getDimSize(3);
+  if (ShapedType::isDynamic(headDim) || headDim <= 0)
+    return std::nullopt;
+  return 1.0 / std::sqrt(double(headDim));
+}
+
+//===----------------------------------------------------------------------===//
 // LayerNormOp / RMSNormOp
 //===----------------------------------------------------------------------===//
 

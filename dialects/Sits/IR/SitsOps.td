@@ -272,6 +272,66 @@ def Sits_AttentionOp : Sits_ShapedOp<"attention"> {
   }];
 }
 
+def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
+  let summary = "Causal attention over a paged KV cache, writing the new K/V";
+  let description = [{
+    One decoder layer's attention for a batch of sequences whose keys and
+    values live in a paged KV pool (the layout of the runtime's KV
+    allocator): `pool` is `[num_blocks, layers, 2, Hkv, block_size, D]`, where
+    block `n`, layer `layer`, kind 0 (K) or 1 (V) holds `block_size`
+    consecutive token positions of one sequence.
+
+    `query` is `[B, Hq, S, D]` and `key`/`value` are the `S` new tokens'
+    `[B, Hkv, S, D]`. The op first writes token `s` of sequence `b` into slot
+    `slot_mapping[b, s]` (block `slot / block_size`, offset
+    `slot % block_size`) of both kinds; a negative slot marks a padding token
+    and writes nothing. It then attends: sequence `b` has `context_lens[b]`
+    tokens including the new ones, its position `p` is read from block
+    `block_tables[b, p / block_size]`, and query `s` sits at position
+    `context_lens[b] - S + s` and sees every position up to its own (causal,
+    bottom-right aligned per sequence, so shorter sequences are left-padded).
+    A query with no visible key (a padding token) averages V, as
+    `sits.attention` does for fully masked rows.
+
+    Query head `h` reads K/V head `h / (Hq / Hkv)` (GQA/MQA). `scale`
+    defaults to `1 / sqrt(D)`. Results are the attention output
+    `[B, Hq, S, D]` and the updated pool; a function that returns the pool in
+    place of its argument has it updated in place (see
+    `sits-page-kv-cache`). Slots, block numbers and context lengths out of
+    the pool's range are not followed: such a write is dropped, such a read
+    is of block 0.
+
+    ```mlir
+    // Decode step of layer 0: one new token per sequence.
+    %o, %pool1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens {layer = 0}
+        : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>,
+           tensor<?x2x2x2x16x16xf32>, tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>)
+        -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x16xf32>)
+    ```
+  }];
+  let arguments = (ins
+    Sits_FloatTensor:$query,
+    Sits_FloatTensor:$key,
+    Sits_FloatTensor:$value,
+    Sits_FloatTensor:$pool,
+    RankedTensorOf<[I32]>:$block_tables,
+    RankedTensorOf<[I64]>:$slot_mapping,
+    RankedTensorOf<[I32]>:$context_lens,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+    OptionalAttr<F64Attr>:$scale
+  );
+  let results = (outs Sits_FloatTensor:$result, Sits_FloatTensor:$updated_pool);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $pool `,` $block_tables `,` $slot_mapping `,`
+    $context_lens attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The softmax scale, defaulted to 1/sqrt(head dim) when not set.
+    std::optional<double> getScaleOrDefault();
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//

@@ -43,6 +43,21 @@ def SitsCpuDistinctResults : Pass<"sits-cpu-distinct-results", "func::FuncOp"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def SitsCpuDropUpdatedResults
+    : Pass<"sits-cpu-drop-updated-results", "func::FuncOp"> {
+  let summary = "Drop results that update an argument in place";
+  let description = [{
+    A public function result marked `sits.updates = i` (see
+    `sits-page-kv-cache`) is argument `i` after an in-place update: the
+    caller's buffer already holds it. After bufferization the result is
+    dropped from the return and the signature. When bufferization did not
+    write the argument in place, the result is copied into it first (with a
+    remark), so the caller's buffer holds the update either way. Runs before
+    `buffer-results-to-out-params`.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def SitsCpuExpandSmallFloats
     : Pass<"sits-cpu-expand-small-floats", "func::FuncOp"> {
   let summary = "fp8 and fp4 conversions as integer arithmetic";

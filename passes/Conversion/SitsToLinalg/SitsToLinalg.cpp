@@ -1366,13 +1366,23 @@ FailureOr<Value> mlir::sits::lowerQConvOp(OpBuilder &b, QConvOp op,
   return lowerConvolution(b, op, operands, operands.getScale());
 }
 
-FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
-                                              AttentionOp::Adaptor operands) {
-  Location loc = op.getLoc();
+namespace {
+
+/// Where causal attention places query `i`: at absolute position `i + offset`
+/// and seeing keys `j <= i + offset`. The offset is `Tk - Tq` for every row
+/// (bottom-right aligned) or, with `perBatch` (an i64 tensor `[B]`), one per
+/// batch entry.
+struct CausalPlacement {
+  bool enabled = false;
+  Value perBatch;
+};
+
+/// Q·Kᵀ, scale + masks, max-subtracted exp, row sums, ·V, normalization, on
+/// `query [B, Hq, Tq, D]`, `key [B, Hkv, Tk, D]` and `value [B, Hkv, Tk, Dv]`.
+Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
+                     Value value, Value mask, RankedTensorType resultType,
+                     std::optional<double> fixedScale, CausalPlacement causal) {
   MLIRContext *ctx = b.getContext();
-  Value query = operands.getQuery(), key = operands.getKey(),
-        value = operands.getValue(), mask = operands.getMask();
-  RankedTensorType resultType = op.getType();
   Type resultElement = resultType.getElementType();
   FloatType computeType = getComputeType(resultElement);
   auto qType = cast<RankedTensorType>(query.getType());
@@ -1439,7 +1449,7 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
 
   // Scale and masks.
   Value scale;
-  if (std::optional<double> s = op.getScaleOrDefault()) {
+  if (std::optional<double> s = fixedScale) {
     scale = floatConst(b, loc, computeType, *s);
   } else {
     Value headDim = sizeAsFloat(
@@ -1500,8 +1510,14 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
   // float mask is added as given (a row of -inf gives NaN, as in ORT).
   // Causal: query i sits at absolute position i + (Tk - Tq).
   Value causalOffset;
-  if (op.getCausal())
+  int64_t offsetArg = -1;
+  if (causal.perBatch) {
+    offsetArg = maskInputs.size();
+    maskInputs.push_back(causal.perBatch);
+    maskMaps.push_back(AffineMap::get(scoreRank, 0, {d(0)}, ctx));
+  } else if (causal.enabled) {
     causalOffset = indexValue(b, loc, subSizes(b, loc, kvLen, qLen));
+  }
   Value lowest = lowestConst(b, loc, computeType);
   Value masked = buildElementwise(
       b, loc, maskInputs, maskMaps, scoreSizes, computeType,
@@ -1512,10 +1528,18 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
                                     castFloat(nb, l, args[1], computeType));
         if (mask && !isa<FloatType>(maskElement))
           s = arith::SelectOp::create(nb, l, args[1], s, lowest);
-        if (causalOffset) {
+        if (causalOffset || offsetArg >= 0) {
           Value i = linalg::IndexOp::create(nb, l, iDim);
           Value j = linalg::IndexOp::create(nb, l, jDim);
-          Value last = arith::AddIOp::create(nb, l, i, causalOffset);
+          Value offset = causalOffset;
+          if (offsetArg >= 0) {
+            // In i64: a padding query's position is negative.
+            Type i64 = nb.getI64Type();
+            i = arith::IndexCastOp::create(nb, l, i64, i);
+            j = arith::IndexCastOp::create(nb, l, i64, j);
+            offset = args[offsetArg];
+          }
+          Value last = arith::AddIOp::create(nb, l, i, offset);
           Value hidden = arith::CmpIOp::create(
               nb, l, arith::CmpIPredicate::sgt, j, last);
           s = arith::SelectOp::create(nb, l, hidden, lowest, s);
@@ -1583,6 +1607,168 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
   if (grouped)
     out = collapse(b, loc, out, {{0}, {1, 2}, {3}, {4}});
   return castToType(b, loc, out, resultType);
+}
+
+} // namespace
+
+FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
+                                              AttentionOp::Adaptor operands) {
+  return buildAttention(b, op.getLoc(), operands.getQuery(),
+                        operands.getKey(), operands.getValue(),
+                        operands.getMask(), op.getType(),
+                        op.getScaleOrDefault(),
+                        CausalPlacement{op.getCausal(), Value()});
+}
+
+namespace {
+
+/// Writes the new tokens' K and V (`[B, Hkv, S, D]`) of layer `layer` into
+/// `pool` at the slots of `slots` (`[B, S]` i64), skipping negative and
+/// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, D]` slice
+/// per kind, which bufferizes in place when the pool is.
+Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
+                 Value value, Value slots, int64_t layer) {
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  OpFoldResult blockSize = dimOf(b, loc, pool, 4);
+  Value capacity = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(),
+      indexValue(b, loc, mulSizes(b, loc, dimOf(b, loc, pool, 0), blockSize)));
+  Value batch = indexValue(b, loc, dimOf(b, loc, slots, 0));
+  Value tokens = indexValue(b, loc, dimOf(b, loc, slots, 1));
+  OpFoldResult heads = dimOf(b, loc, key, 1), headDim = dimOf(b, loc, key, 3);
+  auto outer = scf::ForOp::create(
+      b, loc, c0, batch, c1, ValueRange{pool},
+      [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
+        auto inner = scf::ForOp::create(
+            ob, l, c0, tokens, c1, outerArgs,
+            [&](OpBuilder &ib, Location il, Value si, ValueRange innerArgs) {
+              Value current = innerArgs[0];
+              Value slot =
+                  tensor::ExtractOp::create(ib, il, slots, ValueRange{bi, si});
+              Value zero = arith::ConstantIntOp::create(ib, il, 0, 64);
+              Value inRange = arith::AndIOp::create(
+                  ib, il,
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::sge,
+                                        slot, zero),
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::slt,
+                                        slot, capacity));
+              auto write = scf::IfOp::create(
+                  ib, il, inRange,
+                  [&](OpBuilder &tb, Location tl) {
+                    Value index = arith::IndexCastOp::create(
+                        tb, tl, tb.getIndexType(), slot);
+                    Value bs = indexValue(tb, tl, blockSize);
+                    Value block = arith::DivUIOp::create(tb, tl, index, bs);
+                    Value offset = arith::RemUIOp::create(tb, tl, index, bs);
+                    Value updated = current;
+                    for (auto [kind, source] : llvm::enumerate(
+                             std::array<Value, 2>{key, value})) {
+                      SmallVector<OpFoldResult> one(4, tb.getIndexAttr(1));
+                      SmallVector<OpFoldResult> from = {
+                          bi, tb.getIndexAttr(0), si, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> sizes = {
+                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
+                          headDim};
+                      auto sliceType =
+                          tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+                              2, cast<RankedTensorType>(source.getType()),
+                              sizes);
+                      Value slice = tensor::ExtractSliceOp::create(
+                          tb, tl, sliceType, source, from, sizes, one);
+                      SmallVector<OpFoldResult> to = {
+                          block, tb.getIndexAttr(layer),
+                          tb.getIndexAttr(kind), tb.getIndexAttr(0),
+                          offset, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> toSizes = {
+                          tb.getIndexAttr(1), tb.getIndexAttr(1),
+                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
+                          headDim};
+                      updated = tensor::InsertSliceOp::create(
+                          tb, tl, slice, updated, to, toSizes,
+                          SmallVector<OpFoldResult>(6, tb.getIndexAttr(1)));
+                    }
+                    scf::YieldOp::create(tb, tl, updated);
+                  },
+                  [&](OpBuilder &eb, Location el) {
+                    scf::YieldOp::create(eb, el, current);
+                  });
+              scf::YieldOp::create(ib, il, write.getResult(0));
+            });
+        scf::YieldOp::create(ob, l, inner.getResult(0));
+      });
+  return outer.getResult(0);
+}
+
+/// One kind (0: K, 1: V) of layer `layer` for every sequence, contiguous:
+/// `[B, Hkv, M * block_size, D]` with `M` the block tables' width. Position
+/// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
+/// the pool's range read block 0 (their positions are masked or unused).
+Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
+                    int64_t layer, int64_t kind) {
+  MLIRContext *ctx = b.getContext();
+  auto poolType = cast<RankedTensorType>(pool.getType());
+  OpFoldResult batch = dimOf(b, loc, tables, 0),
+               width = dimOf(b, loc, tables, 1),
+               heads = dimOf(b, loc, pool, 3),
+               blockSize = dimOf(b, loc, pool, 4),
+               headDim = dimOf(b, loc, pool, 5);
+  Value numBlocks = indexValue(b, loc, dimOf(b, loc, pool, 0));
+  // Loops (b, h, m, o, c); the block number is an input indexed by (b, m).
+  auto d = [&](unsigned pos) { return getAffineDimExpr(pos, ctx); };
+  Value gathered = buildElementwise(
+      b, loc, {tables}, {AffineMap::get(5, 0, {d(0), d(2)}, ctx)},
+      {batch, heads, width, blockSize, headDim}, poolType.getElementType(),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value block =
+            arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[0]);
+        Value zero = arith::ConstantIndexOp::create(nb, l, 0);
+        // Unsigned compare: a negative block number is huge.
+        Value inRange = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                              block, numBlocks);
+        block = arith::SelectOp::create(nb, l, inRange, block, zero);
+        Value layerIndex = arith::ConstantIndexOp::create(nb, l, layer);
+        Value kindIndex = arith::ConstantIndexOp::create(nb, l, kind);
+        return tensor::ExtractOp::create(
+            nb, l, pool,
+            ValueRange{block, layerIndex, kindIndex,
+                       linalg::IndexOp::create(nb, l, 1),
+                       linalg::IndexOp::create(nb, l, 3),
+                       linalg::IndexOp::create(nb, l, 4)});
+      });
+  return collapse(b, loc, gathered, {{0}, {1}, {2, 3}, {4}});
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>>
+mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
+                                  PagedAttentionOp::Adaptor operands) {
+  Location loc = op.getLoc();
+  int64_t layer = static_cast<int64_t>(op.getLayer());
+  Value pool = writeSlots(b, loc, operands.getPool(), operands.getKey(),
+                          operands.getValue(), operands.getSlotMapping(),
+                          layer);
+  Value key = gatherContext(b, loc, pool, operands.getBlockTables(), layer, 0);
+  Value value =
+      gatherContext(b, loc, pool, operands.getBlockTables(), layer, 1);
+  // Query s of sequence b sits at position context_lens[b] - S + s.
+  Value lens = operands.getContextLens();
+  Value newTokens = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(),
+      indexValue(b, loc, dimOf(b, loc, operands.getQuery(), 2)));
+  Value offsets = buildElementwise(
+      b, loc, {lens}, {b.getMultiDimIdentityMap(1)},
+      {dimOf(b, loc, lens, 0)}, b.getI64Type(),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value len = arith::ExtSIOp::create(nb, l, nb.getI64Type(), args[0]);
+        return arith::SubIOp::create(nb, l, len, newTokens);
+      });
+  Value out = buildAttention(
+      b, loc, operands.getQuery(), key, value, Value(),
+      cast<RankedTensorType>(op.getResult().getType()),
+      op.getScaleOrDefault(), CausalPlacement{true, offsets});
+  return SmallVector<Value>{out, pool};
 }
 
 namespace {
@@ -2050,9 +2236,10 @@ LogicalResult mlir::sits::checkSitsToLinalgPreconditions(Operation *root) {
 namespace {
 
 /// Lowers one SITS op with its lower...Op function.
-template <typename OpTy, FailureOr<Value> (*Lower)(OpBuilder &, OpTy,
-                                                   typename OpTy::Adaptor)>
-struct SitsOpLowering : OpConversionPattern<OpTy> {
+template <typename OpTy, typename Results,
+          FailureOr<Results> (*Lower)(OpBuilder &, OpTy,
+                                      typename OpTy::Adaptor)>
+struct SitsOpLoweringImpl : OpConversionPattern<OpTy> {
   using OpConversionPattern<OpTy>::OpConversionPattern;
   using OpAdaptor = typename OpTy::Adaptor;
 
@@ -2062,13 +2249,17 @@ struct SitsOpLowering : OpConversionPattern<OpTy> {
     if (failed(checkSitsOpLowerable(op, [] { return InFlightDiagnostic(); })))
       return rewriter.notifyMatchFailure(
           op, "not lowerable (see checkSitsOpLowerable)");
-    FailureOr<Value> result = Lower(rewriter, op, adaptor);
+    FailureOr<Results> result = Lower(rewriter, op, adaptor);
     if (failed(result))
       return rewriter.notifyMatchFailure(op, "lowering failed");
     rewriter.replaceOp(op, *result);
     return success();
   }
 };
+
+template <typename OpTy, FailureOr<Value> (*Lower)(OpBuilder &, OpTy,
+                                                   typename OpTy::Adaptor)>
+using SitsOpLowering = SitsOpLoweringImpl<OpTy, Value, Lower>;
 
 /// Repacks a constant of a #sits.packed or signed/unsigned integer tensor
 /// type into its converted type. A dense resource is reinterpreted as is:
@@ -2189,6 +2380,8 @@ void mlir::sits::populateSitsToLinalgConversionPatterns(
                SitsOpLowering<QConvOp, lowerQConvOp>,
                SitsOpLowering<QMatmulOp, lowerQMatmulOp>,
                SitsOpLowering<AttentionOp, lowerAttentionOp>,
+               SitsOpLoweringImpl<PagedAttentionOp, SmallVector<Value>,
+                                  lowerPagedAttentionOp>,
                SitsOpLowering<LayerNormOp, lowerLayerNormOp>,
                SitsOpLowering<RMSNormOp, lowerRMSNormOp>,
                SitsOpLowering<SoftmaxOp, lowerSoftmaxOp>,

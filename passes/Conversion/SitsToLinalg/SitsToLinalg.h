@@ -89,6 +89,13 @@ FailureOr<Value> lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
 /// Q·Kᵀ, scale + masks, max-subtracted exp, row sums, ·V, normalization.
 FailureOr<Value> lowerAttentionOp(OpBuilder &b, AttentionOp op,
                                   AttentionOp::Adaptor operands);
+/// Writes the new tokens' K/V into the pool through the slot mapping
+/// (`scf.for` of `tensor.insert_slice`), gathers each sequence's context
+/// through its block table and attends causally per sequence; returns the
+/// attention output and the updated pool.
+FailureOr<SmallVector<Value>>
+lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
+                      PagedAttentionOp::Adaptor operands);
 /// Two-pass mean/variance reductions and one normalizing generic.
 FailureOr<Value> lowerLayerNormOp(OpBuilder &b, LayerNormOp op,
                                   LayerNormOp::Adaptor operands);

@@ -81,6 +81,16 @@ class CompileOptions:
     #: Explain every graph-level decision (sits_mlir.explain): True prints
     #: the report to stderr, a path writes it there as markdown.
     explain: bool | str | os.PathLike = False
+    #: KV cache of a decoder exported with past/present K/V: "contiguous"
+    #: keeps the exported signature; "paged" gives @main the KV allocator's
+    #: paged signature (sits-page-kv-cache): the past/present K/V are
+    #: replaced by `kv_pool` [num_blocks, layers, 2, kv_heads, block, head_dim]
+    #: (updated in place), `block_tables` [batch, max_blocks] i32,
+    #: `slot_mapping` [batch, new_tokens] i64 (-1: padding) and
+    #: `context_lens` [batch] i32. CPU targets.
+    kv_cache: str = "contiguous"
+    #: kv_cache="paged": token positions per KV block (the allocator's).
+    kv_block_size: int = 16
 
 
 @dataclass
@@ -254,16 +264,22 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
     from ..dialects import arith, func, tensor
 
     main = _find_main(module)
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    # Results that update an argument in place are not outputs.
+    outputs = [i for i, attrs in enumerate(_func_attrs(main, "res_attrs", len(ftype.results)))
+               if "sits.updates" not in attrs]
     with module.context, ir.Location.name("main_shapes"), \
             ir.InsertionPoint(module.body):
         clone = main.operation.clone()
         clone.attributes["sym_name"] = ir.StringAttr.get(_SHAPES)
+        if "res_attrs" in clone.attributes:
+            del clone.attributes["res_attrs"]
         block = clone.regions[0].blocks[0]
         ret = list(block.operations)[-1]
         i64 = ir.IntegerType.get_signless(64)
         with ir.InsertionPoint(ret):
             extents = []
-            for v in ret.operands:
+            for v in (ret.operands[i] for i in outputs):
                 t = ir.RankedTensorType(v.type)
                 for d in range(t.rank):
                     if t.is_dynamic_dim(d):
@@ -272,7 +288,6 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
             shapes_type = ir.RankedTensorType.get([len(extents)], i64)
             func.ReturnOp([tensor.from_elements(shapes_type, extents)])
         ret.erase()
-        ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
         clone.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(ftype.inputs, [shapes_type]))
     inputs = [a for a in signature["args"] if a["role"] == "input"]
@@ -281,18 +296,73 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
                                "shape": [shapes_type.shape[0]]}]}
 
 
+def _func_attrs(func, key: str, count: int) -> list[dict]:
+    """The `arg_attrs`/`res_attrs` of a func.func as dicts of attributes."""
+    if key not in func.attributes:
+        return [{} for _ in range(count)]
+    dicts = [ir.DictAttr(d) for d in ir.ArrayAttr(func.attributes[key])]
+    return [{d[j].name: d[j].attr for j in range(len(d))} for d in dicts]
+
+
 def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
     """Inputs and outputs of @main, read before lowering rewrites them.
     `inputs`/`outputs` are the frontend's TensorSpecs when there are any:
-    they name the arguments and say which (signless) integers are unsigned."""
-    ftype = ir.FunctionType(ir.TypeAttr(_find_main(module).attributes["function_type"]).value)
+    they name the arguments and say which (signless) integers are unsigned.
+    A `sits.name` argument attribute names an argument the compiler added;
+    a result marked `sits.updates = i` is argument i updated in place, which
+    the code does not return."""
+    main = _find_main(module)
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     inputs = inputs or [None] * len(ftype.inputs)
     outputs = outputs or [None] * len(ftype.results)
-    args = [_spec("input", s.name if s else f"input_{i}", t, s)
-            for i, (s, t) in enumerate(zip(inputs, ftype.inputs))]
+    arg_attrs = _func_attrs(main, "arg_attrs", len(ftype.inputs))
+    res_attrs = _func_attrs(main, "res_attrs", len(ftype.results))
+    updated = {ir.IntegerAttr(a["sits.updates"]).value for a in res_attrs if "sits.updates" in a}
+    args = []
+    for i, (s, t, attrs) in enumerate(zip(inputs, ftype.inputs, arg_attrs)):
+        name = ir.StringAttr(attrs["sits.name"]).value if "sits.name" in attrs else \
+            s.name if s else f"input_{i}"
+        args.append(_spec("input", name, t, s))
+        if i in updated:
+            args[-1]["updated_in_place"] = True
     args += [_spec("output", s.name if s else f"output_{i}", t, s)
-             for i, (s, t) in enumerate(zip(outputs, ftype.results))]
+             for i, (s, t, attrs) in enumerate(zip(outputs, ftype.results, res_attrs))
+             if "sits.updates" not in attrs]
     return {"name": "main", "symbol": "sits_entry_main", "args": args}
+
+
+def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int):
+    """Runs sits-page-kv-cache on `module`; returns the frontend specs of
+    the arguments and results that remain (None for the ones it added)."""
+    main = _find_main(module)
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    inputs = list(inputs or [None] * len(ftype.inputs))
+    outputs = list(outputs or [None] * len(ftype.results))
+    # Tag every argument and result with its position, so that the ones the
+    # pass keeps find their specs again.
+    with module.context:
+        tag = lambda i: ir.DictAttr.get({"driver.original_index": ir.IntegerAttr.get(  # noqa: E731
+            ir.IntegerType.get_signless(64), i)})
+        main.attributes["arg_attrs"] = ir.ArrayAttr.get([tag(i) for i in range(len(inputs))])
+        main.attributes["res_attrs"] = ir.ArrayAttr.get([tag(i) for i in range(len(outputs))])
+    _run_pipeline(module, f"builtin.module(sits-page-kv-cache{{block-size={block_size}}})")
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+
+    def remaining(key, specs, count):
+        kept = []
+        for attrs in _func_attrs(main, key, count):
+            original = attrs.pop("driver.original_index", None)
+            kept.append(specs[ir.IntegerAttr(original).value] if original is not None else None)
+        return kept
+
+    new_inputs = remaining("arg_attrs", inputs, len(ftype.inputs))
+    new_outputs = remaining("res_attrs", outputs, len(ftype.results))
+    with module.context:
+        for key, count in (("arg_attrs", len(ftype.inputs)), ("res_attrs", len(ftype.results))):
+            cleaned = [ir.DictAttr.get({k: v for k, v in attrs.items() if k != "driver.original_index"})
+                       for attrs in _func_attrs(main, key, count)]
+            main.attributes[key] = ir.ArrayAttr.get(cleaned)
+    return new_inputs, new_outputs
 
 
 def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None = None) -> str:
@@ -354,7 +424,22 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             stack.enter_context(ir.Context())
         with progress.stage("import"):
             module, input_specs, output_specs, keep_alive, source = _import(model)
+        if options.kv_cache not in ("contiguous", "paged"):
+            raise ValueError(f"kv_cache must be 'contiguous' or 'paged', got {options.kv_cache!r}")
+        if options.kv_cache == "paged":
+            if t.is_gpu:
+                raise CompileError(f"kv_cache='paged' is compiled for CPU targets only, "
+                                   f"not {t.name}")
+            if not isinstance(options.kv_block_size, int) or options.kv_block_size <= 0:
+                raise ValueError("kv_block_size must be a positive integer, "
+                                 f"got {options.kv_block_size!r}")
+            with progress.stage("page KV cache"):
+                input_specs, output_specs = _page_kv_cache(
+                    module, input_specs, output_specs, options.kv_block_size)
         signature = _entry_signature(module, input_specs, output_specs)
+        if t.is_gpu and any(a.get("updated_in_place") for a in signature["args"]):
+            raise CompileError(f"@main updates an argument in place (sits.updates), which is "
+                               f"compiled for CPU targets only, not {t.name}")
         # Outputs sized by the data need a shape function on the CPU; GPU
         # artifacts take preallocated outputs for them.
         shapes = _add_shape_function(module, signature) \

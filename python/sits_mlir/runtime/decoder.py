@@ -1,7 +1,13 @@
-"""Serving a compiled decoder whose signature takes the past K/V contiguous
-(`input_ids`, `position_ids`, `past_key_<l>`, `past_value_<l>` ->
-`logits`, `present_key_<l>`, `present_value_<l>`, as decoders are exported
-with their KV cache) from the paged KV pool.
+"""Serving a compiled decoder from the paged KV pool.
+
+`PagedRunner` runs a decoder compiled with `kv_cache="paged"`: its
+attention reads every sequence's context through the block tables and writes
+the new tokens' K/V into their slots, in the pool itself, for the whole batch
+in one call. `PastKVRunner` runs a decoder with the exported signature, which
+takes the past K/V contiguous (`input_ids`, `position_ids`, `past_key_<l>`,
+`past_value_<l>` -> `logits`, `present_key_<l>`, `present_value_<l>`), by
+copying each sequence's context out of the pool and back; it is the
+reference the paged path is checked against.
 
     from sits_mlir.runtime import kv
     from sits_mlir.runtime.decoder import PastKVRunner
@@ -26,7 +32,75 @@ import numpy as np
 
 from .engine import StepBatch
 
-__all__ = ["PastKVRunner"]
+__all__ = ["PagedRunner", "PastKVRunner"]
+
+_PAGED_INPUTS = ("input_ids", "position_ids", "kv_pool", "block_tables", "slot_mapping",
+                 "context_lens")
+
+
+class PagedRunner:
+    """An engine `ModelRunner` over a decoder compiled with
+    `kv_cache="paged"` (see `sits_mlir.compile`). `memory` is the pool's
+    `KVMemory`; its device pool is passed to the model, which updates it in
+    place. A step runs as at most two calls: the decoding sequences (one new
+    token each) together, and the prefilling ones together, left-padded to
+    the longest (padding tokens have slot -1 and write nothing)."""
+
+    def __init__(self, model, memory, *, logits_output: int = 0):
+        self.model = model
+        self.memory = memory
+        entry = model.default_entry
+        names = [s.name for s in entry.inputs]
+        if sorted(names) != sorted(_PAGED_INPUTS):
+            raise ValueError("the model does not have the paged decoder signature "
+                             f"({', '.join(_PAGED_INPUTS)}): it takes {', '.join(names)}; "
+                             "compile it with kv_cache='paged'")
+        pool = memory.device
+        spec = entry.inputs[names.index("kv_pool")]
+        if pool.dtype != spec.numpy_dtype or tuple(pool.shape[1:]) != tuple(spec.shape[1:]):
+            raise ValueError(f"the KV pool is {pool.dtype}{list(pool.shape)}, the model "
+                             f"expects {spec}")
+        self.block_size = pool.shape[4]
+        self.logits_output = logits_output
+        self.steps = 0
+        self.calls = 0
+
+    def _run(self, seqs) -> np.ndarray:
+        """Logits of the last new token of each of `seqs` (one call)."""
+        count = len(seqs)
+        width = max(len(q.token_ids) for q in seqs)
+        blocks = max(-(-q.context_len // self.block_size) for q in seqs)
+        ids = np.zeros((count, width), np.int64)
+        positions = np.zeros((count, width), np.int64)
+        slots = np.full((count, width), -1, np.int64)
+        tables = np.zeros((count, blocks), np.int32)
+        lens = np.empty(count, np.int32)
+        for i, q in enumerate(seqs):
+            new = len(q.token_ids)
+            ids[i, width - new:] = q.token_ids
+            positions[i, width - new:] = q.positions
+            slots[i, width - new:] = q.slot_mapping
+            used = -(-q.context_len // self.block_size)
+            tables[i, :used] = np.asarray(q.block_table)[:used]
+            lens[i] = q.context_len
+        outputs = self.model.run(input_ids=ids, position_ids=positions,
+                                 kv_pool=self.memory.device, block_tables=tables,
+                                 slot_mapping=slots, context_lens=lens)
+        self.calls += 1
+        return outputs[self.logits_output][:, -1]
+
+    def execute(self, batch: StepBatch) -> np.ndarray:
+        self.memory.apply_copies(batch.copies)
+        decode = [i for i, q in enumerate(batch.sequences) if len(q.token_ids) == 1]
+        prefill = [i for i, q in enumerate(batch.sequences) if len(q.token_ids) != 1]
+        rows: list = [None] * len(batch.sequences)
+        for group in (decode, prefill):
+            if group:
+                logits = self._run([batch.sequences[i] for i in group])
+                for i, row in zip(group, logits):
+                    rows[i] = row
+        self.steps += 1
+        return np.stack(rows).astype(np.float32, copy=False)
 
 
 class PastKVRunner:

@@ -139,11 +139,17 @@ class EntryPoint:
             TensorSpec._from_arg(a) for a in args if a["role"] == "input")
         self.outputs: tuple[TensorSpec, ...] = tuple(
             TensorSpec._from_arg(a) for a in args if a["role"] == "output")
+        manifest_entry = next((e for e in model.manifest.get("entry_points", ())
+                               if e.get("name") == self.name), {})
         #: The entry point computing the extents of outputs that no input
         #: extent determines (models whose output shapes follow the data).
-        self.shape_function: str | None = next(
-            (e.get("shape_function") for e in model.manifest.get("entry_points", ())
-             if e.get("name") == self.name), None)
+        self.shape_function: str | None = manifest_entry.get("shape_function")
+        #: Inputs the code updates in place (a paged KV pool): they must be
+        #: writable, C-contiguous numpy arrays of exactly the input's dtype,
+        #: never a converted copy that would take the update away.
+        self.updated_inputs: frozenset[str] = frozenset(
+            a["name"] for a in manifest_entry.get("args", ())
+            if a.get("role") == "input" and a.get("updated_in_place"))
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))
@@ -185,6 +191,18 @@ class EntryPoint:
 
     def _convert(self, value: Any, spec: TensorSpec, index: int) -> Any:
         label = f"input '{spec.name}' (#{index}) of entry point '{self.name}'"
+        if spec.name in self.updated_inputs:
+            if not (isinstance(value, np.ndarray) and value.dtype == spec.numpy_dtype
+                    and value.flags.c_contiguous and value.flags.writeable):
+                raise self._error(
+                    f"{label} is updated in place: it must be a writable, C-contiguous "
+                    f"numpy array of dtype {spec.dtype}, got "
+                    + (f"{value.dtype} (contiguous: {value.flags.c_contiguous}, "
+                       f"writable: {value.flags.writeable})"
+                       if isinstance(value, np.ndarray) else type(value).__name__),
+                    subject=spec.name, index=index, expected=spec.dtype,
+                    given=str(getattr(value, "dtype", type(value).__name__)))
+            return value
         if isinstance(value, np.ndarray):
             if value.dtype.name in _BITS_OF:  # ml_dtypes: pass the bits
                 if value.dtype != spec.numpy_dtype:

@@ -107,6 +107,14 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
     if (!any)
       arg.dimNames.clear();
   }
+  if (const json::Value *updated = a.find("updated_in_place")) {
+    if (!updated->isBool())
+      return schemaError(path + ".updated_in_place", "must be a boolean");
+    if (updated->asBool() && arg.role != ArgRole::kInput)
+      return schemaError(path + ".updated_in_place",
+                         "is only valid on an input");
+    arg.updatedInPlace = updated->asBool();
+  }
   if (arg.role == ArgRole::kWeights &&
       (arg.dtype != DType::kI8 || arg.shape.size() != 1))
     return schemaError(path, "is the weights argument, which must be a rank-1 "

@@ -550,7 +550,9 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
                                   : static_cast<void *>(gEmpty);
     descs.push_back(descriptor(w, {int64_t(impl_->weights.size)}));
   }
-  auto stage = [&](const BufferView &view, bool isOutput) -> StatusOr<void *> {
+  // A staged input the code updates in place is copied back like an output.
+  auto stage = [&](const BufferView &view, bool isOutput,
+                   bool isUpdated) -> StatusOr<void *> {
     if (view.numElements() == 0)
       return static_cast<void *>(gEmpty);
     if (view.isContiguous() && view.isAligned())
@@ -567,18 +569,21 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
       copyStrided(view, static_cast<uint8_t *>(p), false);
     }
     scratch.push_back(std::move(buf).value());
-    if (isOutput)
+    if (isOutput || isUpdated)
       copyBack.emplace_back(&view, p);
     return p;
   };
-  for (const BufferView &in : inputs) {
-    StatusOr<void *> p = stage(in, false);
+  std::vector<const ArgSpec *> inSpecs = ep.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BufferView &in = inputs[i];
+    StatusOr<void *> p =
+        stage(in, false, i < inSpecs.size() && inSpecs[i]->updatedInPlace);
     if (!p.ok())
       return p.status();
     descs.push_back(descriptor(*p, in.shape));
   }
   for (const BufferView &out : outputs) {
-    StatusOr<void *> p = stage(out, true);
+    StatusOr<void *> p = stage(out, true, false);
     if (!p.ok())
       return p.status();
     descs.push_back(descriptor(*p, out.shape));

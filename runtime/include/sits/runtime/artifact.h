@@ -64,6 +64,9 @@ struct SITS_RUNTIME_API ArgSpec {
   /// equal dynamic extents together across arguments, or "" for none. The
   /// runtime uses it to check inputs agree and to size dynamic outputs.
   std::vector<std::string> dimNames;
+  /// An input the code also writes (a paged KV pool): the caller's buffer
+  /// receives the update, staged or not. Manifest key "updated_in_place".
+  bool updatedInPlace = false;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   /// "f32[?, 4]".

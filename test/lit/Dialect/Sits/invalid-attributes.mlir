@@ -234,6 +234,27 @@ func.func @result_attr(%x: tensor<4xf32>) -> (tensor<4xf32> {sits.output}) {
 
 // -----
 
+// expected-error @+1 {{'sits.name' on argument 0 must be a non-empty string, got 3 : i64}}
+func.func @arg_name(%x: tensor<4xf32> {sits.name = 3}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sits.updates' on result 0 must be the index of an argument of the result's type, got 1 : i64}}
+func.func @updates_type(%x: tensor<4xf32>, %y: tensor<8xf32>) -> (tensor<4xf32> {sits.updates = 1}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.updates' on result 0 must be the index of an argument of the result's type, got 2 : i64}}
+func.func @updates_range(%x: tensor<4xf32>) -> (tensor<4xf32> {sits.updates = 2}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{'sits.weights' entries must be {name = string, offset = integer, value = elements}, got {name = "w", offset = 0 : i64}}}
 module attributes {sits.weights = [{name = "w", offset = 0 : i64}]} {}
 

@@ -1,0 +1,106 @@
+//===- UpdatedResults.cpp - Results that update an argument in place ------===//
+//
+// A result marked `sits.updates = i` is argument i after the function wrote
+// it (the paged KV pool). Returning it as well would make it an out-param
+// the caller must allocate and the code must copy the whole pool into; it is
+// dropped instead, the caller's argument buffer being the result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace mlir::sits::cpu {
+#define GEN_PASS_DEF_SITSCPUDROPUPDATEDRESULTS
+#include "passes/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::sits::cpu
+
+using namespace mlir;
+
+namespace {
+
+constexpr llvm::StringLiteral kUpdatesAttr = "sits.updates";
+
+/// The buffer `value` is, looking through casts and through loop and branch
+/// results that only pass a buffer along (an `scf.for` whose iteration
+/// yields its own iter_arg back, an `scf.if` whose branches yield one
+/// buffer): what in-place updates bufferize to.
+Value underlyingBuffer(Value value) {
+  while (true) {
+    if (auto cast = value.getDefiningOp<memref::CastOp>()) {
+      value = cast.getSource();
+      continue;
+    }
+    auto result = dyn_cast<OpResult>(value);
+    if (!result)
+      return value;
+    unsigned index = result.getResultNumber();
+    if (auto loop = dyn_cast<scf::ForOp>(result.getOwner())) {
+      if (underlyingBuffer(loop.getYieldedValues()[index]) !=
+          loop.getRegionIterArgs()[index])
+        return value;
+      value = loop.getInits()[index];
+      continue;
+    }
+    if (auto branch = dyn_cast<scf::IfOp>(result.getOwner())) {
+      if (branch.getElseRegion().empty())
+        return value;
+      Value then = underlyingBuffer(branch.thenYield().getOperand(index));
+      if (then != underlyingBuffer(branch.elseYield().getOperand(index)))
+        return value;
+      value = then;
+      continue;
+    }
+    return value;
+  }
+}
+
+struct SitsCpuDropUpdatedResultsPass
+    : sits::cpu::impl::SitsCpuDropUpdatedResultsBase<
+          SitsCpuDropUpdatedResultsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    llvm::BitVector drop(func.getNumResults());
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      auto index = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttr);
+      if (!index)
+        continue;
+      int64_t arg = index.getInt();
+      if (arg < 0 || arg >= int64_t(func.getNumArguments()) ||
+          func.getArgument(arg).getType() != ret.getOperand(i).getType()) {
+        func.emitError("result #")
+            << i << " is marked " << kUpdatesAttr << " = " << arg
+            << ", which is not an argument of the same type";
+        return signalPassFailure();
+      }
+      Value argument = func.getArgument(arg);
+      if (underlyingBuffer(ret.getOperand(i)) != argument) {
+        // Correct, at the cost of a copy: say so.
+        OpBuilder b(ret);
+        memref::CopyOp::create(b, ret.getLoc(), ret.getOperand(i), argument);
+        func.emitRemark("result #")
+            << i << " was not bufferized in place into argument #" << arg
+            << "; it is copied there";
+      }
+      drop.set(i);
+    }
+    if (drop.none())
+      return;
+    SmallVector<Value> kept;
+    for (OpOperand &operand : ret->getOpOperands())
+      if (!drop.test(operand.getOperandNumber()))
+        kept.push_back(operand.get());
+    ret->setOperands(kept);
+    if (failed(func.eraseResults(drop))) {
+      func.emitError("cannot drop the updated results");
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace

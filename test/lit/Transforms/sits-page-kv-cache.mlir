@@ -1,0 +1,34 @@
+// RUN: sits-opt %s --sits-page-kv-cache=block-size=4 | FileCheck %s
+// RUN: sits-opt %s --sits-page-kv-cache --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+// RUN: not sits-opt %s --sits-page-kv-cache=block-size=0 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// Two decoder layers (GQA: 4 query heads on 2 K/V heads) exported with
+// their KV cache: each attention reads past ++ new. Paged, the past/present
+// K/V leave the signature, the pool and the allocator's tables come in, and
+// the layers chain the updated pool.
+
+func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0: tensor<?x2x?x16xf32>,
+                %past_k1: tensor<?x2x?x16xf32>, %past_v1: tensor<?x2x?x16xf32>,
+                %q0: tensor<?x4x?x16xf32>, %k0: tensor<?x2x?x16xf32>, %v0: tensor<?x2x?x16xf32>)
+    -> (tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) {
+  %kc0 = tensor.concat dim(2) %past_k0, %k0 : (tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
+  %vc0 = tensor.concat dim(2) %past_v0, %v0 : (tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
+  %o0 = sits.attention %q0, %kc0, %vc0 {causal} : (tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x4x?x16xf32>
+  %kc1 = tensor.concat dim(2) %past_k1, %v0 : (tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
+  %vc1 = tensor.concat dim(2) %past_v1, %k0 : (tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
+  %o1 = sits.attention %o0, %kc1, %vc1 {causal, scale = 0.5 : f64} : (tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<?x4x?x16xf32>
+  return %o1, %kc0, %vc0, %kc1, %vc1 : tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>
+}
+// CHECK-LABEL: func.func @main
+//  CHECK-SAME:   (%[[X:[^:]+]]: tensor<?x?x64xf32>, %[[Q0:[^:]+]]: tensor<?x4x?x16xf32>, %[[K0:[^:]+]]: tensor<?x2x?x16xf32>, %[[V0:[^:]+]]: tensor<?x2x?x16xf32>,
+//  CHECK-SAME:    %[[POOL:[^:]+]]: tensor<?x2x2x2x4x16xf32> {sits.name = "kv_pool"}, %[[T:[^:]+]]: tensor<?x?xi32> {sits.name = "block_tables"},
+//  CHECK-SAME:    %[[S:[^:]+]]: tensor<?x?xi64> {sits.name = "slot_mapping"}, %[[L:[^:]+]]: tensor<?xi32> {sits.name = "context_lens"})
+//  CHECK-SAME:   -> (tensor<?x4x?x16xf32>, tensor<?x2x2x2x4x16xf32> {sits.updates = 4 : i64})
+//   CHECK-NOT:   tensor.concat
+//       CHECK:   %[[O0:.+]], %[[P0:.+]] = sits.paged_attention %[[Q0]], %[[K0]], %[[V0]], %[[POOL]], %[[T]], %[[S]], %[[L]] {layer = 0 : i64}
+//       CHECK:   %[[O1:.+]], %[[P1:.+]] = sits.paged_attention %[[O0]], %[[V0]], %[[K0]], %[[P0]], %[[T]], %[[S]], %[[L]] {layer = 1 : i64, scale = 5.000000e-01 : f64}
+//       CHECK:   return %[[O1]], %[[P1]]
+
+// STATS: 2 num-layers
+
+// ZERO: error: sits-page-kv-cache: block-size must be positive, got 0

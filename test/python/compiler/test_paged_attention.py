@@ -1,0 +1,140 @@
+"""sits.paged_attention compiled for the CPU against a NumPy reference:
+prefill and decode of sequences of different lengths in one batch (left
+padding), GQA, the pool updated in place through the slot mapping, and
+out-of-range slots and block numbers that are not followed."""
+
+import numpy as np
+import pytest
+
+import sits_mlir
+from sits_mlir import ir
+from sits_mlir.runtime.errors import SignatureError
+
+HQ, HKV, D, BS, LAYERS, LAYER, BLOCKS = 4, 2, 8, 4, 2, 1, 16
+
+_IR = f"""
+func.func @main(%q: tensor<?x{HQ}x?x{D}xf32>, %k: tensor<?x{HKV}x?x{D}xf32>,
+                %v: tensor<?x{HKV}x?x{D}xf32>,
+                %pool: tensor<?x{LAYERS}x2x{HKV}x{BS}x{D}xf32> {{sits.name = "kv_pool"}},
+                %tables: tensor<?x?xi32>, %slots: tensor<?x?xi64>, %lens: tensor<?xi32>)
+    -> (tensor<?x{HQ}x?x{D}xf32>, tensor<?x{LAYERS}x2x{HKV}x{BS}x{D}xf32> {{sits.updates = 3 : i64}}) {{
+  %o, %p = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens {{layer = {LAYER}}}
+      : (tensor<?x{HQ}x?x{D}xf32>, tensor<?x{HKV}x?x{D}xf32>, tensor<?x{HKV}x?x{D}xf32>,
+         tensor<?x{LAYERS}x2x{HKV}x{BS}x{D}xf32>, tensor<?x?xi32>, tensor<?x?xi64>, tensor<?xi32>)
+      -> (tensor<?x{HQ}x?x{D}xf32>, tensor<?x{LAYERS}x2x{HKV}x{BS}x{D}xf32>)
+  return %o, %p : tensor<?x{HQ}x?x{D}xf32>, tensor<?x{LAYERS}x2x{HKV}x{BS}x{D}xf32>
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    with ir.Context():
+        module = ir.Module.parse(_IR)
+        art = sits_mlir.compile(module, "cpu", tmp_path_factory.mktemp("paged") / "pa.sitsm",
+                                threads=2)
+    return art.load()
+
+
+def _reference(q, k, v, pool, tables, slots, lens):
+    """(output, pool after the writes); padding queries' rows are NaN."""
+    pool = pool.copy()
+    batch, _, width, _ = q.shape
+    for b in range(batch):
+        for s in range(width):
+            slot = slots[b, s]
+            if 0 <= slot < pool.shape[0] * BS:
+                pool[slot // BS, LAYER, 0, :, slot % BS] = k[b, :, s]
+                pool[slot // BS, LAYER, 1, :, slot % BS] = v[b, :, s]
+    out = np.full(q.shape, np.nan, np.float32)
+    for b in range(batch):
+        positions = np.arange(lens[b])
+        blocks = tables[b, positions // BS]
+        keys = pool[blocks, LAYER, 0, :, positions % BS]      # [T, Hkv, D]
+        values = pool[blocks, LAYER, 1, :, positions % BS]
+        for s in range(width):
+            pos = lens[b] - width + s
+            if slots[b, s] < 0:
+                continue
+            for h in range(HQ):
+                g = h // (HQ // HKV)
+                scores = keys[:pos + 1, g] @ q[b, h, s] / np.sqrt(D)
+                w = np.exp(scores - scores.max())
+                out[b, h, s] = (w / w.sum()) @ values[:pos + 1, g]
+    return out, pool
+
+
+def _batch(rng, news, pasts):
+    """Sequences with `news[b]` new tokens after `pasts[b]` cached ones,
+    left-padded to the longest; each gets its own blocks."""
+    batch, width = len(news), max(news)
+    lens = np.array([p + n for p, n in zip(pasts, news)], np.int32)
+    max_blocks = int(-(-lens.max() // BS))
+    order = rng.permutation(BLOCKS)
+    tables = order[:batch * max_blocks].reshape(batch, max_blocks).astype(np.int32)
+    slots = np.full((batch, width), -1, np.int64)
+    for b, (p, n) in enumerate(zip(pasts, news)):
+        pos = np.arange(p, p + n)
+        slots[b, width - n:] = tables[b, pos // BS] * BS + pos % BS
+    q = rng.standard_normal((batch, HQ, width, D)).astype(np.float32)
+    k = rng.standard_normal((batch, HKV, width, D)).astype(np.float32)
+    v = rng.standard_normal((batch, HKV, width, D)).astype(np.float32)
+    pool = rng.standard_normal((BLOCKS, LAYERS, 2, HKV, BS, D)).astype(np.float32)
+    return q, k, v, pool, tables, slots, lens
+
+
+@pytest.mark.parametrize("news,pasts", [([3, 2, 1], [2, 7, 2]),   # mixed prefill
+                                        ([1, 1, 1, 1], [0, 4, 9, 14]),  # decode
+                                        ([5], [0])])  # prompt
+def test_matches_reference_and_updates_pool_in_place(model, news, pasts):
+    rng = np.random.default_rng(sum(news) * 31 + len(pasts))
+    q, k, v, pool, tables, slots, lens = _batch(rng, news, pasts)
+    ref_out, ref_pool = _reference(q, k, v, pool, tables, slots, lens)
+    (out,) = model.run(q, k, v, pool, tables, slots, lens)
+    np.testing.assert_array_equal(pool, ref_pool)   # written in place, nothing else
+    real = ~np.isnan(ref_out)
+    np.testing.assert_allclose(out[real], ref_out[real], rtol=1e-5, atol=1e-5)
+    assert np.isfinite(out).all()                   # padding rows too
+
+
+def test_misaligned_pool_is_staged_and_written_back(model):
+    rng = np.random.default_rng(11)
+    q, k, v, pool, tables, slots, lens = _batch(rng, [2, 1], [1, 6])
+    ref_out, ref_pool = _reference(q, k, v, pool, tables, slots, lens)
+    # A C-contiguous view 4 bytes past a 64-byte boundary: the runtime runs
+    # the code on an aligned copy, which must come back.
+    raw = np.zeros(pool.size + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + 1
+    shifted = raw[start:start + pool.size].reshape(pool.shape)
+    shifted[...] = pool
+    assert shifted.ctypes.data % 64 != 0 and shifted.flags.c_contiguous
+    (out,) = model.run(q, k, v, shifted, tables, slots, lens)
+    np.testing.assert_array_equal(shifted, ref_pool)
+    real = ~np.isnan(ref_out)
+    np.testing.assert_allclose(out[real], ref_out[real], rtol=1e-5, atol=1e-5)
+
+
+def test_out_of_range_slots_and_blocks_are_not_followed(model):
+    rng = np.random.default_rng(7)
+    q, k, v, pool, tables, slots, lens = _batch(rng, [1, 1], [3, 5])
+    slots[0, 0] = BLOCKS * BS + 3           # past the pool: dropped
+    tables[1, 0] = 10_000                   # reads block 0 instead
+    tables[1, 1] = -5
+    before = pool.copy()
+    (out,) = model.run(q, k, v, pool, tables, slots, lens)
+    assert np.isfinite(out).all()
+    changed = np.argwhere((pool != before).any(axis=(1, 2, 3, 5)))
+    assert [tuple(c) for c in changed] == [(slots[1, 0] // BS, slots[1, 0] % BS)]
+
+
+def test_pool_must_be_updatable(model):
+    rng = np.random.default_rng(3)
+    q, k, v, pool, tables, slots, lens = _batch(rng, [1], [2])
+    assert model.default_entry.updated_inputs == {"kv_pool"}
+    with pytest.raises(SignatureError, match="updated in place"):
+        model.run(q, k, v, np.asfortranarray(pool), tables, slots, lens)
+    with pytest.raises(SignatureError, match="updated in place"):
+        model.run(q, k, v, pool.astype(np.float64), tables, slots, lens)
+    pool.flags.writeable = False
+    with pytest.raises(SignatureError, match="writable"):
+        model.run(q, k, v, pool, tables, slots, lens)
