@@ -4,10 +4,14 @@ over the paged KV cache, and report how it went.
     sits-runtime --config model.sitsm --batch-size 8 --max-seq-len 2048 --prompts prompts.jsonl
     sits-runtime --config model.sitsm --synthetic 32 --prompt-len 128 --output-len 64 --seed 1
 
-The model is a decoder compiled with its KV cache in the exported signature
-(`input_ids`, `position_ids`, `past_key_<l>`/`past_value_<l>` -> `logits`,
-`present_key_<l>`/`present_value_<l>`); its layers, K/V heads and head size
-are read from that signature. Each line of the prompts file is a JSON
+The model is a decoder exported with its KV cache, compiled with
+`kv_cache="paged"` (its attention reads and writes the KV pool through the
+block tables, the whole batch in one call; the block size is the model's) or
+with the exported signature (`input_ids`, `position_ids`,
+`past_key_<l>`/`past_value_<l>` -> `logits`, `present_key_<l>`/
+`present_value_<l>`: each sequence's past is copied out of the pool and back,
+one sequence at a time). Its layers, K/V heads and head size are read from
+the signature. Each line of the prompts file is a JSON
 object: `prompt_ids` (token ids; required), and optionally `max_new_tokens`,
 `n`, `temperature`, `top_k`, `top_p`, `seed`, `stop_token`. The synthetic
 workload draws prompt and output lengths uniformly within ±50% of
@@ -60,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="default sampling temperature (default: 0, greedy)")
     p.add_argument("--top-k", type=int, default=0, help="default top-k (default: 0, off)")
     p.add_argument("--top-p", type=float, default=1.0, help="default top-p (default: 1, off)")
-    p.add_argument("--block-size", type=int, default=16, metavar="N",
-                   help="tokens per KV block (default: 16)")
+    p.add_argument("--block-size", type=int, metavar="N",
+                   help="tokens per KV block (default: the paged model's, or 16)")
     p.add_argument("--num-blocks", type=int, metavar="N",
                    help="KV blocks (default: enough for --batch-size sequences of "
                         "--max-seq-len tokens)")
@@ -80,6 +84,13 @@ def decoder_geometry(model) -> dict:
     """Layers, K/V heads, head size and vocabulary of a compiled decoder with
     the exported KV-cache signature; ValueError naming what is missing."""
     inputs = {s.name: s for s in model.inputs}
+    logits = model.outputs[0]
+    if logits.rank != 3 or logits.shape[2] is None:
+        raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
+    if "kv_pool" in inputs:  # compiled with kv_cache="paged"
+        pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
+        return {"layers": pool[1], "kv_heads": pool[3], "head_dim": pool[5],
+                "vocab": logits.shape[2], "block_size": pool[4], "paged": True}
     for name in ("input_ids", "position_ids", "past_key_0", "past_value_0"):
         if name not in inputs:
             raise ValueError(f"the model has no input '{name}': sits-runtime serves decoders "
@@ -92,10 +103,8 @@ def decoder_geometry(model) -> dict:
     if len(past) != 4 or past[1] is None or past[3] is None:
         raise ValueError(f"past_key_0 must be [batch, kv_heads, past, head_dim] with static "
                          f"heads and head size, got {inputs['past_key_0']}")
-    logits = model.outputs[0]
-    if logits.rank != 3 or logits.shape[2] is None:
-        raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
-    return {"layers": layers, "kv_heads": past[1], "head_dim": past[3], "vocab": logits.shape[2]}
+    return {"layers": layers, "kv_heads": past[1], "head_dim": past[3], "vocab": logits.shape[2],
+            "block_size": None, "paged": False}
 
 
 def _requests(args, vocab: int) -> list[dict]:
@@ -130,21 +139,26 @@ def _requests(args, vocab: int) -> list[dict]:
 
 def run(args) -> dict:
     from ..runtime import kv
-    from ..runtime.decoder import PastKVRunner
+    from ..runtime.decoder import PagedRunner, PastKVRunner
     from ..runtime.engine import Engine, SamplingParams
     from ..runtime.model import load
 
     model = load(args.config)
     geometry = decoder_geometry(model)
     requests = _requests(args, geometry["vocab"])
-    bs = args.block_size
+    bs = args.block_size or geometry["block_size"] or 16
+    if geometry["paged"] and bs != geometry["block_size"]:
+        raise ValueError(f"--block-size {bs} differs from the model's KV block size "
+                         f"{geometry['block_size']} (it was compiled with kv_block_size="
+                         f"{geometry['block_size']})")
     num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
     pool = kv.KVAllocator(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
                           num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
                           dtype="f32", max_seq_len=args.max_seq_len,
                           enable_prefix_caching=not args.no_prefix_caching,
                           num_host_blocks=args.host_blocks)
-    engine = Engine(pool, PastKVRunner(model, kv.KVMemory(pool)),
+    runner_type = PagedRunner if geometry["paged"] else PastKVRunner
+    engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
                     max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)
     ids = []
     for r in requests:
@@ -186,6 +200,7 @@ def run(args) -> dict:
         "kv_peak_bytes": int(peak_blocks * bytes_per_block),
         "kv_contiguous_bytes": int(args.batch_size * args.max_seq_len * bytes_per_token),
         "kv_blocks": num_blocks, "block_size": bs,
+        "kv_cache": "paged" if geometry["paged"] else "contiguous past",
         "cached_blocks_at_end": stats.cached_blocks,
         "outputs": [{"id": r.id, "error": str(r.error) if r.error else None,
                      "samples": [{"tokens": s.tokens, "finish_reason": s.finish_reason}
@@ -196,7 +211,8 @@ def run(args) -> dict:
 def _print(report: dict, out) -> None:
     mib = 1 << 20
     print(f"model {report['model']}: {report['layers']} layers, {report['kv_heads']} KV heads "
-          f"x {report['head_dim']}, vocabulary {report['vocab']}", file=out)
+          f"x {report['head_dim']}, vocabulary {report['vocab']}, KV cache "
+          f"{report['kv_cache']} (blocks of {report['block_size']})", file=out)
     print(f"requests {report['requests']} ({report['failed']} failed), prompt tokens "
           f"{report['prompt_tokens']}, output tokens {report['output_tokens']}, "
           f"{report['steps']} steps in {report['wall_s']:.2f} s", file=out)
@@ -213,7 +229,7 @@ def _print(report: dict, out) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     for name in ("batch_size", "max_seq_len", "block_size", "prompt_len", "output_len"):
-        if getattr(args, name) <= 0:
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
             print(f"sits-runtime: error: --{name.replace('_', '-')} must be positive",
                   file=sys.stderr)
             return 2

@@ -1,4 +1,5 @@
-"""The exported decoders, built and compiled once per test session."""
+"""The exported decoders, built and compiled once per test session: with
+the exported signature (contiguous past K/V) and with kv_cache="paged"."""
 
 import pytest
 
@@ -9,19 +10,46 @@ import sits_mlir  # noqa: E402
 
 from hf_decoders import build  # noqa: E402
 
-_CACHE: dict = {}
+from sits_mlir.runtime.decoder import PagedRunner, PastKVRunner  # noqa: E402
+
+#: The paged models' KV block size: small, so that short prompts span blocks.
+BLOCK_SIZE = 4
+_DECODERS: dict = {}
+_MODELS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def llm_models(tmp_path_factory):
+    """get(name, kv_cache="contiguous") -> (Decoder, loaded CompiledModel)."""
+    def get(name: str, kv_cache: str = "contiguous"):
+        if name not in _DECODERS:
+            _DECODERS[name] = build(name, str(tmp_path_factory.mktemp(name)))
+        dec = _DECODERS[name]
+        if (name, kv_cache) not in _MODELS:
+            out = tmp_path_factory.mktemp(f"{name}-{kv_cache}") / f"{name}.sitsm"
+            artifact = sits_mlir.compile(dec.path, "cpu", out, threads=2, kv_cache=kv_cache,
+                                         kv_block_size=BLOCK_SIZE)
+            _MODELS[(name, kv_cache)] = artifact.load()
+        return dec, _MODELS[(name, kv_cache)]
+    yield get
+    # Loaded modules go with the session, not at interpreter exit (where
+    # nanobind would report them as leaked).
+    _MODELS.clear()
 
 
 @pytest.fixture(scope="session", params=["gpt2", "llama"])
-def compiled(request, tmp_path_factory):
-    """(Decoder, loaded CompiledModel) for GPT-2 and for Llama (GQA, RoPE)."""
-    if request.param not in _CACHE:
-        out = tmp_path_factory.mktemp(request.param)
-        dec = build(request.param, str(out))
-        artifact = sits_mlir.compile(dec.path, "cpu", out / f"{request.param}.sitsm", threads=2)
-        _CACHE[request.param] = (dec, artifact.load())
-        # Loaded modules go with the session, not at interpreter exit (where
-        # nanobind would report them as leaked).
-        request.addfinalizer(lambda name=request.param: _CACHE.pop(name, None))
-    return _CACHE[request.param]
+def compiled(request, llm_models):
+    """(Decoder, model with the exported signature) for GPT-2 and for Llama
+    (GQA, RoPE)."""
+    return llm_models(request.param)
 
+
+@pytest.fixture(scope="session", params=[("gpt2", "contiguous"), ("gpt2", "paged"),
+                                         ("llama", "contiguous"), ("llama", "paged")],
+                ids=lambda p: "-".join(p))
+def served(request, llm_models):
+    """(Decoder, model, runner class): each decoder compiled both ways, with
+    the engine runner that serves it from the KV pool."""
+    name, kv_cache = request.param
+    dec, model = llm_models(name, kv_cache)
+    return dec, model, PagedRunner if kv_cache == "paged" else PastKVRunner

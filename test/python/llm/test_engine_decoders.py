@@ -1,9 +1,12 @@
-"""The generation engine serving GPT-2 and Llama from the paged KV pool
+"""The generation engine serving GPT-2 and Llama from the paged KV pool,
+compiled paged (`PagedRunner`: attention reads and writes the pool through
+the block tables, the batch in one call) and with the exported signature
 (`PastKVRunner`: each step gathers the past from the sequence's blocks and
 scatters the new K/V into its slots): continuous batching of different
 prompts gives `transformers`' greedy tokens, token for token, and so it does
 under preemption (a pool too small for all sequences at once), with prefix
-caching on or off, and for n = 2 forked samples."""
+caching on or off, and for n = 2 forked samples. The paged path's logits
+equal the contiguous path's at every step."""
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ pytest.importorskip("transformers")
 from hf_decoders import transformers_greedy  # noqa: E402
 
 from sits_mlir.runtime import kv  # noqa: E402
-from sits_mlir.runtime.decoder import PastKVRunner  # noqa: E402
+from sits_mlir.runtime.decoder import PagedRunner, PastKVRunner  # noqa: E402
 from sits_mlir.runtime.engine import GREEDY, Engine  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
@@ -35,22 +38,37 @@ def _references(dec):
     return _REFS[dec.name]
 
 
-def _serve(dec, model, *, num_blocks=64, prefix_caching=True, batch=3, n=1,
-           preemption="recompute", host_blocks=0):
+class _Recording:
+    """A runner that keeps every step's logits."""
+
+    def __init__(self, runner):
+        self.runner, self.logits = runner, []
+
+    def execute(self, batch):
+        out = self.runner.execute(batch)
+        self.logits.append(out.copy())
+        return out
+
+
+def _serve(dec, model, runner_type, *, num_blocks=64, prefix_caching=True, batch=3, n=1,
+           preemption="recompute", host_blocks=0, record=None):
     pool = kv.KVAllocator(num_blocks=num_blocks, block_size=4, num_layers=dec.layers,
                           num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype="f32",
                           max_seq_len=64, enable_prefix_caching=prefix_caching,
                           num_host_blocks=host_blocks)
-    runner = PastKVRunner(model, kv.KVMemory(pool))
+    runner = runner_type(model, kv.KVMemory(pool))
+    if record is not None:
+        runner = _Recording(runner)
+        record.append(runner)
     engine = Engine(pool, runner, max_batch_size=batch, preemption=preemption)
     results = engine.generate(PROMPTS, NEW_TOKENS, sampling=GREEDY, n=n)
     assert all(r.finished and r.error is None for r in results)
     return [[s.tokens for s in r.samples] for r in results], engine.metrics
 
 
-def test_batched_greedy_equals_transformers(compiled):
-    dec, model = compiled
-    tokens, metrics = _serve(dec, model)
+def test_batched_greedy_equals_transformers(served):
+    dec, model, runner = served
+    tokens, metrics = _serve(dec, model, runner)
     assert [t[0] for t in tokens] == _references(dec)
     # The two prompts sharing two full blocks: the second reuses them.
     assert metrics["prefix_cache_hit_tokens"] >= 8
@@ -58,28 +76,62 @@ def test_batched_greedy_equals_transformers(compiled):
 
 
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
-def test_preemption_keeps_the_tokens(compiled, preemption):
-    dec, model = compiled
+def test_preemption_keeps_the_tokens(served, preemption):
+    dec, model, runner = served
     # 3 sequences of up to 37 tokens need 30 blocks of 4; 16 usable blocks
     # force the newest ones out and back while the oldest progresses.
-    tokens, metrics = _serve(dec, model, num_blocks=17, preemption=preemption,
+    tokens, metrics = _serve(dec, model, runner, num_blocks=17, preemption=preemption,
                              host_blocks=32 if preemption == "swap" else 0)
     assert metrics["preemptions"] > 0
     assert [t[0] for t in tokens] == _references(dec)
 
 
-def test_prefix_caching_off_gives_the_same_tokens(compiled):
-    dec, model = compiled
-    tokens, metrics = _serve(dec, model, prefix_caching=False)
+def test_prefix_caching_off_gives_the_same_tokens(served):
+    dec, model, runner = served
+    tokens, metrics = _serve(dec, model, runner, prefix_caching=False)
     assert metrics["prefix_cache_hit_tokens"] == 0
     assert [t[0] for t in tokens] == _references(dec)
 
 
-def test_forked_greedy_samples_agree(compiled):
-    dec, model = compiled
-    tokens, _ = _serve(dec, model, n=2, batch=6)
+def test_forked_greedy_samples_agree(served):
+    dec, model, runner = served
+    tokens, _ = _serve(dec, model, runner, n=2, batch=6)
     for samples, ref in zip(tokens, _references(dec)):
         assert samples == [ref, ref]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_paged_logits_equal_contiguous(llm_models, name):
+    """The same schedule through both compiled forms: every step's logits
+    agree, and the paged model runs each step's decodes in one call."""
+    runs = []
+    for kv_cache, runner in (("contiguous", PastKVRunner), ("paged", PagedRunner)):
+        dec, model = llm_models(name, kv_cache)
+        _serve(dec, model, runner, record=runs)
+    contiguous, paged = runs
+    assert len(paged.logits) == len(contiguous.logits)
+    for a, b in zip(contiguous.logits, paged.logits):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+    # Prefill steps take one call per kind of sequence, decode steps one.
+    assert paged.runner.calls <= 2 * paged.runner.steps
+
+
+def test_paged_runner_checks_the_model(compiled):
+    dec, model = compiled
+    pool = kv.KVAllocator(num_blocks=8, block_size=4, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype="f32",
+                          max_seq_len=16)
+    with pytest.raises(ValueError, match="compile it with kv_cache='paged'"):
+        PagedRunner(model, kv.KVMemory(pool))
+
+
+def test_paged_runner_checks_the_pool(llm_models):
+    dec, model = llm_models("llama", "paged")
+    pool = kv.KVAllocator(num_blocks=8, block_size=8, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype="f32",
+                          max_seq_len=16)
+    with pytest.raises(ValueError, match="the model expects kv_pool"):
+        PagedRunner(model, kv.KVMemory(pool))
 
 
 def test_runner_checks_the_pool():

@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.filterwarnings("ignore::UserWarning")]
 
 
-def test_prompts_file(compiled, tmp_path, capsys):
-    dec, model = compiled
+def test_prompts_file(served, tmp_path, capsys):
+    dec, model, _ = served
     prompts = [[17, 3, 250, 96, 41], [5, 200, 8, 8, 131, 77, 64, 2, 19]]
     path = tmp_path / "prompts.jsonl"
     path.write_text("\n".join(json.dumps({"prompt_ids": p, "max_new_tokens": 16})
@@ -35,14 +35,14 @@ def test_prompts_file(compiled, tmp_path, capsys):
     assert report["layers"] == dec.layers and report["kv_heads"] == dec.kv_heads
     tokens = [o["samples"][0]["tokens"] for o in report["outputs"]]
     assert tokens == [transformers_greedy(dec, p, 16) for p in prompts]
-    # Paged: two sequences of at most 25 tokens take 4 blocks of 16, where a
+    # Paged: two sequences of at most 25 tokens take a few blocks, where a
     # contiguous cache reserves 8 x 2048 tokens.
     assert report["kv_peak_bytes"] < report["kv_contiguous_bytes"] / 100
     assert 0 <= report["waste_pct"] < 100
 
 
-def test_synthetic_workload_preempts_and_hits_the_prefix_cache(compiled, tmp_path, capsys):
-    dec, model = compiled
+def test_synthetic_workload_preempts_and_hits_the_prefix_cache(served, tmp_path, capsys):
+    dec, model, _ = served
     report_path = tmp_path / "report.json"
     rc = cli.main(["--config", model.path, "--batch-size", "4", "--max-seq-len", "64",
                    "--synthetic", "6", "--prompt-len", "12", "--output-len", "12",
@@ -68,3 +68,9 @@ def test_bad_input(compiled, tmp_path, capsys):
     assert cli.main(["--config", str(tmp_path / "missing.sitsm"), "--synthetic", "1"]) == 1
     assert "sits-runtime: error:" in capsys.readouterr().err
     assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "0"]) == 2
+
+
+def test_paged_model_keeps_its_block_size(llm_models, capsys):
+    _, model = llm_models("gpt2", "paged")
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--block-size", "16"]) == 1
+    assert "--block-size 16 differs from the model's KV block size 4" in capsys.readouterr().err
