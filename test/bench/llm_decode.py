@@ -4,15 +4,19 @@
 
 * onnxruntime on the exported ONNX, contiguous past K/V (the peer);
 * SITS, the compiled artifact in the same contiguous loop;
-* SITS's generation engine over the paged KV pool (`sits_mlir.runtime.engine`
-  with `PastKVRunner`), which gathers each sequence's past from its blocks
-  every step.
+* SITS's generation engine over the paged KV pool (`sits_mlir.runtime.engine`)
+  serving the same artifact with `PastKVRunner`, which copies each
+  sequence's past out of its blocks every step, one sequence per call;
+* the engine serving the decoder compiled with `kv_cache="paged"`
+  (`PagedRunner`): attention reads and writes K/V in the pool through the
+  block tables, the whole batch in one call.
 
 Each batch decodes `--new-tokens` greedy tokens after a `--prompt-len`
 prefill; decode tokens/s counts the decode steps only (engine: output tokens
 after the first over the time after the last first token). Also prints the
 peak KV memory of the paged pool against a contiguous `--max-seq-len`
-reservation per sequence.
+reservation per sequence, and the pool's mean waste_pct (slots allocated
+but not filled) over the paged run's steps.
 
     PYTHONPATH=build/pip/python_packages python test/bench/llm_decode.py [--model llama]
 """
@@ -29,6 +33,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python" / "llm"))
+
+BLOCK = 16  # KV block size (tokens)
 
 
 def _contiguous(run, dec, batch, prompt_len, new_tokens, rng):
@@ -52,25 +58,29 @@ def _contiguous(run, dec, batch, prompt_len, new_tokens, rng):
     return decode_s
 
 
-def _engine(model, dec, batch, prompt_len, new_tokens, max_seq_len, rng):
+def _engine(model, runner_type, dec, batch, prompt_len, new_tokens, max_seq_len, rng):
+    """(decode seconds, peak KV bytes, mean waste_pct) of the engine."""
     from sits_mlir.runtime import kv
-    from sits_mlir.runtime.decoder import PastKVRunner
     from sits_mlir.runtime.engine import GREEDY, Engine
 
-    pool = kv.KVAllocator(num_blocks=batch * (max_seq_len // 16) + 1, block_size=16,
+    pool = kv.KVAllocator(num_blocks=batch * (max_seq_len // BLOCK) + 1, block_size=BLOCK,
                           num_layers=dec.layers, num_kv_heads=dec.kv_heads,
                           head_dim=dec.head_dim, dtype="f32", max_seq_len=max_seq_len)
-    engine = Engine(pool, PastKVRunner(model, kv.KVMemory(pool)), max_batch_size=batch)
+    engine = Engine(pool, runner_type(model, kv.KVMemory(pool)), max_batch_size=batch)
     for _ in range(batch):
         engine.add_request(rng.integers(0, dec.vocab, prompt_len).tolist(), new_tokens,
                            sampling=GREEDY)
     engine.step()  # every prefill (and first token)
-    peak = 0
+    peak, waste = 0, []
     start = time.perf_counter()
     while engine.has_unfinished:
         engine.step()
-        peak = max(peak, pool.stats().active_blocks)
-    return time.perf_counter() - start, peak * pool.geometry["bytes_per_block"]
+        stats = pool.stats()
+        peak = max(peak, stats.active_blocks)
+        if stats.active_blocks:
+            waste.append(stats.waste_pct)
+    return (time.perf_counter() - start, peak * pool.geometry["bytes_per_block"],
+            float(np.mean(waste)) if waste else 0.0)
 
 
 def main(argv=None) -> int:
@@ -90,6 +100,7 @@ def main(argv=None) -> int:
 
     import sits_mlir
     from hf_decoders import build
+    from sits_mlir.runtime.decoder import PagedRunner, PastKVRunner
 
     out = tempfile.mkdtemp(prefix="sits-llm-bench-")
     dec = build(args.model, out, layers=args.layers, hidden=args.hidden, heads=args.heads,
@@ -98,6 +109,9 @@ def main(argv=None) -> int:
     model = sits_mlir.compile(dec.path, "cpu", os.path.join(out, "model.sitsm"),
                               threads=args.threads).load()
     compile_s = time.perf_counter() - start
+    paged = sits_mlir.compile(dec.path, "cpu", os.path.join(out, "paged.sitsm"),
+                              threads=args.threads, kv_cache="paged",
+                              kv_block_size=BLOCK).load()
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     session = ort.InferenceSession(dec.path, so, providers=["CPUExecutionProvider"])
@@ -105,8 +119,10 @@ def main(argv=None) -> int:
     print(f"{args.model}: {args.layers} layers, hidden {args.hidden}, {args.heads} heads "
           f"({dec.kv_heads} K/V), vocabulary {args.vocab}; prompt {args.prompt_len}, "
           f"{args.new_tokens} new tokens; {args.threads} threads; SITS compile {compile_s:.1f} s")
-    print(f"{'batch':>5} {'onnxruntime':>14} {'SITS':>14} {'SITS engine':>14} "
-          f"{'SITS/ort':>9} {'engine/ort':>11}   (decode tokens/s)")
+    print("decode tokens/s: onnxruntime and SITS with contiguous past; the SITS engine "
+          "over the paged pool copying the past (past-copy) and compiled paged (paged)")
+    print(f"{'batch':>5} {'onnxruntime':>12} {'SITS':>10} {'past-copy':>10} {'paged':>10} "
+          f"{'SITS/ort':>9} {'copy/ort':>9} {'paged/ort':>10}")
     bytes_per_token = 2 * dec.layers * dec.kv_heads * dec.head_dim * 4
     for batch in (1, 8):
         tokens = batch * args.new_tokens
@@ -118,15 +134,20 @@ def main(argv=None) -> int:
             best = min(_contiguous(run, dec, batch, args.prompt_len, args.new_tokens,
                                    np.random.default_rng(1)) for _ in range(3))
             rates.append(tokens / best)
-        engine_s, kv_peak = min(
-            _engine(model, dec, batch, args.prompt_len, args.new_tokens, args.max_seq_len,
-                    np.random.default_rng(1)) for _ in range(3))
-        engine_rate = batch * (args.new_tokens - 1) / engine_s
-        print(f"{batch:>5} {rates[0]:>14.1f} {rates[1]:>14.1f} {engine_rate:>14.1f} "
-              f"{rates[1] / rates[0]:>9.2f} {engine_rate / rates[0]:>11.2f}")
+        engine = {}
+        for name, m, runner in (("copy", model, PastKVRunner), ("paged", paged, PagedRunner)):
+            engine[name] = min(
+                _engine(m, runner, dec, batch, args.prompt_len, args.new_tokens,
+                        args.max_seq_len, np.random.default_rng(1)) for _ in range(3))
+        copy_rate, paged_rate = (batch * (args.new_tokens - 1) / engine[k][0]
+                                 for k in ("copy", "paged"))
+        print(f"{batch:>5} {rates[0]:>12.1f} {rates[1]:>10.1f} {copy_rate:>10.1f} "
+              f"{paged_rate:>10.1f} {rates[1] / rates[0]:>9.2f} {copy_rate / rates[0]:>9.2f} "
+              f"{paged_rate / rates[0]:>10.2f}")
+        _, kv_peak, waste = engine["paged"]
         print(f"      paged KV peak {kv_peak / 2**20:.2f} MiB vs contiguous "
               f"{batch * args.max_seq_len * bytes_per_token / 2**20:.2f} MiB "
-              f"({batch} x {args.max_seq_len} tokens)")
+              f"({batch} x {args.max_seq_len} tokens); waste_pct {waste:.2f}%")
     return 0
 
 
