@@ -16,6 +16,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSPAGEKVCACHE
@@ -38,9 +40,31 @@ static FailureOr<std::pair<BlockArgument, Value>> splitPast(Value value) {
   return std::make_pair(past, concat.getInputs()[1]);
 }
 
-FailureOr<CachedAttention>
-mlir::sits::matchCachedAttention(RewriterBase &rewriter,
-                                 AttentionOp attention) {
+/// The function argument `value` copies, looking through the reshapes,
+/// casts and zero padding (a concat's first operand) that build a present
+/// buffer from it.
+static BlockArgument pastArgument(Value value) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return arg.getOwner()->isEntryBlock() &&
+                     isa<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                 ? arg
+                 : BlockArgument();
+    Operation *def = value.getDefiningOp();
+    if (auto expand = dyn_cast_or_null<tensor::ExpandShapeOp>(def))
+      value = expand.getSrc();
+    else if (auto cast = dyn_cast_or_null<tensor::CastOp>(def))
+      value = cast.getSource();
+    else if (auto concat = dyn_cast_or_null<tensor::ConcatOp>(def);
+             concat && concat.getDim() == 2)
+      value = concat.getInputs().front();
+    else
+      return BlockArgument();
+  }
+}
+
+static FailureOr<CachedAttention> matchConcatAttention(RewriterBase &rewriter,
+                                                       AttentionOp attention) {
   if (!attention.getCausal())
     return rewriter.notifyMatchFailure(attention, "not causal");
   if (attention.getMask())
@@ -55,20 +79,78 @@ mlir::sits::matchCachedAttention(RewriterBase &rewriter,
   if (key->first == value->first)
     return rewriter.notifyMatchFailure(attention,
                                        "key and value read the same argument");
-  return CachedAttention{attention, key->first, value->first, key->second,
-                         value->second};
+  return CachedAttention{attention, key->first, value->first,
+                         {attention.getKey(), attention.getValue()}};
+}
+
+static FailureOr<CachedAttention>
+matchLocalPagedAttention(RewriterBase &rewriter, PagedAttentionOp paged) {
+  auto kinds = paged.getPool().getDefiningOp<tensor::ConcatOp>();
+  if (!kinds || kinds.getDim() != 2 || kinds.getInputs().size() != 2)
+    return rewriter.notifyMatchFailure(
+        paged, "the pool is not K and V joined along the kind dimension");
+  BlockArgument key = pastArgument(kinds.getInputs()[0]);
+  BlockArgument value = pastArgument(kinds.getInputs()[1]);
+  if (!key || !value || key == value)
+    return rewriter.notifyMatchFailure(
+        paged, "the pool is not built from past K/V arguments");
+  CachedAttention cached{paged, key, value, {}};
+  for (Operation *user : paged.getUpdatedPool().getUsers()) {
+    if (!isa<tensor::ExtractSliceOp>(user) ||
+        !llvm::all_of(user->getUsers(), llvm::IsaPred<func::ReturnOp>))
+      return rewriter.notifyMatchFailure(
+          paged, "the updated pool feeds more than the present outputs");
+    cached.presents.push_back(user->getResult(0));
+  }
+  return cached;
+}
+
+FailureOr<CachedAttention>
+mlir::sits::matchCachedAttention(RewriterBase &rewriter, Operation *op) {
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return matchConcatAttention(rewriter, attention);
+  if (auto paged = dyn_cast<PagedAttentionOp>(op))
+    return matchLocalPagedAttention(rewriter, paged);
+  return rewriter.notifyMatchFailure(op, "not an attention");
 }
 
 FailureOr<Value> mlir::sits::rewriteToPagedAttention(
     RewriterBase &rewriter, const CachedAttention &cached, Value pool,
     Value blockTables, Value slotMapping, Value contextLens, int64_t layer) {
-  AttentionOp attention = cached.attention;
+  if (auto paged = dyn_cast<PagedAttentionOp>(cached.op)) {
+    // Point the layer at the real pool. Its own lengths (from the model's
+    // inputs) also placed RoPE: the real ones replace them everywhere.
+    Value local = paged.getContextLens();
+    rewriter.setInsertionPoint(paged);
+    Value lens = contextLens;
+    if (lens.getType() != local.getType())
+      lens = tensor::CastOp::create(rewriter, paged.getLoc(), local.getType(),
+                                    lens);
+    rewriter.replaceAllUsesWith(local, lens);
+    auto global = PagedAttentionOp::create(
+        rewriter, paged.getLoc(),
+        TypeRange{paged.getResult().getType(), pool.getType()},
+        ValueRange{paged.getQuery(), paged.getKey(), paged.getValue(), pool,
+                   blockTables, slotMapping, contextLens},
+        llvm::to_vector(paged->getDiscardableAttrs()));
+    global.setLayer(static_cast<uint64_t>(layer));
+    if (FloatAttr scale = paged.getScaleAttr())
+      global.setScaleAttr(scale);
+    rewriter.replaceAllUsesWith(paged.getResult(), global.getResult());
+    // The local op now only feeds the present outputs, which the caller
+    // drops: it dies with them.
+    return global.getUpdatedPool();
+  }
+  auto attention = cast<AttentionOp>(cached.op);
+  auto key = attention.getKey().getDefiningOp<tensor::ConcatOp>();
+  auto value = attention.getValue().getDefiningOp<tensor::ConcatOp>();
   rewriter.setInsertionPoint(attention);
   auto paged = PagedAttentionOp::create(
       rewriter, attention.getLoc(),
       TypeRange{attention.getType(), pool.getType()},
-      ValueRange{attention.getQuery(), cached.newKey, cached.newValue, pool,
-                 blockTables, slotMapping, contextLens},
+      ValueRange{attention.getQuery(), key.getInputs()[1],
+                 value.getInputs()[1], pool, blockTables, slotMapping,
+                 contextLens},
       llvm::to_vector(attention->getDiscardableAttrs()));
   paged.setLayer(static_cast<uint64_t>(layer));
   if (FloatAttr scale = attention.getScaleAttr())
@@ -97,33 +179,41 @@ struct SitsPageKVCachePass
     }
     IRRewriter rewriter(&getContext());
     SmallVector<CachedAttention> layers;
-    main.walk([&](AttentionOp op) {
-      FailureOr<CachedAttention> cached = matchCachedAttention(rewriter, op);
+    for (Operation &op : main.getBody().front()) {
+      if (!isa<AttentionOp, PagedAttentionOp>(op))
+        continue;
+      FailureOr<CachedAttention> cached = matchCachedAttention(rewriter, &op);
       if (succeeded(cached))
         layers.push_back(*cached);
-    });
+    }
     if (layers.empty()) {
       main.emitError("cannot page the KV cache: no causal sits.attention "
                      "reads a past key/value argument joined with new ones");
       return signalPassFailure();
     }
-    if (failed(checkLayers(main, layers)))
+    FailureOr<RankedTensorType> kvType = checkLayers(main, layers);
+    if (failed(kvType))
       return signalPassFailure();
 
     // The pool has one shape for every layer.
-    auto keyType = cast<RankedTensorType>(layers.front().newKey.getType());
     MLIRContext *ctx = &getContext();
     int64_t dyn = ShapedType::kDynamic;
     auto poolType = RankedTensorType::get(
-        {dyn, int64_t(layers.size()), 2, keyType.getDimSize(1), blockSize,
-         keyType.getDimSize(3)},
-        keyType.getElementType());
+        {dyn, int64_t(layers.size()), 2, kvType->getDimSize(1), blockSize,
+         kvType->getDimSize(3)},
+        kvType->getElementType());
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
         {"kv_pool", poolType},
         {"block_tables", RankedTensorType::get({dyn, dyn}, i32)},
         {"slot_mapping", RankedTensorType::get({dyn, dyn}, i64)},
         {"context_lens", RankedTensorType::get({dyn}, i32)}};
+    // Arguments only the replaced K/V handling reads (the past, and for
+    // GroupQueryAttention its lengths) go with it; others stay.
+    llvm::SmallDenseSet<unsigned> wasUsed;
+    for (BlockArgument arg : main.getArguments())
+      if (!arg.use_empty())
+        wasUsed.insert(arg.getArgNumber());
     unsigned first = main.getNumArguments();
     for (auto [i, entry] : llvm::enumerate(added)) {
       auto attrs = DictionaryAttr::get(
@@ -140,10 +230,9 @@ struct SitsPageKVCachePass
           slots = main.getArgument(first + 2),
           lens = main.getArgument(first + 3);
 
-    llvm::SetVector<Operation *> concats;
+    llvm::SmallPtrSet<Value, 8> presents;
     for (auto [layer, cached] : llvm::enumerate(layers)) {
-      concats.insert(cached.attention.getKey().getDefiningOp());
-      concats.insert(cached.attention.getValue().getDefiningOp());
+      presents.insert(cached.presents.begin(), cached.presents.end());
       FailureOr<Value> updated = rewriteToPagedAttention(
           rewriter, cached, pool, tables, slots, lens, int64_t(layer));
       if (failed(updated))
@@ -157,20 +246,37 @@ struct SitsPageKVCachePass
     llvm::BitVector dropResults(ret.getNumOperands());
     SmallVector<Value> kept;
     for (OpOperand &operand : ret->getOpOperands()) {
-      if (concats.contains(operand.get().getDefiningOp()))
+      if (presents.contains(operand.get()))
         dropResults.set(operand.getOperandNumber());
       else
         kept.push_back(operand.get());
     }
     kept.push_back(pool);
     rewriter.modifyOpInPlace(ret, [&] { ret->setOperands(kept); });
-    for (Operation *concat : llvm::reverse(concats))
-      rewriter.eraseOp(concat);
+    // What only computed the presents (concats, local pools) is dead now.
+    SmallVector<Operation *> body = llvm::map_to_vector(
+        main.getBody().front().without_terminator(),
+        [](Operation &op) { return &op; });
+    for (Operation *op : llvm::reverse(body))
+      if (isOpTriviallyDead(op))
+        rewriter.eraseOp(op);
     llvm::BitVector dropArgs(main.getNumArguments());
     for (const CachedAttention &cached : layers) {
-      dropArgs.set(cached.pastKey.getArgNumber());
-      dropArgs.set(cached.pastValue.getArgNumber());
+      for (BlockArgument past : {cached.pastKey, cached.pastValue}) {
+        if (!past.use_empty()) {
+          InFlightDiagnostic diag =
+              main.emitError("cannot page the KV cache: past argument #")
+              << past.getArgNumber() << " is still read after paging";
+          diag.attachNote(past.getUses().begin()->getOwner()->getLoc())
+              << "read here";
+          return signalPassFailure();
+        }
+      }
     }
+    for (BlockArgument arg : main.getArguments())
+      if (arg.getArgNumber() < first && wasUsed.contains(arg.getArgNumber()) &&
+          arg.use_empty())
+        dropArgs.set(arg.getArgNumber());
     if (failed(main.eraseResults(dropResults)) ||
         failed(main.eraseArguments(dropArgs))) {
       main.emitError("cannot remove the past/present K/V from @main");
@@ -185,45 +291,51 @@ struct SitsPageKVCachePass
     }
   }
 
-  /// Every layer fits the one pool, and the past K/V are read only by their
-  /// concats, which feed only their attention and the return.
-  LogicalResult checkLayers(func::FuncOp main,
-                            ArrayRef<CachedAttention> layers) {
-    auto first = cast<RankedTensorType>(layers.front().newKey.getType());
+  /// The new K/V type [B, Hkv, S, D] every layer shares (static heads and
+  /// head dim, one element type); for concat layers, the past K/V are read
+  /// only by their concats, which feed only their attention and the return.
+  FailureOr<RankedTensorType> checkLayers(func::FuncOp main,
+                                          ArrayRef<CachedAttention> layers) {
+    RankedTensorType first;
     for (auto [layer, cached] : llvm::enumerate(layers)) {
-      AttentionOp attention = cached.attention;
-      for (Value kv : {cached.newKey, cached.newValue}) {
-        auto type = cast<RankedTensorType>(kv.getType());
+      SmallVector<RankedTensorType, 2> types;
+      if (auto paged = dyn_cast<PagedAttentionOp>(cached.op)) {
+        types = {paged.getKey().getType(), paged.getValue().getType()};
+      } else {
+        auto attention = cast<AttentionOp>(cached.op);
+        for (Value joined : {attention.getKey(), attention.getValue()})
+          types.push_back(cast<RankedTensorType>(
+              joined.getDefiningOp<tensor::ConcatOp>().getInputs()[1].getType()));
+        for (BlockArgument past : {cached.pastKey, cached.pastValue}) {
+          if (!past.hasOneUse())
+            return main.emitError("cannot page the KV cache: past argument #")
+                   << past.getArgNumber()
+                   << " is read by more than the concatenation feeding layer "
+                   << layer << "'s attention";
+        }
+        for (Value joined : {attention.getKey(), attention.getValue()}) {
+          for (Operation *user : joined.getUsers())
+            if (user != attention.getOperation() && !isa<func::ReturnOp>(user))
+              return user->emitError("cannot page the KV cache: this op reads "
+                                     "the joined K/V of layer ")
+                     << layer << ", which only exists contiguously";
+        }
+      }
+      if (!first)
+        first = types.front();
+      for (RankedTensorType type : types) {
         if (type.getElementType() != first.getElementType() ||
             type.isDynamicDim(1) || type.isDynamicDim(3) ||
             type.getDimSize(1) != first.getDimSize(1) ||
             type.getDimSize(3) != first.getDimSize(3))
-          return attention.emitError("cannot page the KV cache: layer ")
+          return cached.op->emitError("cannot page the KV cache: layer ")
                  << layer << "'s new K/V " << type
                  << " does not fit a pool of static K/V heads and head dim "
                     "shared by all layers, like layer 0's "
                  << first;
       }
-      for (BlockArgument past : {cached.pastKey, cached.pastValue}) {
-        if (!past.hasOneUse())
-          return main.emitError("cannot page the KV cache: past argument #")
-                 << past.getArgNumber()
-                 << " is read by more than the concatenation feeding layer "
-                 << layer << "'s attention";
-      }
-      for (Value joined : {attention.getKey(), attention.getValue()}) {
-        for (Operation *user : joined.getUsers())
-          if (user != attention.getOperation() &&
-              !isa<func::ReturnOp>(user))
-            return user->emitError("cannot page the KV cache: this op reads "
-                                   "the joined K/V of layer ")
-                   << layer << ", which only exists contiguously";
-      }
-      if (attention->getBlock() != &main.getBody().front())
-        return attention.emitError(
-            "cannot page the KV cache: the attention is not in @main's body");
     }
-    return success();
+    return first;
   }
 };
 

@@ -32,22 +32,28 @@ fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
                                                 MatmulOp matmul);
 
-/// A causal `sits.attention` over `tensor.concat` (dim 2) of past K/V
-/// function arguments and the new tokens' K/V.
+/// One decoder layer reading its past K/V from function arguments: a causal
+/// `sits.attention` over `tensor.concat` (dim 2) of the past K/V and the new
+/// tokens' (exported decoders), or a `sits.paged_attention` over a pool of
+/// one block per sequence built from them (onnxruntime's
+/// GroupQueryAttention), whose updated pool only feeds the present outputs.
 struct CachedAttention {
-  AttentionOp attention;
+  Operation *op;
   BlockArgument pastKey, pastValue;
-  Value newKey, newValue;
+  /// What the present K/V outputs are computed from (returned values).
+  SmallVector<Value, 2> presents;
 };
 
-/// Matches `attention` as a CachedAttention. Fails, with the reason as a match
+/// Matches `op` as a CachedAttention. Fails, with the reason as a match
 /// failure, for any other form (masked, not causal, not over past arguments).
 FailureOr<CachedAttention> matchCachedAttention(RewriterBase &rewriter,
-                                                AttentionOp attention);
+                                                Operation *op);
 
-/// Replaces `cached` by layer `layer` of a `sits.paged_attention` reading and
-/// updating `pool`; returns the updated pool. The concats stay (for their
-/// other users) until the caller erases them.
+/// Makes `cached` layer `layer` of a `sits.paged_attention` reading and
+/// updating `pool` through the given tables; returns the updated pool. A
+/// local pool's sequence lengths are replaced by `contextLens` everywhere
+/// (RoPE positions computed from them included). What computed the presents
+/// stays until the caller drops it.
 FailureOr<Value> rewriteToPagedAttention(RewriterBase &rewriter,
                                          const CachedAttention &cached,
                                          Value pool, Value blockTables,

@@ -168,9 +168,13 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     paged signature of the runtime's KV allocator. Every causal
     `sits.attention` whose key and value are `tensor.concat` (dim 2) of a
     past argument and the new tokens' K/V becomes a `sits.paged_attention`
-    of the next layer; then:
+    of the next layer, and so does every `sits.paged_attention` over a pool
+    of one block per sequence built from past arguments (onnxruntime's
+    GroupQueryAttention as imported), whose own sequence lengths are
+    replaced by `context_lens` wherever they are read; then:
 
-    - the past K/V arguments and the present results are removed;
+    - the past K/V arguments and the present results are removed, and so
+      are the arguments only they needed (GroupQueryAttention's lengths);
     - four arguments are appended: `kv_pool`
       `[num_blocks, layers, 2, Hkv, block-size, D]` (the allocator's pool,
       updated in place), `block_tables [B, max_blocks]` (i32),

@@ -34,8 +34,9 @@ from .engine import StepBatch
 
 __all__ = ["PagedRunner", "PastKVRunner"]
 
-_PAGED_INPUTS = ("input_ids", "position_ids", "kv_pool", "block_tables", "slot_mapping",
-                 "context_lens")
+_PAGED_INPUTS = ("input_ids", "kv_pool", "block_tables", "slot_mapping", "context_lens")
+# Decoders whose attention places RoPE itself (GroupQueryAttention) have none.
+_OPTIONAL_INPUTS = ("position_ids",)
 
 
 class PagedRunner:
@@ -51,10 +52,11 @@ class PagedRunner:
         self.memory = memory
         entry = model.default_entry
         names = [s.name for s in entry.inputs]
-        if sorted(names) != sorted(_PAGED_INPUTS):
+        if not set(_PAGED_INPUTS) <= set(names) <= set(_PAGED_INPUTS + _OPTIONAL_INPUTS):
             raise ValueError("the model does not have the paged decoder signature "
-                             f"({', '.join(_PAGED_INPUTS)}): it takes {', '.join(names)}; "
-                             "compile it with kv_cache='paged'")
+                             f"({', '.join(_PAGED_INPUTS)}, optionally position_ids): it "
+                             f"takes {', '.join(names)}; compile it with kv_cache='paged'")
+        self.takes_positions = "position_ids" in names
         pool = memory.device
         spec = entry.inputs[names.index("kv_pool")]
         if pool.dtype != spec.numpy_dtype or tuple(pool.shape[1:]) != tuple(spec.shape[1:]):
@@ -83,9 +85,9 @@ class PagedRunner:
             used = -(-q.context_len // self.block_size)
             tables[i, :used] = np.asarray(q.block_table)[:used]
             lens[i] = q.context_len
-        outputs = self.model.run(input_ids=ids, position_ids=positions,
-                                 kv_pool=self.memory.device, block_tables=tables,
-                                 slot_mapping=slots, context_lens=lens)
+        feeds = {"position_ids": positions} if self.takes_positions else {}
+        outputs = self.model.run(input_ids=ids, kv_pool=self.memory.device, block_tables=tables,
+                                 slot_mapping=slots, context_lens=lens, **feeds)
         self.calls += 1
         return outputs[self.logits_output][:, -1]
 

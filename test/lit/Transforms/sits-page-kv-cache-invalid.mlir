@@ -52,3 +52,29 @@ func.func @main(%q: tensor<?x4x?x16xf32>, %pk: tensor<?x2x?x16xf32>, %pv: tensor
   return %o, %e : tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>
 }
 
+
+// -----
+
+// A local pool (GroupQueryAttention's) whose past is also read elsewhere.
+// expected-error @+1 {{cannot page the KV cache: past argument #3 is still read after paging}}
+func.func @main(%q: tensor<?x4x?x16xf32>, %k: tensor<?x2x?x16xf32>, %v: tensor<?x2x?x16xf32>,
+                %pk: tensor<?x2x?x16xf32>, %pv: tensor<?x2x?x16xf32>, %lens: tensor<?xi32>,
+                %tables: tensor<?x1xi32>, %slots: tensor<?x?xi64>)
+    -> (tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = tensor.dim %pk, %c0 : tensor<?x2x?x16xf32>
+  %t = tensor.dim %pk, %c2 : tensor<?x2x?x16xf32>
+  %ke = tensor.expand_shape %pk [[0, 1, 2], [3], [4], [5]] output_shape [%b, 1, 1, 2, %t, 16]
+      : tensor<?x2x?x16xf32> into tensor<?x1x1x2x?x16xf32>
+  %ve = tensor.expand_shape %pv [[0, 1, 2], [3], [4], [5]] output_shape [%b, 1, 1, 2, %t, 16]
+      : tensor<?x2x?x16xf32> into tensor<?x1x1x2x?x16xf32>
+  %pool = tensor.concat dim(2) %ke, %ve
+      : (tensor<?x1x1x2x?x16xf32>, tensor<?x1x1x2x?x16xf32>) -> tensor<?x1x2x2x?x16xf32>
+  %o, %p1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens {layer = 0}
+      : (tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x1x2x2x?x16xf32>,
+         tensor<?x1xi32>, tensor<?x?xi64>, tensor<?xi32>) -> (tensor<?x4x?x16xf32>, tensor<?x1x2x2x?x16xf32>)
+  // expected-note @+1 {{read here}}
+  %e = sits.activation <relu> %pk : tensor<?x2x?x16xf32>
+  return %o, %e : tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>
+}

@@ -40,6 +40,8 @@ UNKNOWN_DOMAIN = "sits.unknown"
 SHAPE_PRESERVING_CONTRIB = {
     ("", "SimplifiedLayerNormalization"),
     ("com.microsoft", "SimplifiedLayerNormalization"),
+    # Output 0 is the query's shape (Q/K/V given apart; packed QKV is refused).
+    ("com.microsoft", "GroupQueryAttention"),
 }
 
 

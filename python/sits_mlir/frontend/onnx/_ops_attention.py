@@ -32,7 +32,7 @@ from ...dialects import arith, linalg, math, sits, tensor
 from . import _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
-from ._ops import (_PARALLEL, cast_value, converter, f64_attr, has_input, i64_attr,
+from ._ops import (_PARALLEL, I64, cast_value, converter, f64_attr, has_input, i64_attr,
                    need_float)
 
 # -- small mixed-size helpers (int for static extents, index Value otherwise) --
@@ -500,15 +500,24 @@ def _rotary_embedding(ctx, node):
         heads = int(a["num_heads"])
         bs, s, hidden = b.mixed_shape(x)
         x4 = _expand(b, x, [[0], [1], [2, 3]], [bs, s, heads, hidden // heads])
-        bi, si, di = 0, 1, 3  # [B, S, H, D]
+        dims = (0, 1, 3)  # [B, S, H, D]
     else:
         x4 = x
-        bi, si, di = 0, 2, 3  # [B, H, S, D]
-    head = shape_of(x4)[3]
-    rot = int(a.get("rotary_embedding_dim", 0)) or head
+        dims = (0, 2, 3)  # [B, H, S, D]
+    rot = int(a.get("rotary_embedding_dim", 0)) or shape_of(x4)[3]
+    out = _rotate(b, x4, cos, sin, pos, dims, rot, bool(a.get("interleaved", 0)))
+    if three_d:
+        out = _collapse(b, out, [[0], [1], [2, 3]])
+    return [out]
+
+
+def _rotate(b, x4, cos, sin, pos, dims, rot, interleaved):
+    """`x4` (4-D, batch, sequence and head-size dims at `dims`) rotated by
+    the (cos, sin) caches `[positions, rot/2]` at each token's position:
+    `pos[b, s]` (i64), or the token's index in the sequence when None."""
+    bi, si, di = dims
     half = rot // 2
-    interleaved = bool(a.get("interleaved", 0))
-    elem = elem_of(x)
+    elem = elem_of(x4)
     index = ir.IndexType.get()
 
     def body(_args):
@@ -540,7 +549,145 @@ def _rotary_embedding(ctx, node):
         imag = arith.addf(arith.mulf(sv, xp), arith.mulf(cv, xs))  # x2 = self
         return arith.select(in_rot, arith.select(first, real, imag), xs)
 
-    out = _generic(b, [], [], b.mixed_shape(x4), elem, body)
-    if three_d:
-        out = _collapse(b, out, [[0], [1], [2, 3]])
-    return [out]
+    return _generic(b, [], [], b.mixed_shape(x4), elem, body)
+
+
+# -- com.microsoft GroupQueryAttention -------------------------------------------
+
+def _check_gqa(g, node):
+    r = need_float(g, node)
+    if r:
+        return r
+    a = attributes(node)
+    hq, hkv = a.get("num_heads", 0), a.get("kv_num_heads", 0)
+    if hq <= 0 or hkv <= 0 or hq % hkv:
+        return f"num_heads ({hq}) must be a positive multiple of kv_num_heads ({hkv})"
+    if not (has_input(node, 1) and has_input(node, 2)):
+        return "packed QKV (no key and value inputs) is not supported"
+    if has_input(node, 3) != has_input(node, 4):
+        return "past_key and past_value must be given together"
+    if not (has_input(node, 5) and has_input(node, 6)):
+        return "needs the seqlens_k and total_sequence_length inputs"
+    for k, what in ((9, "position_ids"), (10, "attention_bias"), (11, "head_sink")):
+        if has_input(node, k):
+            return f"the {what} input is not supported"
+    if len(node.output) > 3 and node.output[3]:
+        return "the output_qk output is not supported"
+    for key, off, what in (("local_window_size", -1, "a sliding window"),
+                           ("softcap", 0.0, "softcap"), ("smooth_softmax", 0, "smooth softmax"),
+                           ("qk_output", 0, "qk_output")):
+        if a.get(key, off) != off:
+            return f"{what} ({key}={a[key]}) is not supported"
+    q = g.shape(node.input[0])
+    if q is None or len(q) != 3 or not isinstance(q[2], int) or q[2] % hq:
+        return "query must be [batch, seq, num_heads * head_size] with a static hidden size"
+    head = q[2] // hq
+    if a.get("do_rotary", 0):
+        if not (has_input(node, 7) and has_input(node, 8)):
+            return "do_rotary needs the cos_cache and sin_cache inputs"
+        c = g.shape(node.input[7])
+        if c is None or len(c) != 2 or not isinstance(c[1], int) or 2 * c[1] > head:
+            return "cos_cache must be [positions, rotary_dim / 2] with rotary_dim <= head size"
+    if g.dtype(node.input[5]) != np.int32 or g.dtype(node.input[6]) != np.int32:
+        return "seqlens_k and total_sequence_length must be int32"
+    return None
+
+
+@converter("GroupQueryAttention", check=_check_gqa, domain="com.microsoft")
+def _group_query_attention(ctx, node):
+    """onnxruntime's GQA with its KV cache in BNSH (past and present not
+    sharing a buffer), as its CPU kernel computes it: sequence b holds
+    `seqlens_k[b] + 1` tokens, the new ones last (all at 0.. when
+    `total_sequence_length == S`, a first prompt); RoPE rotates Q and K at
+    those positions; present is past with the new K/V written at their
+    positions, `max(total_sequence_length, past)` long. That is
+    `sits.paged_attention` over a pool of one block per sequence built from
+    the past (`tensor.concat`s), which `sits-page-kv-cache` can then point at
+    the real KV pool."""
+    b = ctx.b
+    a = attributes(node)
+    hq, hkv = int(a["num_heads"]), int(a["kv_num_heads"])
+    q = _split_heads(b, ctx.get(node.input[0]), hq)
+    k = _split_heads(b, ctx.get(node.input[1]), hkv)
+    v = _split_heads(b, ctx.get(node.input[2]), hkv)
+    elem = elem_of(q)
+    bs, _, s, head = b.mixed_shape(q)
+    index, i32, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(32), I64()
+    seqlens = ctx.get(node.input[5])
+    total_t = ctx.get(node.input[6])
+    total = arith.index_cast(index, tensor.extract(
+        total_t, [b.index(0)] * len(shape_of(total_t))))
+    new = _idx(b, s)
+    first_prompt = arith.cmpi(arith.CmpIPredicate.eq, total, new)
+    new_i32 = arith.index_cast(i32, new)
+    one = ir.AffineMap.get_identity(1)
+
+    def length(args):  # tokens of sequence b, the new ones included
+        plus = arith.addi(args[0], arith.constant(i32, 1))
+        return arith.select(first_prompt, new_i32, plus)
+
+    lens = _generic(b, [seqlens], [one], [bs], i32, length)
+    new_i64 = arith.index_cast(i64, new)
+
+    def position(args):  # lens[b] - S + s
+        start = arith.subi(arith.extsi(i64, args[0]), new_i64)
+        return arith.addi(start, arith.index_cast(i64, linalg.IndexOp(1).result))
+
+    pos = _generic(b, [lens], [ir.AffineMap.get(2, 0, [ir.AffineDimExpr.get(0)])],
+                   [bs, s], i64, position)
+    if a.get("do_rotary", 0):
+        cos, sin = ctx.get(node.input[7]), ctx.get(node.input[8])
+        rot = 2 * shape_of(cos)[1]
+        interleaved = bool(a.get("rotary_interleaved", 0))
+        q = _rotate(b, q, cos, sin, pos, (0, 2, 3), rot, interleaved)
+        k = _rotate(b, k, cos, sin, pos, (0, 2, 3), rot, interleaved)
+
+    # One block per sequence, as long as the present: past K/V then zeros.
+    if has_input(node, 3):
+        pasts = [ctx.get(node.input[3]), ctx.get(node.input[4])]
+        past_len = b.mixed_shape(pasts[0])[2]
+    else:
+        pasts, past_len = None, 0
+    present = arith.maxui(total, _idx(b, past_len))
+    kinds = []
+    for kind in range(2):
+        if pasts is None:
+            full = b.fill(b.scalar(0.0, elem), b.empty([bs, hkv, present, head], elem))
+        else:
+            pad = arith.subi(present, _idx(b, past_len))
+            zeros = b.fill(b.scalar(0.0, elem), b.empty([bs, hkv, pad, head], elem))
+            full = tensor.concat(b.tensor_type([_static([bs])[0], hkv, None, head], elem), 2,
+                                 [pasts[kind], zeros])
+        kinds.append(_expand(b, full, [[0, 1, 2], [3], [4], [5]],
+                             [bs, 1, 1, hkv, present, head]))
+    pool_type = b.tensor_type([_static([bs])[0], 1, 2, hkv, None, head], elem)
+    pool = tensor.concat(pool_type, 2, kinds)
+    tables = _generic(b, [], [], [bs, 1], i32,
+                      lambda _: arith.index_cast(i32, linalg.IndexOp(0).result))
+    present_i64 = arith.index_cast(i64, present)
+
+    def slot(args):  # b * present + position, or -1 outside the buffer
+        p = args[0]
+        zero = arith.constant(i64, 0)
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, p, zero),
+                            arith.cmpi(arith.CmpIPredicate.slt, p, present_i64))
+        row = arith.index_cast(i64, linalg.IndexOp(0).result)
+        return arith.select(inside, arith.addi(arith.muli(row, present_i64), p),
+                            arith.constant(i64, -1))
+
+    slots = _generic(b, [pos], [ir.AffineMap.get_identity(2)], [bs, s], i64, slot)
+    kw = {}
+    if a.get("scale"):
+        kw["scale"] = f64_attr(a["scale"])
+    y, pool = sits.paged_attention(q, k, v, pool, tables, slots, lens, i64_attr(0), **kw)
+    presents = []
+    for kind in range(2):
+        sizes = [bs, 1, 1, hkv, present, head]
+        presents.append(tensor.extract_slice(
+            b.tensor_type([_static([bs])[0], hkv, None, head], elem), pool, [],
+            [x for x in sizes if not isinstance(x, int)], [],
+            [0, 0, kind, 0, 0, 0], [x if isinstance(x, int) else DYN for x in sizes],
+            [1] * 6))
+    y = b.transpose(y, [0, 2, 1, 3])
+    y = _collapse(b, y, [[0], [1], [2, 3]])
+    return [y] + presents
