@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -147,6 +148,7 @@ class EntryPoint:
         #: Inputs the code updates in place (a paged KV pool): they must be
         #: writable, C-contiguous numpy arrays of exactly the input's dtype,
         #: never a converted copy that would take the update away.
+        self._warned_unaligned: set[str] = set()
         self.updated_inputs: frozenset[str] = frozenset(
             a["name"] for a in manifest_entry.get("args", ())
             if a.get("role") == "input" and a.get("updated_in_place"))
@@ -202,6 +204,15 @@ class EntryPoint:
                        if isinstance(value, np.ndarray) else type(value).__name__),
                     subject=spec.name, index=index, expected=spec.dtype,
                     given=str(getattr(value, "dtype", type(value).__name__)))
+            if value.ctypes.data % 64 and value.nbytes >= 1 << 20 and \
+                    spec.name not in self._warned_unaligned:
+                # Correct, but the runtime stages it: a copy in and out per call.
+                self._warned_unaligned.add(spec.name)
+                warnings.warn(
+                    f"{label} is updated in place but not 64-byte aligned: the runtime "
+                    f"copies its {value.nbytes >> 20} MiB in and out on every call. "
+                    "Allocate it aligned (a KV pool's KVMemory.device is).",
+                    ResourceWarning, stacklevel=4)
             return value
         if isinstance(value, np.ndarray):
             if value.dtype.name in _BITS_OF:  # ml_dtypes: pass the bits

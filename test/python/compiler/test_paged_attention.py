@@ -97,6 +97,22 @@ def test_matches_reference_and_updates_pool_in_place(model, news, pasts):
     assert np.isfinite(out).all()                   # padding rows too
 
 
+def test_large_misaligned_pool_warns_once(model):
+    rng = np.random.default_rng(12)
+    q, k, v, _, tables, slots, lens = _batch(rng, [1], [2])
+    blocks = (2 << 20) // (LAYERS * 2 * HKV * BS * D * 4)
+    raw = np.zeros(blocks * LAYERS * 2 * HKV * BS * D + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + 1
+    pool = raw[start:start + blocks * LAYERS * 2 * HKV * BS * D].reshape(
+        blocks, LAYERS, 2, HKV, BS, D)
+    with pytest.warns(ResourceWarning, match="not 64-byte aligned"):
+        model.run(q, k, v, pool, tables, slots, lens)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.run(q, k, v, pool, tables, slots, lens)  # said once
+
+
 def test_misaligned_pool_is_staged_and_written_back(model):
     rng = np.random.default_rng(11)
     q, k, v, pool, tables, slots, lens = _batch(rng, [2, 1], [1, 6])
