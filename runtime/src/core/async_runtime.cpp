@@ -19,7 +19,8 @@
 //   ready when that many have become ready (`IsGroupError` if any was an
 //   error). `AddTokenToGroup` returns the token's rank in the group.
 // * `Execute` queues a coroutine resumption on the pool.
-// * A blocking await on a pool worker runs queued tasks while it waits.
+// * A blocking await on a pool worker runs queued tasks while it waits; on
+//   any other thread it polls for pool::kSpinBudget before it blocks.
 //
 // The symbol `mlirAsyncRuntimGetNumWorkerThreads` (sic) is the name the
 // upstream lowering calls; the correctly spelled alias is exported too.
@@ -207,6 +208,11 @@ void blockUntil(std::mutex &mu, std::condition_variable &cv, Ready ready) {
     }
     return;
   }
+  // The caller of a parallel region awaits workers that usually finish
+  // within microseconds of it: poll briefly before paying for a futex
+  // wait and the wake (see pool::kSpinBudget).
+  if (pool::spinUntil(ready))
+    return;
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, ready);
 }

@@ -24,8 +24,17 @@ struct State {
   std::mutex mu;
   std::condition_variable workCv;
   std::deque<Task> queue;
-  /// Desired number of workers; workers with an id >= target leave.
-  int target = 0;
+  /// queue.size(), written under `mu`; what spinning workers poll unlocked.
+  std::atomic<int64_t> queued{0};
+  /// Workers polling the queue without the lock, and threads waiting on
+  /// workCv; both under `mu`. submit() wakes a parked thread only when the
+  /// spinners cannot take every queued task: each spinner rechecks the
+  /// queue under `mu` before it parks, so no task is left unserved.
+  int spinning = 0;
+  int parked = 0;
+  /// Desired number of workers; workers with an id >= target leave. Written
+  /// under `mu`; read unlocked by spinners.
+  std::atomic<int> target{0};
   bool started = false;
   /// threads[id] is worker `id`.
   std::vector<std::thread> threads;
@@ -44,7 +53,7 @@ void atforkChild() {
   // The child has none of the parent's threads; abandon (leak) the old
   // state, whose mutexes may be held by threads that do not exist here.
   State *old = gState.load(std::memory_order_relaxed);
-  int target = old ? old->target : 0;
+  int target = old ? old->target.load(std::memory_order_relaxed) : 0;
   gState.store(nullptr, std::memory_order_relaxed);
   if (target > 0) {
     State *fresh = new State();
@@ -73,20 +82,54 @@ State &state() {
   return *s;
 }
 
+// Called with s.mu held and the queue non-empty.
+Task popLocked(State &s) {
+  Task t = s.queue.front();
+  s.queue.pop_front();
+  s.queued.store(int64_t(s.queue.size()), std::memory_order_relaxed);
+  return t;
+}
+
 void workerMain(State *s, int id) {
   tWorkerOf = s;
   std::unique_lock<std::mutex> lock(s->mu);
-  while (true) {
-    s->workCv.wait(lock, [&] { return id >= s->target || !s->queue.empty(); });
-    if (id >= s->target)
-      break;
-    Task t = s->queue.front();
-    s->queue.pop_front();
-    lock.unlock();
-    t.fn(t.arg);
-    s->executed.fetch_add(1, std::memory_order_relaxed);
-    lock.lock();
+  // True right after running a task: only then is it worth spinning.
+  bool busy = false;
+  while (id < s->target.load(std::memory_order_relaxed)) {
+    if (!s->queue.empty()) {
+      Task t = popLocked(*s);
+      lock.unlock();
+      t.fn(t.arg);
+      s->executed.fetch_add(1, std::memory_order_relaxed);
+      lock.lock();
+      busy = true;
+      continue;
+    }
+    if (busy) {
+      busy = false;
+      ++s->spinning;
+      lock.unlock();
+      // Spinning only right after work, so an idle pool parks (see
+      // kSpinBudget): the next region usually comes within the budget.
+      bool found = spinUntil([&] {
+        return s->queued.load(std::memory_order_relaxed) > 0 ||
+               id >= s->target.load(std::memory_order_relaxed);
+      });
+      lock.lock();
+      --s->spinning;
+      if (found)
+        continue;
+    }
+    ++s->parked;
+    s->workCv.wait(lock, [&] {
+      return id >= s->target.load(std::memory_order_relaxed) || !s->queue.empty();
+    });
+    --s->parked;
   }
+  // A submit may have skipped the wake because this worker was spinning;
+  // leaving without taking its task, pass the wake on.
+  if (!s->queue.empty())
+    s->workCv.notify_all();
 }
 
 // Called with s.mu held.
@@ -94,7 +137,8 @@ void startLocked(State &s) {
   if (s.started)
     return;
   s.started = true;
-  for (int id = int(s.threads.size()); id < s.target; ++id)
+  int target = s.target.load(std::memory_order_relaxed);
+  for (int id = int(s.threads.size()); id < target; ++id)
     s.threads.emplace_back(workerMain, &s, id);
 }
 
@@ -102,12 +146,17 @@ void startLocked(State &s) {
 
 void submit(Task task) {
   State &s = state();
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     startLocked(s);
     s.queue.push_back(task);
+    s.queued.store(int64_t(s.queue.size()), std::memory_order_relaxed);
+    // A spinner will take the task without a futex wake; see State.
+    wake = s.parked > 0 && int64_t(s.queue.size()) > s.spinning;
   }
-  s.workCv.notify_one();
+  if (wake)
+    s.workCv.notify_one();
 }
 
 bool tryRunOne() {
@@ -117,8 +166,7 @@ bool tryRunOne() {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.queue.empty())
       return false;
-    t = s.queue.front();
-    s.queue.pop_front();
+    t = popLocked(s);
   }
   t.fn(t.arg);
   s.executed.fetch_add(1, std::memory_order_relaxed);
@@ -128,8 +176,11 @@ bool tryRunOne() {
 void waitForWork(std::chrono::microseconds timeout) {
   State &s = state();
   std::unique_lock<std::mutex> lock(s.mu);
-  if (s.queue.empty())
+  if (s.queue.empty()) {
+    ++s.parked;
     s.workCv.wait_for(lock, timeout);
+    --s.parked;
+  }
 }
 
 bool onWorkerThread() { return tWorkerOf != nullptr; }
@@ -137,7 +188,7 @@ bool onWorkerThread() { return tWorkerOf != nullptr; }
 int size() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.target;
+  return s.target.load(std::memory_order_relaxed);
 }
 
 int64_t tasksExecuted() {
@@ -161,7 +212,7 @@ Status resize(int n) {
   std::vector<std::thread> leaving;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    s.target = n;
+    s.target.store(n, std::memory_order_relaxed);
     if (!s.started)
       return Status::OK();
     while (int(s.threads.size()) > n) {

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <set>
 #include <thread>
+#include <time.h>
 
 extern "C" {
 void *mlirAsyncRuntimeCreateToken();
@@ -321,6 +322,67 @@ TEST_F(AsyncRuntime, ResizingWhileTasksRun) {
   for (Task &t : tasks)
     mlirAsyncRuntimeDropRef(t.token, 1);
   mlirAsyncRuntimeDropRef(g, 1);
+}
+
+// Idle workers spin for a bounded time after work, then park: submits that
+// come while they spin, just after they parked, or long after must all run
+// (a lost wake-up hangs here), from the caller and from tasks.
+void submitNext(void *p) {
+  auto *t = static_cast<Task *>(p);
+  t->sum->fetch_add(1);
+  mlirAsyncRuntimeExecute(t + 1, runTask); // to a peer that may be spinning
+  mlirAsyncRuntimeEmplaceToken(t->token);
+}
+
+TEST_F(AsyncRuntime, WorkAfterIdleGapsOfAnyLengthRuns) {
+  for (int threads : {1, 2, 3}) {
+    SITS_ASSERT_OK(setNumThreads(threads));
+    std::atomic<int> sum{0};
+    for (int i = 0; i < 120; ++i) {
+      // 0 to 300 us idle: inside and past the workers' spin budget.
+      std::this_thread::sleep_for(std::chrono::microseconds(i % 7 * 50));
+      Task pair[2] = {{mlirAsyncRuntimeCreateToken(), &sum, 1, {}},
+                      {mlirAsyncRuntimeCreateToken(), &sum, 1, {}}};
+      void *g = mlirAsyncRuntimeCreateGroup(2);
+      mlirAsyncRuntimeAddTokenToGroup(pair[0].token, g);
+      mlirAsyncRuntimeAddTokenToGroup(pair[1].token, g);
+      mlirAsyncRuntimeExecute(&pair[0], submitNext);
+      mlirAsyncRuntimeAwaitAllInGroup(g);
+      for (Task &t : pair)
+        mlirAsyncRuntimeDropRef(t.token, 1);
+      mlirAsyncRuntimeDropRef(g, 1);
+    }
+    EXPECT_EQ(sum.load(), 2 * 120);
+  }
+}
+
+double processCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+TEST_F(AsyncRuntime, IdleWorkersStopSpinning) {
+  SITS_ASSERT_OK(setNumThreads(4));
+  const int n = 64;
+  std::vector<Task> tasks(n);
+  std::atomic<int> sum{0};
+  void *g = mlirAsyncRuntimeCreateGroup(n);
+  for (int i = 0; i < n; ++i) {
+    tasks[i] = {mlirAsyncRuntimeCreateToken(), &sum, 1, {}};
+    mlirAsyncRuntimeAddTokenToGroup(tasks[i].token, g);
+    mlirAsyncRuntimeExecute(&tasks[i], runTask);
+  }
+  mlirAsyncRuntimeAwaitAllInGroup(g);
+  for (Task &t : tasks)
+    mlirAsyncRuntimeDropRef(t.token, 1);
+  mlirAsyncRuntimeDropRef(g, 1);
+  // Well past the spin budget every worker is parked: four spinning
+  // workers would burn about 4 x 300 ms of CPU in the window below.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  double before = processCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LT(processCpuSeconds() - before, 0.1);
 }
 
 void tryResize(void *p) {
