@@ -51,7 +51,7 @@ void waitForWork(std::chrono::microseconds timeout);
 /// between; blocking after each costs a futex wait and a wake (perf: ~1/4
 /// of a small decode step in the kernel). The bound keeps an idle process
 /// from burning cores: past it, threads block until woken.
-inline constexpr std::chrono::microseconds kSpinBudget{100};
+inline constexpr std::chrono::microseconds kSpinBudget{200};
 
 /// Polls `done()` for at most `budget`: first with the CPU's pause hint,
 /// then yielding each time, so that a poller gives its core to the thread
