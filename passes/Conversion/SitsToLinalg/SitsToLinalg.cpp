@@ -1704,9 +1704,11 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
 /// `[B, Hkv, M * block_size, D]` with `M` the block tables' width. Position
 /// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
 /// the pool's range read block 0 (their positions are masked or unused).
+/// Whole blocks are copied (`[Hkv, block_size, D]`, contiguous in the pool)
+/// by an `scf.for` of slice inserts: element-wise reads through the table
+/// would vectorize to gathers.
 Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
                     int64_t layer, int64_t kind) {
-  MLIRContext *ctx = b.getContext();
   auto poolType = cast<RankedTensorType>(pool.getType());
   OpFoldResult batch = dimOf(b, loc, tables, 0),
                width = dimOf(b, loc, tables, 1),
@@ -1714,29 +1716,47 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
                blockSize = dimOf(b, loc, pool, 4),
                headDim = dimOf(b, loc, pool, 5);
   Value numBlocks = indexValue(b, loc, dimOf(b, loc, pool, 0));
-  // Loops (b, h, m, o, c); the block number is an input indexed by (b, m).
-  auto d = [&](unsigned pos) { return getAffineDimExpr(pos, ctx); };
-  Value gathered = buildElementwise(
-      b, loc, {tables}, {AffineMap::get(5, 0, {d(0), d(2)}, ctx)},
-      {batch, heads, width, blockSize, headDim}, poolType.getElementType(),
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value block =
-            arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[0]);
-        Value zero = arith::ConstantIndexOp::create(nb, l, 0);
-        // Unsigned compare: a negative block number is huge.
-        Value inRange = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
-                                              block, numBlocks);
-        block = arith::SelectOp::create(nb, l, inRange, block, zero);
-        Value layerIndex = arith::ConstantIndexOp::create(nb, l, layer);
-        Value kindIndex = arith::ConstantIndexOp::create(nb, l, kind);
-        return tensor::ExtractOp::create(
-            nb, l, pool,
-            ValueRange{block, layerIndex, kindIndex,
-                       linalg::IndexOp::create(nb, l, 1),
-                       linalg::IndexOp::create(nb, l, 3),
-                       linalg::IndexOp::create(nb, l, 4)});
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value init = emptyTensor(b, loc, {batch, heads, width, blockSize, headDim},
+                           poolType.getElementType());
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  auto outer = scf::ForOp::create(
+      b, loc, c0, indexValue(b, loc, batch), c1, ValueRange{init},
+      [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
+        auto inner = scf::ForOp::create(
+            ob, l, c0, indexValue(ob, l, width), c1, outerArgs,
+            [&](OpBuilder &ib, Location il, Value mi, ValueRange innerArgs) {
+              Value entry = tensor::ExtractOp::create(ib, il, tables,
+                                                      ValueRange{bi, mi});
+              Value block = arith::IndexCastOp::create(
+                  ib, il, ib.getIndexType(), entry);
+              // Unsigned compare: a negative block number is huge.
+              Value inRange = arith::CmpIOp::create(
+                  ib, il, arith::CmpIPredicate::ult, block, numBlocks);
+              block = arith::SelectOp::create(ib, il, inRange, block, c0);
+              SmallVector<OpFoldResult> from = {
+                  block, ib.getIndexAttr(layer), ib.getIndexAttr(kind),
+                  zero,  zero,                   zero};
+              SmallVector<OpFoldResult> sizes = {one,   one,       one,
+                                                 heads, blockSize, headDim};
+              auto chunkType =
+                  tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+                      3, poolType, sizes);
+              Value chunk = tensor::ExtractSliceOp::create(
+                  ib, il, chunkType, pool, from, sizes,
+                  SmallVector<OpFoldResult>(6, one));
+              Value updated = tensor::InsertSliceOp::create(
+                  ib, il, chunk, innerArgs[0],
+                  SmallVector<OpFoldResult>{bi, zero, mi, zero, zero},
+                  SmallVector<OpFoldResult>{one, heads, one, blockSize,
+                                            headDim},
+                  SmallVector<OpFoldResult>(5, one));
+              scf::YieldOp::create(ib, il, updated);
+            });
+        scf::YieldOp::create(ob, l, inner.getResult(0));
       });
-  return collapse(b, loc, gathered, {{0}, {1}, {2, 3}, {4}});
+  return collapse(b, loc, outer.getResult(0), {{0}, {1}, {2, 3}, {4}});
 }
 
 } // namespace
