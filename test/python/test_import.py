@@ -40,7 +40,7 @@ def test_generated_op_classes():
              if isinstance(cls, type) and hasattr(cls, "OPERATION_NAME")}
     assert names == {
         "sits.matmul", "sits.conv", "sits.qconv", "sits.qmatmul", "sits.attention",
-        "sits.layer_norm", "sits.rms_norm", "sits.softmax", "sits.activation",
-        "sits.quantize", "sits.dequantize",
+        "sits.paged_attention", "sits.layer_norm", "sits.rms_norm", "sits.softmax",
+        "sits.activation", "sits.quantize", "sits.dequantize",
     }
     assert str(sits.ActivationKind.GeluTanh) == "gelu_tanh"

@@ -575,6 +575,37 @@ class _Interpreter:
             return p.reshape(sh)
         return expand(scale), expand(zp)
 
+    def op_sits_paged_attention(self, op, ins, env):
+        q, k, v, pool, tables, slots, lens = ins
+        layer = _int(op.attributes["layer"])
+        pool = pool.copy()
+        blocks, block = pool.shape[0], pool.shape[4]
+        batch, hq, width, d = q.shape
+        for b in range(batch):
+            for s in range(width):
+                slot = int(slots[b, s])
+                if 0 <= slot < blocks * block:
+                    pool[slot // block, layer, 0, :, slot % block] = k[b, :, s]
+                    pool[slot // block, layer, 1, :, slot % block] = v[b, :, s]
+        scale = _float(op.attributes["scale"]) if "scale" in op.attributes else 1.0 / np.sqrt(d)
+        group = hq // k.shape[1]
+        out = np.empty(q.shape, q.dtype)
+        for b in range(batch):
+            positions = np.arange(tables.shape[1] * block)
+            ids = tables[b, positions // block].astype(np.int64)
+            ids = np.where((ids >= 0) & (ids < blocks), ids, 0)
+            keys = pool[ids, layer, 0, :, positions % block].astype(np.float32)  # [T, Hkv, D]
+            values = pool[ids, layer, 1, :, positions % block].astype(np.float32)
+            for s in range(width):
+                last = int(lens[b]) - width + s
+                for h in range(hq):
+                    scores = keys[:, h // group] @ q[b, h, s].astype(np.float32) * scale
+                    # Hidden keys get the lowest finite score (all hidden: the mean of V).
+                    scores = np.where(positions <= last, scores, np.finfo(np.float32).min)
+                    w = np.exp(scores - scores.max())
+                    out[b, h, s] = (w / w.sum()) @ values[:, h // group]
+        return [out, pool]
+
     def op_sits_dequantize(self, op, ins, env):
         q = ins[0]
         scale, zp = self._quant_scale(op, ins, q.shape)

@@ -130,6 +130,21 @@ def test_misaligned_pool_is_staged_and_written_back(model):
     np.testing.assert_allclose(out[real], ref_out[real], rtol=1e-5, atol=1e-5)
 
 
+def test_reference_interpreter_agrees():
+    """sits_mlir.testing.reference's paged attention (the frontend tests'
+    oracle) against this file's reference."""
+    from sits_mlir.testing.reference import evaluate
+
+    rng = np.random.default_rng(5)
+    q, k, v, pool, tables, slots, lens = _batch(rng, [3, 1], [1, 5])
+    ref_out, ref_pool = _reference(q, k, v, pool, tables, slots, lens)
+    with ir.Context():
+        out, new_pool = evaluate(ir.Module.parse(_IR), [q, k, v, pool, tables, slots, lens])
+    np.testing.assert_array_equal(new_pool, ref_pool)
+    real = ~np.isnan(ref_out)
+    np.testing.assert_allclose(out[real], ref_out[real], rtol=1e-5, atol=1e-5)
+
+
 def test_out_of_range_slots_and_blocks_are_not_followed(model):
     rng = np.random.default_rng(7)
     q, k, v, pool, tables, slots, lens = _batch(rng, [1, 1], [3, 5])
