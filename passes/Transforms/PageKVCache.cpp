@@ -114,6 +114,26 @@ mlir::sits::matchCachedAttention(RewriterBase &rewriter, Operation *op) {
   return rewriter.notifyMatchFailure(op, "not an attention");
 }
 
+/// Layer `layer` of the paged pool computing `from`'s attention (its result
+/// type and discardable attributes kept), at `from`.
+static PagedAttentionOp createLayer(RewriterBase &rewriter, Operation *from,
+                                    Value query, Value key, Value value,
+                                    FloatAttr scale, Value pool,
+                                    Value blockTables, Value slotMapping,
+                                    Value contextLens, int64_t layer) {
+  rewriter.setInsertionPoint(from);
+  auto paged = PagedAttentionOp::create(
+      rewriter, from->getLoc(),
+      TypeRange{from->getResult(0).getType(), pool.getType()},
+      ValueRange{query, key, value, pool, blockTables, slotMapping,
+                 contextLens},
+      llvm::to_vector(from->getDiscardableAttrs()));
+  paged.setLayer(static_cast<uint64_t>(layer));
+  if (scale)
+    paged.setScaleAttr(scale);
+  return paged;
+}
+
 FailureOr<Value> mlir::sits::rewriteToPagedAttention(
     RewriterBase &rewriter, const CachedAttention &cached, Value pool,
     Value blockTables, Value slotMapping, Value contextLens, int64_t layer) {
@@ -127,15 +147,10 @@ FailureOr<Value> mlir::sits::rewriteToPagedAttention(
       lens = tensor::CastOp::create(rewriter, paged.getLoc(), local.getType(),
                                     lens);
     rewriter.replaceAllUsesWith(local, lens);
-    auto global = PagedAttentionOp::create(
-        rewriter, paged.getLoc(),
-        TypeRange{paged.getResult().getType(), pool.getType()},
-        ValueRange{paged.getQuery(), paged.getKey(), paged.getValue(), pool,
-                   blockTables, slotMapping, contextLens},
-        llvm::to_vector(paged->getDiscardableAttrs()));
-    global.setLayer(static_cast<uint64_t>(layer));
-    if (FloatAttr scale = paged.getScaleAttr())
-      global.setScaleAttr(scale);
+    PagedAttentionOp global = createLayer(
+        rewriter, paged, paged.getQuery(), paged.getKey(), paged.getValue(),
+        paged.getScaleAttr(), pool, blockTables, slotMapping, contextLens,
+        layer);
     rewriter.replaceAllUsesWith(paged.getResult(), global.getResult());
     // The local op now only feeds the present outputs, which the caller
     // drops: it dies with them.
@@ -144,17 +159,10 @@ FailureOr<Value> mlir::sits::rewriteToPagedAttention(
   auto attention = cast<AttentionOp>(cached.op);
   auto key = attention.getKey().getDefiningOp<tensor::ConcatOp>();
   auto value = attention.getValue().getDefiningOp<tensor::ConcatOp>();
-  rewriter.setInsertionPoint(attention);
-  auto paged = PagedAttentionOp::create(
-      rewriter, attention.getLoc(),
-      TypeRange{attention.getType(), pool.getType()},
-      ValueRange{attention.getQuery(), key.getInputs()[1],
-                 value.getInputs()[1], pool, blockTables, slotMapping,
-                 contextLens},
-      llvm::to_vector(attention->getDiscardableAttrs()));
-  paged.setLayer(static_cast<uint64_t>(layer));
-  if (FloatAttr scale = attention.getScaleAttr())
-    paged.setScaleAttr(scale);
+  PagedAttentionOp paged = createLayer(
+      rewriter, attention, attention.getQuery(), key.getInputs()[1],
+      value.getInputs()[1], attention.getScaleAttr(), pool, blockTables,
+      slotMapping, contextLens, layer);
   rewriter.replaceOp(attention, paged.getResult());
   return paged.getUpdatedPool();
 }

@@ -540,6 +540,26 @@ LogicalResult QMatmulOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
+/// Attention's softmax scale: `scale` when set, else 1/sqrt(head dim), or
+/// std::nullopt when that is dynamic.
+static std::optional<double> scaleOrDefault(std::optional<APFloat> scale,
+                                            RankedTensorType query) {
+  if (scale)
+    return scale->convertToDouble();
+  int64_t headDim = query.getDimSize(3);
+  if (ShapedType::isDynamic(headDim) || headDim <= 0)
+    return std::nullopt;
+  return 1.0 / std::sqrt(double(headDim));
+}
+
+/// An explicit attention scale must be finite and positive.
+static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
+  if (scale && (!scale->isFinite() || scale->isNegative() || scale->isZero()))
+    return op->emitOpError("scale must be finite and positive, got ")
+           << scale->convertToDouble();
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -604,10 +624,8 @@ LogicalResult AttentionOp::verify() {
       !ShapedType::isDynamic(kvLen) && qs[2] > kvLen)
     return emitOpError("causal attention needs at least as many keys (")
            << kvLen << ") as queries (" << qs[2] << ")";
-  if (std::optional<APFloat> scale = getScale();
-      scale && (!scale->isFinite() || scale->isNegative() || scale->isZero()))
-    return emitOpError("scale must be finite and positive, got ")
-           << scale->convertToDouble();
+  if (failed(verifyScale(*this, getScale())))
+    return failure();
   if (Value mask = getMask()) {
     auto m = cast<RankedTensorType>(mask.getType());
     Type et = m.getElementType();
@@ -627,12 +645,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 std::optional<double> AttentionOp::getScaleOrDefault() {
-  if (std::optional<APFloat> scale = getScale())
-    return scale->convertToDouble();
-  int64_t headDim = getQuery().getType().getDimSize(3);
-  if (ShapedType::isDynamic(headDim) || headDim <= 0)
-    return std::nullopt;
-  return 1.0 / std::sqrt(double(headDim));
+  return scaleOrDefault(getScale(), getQuery().getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -726,20 +739,13 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError("query heads (")
            << qs[1] << ") must be a multiple of key/value heads (" << kvHeads
            << ")";
-  if (std::optional<APFloat> scale = getScale();
-      scale && (!scale->isFinite() || scale->isNegative() || scale->isZero()))
-    return emitOpError("scale must be finite and positive, got ")
-           << scale->convertToDouble();
+  if (failed(verifyScale(*this, getScale())))
+    return failure();
   return success();
 }
 
 std::optional<double> PagedAttentionOp::getScaleOrDefault() {
-  if (std::optional<APFloat> scale = getScale())
-    return scale->convertToDouble();
-  int64_t headDim = getQuery().getType().getDimSize(3);
-  if (ShapedType::isDynamic(headDim) || headDim <= 0)
-    return std::nullopt;
-  return 1.0 / std::sqrt(double(headDim));
+  return scaleOrDefault(getScale(), getQuery().getType());
 }
 
 //===----------------------------------------------------------------------===//
