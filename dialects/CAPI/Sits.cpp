@@ -58,6 +58,8 @@ SitsTargetInfo sitsGetKnownTarget(intptr_t pos) {
   info.numAliases = t.aliases.size();
   info.computeUnits = t.computeUnits;
   info.simdWidth = t.simdWidth;
+  info.vectorRegisters = t.vectorRegisters;
+  info.isaLevel = wrapRef(t.isaLevel);
   info.memoryGB = t.memoryGB;
   info.memoryBandwidthGBs = t.memoryBandwidthGBs;
   info.lastLevelCacheMB = t.lastLevelCacheMB;

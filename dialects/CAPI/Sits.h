@@ -38,6 +38,8 @@ typedef struct SitsTargetInfo {
   intptr_t numAliases;
   int64_t computeUnits;
   int64_t simdWidth;
+  int64_t vectorRegisters;
+  MlirStringRef isaLevel;
   double memoryGB;
   double memoryBandwidthGBs;
   double lastLevelCacheMB;

@@ -36,11 +36,22 @@ struct TargetInfo {
   llvm::StringRef triple;
   llvm::StringRef chip;
   llvm::StringRef features;
-  /// SMs (NVIDIA), CUs (AMD) or cores (CPU).
+  /// SMs (NVIDIA), CUs (AMD) or cores (CPU). 0 for the named CPU
+  /// instruction-set targets, which describe no particular machine: code for
+  /// them is tiled for the cores of the machine that compiles it (see
+  /// getComputeUnits).
   int64_t computeUnits;
   /// Threads that execute in lockstep: warp (32) or wavefront (64); SIMD
   /// float32 lanes on a CPU.
   int64_t simdWidth;
+  /// Architectural SIMD registers a CPU core has (16 with AVX2, 32 with
+  /// AVX-512 or NEON): what bounds a register block of accumulators. 0 on
+  /// GPUs.
+  int64_t vectorRegisters;
+  /// CPU targets: the named instruction-set level this entry's code runs on
+  /// ("x86-64-v3"); the host entry names the highest level its features
+  /// include. Empty on GPUs.
+  llvm::StringRef isaLevel;
   double memoryGB;
   /// 0 when unknown (the host CPU's bandwidth is measured, not listed).
   double memoryBandwidthGBs;
@@ -62,9 +73,17 @@ struct TargetInfo {
   int64_t minPtxVersion;
 };
 
-/// All known targets, in a fixed order; the host CPU entry is detected on
-/// first use.
+/// All known targets, in a fixed order: GPUs, the named CPU instruction-set
+/// targets, then the host CPU (`cpu`), detected on first use.
 llvm::ArrayRef<TargetInfo> getKnownTargets();
+
+/// The target's compute units, or this machine's core count for a target
+/// that lists none (the named CPU instruction-set targets).
+int64_t getComputeUnits(const TargetInfo &info);
+
+/// The target's memory in GB, or this machine's for a target that lists
+/// none.
+double getMemoryGB(const TargetInfo &info);
 
 /// Looks a target up by canonical name or alias (case-insensitive). Returns
 /// null when unknown.

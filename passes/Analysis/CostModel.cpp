@@ -235,18 +235,20 @@ CostModel::CostModel(const target::TargetInfo &info, double peakGflopsOverride,
     : info(info) {
   peakFp32 = info.peakFp32Tflops * 1e12;
   bandwidth = info.memoryBandwidthGBs * 1e9;
-  // The host entry leaves peak and bandwidth unknown (they are measured,
-  // not listed). Nominal figures from what the table does know keep the
-  // estimates' ratios meaningful: one FMA (2 FLOPs) per SIMD lane per cycle
-  // on two pipes at 2.5 GHz per core, and 10 GB/s of DRAM bandwidth per
+  // The host and the named CPU instruction-set entries leave peak and
+  // bandwidth unknown (they are measured, not listed). Nominal figures from
+  // what the table does know keep the estimates' ratios meaningful: one FMA
+  // (2 FLOPs) per SIMD lane per cycle on two pipes at 2.5 GHz per core (the
+  // compiling machine's cores for a named level), and 10 GB/s of DRAM
+  // bandwidth per
   // core. They are marked nominal wherever they are shown.
   if (peakFp32 <= 0) {
-    peakFp32 = double(std::max<int64_t>(info.computeUnits, 1)) *
+    peakFp32 = double(target::getComputeUnits(info)) *
                double(std::max<int64_t>(info.simdWidth, 1)) * 2 * 2 * 2.5e9;
     nominal = true;
   }
   if (bandwidth <= 0) {
-    bandwidth = double(std::max<int64_t>(info.computeUnits, 1)) * 10e9;
+    bandwidth = double(target::getComputeUnits(info)) * 10e9;
     nominal = true;
   }
   if (peakGflopsOverride > 0)
@@ -279,7 +281,7 @@ double CostModel::getPeakFlops(Type elementType) const {
 }
 
 int64_t CostModel::getMemoryBytes() const {
-  return int64_t(info.memoryGB * 1e9);
+  return int64_t(target::getMemoryGB(info) * 1e9);
 }
 
 Estimate CostModel::estimate(double flops, int64_t bytes,

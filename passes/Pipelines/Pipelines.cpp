@@ -29,8 +29,28 @@ static void addCleanup(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+/// Names the module's target when the pipeline was given one: the passes
+/// read it from `sits.target`, so the pipeline string alone says what the
+/// code is for.
+static void addSetTarget(OpPassManager &pm, StringRef target) {
+  if (target.empty())
+    return;
+  SitsSetTargetOptions set;
+  set.target = target.str();
+  pm.addPass(createSitsSetTarget(set));
+}
+
+static void addCpuCodegenPasses(OpPassManager &pm,
+                                const CpuCodegenPipelineOptions &options);
+
 void mlir::sits::buildCpuCodegenPassPipeline(
     OpPassManager &pm, const CpuCodegenPipelineOptions &options) {
+  addSetTarget(pm, options.target);
+  addCpuCodegenPasses(pm, options);
+}
+
+static void addCpuCodegenPasses(OpPassManager &pm,
+                                const CpuCodegenPipelineOptions &options) {
   // Elementwise arith/math on tensors become linalg.generic, and chains of
   // them fuse into one generic each, before tiling decides fusion groups:
   // tiling fuses producers into consumers but not siblings into one loop.
@@ -130,6 +150,9 @@ void mlir::sits::buildCpuCodegenPassPipeline(
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(cpu::createSitsCpuPackEntryPoints());
+  // Upstream names string constants from a process-wide counter; the code
+  // must depend on the model only.
+  pm.addPass(cpu::createSitsCpuNumberStrings());
   addCleanup(pm);
 }
 
@@ -168,13 +191,14 @@ void mlir::sits::buildSitsGraphPassPipeline(
 
 void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
                                       const CpuPipelineOptions &options) {
+  addSetTarget(pm, options.target);
   buildSitsGraphPassPipeline(pm, options);
   // The CPU kernels stream the rhs along its rows; constant weights used
   // transposed are stored transposed once, at compile time.
   pm.addPass(createSitsFoldWeightTransposes());
   pm.addPass(createSitsConvertToLinalg());
   addCleanup(pm);
-  buildCpuCodegenPassPipeline(pm, options);
+  addCpuCodegenPasses(pm, options);
 }
 
 void mlir::sits::buildGpuCodegenPassPipeline(
@@ -343,11 +367,16 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   }
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(cpu::createSitsCpuPackEntryPoints());
+  // Upstream names string constants from a process-wide counter; the code
+  // must depend on the model only.
+  pm.addPass(cpu::createSitsCpuNumberStrings());
   addCleanup(pm);
 }
 
 void mlir::sits::buildGpuPassPipeline(OpPassManager &pm,
                                       const GpuPipelineOptions &options) {
+  // The graph passes cost the model for the GPU the codegen targets.
+  addSetTarget(pm, options.target);
   buildSitsGraphPassPipeline(pm, options);
   // Weights used transposed are stored transposed once, as for the CPU: a
   // block's tile of B is then rows of consecutive columns.
@@ -365,7 +394,7 @@ void mlir::sits::registerSitsPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
       "sits-cpu-pipeline",
       "A SITS model to the LLVM dialect for a CPU: what sits_mlir.compile "
-      "runs for target='cpu'",
+      "runs for CPU targets ('cpu', 'x86-64-v3', ...)",
       buildCpuPassPipeline);
   PassPipelineRegistration<CpuCodegenPipelineOptions>(
       "sits-cpu-codegen",

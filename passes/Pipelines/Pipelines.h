@@ -16,6 +16,12 @@ namespace mlir::sits {
 
 struct CpuCodegenPipelineOptions
     : public PassPipelineOptions<CpuCodegenPipelineOptions> {
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("Known CPU target to compile for (x86-64-v3, x86-64-v4, "
+                     "aarch64, cpu, ...), set as the module's sits.target "
+                     "(default: the module's sits.target, else the host)"),
+      llvm::cl::init("")};
   Option<int64_t> numThreads{
       *this, "num-threads",
       llvm::cl::desc("Threads to tile for (0: the target's core count; 1: "
@@ -35,8 +41,8 @@ struct CpuCodegenPipelineOptions
 };
 
 /// Options of the graph-level passes. The hardware facts they need come from
-/// the module's `sits.target` (the driver sets it), so there is no `target`
-/// option here to clash with the GPU codegen's.
+/// the module's `sits.target` (the whole-model pipelines set it from their
+/// `target`), so there is no `target` option here to clash with codegen's.
 struct SitsGraphPipelineOptions
     : public PassPipelineOptions<SitsGraphPipelineOptions> {
   Option<bool> prune{
@@ -90,10 +96,11 @@ struct SitsGraphPipelineOptions
       llvm::cl::init(0.0)};
 };
 
-/// linalg on tensors -> LLVM dialect for the CPU named by the module's
-/// `sits.target` (the host by default). Public functions become entry points
-/// `void sits_entry_<name>(void **args)` taking memref descriptors of the
-/// inputs followed by the outputs, which are written in place.
+/// linalg on tensors -> LLVM dialect for the CPU `options.target`, else the
+/// one the module's `sits.target` names (the host by default). Public
+/// functions become entry points `void sits_entry_<name>(void **args)`
+/// taking memref descriptors of the inputs followed by the outputs, which
+/// are written in place.
 void buildCpuCodegenPassPipeline(OpPassManager &pm,
                                  const CpuCodegenPipelineOptions &options);
 

@@ -417,4 +417,26 @@ def SitsPrintTarget : Pass<"sits-print-target", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsSetTarget : Pass<"sits-set-target", "::mlir::ModuleOp"> {
+  let summary = "Name the target the module compiles for";
+  let description = [{
+    Sets the module's `sits.target` to `target` (a known target name or
+    alias, stored as its canonical name), replacing any there. Every
+    target-dependent pass reads that attribute, so a pipeline that starts
+    with this pass compiles for the same target wherever it runs, e.g.
+    `sits-cpu-pipeline{target=x86-64-v3}` on any host. An unknown name is an
+    error listing the known ones.
+
+    ```mlir
+    // sits-opt --sits-set-target=target=avx2
+    module attributes {sits.target = #sits.target<"x86-64-v3">} { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::sits::SitsDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "A known target name or alias">,
+  ];
+}
+
 #endif // SITS_PASSES_TRANSFORMS_PASSES_TD

@@ -20,7 +20,6 @@
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSREORDER
-#define GEN_PASS_DEF_SITSPRINTTARGET
 #include "passes/Transforms/Passes.h.inc"
 } // namespace mlir::sits
 
@@ -371,62 +370,6 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
          << " arena=" << plan.arenaBytes << " limit=" << limit
          << " weights=" << weightBytes << "\n"
          << "end\n";
-  }
-};
-
-void printTarget(raw_ostream &os, const target::TargetInfo &t) {
-  os << "target: " << t.name << "\n"
-     << "  aliases: ";
-  llvm::interleaveComma(t.aliases, os);
-  os << "\n  vendor: " << target::stringifyVendor(t.vendor) << "\n"
-     << "  architecture: " << t.architecture << "\n"
-     << "  triple: " << t.triple << "\n"
-     << "  chip: " << t.chip << "\n"
-     << "  compute_units: " << t.computeUnits << "\n"
-     << "  simd_width: " << t.simdWidth << "\n"
-     << "  memory_gb: " << formatNumber(t.memoryGB) << "\n"
-     << "  memory_bandwidth_gbs: " << formatNumber(t.memoryBandwidthGBs) << "\n"
-     << "  last_level_cache_mb: " << formatNumber(t.lastLevelCacheMB) << "\n"
-     << "  shared_memory_per_unit_kb: "
-     << formatNumber(t.sharedMemoryPerUnitKB) << "\n"
-     << "  peak_fp32_tflops: " << formatNumber(t.peakFp32Tflops) << "\n"
-     << "  peak_fp16_tflops: " << formatNumber(t.peakFp16Tflops) << "\n"
-     << "  peak_bf16_tflops: " << formatNumber(t.peakBf16Tflops) << "\n"
-     << "  peak_fp8_tflops: " << formatNumber(t.peakFp8Tflops) << "\n"
-     << "  peak_int8_tops: " << formatNumber(t.peakInt8Tops) << "\n"
-     << "  fp8_e4m3: " << ((t.fp8Formats & target::kFp8E4M3) ? "yes" : "no")
-     << "\n"
-     << "  fp8_e5m2: " << ((t.fp8Formats & target::kFp8E5M2) ? "yes" : "no")
-     << "\n";
-}
-
-struct SitsPrintTargetPass
-    : public mlir::sits::impl::SitsPrintTargetBase<SitsPrintTargetPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (target == "all") {
-      for (const target::TargetInfo &t : target::getKnownTargets())
-        printTarget(llvm::outs(), t);
-      return markAllAnalysesPreserved();
-    }
-    const target::TargetInfo *info = nullptr;
-    if (!target.empty())
-      info = target::lookupTarget(target);
-    else if (auto attr = module->getAttrOfType<TargetAttr>(
-                 SitsDialect::getTargetAttrName()))
-      info = attr.getInfo();
-    else
-      info = target::lookupTarget("cpu");
-    if (!info) {
-      module.emitError() << "unknown target '" << target
-                         << "'; known targets: "
-                         << target::getKnownTargetNames();
-      return signalPassFailure();
-    }
-    printTarget(llvm::outs(), *info);
-    markAllAnalysesPreserved();
   }
 };
 

@@ -58,6 +58,8 @@ nb::dict targetInfoDict(intptr_t pos) {
   d["features"] = toStr(t.features);
   d["compute_units"] = t.computeUnits;
   d["simd_width"] = t.simdWidth;
+  d["vector_registers"] = t.vectorRegisters;
+  d["isa_level"] = toStr(t.isaLevel);
   d["memory_gb"] = t.memoryGB;
   d["memory_bandwidth_gbs"] = t.memoryBandwidthGBs;
   d["last_level_cache_mb"] = t.lastLevelCacheMB;

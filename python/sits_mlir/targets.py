@@ -2,6 +2,16 @@
 
 The table itself lives in C++ (dialects/Target/KnownTargets.cpp), where the
 compiler's passes read it; this module is a typed view of the same entries.
+
+CPU targets come in two kinds. The named instruction-set targets
+(``x86-64``, ``x86-64-v2``, ``x86-64-v3`` for AVX2 + FMA, ``x86-64-v4`` for
+AVX-512, ``aarch64`` for NEON) produce code that runs on every CPU of that
+level, whatever machine compiles it. ``cpu`` (alias ``host``, ``native``) is
+the machine compiling, with its exact features; its ``isa_level`` names the
+highest named level it includes::
+
+    >>> sits_mlir.targets.lookup("cpu").isa_level
+    'x86-64-v3'
 """
 
 from __future__ import annotations
@@ -36,8 +46,16 @@ class Target:
     triple: str
     chip: str
     features: str
+    #: SMs, CUs or cores; 0 for the named CPU instruction-set targets, whose
+    #: code is tiled for the compiling machine's cores.
     compute_units: int
+    #: Warp / wavefront width on GPUs; float32 SIMD lanes on CPUs.
     simd_width: int
+    #: Architectural SIMD registers of a CPU core (0 on GPUs).
+    vector_registers: int
+    #: CPU targets: the named instruction-set level the code runs on (for
+    #: ``cpu``, the highest one the host's features include); "" on GPUs.
+    isa_level: str
     memory_gb: float
     memory_bandwidth_gbs: float
     last_level_cache_mb: float
@@ -60,7 +78,8 @@ class Target:
 
 
 def known_targets() -> list[Target]:
-    """Every known target, GPUs first, the detected host CPU last."""
+    """Every known target: GPUs, the named CPU instruction-set levels, then
+    the detected host CPU (``cpu``) last."""
     return [Target._from_dict(d) for d in _sits.known_targets()]
 
 

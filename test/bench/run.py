@@ -2,9 +2,10 @@
 
     python test/bench/run.py [--models mlp,gpt_prefill,gpt_decode,cnn]
                              [--threads 2] [--repeat 30] [--json out.json]
+                             [--target cpu|x86-64-v3|x86-64-v4|...]
 
 For each model: export it with torch (fixed weights and inputs), compile it
-with SITS for the host CPU, load it, then time both engines on the same
+with SITS for the target (default: the host CPU, `cpu`), load it, then time both engines on the same
 inputs, interleaved (SITS, ORT, ORT, SITS, ...) so that machine noise hits
 both alike. Reports median latency, the SITS/ORT ratio (below 1 means SITS
 is faster) and its geometric mean, compile time, peak memory (compile, and
@@ -43,7 +44,8 @@ def _status_mib(field: str) -> float:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: int) -> dict:
+def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
+                  target: str = "cpu") -> dict:
     """Runs in a fresh process: one phase, its wall time and peak memory."""
     import onnxruntime as ort
 
@@ -54,7 +56,7 @@ def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: i
     base = _status_mib("VmRSS")
     start = time.perf_counter()
     if phase == "compile":
-        sits_mlir.compile(model, target="cpu", output=artifact, threads=threads)
+        sits_mlir.compile(model, target=target, output=artifact, threads=threads)
     elif phase == "sits":
         runtime.set_num_threads(threads)
         runtime.load(artifact)(**feeds)
@@ -67,9 +69,11 @@ def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: i
     return {"seconds": time.perf_counter() - start, "peak_mib": _status_mib("VmHWM") - base}
 
 
-def run_phase(phase: str, model: str, artifact: str, inputs: str, threads: int) -> dict:
+def run_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
+              target: str = "cpu") -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--model-path", model,
-               "--artifact", artifact, "--inputs", inputs, "--threads", str(threads)]
+               "--artifact", artifact, "--inputs", inputs, "--threads", str(threads),
+               "--target", target]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{phase} of {model} failed:\n{done.stderr}")
@@ -83,7 +87,8 @@ def relative_error(actual, expected) -> float:
     return float(np.linalg.norm(a - e) / den) if den else float(np.linalg.norm(a))
 
 
-def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int) -> dict:
+def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int,
+                target: str = "cpu") -> dict:
     import onnxruntime as ort
 
     from sits_mlir import runtime
@@ -92,7 +97,7 @@ def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int)
     feeds = os.path.join(workdir, f"{name}.inputs.npz")
     np.savez(feeds, **inputs)
     artifact_path = os.path.join(workdir, f"{name}.sitsm")
-    compiled_phase = run_phase("compile", path, artifact_path, feeds, threads)
+    compiled_phase = run_phase("compile", path, artifact_path, feeds, threads, target)
     sits_phase = run_phase("sits", path, artifact_path, feeds, threads)
     ort_phase = run_phase("ort", path, artifact_path, feeds, threads)
 
@@ -129,6 +134,7 @@ def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int)
     ort_ms = statistics.median(samples["ort"]) * 1e3
     return {
         "model": name,
+        "target": target,
         "sits_ms": sits_ms,
         "ort_ms": ort_ms,
         "ratio": sits_ms / ort_ms,
@@ -142,7 +148,8 @@ def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int)
 
 
 def print_table(rows: list[dict], threads: int, repeat: int) -> None:
-    print(f"\n{threads} thread(s), median of {repeat} interleaved runs; "
+    print(f"\n{threads} thread(s), median of {repeat} interleaved runs, SITS compiled for "
+          f"{rows[0]['target'] if rows else '?'}; "
           "ratio = SITS / onnxruntime latency (below 1: SITS is faster)\n")
     header = (f"{'model':<12} {'SITS ms':>9} {'ORT ms':>9} {'ratio':>6} {'compile s':>10} "
               f"{'compile MiB':>12} {'SITS MiB':>9} {'ORT MiB':>8} {'rel err':>8}")
@@ -162,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(BENCH_MODELS),
                         help="comma-separated (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--target", default="cpu",
+                        help="SITS target: cpu (this host) or a named CPU level such as "
+                             "x86-64-v3 (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--workdir", help="keep the exported models and artifacts here")
@@ -174,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.phase:
         print(json.dumps(measure_phase(args.phase, args.model_path, args.artifact, args.inputs,
-                                       args.threads)))
+                                       args.threads, args.target)))
         return 0
     if args.threads < 1 or args.repeat < 1:
         parser.error("--threads and --repeat must be at least 1")
@@ -189,11 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(workdir, exist_ok=True)
         for name in models:
             print(f"{name}: export, compile, run ...", flush=True)
-            rows.append(bench_model(name, workdir, args.threads, args.repeat, args.warmup))
+            rows.append(bench_model(name, workdir, args.threads, args.repeat, args.warmup,
+                                    args.target))
     print_table(rows, args.threads, args.repeat)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"threads": args.threads, "repeat": args.repeat, "results": rows}, out,
+            json.dump({"threads": args.threads, "repeat": args.repeat, "target": args.target,
+                       "results": rows}, out,
                       indent=2)
     return 0 if all(r["max_rel_error"] < 1e-4 for r in rows) else 1
 

@@ -7,13 +7,15 @@ from sits_mlir.dialects import sits
 
 
 def test_table_has_every_product_target():
-    assert targets.names() == ["h100", "h200", "a100", "v100", "mi300x", "cpu"]
+    assert targets.names() == ["h100", "h200", "a100", "v100", "mi300x", "x86-64", "x86-64-v2",
+                               "x86-64-v3", "x86-64-v4", "aarch64", "cpu"]
 
 
 @pytest.mark.parametrize("alias,name", [
     ("h100", "h100"), ("H100", "h100"), ("sm_90", "h100"), ("h100-sxm", "h100"),
     ("a100-sxm-80gb", "a100"), ("sm_80", "a100"), ("sm_70", "v100"),
-    ("gfx942", "mi300x"), ("host", "cpu"),
+    ("gfx942", "mi300x"), ("host", "cpu"), ("native", "cpu"), ("avx2", "x86-64-v3"),
+    ("AVX512", "x86-64-v4"), ("x86_64", "x86-64"), ("arm64", "aarch64"),
 ])
 def test_aliases(alias, name):
     assert targets.lookup(alias).name == name
@@ -39,6 +41,47 @@ def test_host_cpu_is_detected():
     assert cpu.triple.startswith(("x86_64", "aarch64"))
 
 
+def _features(t):
+    return {f for f in t.features.split(",") if f}
+
+
+@pytest.mark.parametrize("name,lanes,registers,has,lacks", [
+    ("x86-64", 4, 16, {"+sse2"}, {"+sse4.2", "+avx2"}),
+    ("x86-64-v2", 4, 16, {"+sse4.2", "+popcnt"}, {"+avx2"}),
+    ("x86-64-v3", 8, 16, {"+avx2", "+fma", "+f16c"}, {"+avx512bw"}),
+    ("x86-64-v4", 16, 32, {"+avx2", "+avx512bw", "+avx512vl", "+avx512dq"}, set()),
+    ("aarch64", 4, 32, {"+neon"}, {"+avx2"}),
+])
+def test_named_cpu_levels(name, lanes, registers, has, lacks):
+    t = targets.lookup(name)
+    assert (t.vendor, t.isa_level, t.simd_width, t.vector_registers) == \
+        ("cpu", name, lanes, registers)
+    assert has <= _features(t) and not lacks & _features(t)
+    # An instruction set, not a machine: no cores, memory or peaks listed.
+    assert t.compute_units == 0 and t.memory_gb == 0 and t.peak_tflops["f32"] == 0
+    assert t.triple.startswith("aarch64" if name == "aarch64" else "x86_64")
+
+
+def test_x86_levels_are_nested():
+    levels = [_features(targets.lookup(n)) for n in ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")]
+    for lower, higher in zip(levels, levels[1:]):
+        assert lower < higher
+
+
+def test_host_resolves_to_the_highest_level_it_includes():
+    cpu = targets.lookup("cpu")
+    assert cpu.isa_level in {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "aarch64"}
+    level = targets.lookup(cpu.isa_level)
+    host = _features(cpu)
+    assert _features(level) <= host
+    assert cpu.simd_width == level.simd_width and cpu.vector_registers == level.vector_registers
+    # No higher level of the same family is included.
+    if cpu.isa_level.startswith("x86-64"):
+        order = ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"]
+        for higher in order[order.index(cpu.isa_level) + 1:]:
+            assert not _features(targets.lookup(higher)) <= host
+
+
 def test_unknown_target():
     with pytest.raises(targets.UnknownTargetError, match="known targets: h100, h200"):
         targets.lookup("tpu-v5")
@@ -54,6 +97,11 @@ def test_target_attr(ctx):
         ir.Attribute.parse('#sits.target<"b200">')
 
 
+def test_target_attr_of_a_named_cpu_level(ctx):
+    attr = sits.TargetAttr.get("avx2")
+    assert attr.info["name"] == "x86-64-v3" and attr.info["isa_level"] == "x86-64-v3"
+
+
 def test_target_attr_on_module(ctx):
     m = ir.Module.create()
     m.operation.attributes["sits.target"] = sits.TargetAttr.get("a100")
@@ -63,6 +111,7 @@ def test_target_attr_on_module(ctx):
         m.operation.verify()
 
 
+@pytest.mark.slow
 def test_host_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("SITS_CACHE_DIR", str(tmp_path))
     first = targets.measure_host()

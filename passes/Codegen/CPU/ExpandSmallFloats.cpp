@@ -15,6 +15,13 @@
 // integer arithmetic, so it works on scalars and vectors alike. The
 // unsigned E8M0 scale format uses upstream's expansion.
 //
+// bf16 is an LLVM type, but f32 -> bf16 is one instruction only with
+// AVX-512 BF16 or AVX-NE-CONVERT (x86) and FEAT_BF16 (Arm); elsewhere LLVM
+// calls __truncsfbf2, which the C runtime of most Linux systems lacks
+// (libgcc has it from GCC 13 on), so the code would not load. On such
+// targets the conversion is expanded too (upstream's bf16 patterns: round
+// to nearest even, NaN stays NaN).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Codegen/CPU/Passes.h"
@@ -284,12 +291,21 @@ struct ExpandSmallFloatTruncF : OpRewritePattern<arith::TruncFOp> {
   }
 };
 
+/// Whether LLVM converts f32 to bf16 in one instruction on `info`.
+bool hasNativeBf16Truncation(const sits::target::TargetInfo &info) {
+  return llvm::any_of(llvm::split(info.features, ','), [](StringRef f) {
+    return f == "+avx512bf16" || f == "+avxneconvert" || f == "+bf16";
+  });
+}
+
 struct SitsCpuExpandSmallFloatsPass
     : sits::cpu::impl::SitsCpuExpandSmallFloatsBase<
           SitsCpuExpandSmallFloatsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     sits::cpu::populateExpandSmallFloatPatterns(patterns);
+    if (!hasNativeBf16Truncation(sits::cpu::getTargetInfo(getOperation())))
+      arith::populateExpandBFloat16Patterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -60,7 +60,7 @@ def SitsCpuDropUpdatedResults
 
 def SitsCpuExpandSmallFloats
     : Pass<"sits-cpu-expand-small-floats", "func::FuncOp"> {
-  let summary = "fp8 and fp4 conversions as integer arithmetic";
+  let summary = "fp8, fp4 and (where not native) bf16 conversions in integers";
   let description = [{
     LLVM has no 8- or 4-bit float types, so `arith.extf` and `arith.truncf`
     to or from them (f8E4M3FN, f8E5M2, their FNUZ variants, f8E8M0FNU,
@@ -69,6 +69,11 @@ def SitsCpuExpandSmallFloats
     overflow to infinity where the format has one, to NaN otherwise, and to
     the largest value in E2M1FN, which has neither.
     Scalars and vectors alike.
+
+    `arith.truncf` to bf16 is expanded as well (round to nearest even) on
+    targets without a native conversion (x86 without AVX-512 BF16 or
+    AVX-NE-CONVERT, Arm without FEAT_BF16), where LLVM would call
+    `__truncsfbf2`, which most C runtimes lack.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
@@ -254,6 +259,26 @@ def SitsCpuPackEntryPoints : Pass<"sits-cpu-pack-entry-points", "ModuleOp"> {
     descriptor pointer from `args[i]` and calls the interface, so the
     runtime calls any entry point through one signature,
     `void sits_entry_<name>(void **args)`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def SitsCpuNumberStrings : Pass<"sits-cpu-number-strings", "ModuleOp"> {
+  let summary = "Name private string constants by their position";
+  let description = [{
+    Upstream's lowerings name the string constants they create (assertion
+    messages, printed text) `<base>_<n>` with a counter that lives as long
+    as the process, so the same module compiled twice in one process got
+    different symbol names, and different code bytes, the second time.
+    This pass renames every private constant `!llvm.array<N x i8>` global
+    of the module to `<base>_<k>`, k counting from 0 per base in module
+    order, and updates its uses: the code depends on the input only.
+
+    ```mlir
+    llvm.mlir.global private constant @assert_msg_7(...)  // 8th in the process
+    // becomes
+    llvm.mlir.global private constant @assert_msg_0(...)  // 1st in the module
+    ```
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

@@ -27,6 +27,7 @@
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/bit.h"
 
 namespace mlir::sits::cpu {
 #define GEN_PASS_DEF_SITSCPUTILEANDFUSE
@@ -57,16 +58,24 @@ CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
                                                    int64_t threadsOverride) {
   const target::TargetInfo &info = getTargetInfo(op);
   CpuTilingConfig config;
-  config.threads =
-      threadsOverride > 0 ? threadsOverride : std::max<int64_t>(1, info.computeUnits);
+  config.threads = threadsOverride > 0 ? threadsOverride
+                                       : target::getComputeUnits(info);
   config.lanes = std::max<int64_t>(4, info.simdWidth);
-  // An 8 x (2 vectors) block of accumulators: 16 registers with AVX-512,
-  // leaving room for the rhs row and the broadcast lhs element.
-  config.mr = 8;
+  // A register block of mr rows x 2 vectors of accumulators, leaving
+  // registers for the two rhs vectors and the broadcast lhs element: 8 rows
+  // (16 accumulators) with 32 registers (AVX-512, NEON), 4 rows (8) with 16
+  // (AVX2, SSE), where 8 rows would spill. Rows stay a power of two so that
+  // blocks divide the usual extents and every tile keeps a static shape.
+  int64_t registers = std::max<int64_t>(16, info.vectorRegisters);
+  config.mr = std::min<int64_t>(
+      8, llvm::bit_floor(static_cast<uint64_t>((registers - 3) / 2)));
   config.nr = 2 * config.lanes;
   config.kr = 8;
-  config.mc = 8 * config.mr;
-  config.nc = 4 * config.nr;
+  // A task's 64 x 128 output tile reads a 64 x kc block of the lhs and a
+  // kc x 128 panel of the rhs: 96 KiB at kc = 256, which stays in L2 on
+  // every x86-64 and Arm server core. A multiple of every register block.
+  config.mc = 64;
+  config.nc = 128;
   config.kc = 256;
   return config;
 }

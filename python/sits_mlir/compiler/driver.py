@@ -169,14 +169,15 @@ def _graph_options(options: CompileOptions) -> str:
     return " ".join(fields)
 
 
-def _cpu_pipeline(options: CompileOptions) -> str:
+def _cpu_pipeline(options: CompileOptions, target: str = "cpu") -> str:
     # The host's peak and bandwidth are measured (once per machine, cached):
-    # the target table cannot list them.
+    # the target table cannot list them. The code is tuned for the machine
+    # compiling it, within the target's instruction set.
     from ..targets import measure_host
 
     host = measure_host()
     return ("builtin.module(sits-cpu-pipeline{"
-            f"num-threads={options.threads} "
+            f"target={target} num-threads={options.threads} "
             f"vectorize={'true' if options.vectorize else 'false'} "
             f"{_graph_options(options)} "
             f"peak-gflops={host.peak_fp32_gflops!r} bandwidth-gbs={host.bandwidth_gbs!r}"
@@ -384,7 +385,7 @@ def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None
 def _pipeline(t, options: CompileOptions) -> str:
     if t.is_gpu:
         return _gpu.pipeline(t, options.opt_level, _graph_options(options))
-    return _cpu_pipeline(options)
+    return _cpu_pipeline(options, t.name)
 
 
 def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = None, *,
@@ -474,13 +475,13 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             weights = _native_call("serialize_weights", module.operation)
             # GPU host code runs on this machine's CPU family, without
             # assuming any CPU feature.
-            host = targets.lookup("cpu") if t.is_gpu else t
-            obj = _native_call("emit_object", module.operation, host.triple,
-                               _gpu.generic_cpu(host.triple) if t.is_gpu else t.chip,
+            cpu = targets.lookup("cpu") if t.is_gpu else t
+            obj = _native_call("emit_object", module.operation, cpu.triple,
+                               _gpu.generic_cpu(cpu.triple) if t.is_gpu else t.chip,
                                "" if t.is_gpu else t.features, options.opt_level)
         del keep_alive
     with progress.stage("link"):
-        shared_object = link_shared_object([obj])
+        shared_object = link_shared_object([obj], cpu.triple)
 
     entry_points = [signature] + ([shapes] if shapes else [])
     if shapes:

@@ -1,21 +1,28 @@
-// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{num-threads=2})' | FileCheck %s
-// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{num-threads=1})' | FileCheck %s --check-prefix=ONE
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v3 num-threads=2})' | FileCheck %s --check-prefixes=CHECK,V3
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v4 num-threads=2})' | FileCheck %s --check-prefixes=CHECK,V4
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v3 num-threads=1})' | FileCheck %s --check-prefix=ONE
 
 // The whole CPU pipeline, as sits_mlir.compile runs it: graph passes, SITS to
 // linalg, tiling, vectorization, bufferization with out-params, weights
 // moved to a buffer, and the LLVM dialect with the runtime's entry point.
+// The pipeline's `target` replaces the module's `sits.target` (here the
+// host, `cpu`), so the string alone says what the code is for.
 
 // Tiles run as tasks through MLIR's async runtime ABI (implemented by the
 // SITS runtime); the vectorized kernel sits in the outlined parallel body.
 // With one thread there is no async runtime at all.
 
 // (sits.report.*: the decisions of the graph passes, for the explain report.)
-// CHECK: module attributes {{{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"cpu">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// V3: module attributes {{{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"x86-64-v3">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// V4: module attributes {{{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"x86-64-v4">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
 // CHECK-DAG: llvm.func @main(
 // CHECK-DAG: llvm.func @_mlir_ciface_main(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.call @mlirAsyncRuntimeExecute
-// CHECK-DAG: llvm.intr.fmuladd
+// Multiply-adds on the register block's rows of two vectors: 16 floats
+// with AVX2, 32 with AVX-512.
+// V3-DAG: llvm.intr.fmuladd({{.+}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// V4-DAG: llvm.intr.fmuladd({{.+}}) : (vector<32xf32>, vector<32xf32>, vector<32xf32>) -> vector<32xf32>
 // CHECK-NOT: sits.matmul
 // CHECK-NOT: linalg.
 // CHECK-NOT: memref.

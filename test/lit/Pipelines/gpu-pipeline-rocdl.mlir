@@ -10,17 +10,17 @@
 // object v5, math through the ROCm device libraries, and the kernels
 // serialized as LLVM bitcode. The host code is the same as for NVIDIA.
 
-// Device code in the ROCDL dialect, before serialization: one workgroup
-// of 64 threads (one wavefront), tiles staged in LDS (address space 3)
+// Device code in the ROCDL dialect, before serialization: workgroups of
+// 128 threads (two wavefronts), tiles staged in LDS (address space 3)
 // between barriers, multiply-adds on vectors, GELU's erfc from ocml.
 // CHECK-LABEL: IR Dump Before SitsGpuSerializeToLLVMIR
 // CHECK: gpu.module @main_kernel [#rocdl.target<O = 3, chip = "gfx942", abi = "500">] attributes {llvm.data_layout = "{{.*}}-A5-
 // CHECK-DAG: llvm.mlir.global internal @__wg_main_kernel_{{[0-9]+}}() {addr_space = 3 : i32, alignment = 16 : i64}
 // CHECK-DAG: llvm.func @__ocml_erfc_f32(f32) -> f32
 // CHECK: llvm.func @main_kernel(
-// CHECK-SAME: rocdl.flat_work_group_size = "64,64", rocdl.kernel, rocdl.reqd_work_group_size = array<i32: 64, 1, 1>
+// CHECK-SAME: rocdl.flat_work_group_size = "128,128", rocdl.kernel, rocdl.reqd_work_group_size = array<i32: 128, 1, 1>
 // CHECK: rocdl.workgroup.id.x
-// CHECK: rocdl.workitem.id.x range <i32, 0, 64>
+// CHECK: rocdl.workitem.id.x range <i32, 0, 128>
 // CHECK: rocdl.barrier
 // CHECK: llvm.intr.fmuladd({{.+}}) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
 // CHECK: llvm.call @__ocml_erfc_f32

@@ -9,8 +9,9 @@
 // module serialized to PTX for the target's chip, and host code in the LLVM
 // dialect that launches them through MLIR's GPU runtime ABI.
 
-// The weights stay a buffer the runtime passes (64x64 fp32).
-// CHECK: module attributes {gpu.container_module, {{.*}}sits.report.schedule = [{{.+}}], sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
+// The weights stay a buffer the runtime passes (64x64 fp32); the module
+// names the target the graph passes scheduled for.
+// CHECK: module attributes {gpu.container_module, {{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"{{h100|a100|v100}}">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
 
 // Host code: the entry point the runtime calls, the launches on one stream.
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)

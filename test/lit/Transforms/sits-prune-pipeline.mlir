@@ -2,7 +2,6 @@
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-graph-pipeline)' | FileCheck %s --check-prefix=EXACT
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-graph-pipeline{prune-threshold=0.01})' | FileCheck %s --check-prefix=THRESHOLD
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-graph-pipeline{prune=false})' | FileCheck %s --check-prefix=OFF
-// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{prune-threshold=0.01})' -mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=CPU
 
 // Channel 1 reads zero weights, channel 2 small ones.
 // EXACT: sits.report.pruning = [{{.+}}indices = [1], kind = "ffn_channels"
@@ -13,9 +12,6 @@
 // THRESHOLD: -> tensor<8x1xf32>
 // OFF-NOT: sits.report.pruning
 // OFF: -> tensor<8x3xf32>
-// CPU: SitsPrune
-// CPU-NEXT: (S) 32 num-bytes
-// CPU-NEXT: (S)  2 num-channels
 func.func @ffn(%x: tensor<8x2xf32>) -> tensor<8x2xf32> {
   %w1 = arith.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %w2 = arith.constant dense<[[1.0, 2.0], [0.0, 0.0], [0.005, -0.004]]> : tensor<3x2xf32>

@@ -8,7 +8,7 @@
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-reorder{memory-limit=4096})' --verify-diagnostics -o /dev/null
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-reorder{target=a100 memory-limit=4096})' -o /dev/null 2>&1 | FileCheck %s --check-prefix=A100
 
-// TARGET: error: unknown target 'tpu9'; known targets: h100, h200, a100, v100, mi300x, cpu
+// TARGET: error: unknown target 'tpu9'; known targets: h100, h200, a100, v100, mi300x, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, aarch64, cpu
 // PROFILE: error: profile must be 'latency' or 'memory', got 'fast'
 // LIMIT: error: memory-limit must be non-negative, got -1
 // FILE: error: cannot write the schedule file: {{.*}}x.sits

@@ -51,6 +51,26 @@ def _same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return (got.view(np.uint8) == want.view(np.uint8)) | nan
 
 
+@pytest.mark.parametrize("target", ["cpu", "level"])
+def test_cast_to_bfloat16_rounds_to_nearest_even(target, tmp_path):
+    """f32 -> bf16 is one instruction on CPUs with AVX-512 BF16 and integer
+    code elsewhere (LLVM's fallback, a call to __truncsfbf2, is missing
+    from most C runtimes): the host (`cpu`) and its named level (`level`,
+    never with BF16) both round to nearest even, bit for bit."""
+    from sits_mlir import targets
+
+    name = "cpu" if target == "cpu" else targets.lookup("cpu").isa_level
+    x = _sweep()
+    model = _model([h.make_node("Cast", ["x"], ["y"], to=TP.BFLOAT16)],
+                   [("x", TP.FLOAT, [x.size])], [("y", TP.BFLOAT16, [x.size])])
+    got = sits_mlir.compile(model, target=name, output=tmp_path / "m.sitsm").load()(x)
+    want = x.astype(ml_dtypes.bfloat16)
+    assert got.dtype == ml_dtypes.bfloat16
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got.astype(np.float32))
+                                                            & np.isnan(x))
+    assert same.all(), f"{name}: {x[~same][:5]} -> {got[~same][:5]}, want {want[~same][:5]}"
+
+
 @pytest.mark.parametrize("saturate", [1, 0])
 @pytest.mark.parametrize("name", sorted(FP8))
 def test_cast_to_fp8_rounds_like_the_reference(name, saturate, tmp_path):

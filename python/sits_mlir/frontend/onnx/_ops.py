@@ -308,6 +308,25 @@ def _check_bitwise(g, node):
     return None
 
 
+def _bit_shift(ctx, left: bool, signed: bool):
+    """x shifted by y, defined for every y as ONNX defines it: y is read as
+    unsigned, and a shift by the width or more gives 0 (left, and right on
+    unsigned types) or the sign (right on signed ones). LLVM leaves such
+    shifts undefined and each ISA answers differently (AVX-512 shifts bytes
+    natively, AVX2 widens them), so the amount is clamped and the result
+    selected explicitly."""
+    def fn(x, y):
+        shape, e = ctx.b.mixed_shape(x), elem_of(x)
+        width = ir.IntegerType(e).width
+        too_far = arith.cmpi(arith.CmpIPredicate.uge, y, ctx.b.splat(width, shape, e))
+        amount = arith.select(too_far, ctx.b.splat(width - 1, shape, e), y)
+        if not left and signed:  # by width - 1: every bit a copy of the sign
+            return arith.shrsi(x, amount)
+        shifted = arith.shli(x, amount) if left else arith.shrui(x, amount)
+        return arith.select(too_far, ctx.b.splat(0, shape, e), shifted)
+    return fn
+
+
 @converter("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift", check=_check_bitwise)
 def _bitwise(ctx, node):
     op = node.op_type
@@ -316,7 +335,7 @@ def _bitwise(ctx, node):
         direction = direction.decode() if isinstance(direction, bytes) else direction
         # Unsigned types shift in zeros; signed ones (opset 28) keep the sign.
         signed = not _types.is_unsigned(ctx.g.dtype(node.input[0]))
-        fn = arith.shli if direction == "LEFT" else (arith.shrsi if signed else arith.shrui)
+        fn = _bit_shift(ctx, direction == "LEFT", signed)
     else:
         fn = {"BitwiseAnd": arith.andi, "BitwiseOr": arith.ori, "BitwiseXor": arith.xori}[op]
     return [ctx.elementwise(fn, node.input[:2], node.output[0])]

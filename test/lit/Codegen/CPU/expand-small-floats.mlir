@@ -1,5 +1,5 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-expand-small-floats))' | FileCheck %s
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-expand-small-floats),convert-to-llvm)' | FileCheck %s --check-prefix=LLVM
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-expand-small-floats))' | FileCheck %s
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-expand-small-floats),convert-to-llvm)' | FileCheck %s --check-prefix=LLVM
 
 // fp8 -> f32 decodes the byte: subnormals through uitofp and a scale,
 // normals by assembling f32 bits, NaN (E4M3FN: all-ones magnitude) last.
@@ -79,4 +79,26 @@ func.func @others(%x: f32, %y: f4E2M1FN) -> (f4E2M1FN, f16, f32) {
   %1 = arith.truncf %x : f32 to f16
   %2 = arith.extf %y : f4E2M1FN to f32
   return %0, %1, %2 : f4E2M1FN, f16, f32
+}
+
+// -----
+
+// f32 -> bf16 without AVX-512 BF16 (none of the named x86 levels has it):
+// integer code rounding to nearest even (add 0x7fff plus the kept lsb, keep
+// the high half), NaN to the quiet NaN 0x7fc0, so LLVM never calls
+// __truncsfbf2.
+// CHECK-LABEL: func.func @truncf_bf16
+//   CHECK-DAG:   %[[NAN:.+]] = arith.constant dense<32704> : vector<8xi16>
+//   CHECK-DAG:   %[[HALF:.+]] = arith.constant dense<32767> : vector<8xi32>
+//       CHECK:   %[[ISNAN:.+]] = arith.cmpf une, %[[X:.+]], %[[X]] : vector<8xf32>
+//       CHECK:   arith.addi %{{.+}}, %[[HALF]] : vector<8xi32>
+//       CHECK:   %[[HIGH:.+]] = arith.trunci %{{.+}} : vector<8xi32> to vector<8xi16>
+//       CHECK:   %[[BITS:.+]] = arith.select %[[ISNAN]], %[[NAN]], %[[HIGH]]
+//       CHECK:   arith.bitcast %[[BITS]] : vector<8xi16> to vector<8xbf16>
+//   CHECK-NOT:   arith.truncf
+// LLVM-LABEL: llvm.func @truncf_bf16
+//   LLVM-NOT:   llvm.fptrunc
+func.func @truncf_bf16(%x: vector<8xf32>) -> vector<8xbf16> {
+  %0 = arith.truncf %x : vector<8xf32> to vector<8xbf16>
+  return %0 : vector<8xbf16>
 }

@@ -1,8 +1,10 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-pack-weights))' | FileCheck %s
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-pack-weights))' | FileCheck %s --check-prefixes=CHECK,V4
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},func.func(sits-cpu-pack-weights))' | FileCheck %s --check-prefixes=CHECK,V3
 
-// A constant rhs is stored in panels of nr = 32 columns (the host's register
-// block: two AVX-512 vectors) and the contraction reads it panel by panel,
-// writing C viewed as [M, N/32, 32].
+// A constant rhs is stored in panels of nr columns, the target's register
+// block of two vectors: nr = 32 on x86-64-v4 (AVX-512), 16 on x86-64-v3
+// (AVX2). The contraction reads it panel by panel, writing C viewed as
+// [M, N/nr, nr].
 
 // CHECK-DAG: #[[LHS:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
 // CHECK-DAG: #[[PANEL:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d3, d2)>
@@ -10,14 +12,18 @@
 // CHECK-LABEL: func.func @packed
 //  CHECK-SAME:   (%[[X:.+]]: tensor<8x4xf32>)
 //       CHECK:   %[[F:.+]] = linalg.fill
-// Panel 0 holds B[0][0:32] then B[1][0:32]: the 33rd value is B[1][0] = 64.0
-// (0x42800000), not B[0][32] = 32.0. Inline input stays inline.
-//       CHECK:   %[[P:.+]] = arith.constant dense<"0x000000000000803F0000004000004040000080400000A0400000C0400000E0400000004100001041000020410000304100004041000050410000604100007041000080410000884100009041000098410000A0410000A8410000B0410000B8410000C0410000C8410000D0410000D8410000E0410000E8410000F0410000F8410000804200008242{{.*}}"> : tensor<2x4x32xf32>
-//       CHECK:   %[[E:.+]] = tensor.expand_shape %[[F]] {{.+}} output_shape [8, 2, 32] : tensor<8x64xf32> into tensor<8x2x32xf32>
-//       CHECK:   %[[G:.+]] = linalg.generic {indexing_maps = [#[[LHS]], #[[PANEL]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[X]], %[[P]] : tensor<8x4xf32>, tensor<2x4x32xf32>) outs(%[[E]] : tensor<8x2x32xf32>)
+// Panel 0 holds B[0][0:nr] then B[1][0:nr]: value nr + 1 is B[1][0] = 64.0
+// (0x42800000), not B[0][nr]. Inline input stays inline.
+//          V4:   %[[P:.+]] = arith.constant dense<"0x000000000000803F0000004000004040000080400000A0400000C0400000E0400000004100001041000020410000304100004041000050410000604100007041000080410000884100009041000098410000A0410000A8410000B0410000B8410000C0410000C8410000D0410000D8410000E0410000E8410000F0410000F8410000804200008242{{.*}}"> : tensor<2x4x32xf32>
+//          V4:   %[[E:.+]] = tensor.expand_shape %[[F]] {{.+}} output_shape [8, 2, 32] : tensor<8x64xf32> into tensor<8x2x32xf32>
+//          V4:   %[[G:.+]] = linalg.generic {indexing_maps = [#[[LHS]], #[[PANEL]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[X]], %[[P]] : tensor<8x4xf32>, tensor<2x4x32xf32>) outs(%[[E]] : tensor<8x2x32xf32>)
+//          V3:   %[[P:.+]] = arith.constant dense<"0x000000000000803F0000004000004040000080400000A0400000C0400000E04000000041000010410000204100003041000040410000504100006041000070410000804200008242{{.*}}"> : tensor<4x4x16xf32>
+//          V3:   %[[E:.+]] = tensor.expand_shape %[[F]] {{.+}} output_shape [8, 4, 16] : tensor<8x64xf32> into tensor<8x4x16xf32>
+//          V3:   %[[G:.+]] = linalg.generic {indexing_maps = [#[[LHS]], #[[PANEL]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[X]], %[[P]] : tensor<8x4xf32>, tensor<4x4x16xf32>) outs(%[[E]] : tensor<8x4x16xf32>)
 //       CHECK:     arith.mulf
 //       CHECK:     arith.addf
-//       CHECK:   %[[C:.+]] = tensor.collapse_shape %[[G]] {{.+}} : tensor<8x2x32xf32> into tensor<8x64xf32>
+//          V4:   %[[C:.+]] = tensor.collapse_shape %[[G]] {{.+}} : tensor<8x2x32xf32> into tensor<8x64xf32>
+//          V3:   %[[C:.+]] = tensor.collapse_shape %[[G]] {{.+}} : tensor<8x4x16xf32> into tensor<8x64xf32>
 //       CHECK:   return %[[C]]
 //   CHECK-NOT:   linalg.matmul
 func.func @packed(%x: tensor<8x4xf32>) -> tensor<8x64xf32> {
@@ -31,20 +37,20 @@ func.func @packed(%x: tensor<8x4xf32>) -> tensor<8x64xf32> {
 
 // -----
 
-// N = 48 is not a multiple of the panel width, and a non-constant rhs has
-// nothing to pack: both stay plain matmuls.
+// N = 40 is not a multiple of the panel width (on either target), and a
+// non-constant rhs has nothing to pack: both stay plain matmuls.
 // CHECK-LABEL: func.func @unpacked
 //       CHECK:   linalg.matmul
 //       CHECK:   linalg.matmul
 //   CHECK-NOT:   linalg.generic
-func.func @unpacked(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x48xf32>, tensor<8x64xf32>) {
+func.func @unpacked(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x40xf32>, tensor<8x64xf32>) {
   %z = arith.constant 0.0 : f32
-  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0], [48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0, 80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0], [96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0, 120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0, 128.0, 129.0, 130.0, 131.0, 132.0, 133.0, 134.0, 135.0, 136.0, 137.0, 138.0, 139.0, 140.0, 141.0, 142.0, 143.0], [144.0, 145.0, 146.0, 147.0, 148.0, 149.0, 150.0, 151.0, 152.0, 153.0, 154.0, 155.0, 156.0, 157.0, 158.0, 159.0, 160.0, 161.0, 162.0, 163.0, 164.0, 165.0, 166.0, 167.0, 168.0, 169.0, 170.0, 171.0, 172.0, 173.0, 174.0, 175.0, 176.0, 177.0, 178.0, 179.0, 180.0, 181.0, 182.0, 183.0, 184.0, 185.0, 186.0, 187.0, 188.0, 189.0, 190.0, 191.0]]> : tensor<4x48xf32>
-  %e = tensor.empty() : tensor<8x48xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x48xf32>) -> tensor<8x48xf32>
-  %m = linalg.matmul ins(%x, %w : tensor<8x4xf32>, tensor<4x48xf32>) outs(%f : tensor<8x48xf32>) -> tensor<8x48xf32>
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0], [40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0], [80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0], [120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0, 128.0, 129.0, 130.0, 131.0, 132.0, 133.0, 134.0, 135.0, 136.0, 137.0, 138.0, 139.0, 140.0, 141.0, 142.0, 143.0, 144.0, 145.0, 146.0, 147.0, 148.0, 149.0, 150.0, 151.0, 152.0, 153.0, 154.0, 155.0, 156.0, 157.0, 158.0, 159.0]]> : tensor<4x40xf32>
+  %e = tensor.empty() : tensor<8x40xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x40xf32>) -> tensor<8x40xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x4xf32>, tensor<4x40xf32>) outs(%f : tensor<8x40xf32>) -> tensor<8x40xf32>
   %e2 = tensor.empty() : tensor<8x64xf32>
   %f2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<8x64xf32>) -> tensor<8x64xf32>
   %n = linalg.matmul ins(%x, %v : tensor<8x4xf32>, tensor<4x64xf32>) outs(%f2 : tensor<8x64xf32>) -> tensor<8x64xf32>
-  return %m, %n : tensor<8x48xf32>, tensor<8x64xf32>
+  return %m, %n : tensor<8x40xf32>, tensor<8x64xf32>
 }

@@ -1,10 +1,14 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-tile-and-fuse{num-threads=2}),canonicalize,cse)' | FileCheck %s
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-tile-and-fuse{num-threads=2}))' --mlir-pass-statistics 2>&1 | FileCheck %s --check-prefix=STATS
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-tile-and-fuse{num-threads=2}),canonicalize,cse)' | FileCheck %s
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-tile-and-fuse{num-threads=2}))' --mlir-pass-statistics 2>&1 | FileCheck %s --check-prefix=STATS
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},func.func(sits-cpu-tile-and-fuse{num-threads=2}),canonicalize,cse)' | FileCheck %s --check-prefix=V3
 
 // A matmul with a bias+relu epilogue becomes one fusion group: one
 // scf.forall over 64x128 output tiles, each computing its slice of the
-// matmul (fill, then a kc=256 reduction loop around an 8x32 register block
-// stepping k by eight) and then the epilogue on that slice.
+// matmul (fill, then a kc=256 reduction loop around a register block
+// stepping k by eight) and then the epilogue on that slice. The register
+// block fits the target's register file: 8x32 (16 zmm accumulators of 32)
+// on x86-64-v4, 4x16 (8 ymm accumulators of 16) on x86-64-v3, where
+// elementwise pieces are 4 vectors of 8 lanes.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -23,6 +27,17 @@
 //       CHECK:   return
 // STATS: (S) 2 num-fused
 // STATS: (S) 1 num-groups
+// V3-LABEL: func.func @matmul_epilogue
+//       V3:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (64, 128)
+//       V3:     linalg.fill {{.+}} -> tensor<1x32xf32>
+//       V3:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+//       V3:       scf.for
+//       V3:         scf.for
+//       V3:           scf.for
+//       V3:             linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<8x16xf32>) outs(%{{.+}} : tensor<4x16xf32>)
+//       V3:     linalg.generic
+//  V3-SAME:       ins(%{{.+}}, %{{.+}} : tensor<1x32xf32>, tensor<32xf32>)
+//       V3:     scf.forall.in_parallel
 func.func @matmul_epilogue(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>, %bias: tensor<512xf32>) -> tensor<512x512xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<512x512xf32>

@@ -151,20 +151,20 @@ func.func @on_op_result(%x: tensor<16x31xf32>, %s: tensor<f32>) {
 // #sits.target
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{unknown target 'b200'; known targets: h100, h200, a100, v100, mi300x, cpu}}
+// expected-error @+1 {{unknown target 'b200'; known targets: h100, h200, a100, v100, mi300x, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, aarch64, cpu}}
 module attributes {sits.target = #sits.target<"b200">} {
 }
 
 // -----
 
-// expected-error @+1 {{unknown target ''; known targets: h100, h200, a100, v100, mi300x, cpu}}
+// expected-error @+1 {{unknown target ''; known targets: h100, h200, a100, v100, mi300x, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, aarch64, cpu}}
 module attributes {sits.target = #sits.target<"">} {
 }
 
 // -----
 
 // Aliases are matched whole: a prefix of a name is not a target.
-// expected-error @+1 {{unknown target 'sm_9'; known targets: h100, h200, a100, v100, mi300x, cpu}}
+// expected-error @+1 {{unknown target 'sm_9'; known targets: h100, h200, a100, v100, mi300x, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, aarch64, cpu}}
 module attributes {sits.target = #sits.target<"sm_9">} {
 }
 
