@@ -11,16 +11,20 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench"))
-from benchmark_models import export  # noqa: E402
-
+_BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench")
 _CACHE: dict = {}
 
 
 @pytest.fixture(scope="session")
 def model_path(tmp_path_factory):
-    """`model_path(name)` -> (path, inputs): exported once per session."""
+    """`model_path(name)` -> (path, inputs): exported once per session.
+    torch (the exporter) is imported by the first test that asks, not by
+    every test run."""
+    pytest.importorskip("torch")
+    if _BENCH not in sys.path:
+        sys.path.insert(0, _BENCH)
+    from benchmark_models import export
+
     root = tmp_path_factory.mktemp("onnx_models")
 
     def get(name):

@@ -11,6 +11,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
+# Runs the benchmark command, which exports and compiles models.
+pytestmark = pytest.mark.slow
+
 RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "run.py")
 
 

@@ -5,6 +5,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+# Builds the 25M-parameter bundled model and runs the README's main job.
+pytestmark = pytest.mark.slow
 
 
 def test_bundled_model_is_deterministic():

@@ -126,6 +126,7 @@ def _tool(name):
                                                     os.environ.get("PATH", "")]))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_tool("sits-compile") is None, reason="sits-compile is not installed")
 def test_command_line(tmp_path):
     x, _ = small_model(tmp_path / "m.onnx")

@@ -62,6 +62,7 @@ def _validation_arch(ptxas: str, chip: str) -> str:
     return newer[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", MODELS)
 def test_compiles_into_one_artifact(compiled, name, target):
@@ -125,6 +126,7 @@ def test_ptx_passes_ptxas(compiled, name, target, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_minilm_compiles(compiled):
     # Integer inputs, embedding gathers, a boolean attention mask.
     art = compiled("minilm", "h100")
@@ -179,6 +181,7 @@ def _kernel_metadata(notes: str) -> dict[str, dict[str, str]]:
     return kernels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", AMD_MODELS)
 def test_amd_compiles_into_one_artifact(compiled, name):
     _amd_toolchain_or_skip()

@@ -74,6 +74,7 @@ def test_v100_and_f32_keep_fma(tmp_path):
     assert "fma.rn.f32" in ptx
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["a100", "h100"])
 def test_f16_gpt_block_runs_on_tensor_cores(tmp_path, target):
     pytest.importorskip("torch")
@@ -87,6 +88,7 @@ def test_f16_gpt_block_runs_on_tensor_cores(tmp_path, target):
     _assemble(ptx, targets.lookup(target).chip, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["matmul", "gpt_block"])
 def test_warp_tiling_is_exact_on_the_cpu(tmp_path, model):
     """The tensor-level half for a100 (warp loops whose lanes each compute

@@ -26,6 +26,7 @@ def compiled(model_path, tmp_path_factory):
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_matches_onnxruntime(compiled, name):
     artifact, path, inputs = compiled(name)

@@ -17,6 +17,9 @@ from sits_mlir.dialects import sits
 from sits_mlir.frontend.onnx import import_model
 from bench_models import relative_error, run_onnxruntime
 
+# Every case compiles a benchmark model at its real size.
+pytestmark = pytest.mark.slow
+
 # sits-gpu-pipeline's passes up to vectorization, with the staged tiles in
 # the default memory space instead of workgroup memory.
 GPU_TILING = ("builtin.module("

@@ -65,6 +65,7 @@ def _report(model, pipeline):
         return entries
 
 
+@pytest.mark.slow
 def test_gpt_prefill_int8_int4(model_path, tmp_path):
     path, inputs = model_path("gpt_prefill")
     fp32, (ref, *_) = _compile_run(path, inputs, tmp_path)
@@ -102,6 +103,7 @@ def test_auto_stays_within_budget(model_path):
     assert {e["input_stats"] for e in entries} == {"layer_norm", "default"}
 
 
+@pytest.mark.slow
 def test_auto_output_error(model_path, tmp_path):
     """The end-to-end error with `auto` stays near the per-weight budget
     (errors of independent weights add up, roughly in quadrature)."""
@@ -113,6 +115,7 @@ def test_auto_output_error(model_path, tmp_path):
     assert _cosine(y, ref) >= 0.999
 
 
+@pytest.mark.slow
 def test_calibration(model_path, tmp_path):
     """Measured input statistics reach the pass (the report says so) and
     the result stays as accurate as with estimated statistics."""
@@ -283,6 +286,7 @@ func.func @main(%x: {t(x.shape)}) -> {t(ref.shape)} {{
         np.testing.assert_allclose(z, ref, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
+@pytest.mark.slow
 def test_cnn_int8_convolutions(model_path, tmp_path):
     """ResNet-18: every convolution's filter becomes INT8 per output channel
     (with the classifier's matmul), a quarter of the weight bytes, and the
@@ -309,6 +313,7 @@ def test_cnn_int8_convolutions(model_path, tmp_path):
     assert _cosine(yc, ref) >= 0.999
 
 
+@pytest.mark.slow
 def test_cnn_int8_on_gpu_targets(model_path, tmp_path):
     """GPU targets take the INT8 convolutions too: the GPU pipeline's
     tensor-level tiling of the quantized ResNet-18 (convolutions as GEMMs on

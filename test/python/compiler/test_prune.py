@@ -152,6 +152,7 @@ def _assert_same(actual, expected, rtol=1e-5):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=rtol * scale)
 
 
+@pytest.mark.slow
 def test_gpt_prefill_zero_heads_and_channels(model_path, tmp_path):
     path, inputs = model_path("gpt_prefill")
     model, expected_bytes = zeroed_gpt(path, LANES)
@@ -174,6 +175,7 @@ def test_gpt_prefill_zero_heads_and_channels(model_path, tmp_path):
     assert channels == sorted([len(GPT_FFN_ROWS), len(GPT_FFN_COLUMNS)])
 
 
+@pytest.mark.slow
 def test_gpt_decode_keeps_heads_of_a_returned_cache(model_path, tmp_path):
     """gpt_decode (same weights): the attention reads past + new keys and
     values, which are also returned. Reading only the live heads would copy
@@ -192,6 +194,7 @@ def test_gpt_decode_keeps_heads_of_a_returned_cache(model_path, tmp_path):
     assert kinds == ["ffn_channels", "ffn_channels"]
 
 
+@pytest.mark.slow
 def test_cnn_zero_channels(model_path, tmp_path):
     path, inputs = model_path("cnn")
     model, expected_bytes = zeroed_cnn(path, LANES)
@@ -213,6 +216,7 @@ def test_unmodified_model_keeps_its_weights(model_path):
     assert _entries(onnx.load(path)) == []
 
 
+@pytest.mark.slow
 def test_threshold_prunes_small_weights(model_path, tmp_path):
     """Two heads' output projection rows and 512 FFN channels' output rows
     scaled by 1e-3 (|w| < 1e-3) are pruned at threshold 1e-3; not being
@@ -304,6 +308,7 @@ def test_sits_opt_reproduces_python(tmp_path):
     assert from_tool.strip() == from_python.strip()
 
 
+@pytest.mark.slow
 def test_small_gpt_outputs_unchanged(tmp_path):
     model, inputs = _small_gpt()
     _, reference = _compile_and_run(model, inputs, tmp_path, "base", prune=False)
@@ -311,6 +316,7 @@ def test_small_gpt_outputs_unchanged(tmp_path):
     _assert_same(outputs, reference)
 
 
+@pytest.mark.slow
 def test_sits_compile_options(tmp_path, capsys):
     from sits_mlir.tools.compile import main
 
@@ -331,6 +337,7 @@ def test_sits_compile_options(tmp_path, capsys):
     assert "prune=false" in pipelines[1]
 
 
+@pytest.mark.slow
 def test_minilm_heads(model_path, tmp_path):
     """BERT (MiniLM-L6): separate query/key/value projections and a padding
     mask shared by all heads. Heads 3 and 4 of layer 0 with zero output
@@ -390,6 +397,7 @@ def _gqa_model(hq, hkv, dead_heads=(), dead_values=()):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hq, hkv, dead_heads, dead_values, removed, kv_removed", [
     # A whole group (key/value head 1's four query heads).
     (8, 2, [4, 5, 6, 7], [], [4, 5, 6, 7], [1]),

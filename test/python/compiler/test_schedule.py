@@ -117,6 +117,7 @@ def test_parser_rejects_bad_files():
 # ------------------------------------------------- peak memory and outputs
 
 
+@pytest.mark.slow
 def test_branched_graph_peak_goes_down_and_outputs_do_not_change(tmp_path):
     x, y = branched_model(tmp_path / "b.onnx")
     peaks, outputs = {}, {}
@@ -179,6 +180,7 @@ def test_benchmark_models_schedule_for_every_target(model_path, tmp_path, name):
 # --------------------------------------------------- compile() and the CLI
 
 
+@pytest.mark.slow
 def test_explain_report(tmp_path, capsys):
     branched_model(tmp_path / "b.onnx")
     report = tmp_path / "report.md"
@@ -228,6 +230,7 @@ def test_bad_options(tmp_path):
         sits_mlir.compile(str(tmp_path / "b.onnx"), emit_schedule=tmp_path / "a b.sits")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_tool("sits-compile") is None, reason="sits-compile is not installed")
 @pytest.mark.parametrize("target", TARGETS)
 def test_command_line_emits_schedule(tmp_path, target):

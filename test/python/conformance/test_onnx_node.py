@@ -18,6 +18,8 @@ import pytest
 
 from sits_mlir.testing import conformance
 
+pytestmark = pytest.mark.conformance
+
 LISTS = pathlib.Path(__file__).resolve().parents[2] / "conformance"
 MODES = ("static", "dynamic")
 

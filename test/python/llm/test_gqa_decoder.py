@@ -18,6 +18,9 @@ from sits_mlir.runtime import kv  # noqa: E402
 from sits_mlir.runtime.decoder import PagedRunner  # noqa: E402
 from sits_mlir.runtime.engine import GREEDY, Engine  # noqa: E402
 
+# Every test shares a decoder exported and compiled once (two minutes).
+pytestmark = pytest.mark.slow
+
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 2, 3, 4, 5, 6, 7, 8, 40, 41, 42], [50, 3, 7]]
 NEW_TOKENS = 20
 

@@ -275,6 +275,7 @@ def compiled_mlp(model_path, tmp_path_factory):
     return {"fatbin": fatbin, "ptx": ptx, "inputs": inputs}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("image", ["fatbin", "ptx"])
 def test_compiled_model_launches_its_kernels(fake_cuda, compiled_mlp, image, tmp_path):
     art = compiled_mlp[image]

@@ -25,6 +25,7 @@ def compiled_mlp_mi300x(model_path, tmp_path_factory):
     return sits_mlir.compile(path, target="mi300x", output=out), inputs
 
 
+@pytest.mark.slow
 def test_mi300x_model_loads_its_code_object_and_launches_its_kernels(
         fake_cuda, compiled_mlp_mi300x, tmp_path):  # noqa: F811
     art, inputs = compiled_mlp_mi300x

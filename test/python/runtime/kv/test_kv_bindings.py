@@ -290,6 +290,7 @@ def test_t87_outputs_are_written_in_place_never_copied(pool):
 # --- T88: lifetime ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_t88_closing_or_deleting_during_a_call_is_safe():
     rng = np.random.default_rng(2)
     prompts = [rng.integers(0, 50000, size=2048, dtype=np.int32) for _ in range(300)]

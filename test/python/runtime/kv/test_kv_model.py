@@ -30,6 +30,9 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,  
 from kv_model import ACTIVE, CACHED, FREE, Model  # noqa: E402
 from sits_mlir.runtime import kv  # noqa: E402
 
+# Thousands of random allocator programs against the reference model.
+pytestmark = pytest.mark.slow
+
 STATE_CODE = {FREE: 1, CACHED: 2, ACTIVE: 3}  # kv::BlockState
 IDS = st.integers(0, 7)
 NAMESPACES = st.sampled_from(["", "", "lora-1"])
