@@ -20,7 +20,11 @@
 // calls __truncsfbf2, which the C runtime of most Linux systems lacks
 // (libgcc has it from GCC 13 on), so the code would not load. On such
 // targets the conversion is expanded too (upstream's bf16 patterns: round
-// to nearest even, NaN stays NaN).
+// to nearest even, NaN stays NaN). LLVM computes bf16 arithmetic in f32
+// and rounds every result with the same call, so on those targets bf16
+// arithmetic first becomes f32 arithmetic between explicit conversions
+// (upstream's emulation; its conversions carry `contract`, so a chain of
+// elementwise ops rounds to bf16 once, at its end, as a fused kernel does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +35,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/APFloat.h"
 
@@ -302,12 +307,31 @@ struct SitsCpuExpandSmallFloatsPass
     : sits::cpu::impl::SitsCpuExpandSmallFloatsBase<
           SitsCpuExpandSmallFloatsPass> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
+    MLIRContext *ctx = &getContext();
+    bool expandBf16 =
+        !hasNativeBf16Truncation(sits::cpu::getTargetInfo(getOperation()));
+    if (expandBf16 && failed(computeBf16InF32()))
+      return signalPassFailure();
+
+    RewritePatternSet patterns(ctx);
     sits::cpu::populateExpandSmallFloatPatterns(patterns);
-    if (!hasNativeBf16Truncation(sits::cpu::getTargetInfo(getOperation())))
+    if (expandBf16)
       arith::populateExpandBFloat16Patterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+  }
+
+  /// bf16 arith ops as f32 ops between extf and truncf.
+  LogicalResult computeBf16InF32() {
+    MLIRContext *ctx = &getContext();
+    TypeConverter converter;
+    arith::populateEmulateUnsupportedFloatsConversions(
+        converter, {BFloat16Type::get(ctx)}, Float32Type::get(ctx));
+    RewritePatternSet patterns(ctx);
+    arith::populateEmulateUnsupportedFloatsPatterns(patterns, converter);
+    ConversionTarget target(*ctx);
+    arith::populateEmulateUnsupportedFloatsLegality(target, converter);
+    return applyPartialConversion(getOperation(), target, std::move(patterns));
   }
 };
 

@@ -71,6 +71,29 @@ def test_cast_to_bfloat16_rounds_to_nearest_even(target, tmp_path):
     assert same.all(), f"{name}: {x[~same][:5]} -> {got[~same][:5]}, want {want[~same][:5]}"
 
 
+@pytest.mark.parametrize("target", ["cpu", "level"])
+def test_bfloat16_arithmetic(target, tmp_path):
+    """bf16 arithmetic computes in f32 and rounds to bf16 where the target
+    has no bf16 conversion too (LLVM's own lowering would call
+    __truncsfbf2): a Celu, an Add and a Range-like chain match the
+    reference within one bf16 rounding."""
+    from sits_mlir import targets
+
+    name = "cpu" if target == "cpu" else targets.lookup("cpu").isa_level
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(257) * 4).astype(ml_dtypes.bfloat16)
+    y = (rng.standard_normal(257) * 4).astype(ml_dtypes.bfloat16)
+    model = _model([h.make_node("Celu", ["x"], ["c"], alpha=2.0),
+                    h.make_node("Add", ["c", "y"], ["z"])],
+                   [("x", TP.BFLOAT16, [257]), ("y", TP.BFLOAT16, [257])],
+                   [("z", TP.BFLOAT16, [257])])
+    got = sits_mlir.compile(model, target=name, output=tmp_path / "m.sitsm").load()(x, y)
+    want = ReferenceEvaluator(model).run(None, {"x": x, "y": y})[0]
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                               rtol=2 ** -7, atol=2 ** -7)
+
+
 @pytest.mark.parametrize("saturate", [1, 0])
 @pytest.mark.parametrize("name", sorted(FP8))
 def test_cast_to_fp8_rounds_like_the_reference(name, saturate, tmp_path):

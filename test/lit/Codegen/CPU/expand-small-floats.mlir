@@ -102,3 +102,28 @@ func.func @truncf_bf16(%x: vector<8xf32>) -> vector<8xbf16> {
   %0 = arith.truncf %x : vector<8xf32> to vector<8xbf16>
   return %0 : vector<8xbf16>
 }
+
+// -----
+
+// bf16 arithmetic: LLVM would compute it in f32 and round each result with
+// __truncsfbf2, so it becomes f32 arithmetic rounded by the integer code
+// above. The conversions between two ops carry `contract` and fold away: a
+// chain of elementwise ops rounds once, at its end.
+// CHECK-LABEL: func.func @arith_bf16
+//       CHECK:   %[[B:.+]] = arith.bitcast %{{.+}} : vector<8xi32> to vector<8xf32>
+//       CHECK:   %[[A:.+]] = arith.bitcast %{{.+}} : vector<8xi32> to vector<8xf32>
+//       CHECK:   %[[SUM:.+]] = arith.addf %[[A]], %[[B]] : vector<8xf32>
+//       CHECK:   %[[MAX:.+]] = arith.maximumf %[[SUM]], %[[A]] : vector<8xf32>
+//       CHECK:   arith.cmpf une, %[[MAX]], %[[MAX]] : vector<8xf32>
+//       CHECK:   arith.bitcast %{{.+}} : vector<8xi16> to vector<8xbf16>
+//   CHECK-NOT:   arith.truncf
+// LLVM-LABEL: llvm.func @arith_bf16
+//   LLVM-NOT:   llvm.fptrunc
+//   LLVM-NOT:   llvm.f{{add|sub|mul|div}} {{.+}} : vector<8xbf16>
+//   LLVM-NOT:   llvm.intr.maximum({{.+}}) : (vector<8xbf16>
+//       LLVM:   llvm.return
+func.func @arith_bf16(%x: vector<8xbf16>, %y: vector<8xbf16>) -> vector<8xbf16> {
+  %0 = arith.addf %x, %y : vector<8xbf16>
+  %1 = arith.maximumf %0, %x : vector<8xbf16>
+  return %1 : vector<8xbf16>
+}
