@@ -1,14 +1,9 @@
-//===- Sits.cpp - C API of the SITS dialect, passes and targets -----------===//
+//===- Sits.cpp - C API of the SITS dialect and targets -------------------===//
 
 #include "dialects/CAPI/Sits.h"
 
 #include "dialects/Sits/IR/SitsOps.h"
 #include "dialects/Target/KnownTargets.h"
-#include "passes/Codegen/CPU/Passes.h"
-#include "passes/Codegen/GPU/Passes.h"
-#include "passes/Pipelines/Pipelines.h"
-#include "passes/Conversion/Passes.h"
-#include "passes/Transforms/Passes.h"
 
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
@@ -19,18 +14,6 @@ using namespace mlir;
 using namespace mlir::sits;
 
 MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(Sits, sits, mlir::sits::SitsDialect)
-
-void sitsRegisterPasses(void) {
-  static bool once = [] {
-    mlir::sits::registerSitsPasses();
-    mlir::sits::registerSitsConversionPasses();
-    mlir::sits::cpu::registerSitsCpuPasses();
-    mlir::sits::gpu::registerSitsGpuPasses();
-    mlir::sits::registerSitsPipelines();
-    return true;
-  }();
-  (void)once;
-}
 
 MlirStringRef sitsGetVersion(void) {
   return mlirStringRefCreateFromCString(SITS_VERSION_STRING);
@@ -49,30 +32,17 @@ intptr_t sitsGetNumKnownTargets(void) {
 SitsTargetInfo sitsGetKnownTarget(intptr_t pos) {
   const target::TargetInfo &t = target::getKnownTargets()[pos];
   SitsTargetInfo info;
-  info.name = wrapRef(t.name);
-  info.vendor = wrapRef(target::stringifyVendor(t.vendor));
-  info.architecture = wrapRef(t.architecture);
-  info.triple = wrapRef(t.triple);
-  info.chip = wrapRef(t.chip);
-  info.features = wrapRef(t.features);
-  info.numAliases = t.aliases.size();
-  info.computeUnits = t.computeUnits;
-  info.simdWidth = t.simdWidth;
-  info.vectorRegisters = t.vectorRegisters;
-  info.isaLevel = wrapRef(t.isaLevel);
-  info.memoryGB = t.memoryGB;
-  info.memoryBandwidthGBs = t.memoryBandwidthGBs;
-  info.lastLevelCacheMB = t.lastLevelCacheMB;
-  info.sharedMemoryPerUnitKB = t.sharedMemoryPerUnitKB;
-  info.peakFp32Tflops = t.peakFp32Tflops;
-  info.peakFp16Tflops = t.peakFp16Tflops;
-  info.peakBf16Tflops = t.peakBf16Tflops;
-  info.peakFp8Tflops = t.peakFp8Tflops;
-  info.peakInt8Tops = t.peakInt8Tops;
-  info.fp8E4M3 = t.fp8Formats & target::kFp8E4M3;
-  info.fp8E5M2 = t.fp8Formats & target::kFp8E5M2;
-  info.interconnectGBs = t.interconnectGBs;
-  info.minPtxVersion = t.minPtxVersion;
+#define SITS_TARGET_STRING(NAME, PY) info.NAME = wrapRef(t.NAME);
+#define SITS_TARGET_INT(NAME, PY) info.NAME = t.NAME;
+#define SITS_TARGET_REAL(NAME, PY) info.NAME = t.NAME;
+#define SITS_TARGET_PEAK(NAME, DTYPE) info.NAME = t.NAME;
+#define SITS_TARGET_ALIASES(NAME, PY) info.numAliases = t.NAME.size();
+#define SITS_TARGET_VENDOR(NAME, PY)                                           \
+  info.NAME = wrapRef(target::stringifyVendor(t.NAME));
+#define SITS_TARGET_FP8(NAME, PY)                                              \
+  info.fp8E4M3 = t.NAME & target::kFp8E4M3;                                    \
+  info.fp8E5M2 = t.NAME & target::kFp8E5M2;
+#include "dialects/Target/TargetFields.def"
   return info;
 }
 

@@ -1,4 +1,4 @@
-/*===- Sits.h - C API of the SITS dialect, passes and targets -----*- C -*-===*\
+/*===- Sits.h - C API of the SITS dialect and targets ------------*- C -*-===*\
 |*                                                                            *|
 |* The Python bindings (built with RTTI) reach the SITS C++ code (built       *|
 |* without) only through these functions.                                     *|
@@ -16,10 +16,6 @@ extern "C" {
 
 MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(Sits, sits);
 
-/// Registers every SITS pass (and pipeline) with the global pass registry so
-/// that textual pipelines can name them. Idempotent.
-MLIR_CAPI_EXPORTED void sitsRegisterPasses(void);
-
 /// Version strings of SITS and of the LLVM it was built against.
 MLIR_CAPI_EXPORTED MlirStringRef sitsGetVersion(void);
 MLIR_CAPI_EXPORTED MlirStringRef sitsGetLLVMVersion(void);
@@ -28,31 +24,18 @@ MLIR_CAPI_EXPORTED MlirStringRef sitsGetLLVMVersion(void);
 // Known-target table
 //===----------------------------------------------------------------------===//
 
+/// A table entry (fields: dialects/Target/TargetFields.def). The vendor is
+/// its name ("nvidia", "amd", "cpu"); aliases are read one at a time with
+/// sitsGetKnownTargetAlias.
 typedef struct SitsTargetInfo {
-  MlirStringRef name;
-  MlirStringRef vendor;
-  MlirStringRef architecture;
-  MlirStringRef triple;
-  MlirStringRef chip;
-  MlirStringRef features;
-  intptr_t numAliases;
-  int64_t computeUnits;
-  int64_t simdWidth;
-  int64_t vectorRegisters;
-  MlirStringRef isaLevel;
-  double memoryGB;
-  double memoryBandwidthGBs;
-  double lastLevelCacheMB;
-  double sharedMemoryPerUnitKB;
-  double peakFp32Tflops;
-  double peakFp16Tflops;
-  double peakBf16Tflops;
-  double peakFp8Tflops;
-  double peakInt8Tops;
-  bool fp8E4M3;
-  bool fp8E5M2;
-  double interconnectGBs;
-  int64_t minPtxVersion;
+#define SITS_TARGET_STRING(NAME, PY) MlirStringRef NAME;
+#define SITS_TARGET_INT(NAME, PY) int64_t NAME;
+#define SITS_TARGET_REAL(NAME, PY) double NAME;
+#define SITS_TARGET_PEAK(NAME, DTYPE) double NAME;
+#define SITS_TARGET_ALIASES(NAME, PY) intptr_t numAliases;
+#define SITS_TARGET_VENDOR(NAME, PY) MlirStringRef NAME;
+#define SITS_TARGET_FP8(NAME, PY) bool fp8E4M3, fp8E5M2;
+#include "dialects/Target/TargetFields.def"
 } SitsTargetInfo;
 
 MLIR_CAPI_EXPORTED intptr_t sitsGetNumKnownTargets(void);

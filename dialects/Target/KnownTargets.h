@@ -25,52 +25,17 @@ enum Fp8Formats : unsigned {
   kFp8E5M2 = 1u << 1,
 };
 
+/// One entry of the table; the fields and their meaning are listed in
+/// TargetFields.def.
 struct TargetInfo {
-  llvm::StringRef name;
-  /// Other names accepted for this target (chip names, SKU names).
-  llvm::ArrayRef<llvm::StringRef> aliases;
-  Vendor vendor;
-  /// Marketing architecture ("Hopper", "CDNA3", host CPU name for the host).
-  llvm::StringRef architecture;
-  /// LLVM target triple, chip and features code generation uses.
-  llvm::StringRef triple;
-  llvm::StringRef chip;
-  llvm::StringRef features;
-  /// SMs (NVIDIA), CUs (AMD) or cores (CPU). 0 for the named CPU
-  /// instruction-set targets, which describe no particular machine: code for
-  /// them is tiled for the cores of the machine that compiles it (see
-  /// getComputeUnits).
-  int64_t computeUnits;
-  /// Threads that execute in lockstep: warp (32) or wavefront (64); SIMD
-  /// float32 lanes on a CPU.
-  int64_t simdWidth;
-  /// Architectural SIMD registers a CPU core has (16 with AVX2, 32 with
-  /// AVX-512 or NEON): what bounds a register block of accumulators. 0 on
-  /// GPUs.
-  int64_t vectorRegisters;
-  /// CPU targets: the named instruction-set level this entry's code runs on
-  /// ("x86-64-v3"); the host entry names the highest level its features
-  /// include. Empty on GPUs.
-  llvm::StringRef isaLevel;
-  double memoryGB;
-  /// 0 when unknown (the host CPU's bandwidth is measured, not listed).
-  double memoryBandwidthGBs;
-  /// Last-level cache (L2 on NVIDIA, Infinity Cache on MI300X, L3 on a CPU).
-  double lastLevelCacheMB;
-  /// Shared memory (NVIDIA) / LDS (AMD) per compute unit; L1D for a CPU core.
-  double sharedMemoryPerUnitKB;
-  /// Dense peak throughput per dtype in TFLOP/s (TOP/s for int8); 0 means
-  /// the target has no native support (or, for the host, not yet measured).
-  double peakFp32Tflops;
-  double peakFp16Tflops;
-  double peakBf16Tflops;
-  double peakFp8Tflops;
-  double peakInt8Tops;
-  unsigned fp8Formats;
-  /// Interconnect bandwidth per device in GB/s (0: none).
-  double interconnectGBs;
-  /// Minimum PTX ISA version (e.g. 80 for 8.0) for NVIDIA targets, else 0.
-  int64_t minPtxVersion;
+#define SITS_TARGET_STRING(NAME, PY) llvm::StringRef NAME;
+#define SITS_TARGET_INT(NAME, PY) int64_t NAME;
+#define SITS_TARGET_REAL(NAME, PY) double NAME;
+#define SITS_TARGET_PEAK(NAME, DTYPE) double NAME;
+#define SITS_TARGET_ALIASES(NAME, PY) llvm::ArrayRef<llvm::StringRef> NAME;
+#define SITS_TARGET_VENDOR(NAME, PY) Vendor NAME;
+#define SITS_TARGET_FP8(NAME, PY) unsigned NAME;
+#include "dialects/Target/TargetFields.def"
 };
 
 /// All known targets, in a fixed order: GPUs, the named CPU instruction-set

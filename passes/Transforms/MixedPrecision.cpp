@@ -996,12 +996,8 @@ struct SitsMixedPrecisionPass
   }
 
   LogicalResult parseConfig(ModuleOp module, PrecisionConfig &config) {
-    const target::TargetInfo *info = nullptr;
-    if (auto attr = module->getAttrOfType<TargetAttr>("sits.target"))
-      info = attr.getInfo();
-    if (!info)
-      info = target::lookupTarget("cpu");
-    config.allowFp8 = info && (info->fp8Formats & target::kFp8E4M3);
+    const target::TargetInfo &info = getModuleTargetOrHost(module);
+    config.allowFp8 = info.fp8Formats & target::kFp8E4M3;
     config.errorBudget = errorBudget;
     config.groupSize = groupSize;
     config.blockK = blockK;
@@ -1016,7 +1012,7 @@ struct SitsMixedPrecisionPass
       if (!config.allowFp8)
         return module.emitError()
                << "precision 'fp8' needs a target with FP8 E4M3 support; '"
-               << (info ? info->name : StringRef("cpu"))
+               << info.name
                << "' has none (FP8 targets: h100, h200, mi300x)";
     } else if (precision == "auto") {
       config.autoSelect = true;

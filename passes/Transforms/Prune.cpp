@@ -1231,10 +1231,8 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
     int64_t multiple = channelMultiple;
     if (multiple == 0) {
       multiple = 1;
-      if (auto attr = getOperation()->getAttrOfType<TargetAttr>(
-              SitsDialect::getTargetAttrName()))
-        if (const target::TargetInfo *info = attr.getInfo())
-          multiple = std::max<int64_t>(1, info->simdWidth);
+      if (const target::TargetInfo *info = getModuleTarget(getOperation()))
+        multiple = std::max<int64_t>(1, info->simdWidth);
     }
     IRRewriter rewriter(&getContext());
     Builder b(&getContext());

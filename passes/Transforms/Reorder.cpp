@@ -123,21 +123,11 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    const target::TargetInfo *info = nullptr;
-    if (!target.empty()) {
-      info = target::lookupTarget(target);
-      if (!info) {
-        module.emitError() << "unknown target '" << target
-                           << "'; known targets: "
-                           << target::getKnownTargetNames();
-        return signalPassFailure();
-      }
-    } else if (auto attr = module->getAttrOfType<TargetAttr>(
-                   SitsDialect::getTargetAttrName())) {
-      info = attr.getInfo();
-    } else {
-      info = target::lookupTarget("cpu");
-    }
+    FailureOr<const target::TargetInfo *> resolved =
+        resolveTarget(module, target);
+    if (failed(resolved))
+      return signalPassFailure();
+    const target::TargetInfo *info = *resolved;
     if (profile != "latency" && profile != "memory") {
       module.emitError() << "profile must be 'latency' or 'memory', got '"
                          << profile << "'";

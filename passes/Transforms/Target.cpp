@@ -77,21 +77,10 @@ struct SitsPrintTargetPass
         printTarget(llvm::outs(), t);
       return markAllAnalysesPreserved();
     }
-    const target::TargetInfo *info = nullptr;
-    if (!target.empty())
-      info = target::lookupTarget(target);
-    else if (auto attr = module->getAttrOfType<TargetAttr>(
-                 SitsDialect::getTargetAttrName()))
-      info = attr.getInfo();
-    else
-      info = target::lookupTarget("cpu");
-    if (!info) {
-      module.emitError() << "unknown target '" << target
-                         << "'; known targets: "
-                         << target::getKnownTargetNames();
+    FailureOr<const target::TargetInfo *> info = resolveTarget(module, target);
+    if (failed(info))
       return signalPassFailure();
-    }
-    printTarget(llvm::outs(), *info);
+    printTarget(llvm::outs(), **info);
     markAllAnalysesPreserved();
   }
 };

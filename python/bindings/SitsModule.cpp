@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialects/CAPI/Compiler.h"
 #include "dialects/CAPI/Sits.h"
+#include "passes/CAPI/Compiler.h"
+#include "passes/CAPI/Passes.h"
 
 #include "mlir-c/IR.h"
 #include "mlir/Bindings/Python/IRAttributes.h"
@@ -40,40 +41,30 @@ std::string knownTargetNames() {
 
 nb::dict targetInfoDict(intptr_t pos) {
   SitsTargetInfo t = sitsGetKnownTarget(pos);
-  nb::list aliases;
-  for (intptr_t i = 0; i < t.numAliases; ++i)
-    aliases.append(toStr(sitsGetKnownTargetAlias(pos, i)));
-  nb::list fp8;
-  if (t.fp8E4M3)
-    fp8.append("e4m3");
-  if (t.fp8E5M2)
-    fp8.append("e5m2");
-  nb::dict d;
-  d["name"] = toStr(t.name);
-  d["aliases"] = aliases;
-  d["vendor"] = toStr(t.vendor);
-  d["architecture"] = toStr(t.architecture);
-  d["triple"] = toStr(t.triple);
-  d["chip"] = toStr(t.chip);
-  d["features"] = toStr(t.features);
-  d["compute_units"] = t.computeUnits;
-  d["simd_width"] = t.simdWidth;
-  d["vector_registers"] = t.vectorRegisters;
-  d["isa_level"] = toStr(t.isaLevel);
-  d["memory_gb"] = t.memoryGB;
-  d["memory_bandwidth_gbs"] = t.memoryBandwidthGBs;
-  d["last_level_cache_mb"] = t.lastLevelCacheMB;
-  d["shared_memory_per_unit_kb"] = t.sharedMemoryPerUnitKB;
-  nb::dict peak;
-  peak["f32"] = t.peakFp32Tflops;
-  peak["f16"] = t.peakFp16Tflops;
-  peak["bf16"] = t.peakBf16Tflops;
-  peak["fp8"] = t.peakFp8Tflops;
-  peak["int8"] = t.peakInt8Tops;
+  nb::dict d, peak;
+#define SITS_TARGET_STRING(NAME, PY) d[#PY] = toStr(t.NAME);
+#define SITS_TARGET_INT(NAME, PY) d[#PY] = t.NAME;
+#define SITS_TARGET_REAL(NAME, PY) d[#PY] = t.NAME;
+#define SITS_TARGET_PEAK(NAME, DTYPE) peak[#DTYPE] = t.NAME;
+#define SITS_TARGET_ALIASES(NAME, PY)                                          \
+  {                                                                            \
+    nb::list aliases;                                                          \
+    for (intptr_t i = 0; i < t.numAliases; ++i)                                \
+      aliases.append(toStr(sitsGetKnownTargetAlias(pos, i)));                  \
+    d[#PY] = aliases;                                                          \
+  }
+#define SITS_TARGET_VENDOR(NAME, PY) d[#PY] = toStr(t.NAME);
+#define SITS_TARGET_FP8(NAME, PY)                                              \
+  {                                                                            \
+    nb::list formats;                                                          \
+    if (t.fp8E4M3)                                                             \
+      formats.append("e4m3");                                                  \
+    if (t.fp8E5M2)                                                             \
+      formats.append("e5m2");                                                  \
+    d[#PY] = formats;                                                          \
+  }
+#include "dialects/Target/TargetFields.def"
   d["peak_tflops"] = peak;
-  d["fp8_formats"] = fp8;
-  d["interconnect_gbs"] = t.interconnectGBs;
-  d["min_ptx_version"] = t.minPtxVersion;
   return d;
 }
 

@@ -137,3 +137,28 @@ def test_host_figures_without_a_writable_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SITS_CACHE_DIR", str(blocker / "cache"))
     figures = targets.measure_host()
     assert figures.source == "measured" and figures.peak_fp32_gflops > 0
+
+
+def test_python_target_mirrors_the_field_list():
+    """sits_mlir.targets.Target has exactly the fields of
+    dialects/Target/TargetFields.def (peaks grouped in peak_tflops), and the
+    native module fills each of them."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from sits_mlir._mlir_libs import _sits
+
+    fields_def = Path(__file__).resolve().parents[2] / "dialects" / "Target" / "TargetFields.def"
+    listed = re.findall(r"^SITS_TARGET_(\w+)\(\w+, (\w+)\)$", fields_def.read_text(), re.M)
+    assert len(listed) > 20
+    names = []
+    for kind, py in listed:  # the peaks, together, where the first one is
+        name = "peak_tflops" if kind == "PEAK" else py
+        if name not in names:
+            names.append(name)
+    peaks = sorted(py for kind, py in listed if kind == "PEAK")
+    assert [f.name for f in dataclasses.fields(targets.Target)] == names
+    for entry in _sits.known_targets():
+        assert sorted(entry) == sorted(names)
+        assert sorted(entry["peak_tflops"]) == peaks

@@ -6,11 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Sits/IR/SitsOps.h"
-#include "passes/Codegen/CPU/Passes.h"
-#include "passes/Codegen/GPU/Passes.h"
-#include "passes/Pipelines/Pipelines.h"
-#include "passes/Conversion/Passes.h"
-#include "passes/Transforms/Passes.h"
+#include "passes/InitAllPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -31,11 +27,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::sits::SitsDialect>();
 
   mlir::registerAllPasses();
-  mlir::sits::registerSitsPasses();
-  mlir::sits::registerSitsConversionPasses();
-  mlir::sits::cpu::registerSitsCpuPasses();
-  mlir::sits::gpu::registerSitsGpuPasses();
-  mlir::sits::registerSitsPipelines();
+  mlir::sits::registerAllSitsPasses();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "SITS (Scalable Inference Tensor Scheduling) version "

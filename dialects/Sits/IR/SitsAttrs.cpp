@@ -3,6 +3,7 @@
 #include "dialects/Sits/IR/SitsDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -83,4 +84,33 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 const target::TargetInfo *TargetAttr::getInfo() const {
   return target::lookupTarget(getName());
+}
+
+const target::TargetInfo *mlir::sits::getModuleTarget(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  for (; module; module = module->getParentOfType<ModuleOp>())
+    if (auto attr = module->getAttrOfType<TargetAttr>(
+            SitsDialect::getTargetAttrName()))
+      if (const target::TargetInfo *info = attr.getInfo())
+        return info;
+  return nullptr;
+}
+
+const target::TargetInfo &mlir::sits::getModuleTargetOrHost(Operation *op) {
+  if (const target::TargetInfo *info = getModuleTarget(op))
+    return *info;
+  return *target::lookupTarget("cpu");
+}
+
+FailureOr<const target::TargetInfo *>
+mlir::sits::resolveTarget(Operation *op, StringRef option) {
+  if (option.empty())
+    return &getModuleTargetOrHost(op);
+  if (const target::TargetInfo *info = target::lookupTarget(option))
+    return info;
+  return op->emitError() << "unknown target '" << option
+                         << "'; known targets: "
+                         << target::getKnownTargetNames();
 }

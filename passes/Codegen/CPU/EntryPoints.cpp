@@ -26,6 +26,9 @@ using namespace mlir::sits;
 namespace {
 
 constexpr llvm::StringLiteral kCInterfacePrefix = "_mlir_ciface_";
+// The artifact format's convention (kEntrySymbolPrefix of the runtime's
+// artifact.h, which the writer fills symbols in from; the runtime links no
+// MLIR, so the two sides of the ABI each spell it once).
 constexpr llvm::StringLiteral kEntryPrefix = "sits_entry_";
 
 struct SitsCpuMarkEntryPointsPass

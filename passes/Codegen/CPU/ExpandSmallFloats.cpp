@@ -30,6 +30,8 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "dialects/Sits/IR/SitsDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -309,7 +311,7 @@ struct SitsCpuExpandSmallFloatsPass
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     bool expandBf16 =
-        !hasNativeBf16Truncation(sits::cpu::getTargetInfo(getOperation()));
+        !hasNativeBf16Truncation(sits::getModuleTargetOrHost(getOperation()));
     if (expandBf16 && failed(computeBf16InF32()))
       return signalPassFailure();
 

@@ -39,10 +39,6 @@ struct CpuTilingConfig {
 /// `sits.target` (the host when there is none).
 CpuTilingConfig getCpuTilingConfig(Operation *op, int64_t threadsOverride = 0);
 
-/// The target entry for code nested in `op` (the host when the module
-/// names none).
-const target::TargetInfo &getTargetInfo(Operation *op);
-
 /// arith.extf / arith.truncf to or from 8- and 4-bit floats as integer
 /// arithmetic (sits-cpu-expand-small-floats).
 void populateExpandSmallFloatPatterns(RewritePatternSet &patterns);

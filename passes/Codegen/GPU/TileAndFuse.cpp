@@ -43,15 +43,8 @@ using mlir::sits::gpu::GpuTilingConfig;
 //===----------------------------------------------------------------------===//
 
 const sits::target::TargetInfo *sits::gpu::getGpuTarget(Operation *op) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  for (; module; module = module->getParentOfType<ModuleOp>())
-    if (auto attr = module->getAttrOfType<sits::TargetAttr>(
-            sits::SitsDialect::getTargetAttrName()))
-      if (const target::TargetInfo *info = attr.getInfo())
-        return info->vendor == target::Vendor::Cpu ? nullptr : info;
-  return nullptr;
+  const target::TargetInfo *info = sits::getModuleTarget(op);
+  return info && info->vendor != target::Vendor::Cpu ? info : nullptr;
 }
 
 GpuTilingConfig sits::gpu::getGpuTilingConfig(Operation *op,

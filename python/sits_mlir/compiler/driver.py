@@ -292,7 +292,7 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
         clone.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(ftype.inputs, [shapes_type]))
     inputs = [a for a in signature["args"] if a["role"] == "input"]
-    return {"name": _SHAPES, "symbol": f"sits_entry_{_SHAPES}",
+    return {"name": _SHAPES,
             "args": inputs + [{"role": "output", "name": "shapes", "dtype": "i64",
                                "shape": [shapes_type.shape[0]]}]}
 
@@ -329,7 +329,7 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
     args += [_spec("output", s.name if s else f"output_{i}", t, s)
              for i, (s, t, attrs) in enumerate(zip(outputs, ftype.results, res_attrs))
              if "sits.updates" not in attrs]
-    return {"name": "main", "symbol": "sits_entry_main", "args": args}
+    return {"name": "main", "args": args}
 
 
 def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int):

@@ -161,7 +161,7 @@ Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
     for (json::Value &ep : eps->items())
       if (ep.isObject() && !ep.find("symbol"))
         if (const json::Value *name = ep.find("name"); name && name->isString())
-          ep.set("symbol", json::Value::string("sits_entry_" + name->asString()));
+          ep.set("symbol", json::Value::string(kEntrySymbolPrefix + name->asString()));
 
   // Canonical order: what a reader looks at first, then anything else the
   // compiler recorded, the hash last.

@@ -34,6 +34,12 @@ namespace sits::runtime {
 
 /// The format version this runtime writes, and the newest it reads.
 inline constexpr uint32_t kArtifactFormatVersion = 1;
+
+/// The C symbol of entry point `<name>` is this prefix + name: the
+/// convention between the compiler (sits-cpu-mark-entry-points names the
+/// functions it exports so) and the artifact writer (which fills in an
+/// entry's symbol from it).
+inline constexpr char kEntrySymbolPrefix[] = "sits_entry_";
 /// Conventional file extension.
 inline constexpr const char *kArtifactExtension = ".sitsm";
 
@@ -77,7 +83,7 @@ struct SITS_RUNTIME_API EntryPointSpec {
   /// The name callers use ("main").
   std::string name;
   /// The exported C symbol: `void <symbol>(void **args)`, by convention
-  /// "sits_entry_" + name.
+  /// kEntrySymbolPrefix + name.
   std::string symbol;
   /// In call order: [weights], inputs..., outputs...
   std::vector<ArgSpec> args;

@@ -4,8 +4,8 @@
 |* the Python compiler driver.                                                *|
 \*===----------------------------------------------------------------------===*/
 
-#ifndef SITS_DIALECTS_CAPI_COMPILER_H
-#define SITS_DIALECTS_CAPI_COMPILER_H
+#ifndef SITS_PASSES_CAPI_COMPILER_H
+#define SITS_PASSES_CAPI_COMPILER_H
 
 #include "mlir-c/IR.h"
 #include "mlir-c/Support.h"
@@ -46,4 +46,4 @@ sitsSerializeWeights(MlirOperation module, MlirStringCallback callback,
 }
 #endif
 
-#endif // SITS_DIALECTS_CAPI_COMPILER_H
+#endif // SITS_PASSES_CAPI_COMPILER_H

@@ -1,6 +1,6 @@
 //===- Compiler.cpp - C API of SITS code emission -------------------------===//
 
-#include "dialects/CAPI/Compiler.h"
+#include "passes/CAPI/Compiler.h"
 
 #include "passes/Targets/LLVMObject.h"
 #include "passes/Transforms/Passes.h"
