@@ -11,6 +11,8 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "passes/Codegen/Common/FusionGroups.h"
+
 #include "dialects/Sits/IR/SitsDialect.h"
 
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
@@ -35,6 +37,7 @@ namespace mlir::sits::cpu {
 } // namespace mlir::sits::cpu
 
 using namespace mlir;
+using namespace mlir::sits::codegen;
 using namespace mlir::sits;
 using namespace mlir::sits::cpu;
 
@@ -42,21 +45,9 @@ using namespace mlir::sits::cpu;
 // Target facts
 //===----------------------------------------------------------------------===//
 
-const target::TargetInfo &mlir::sits::cpu::getTargetInfo(Operation *op) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  for (; module; module = module->getParentOfType<ModuleOp>())
-    if (auto attr = module->getAttrOfType<TargetAttr>(
-            SitsDialect::getTargetAttrName()))
-      if (const target::TargetInfo *info = attr.getInfo())
-        return *info;
-  return *target::lookupTarget("cpu");
-}
-
 CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
                                                    int64_t threadsOverride) {
-  const target::TargetInfo &info = getTargetInfo(op);
+  const target::TargetInfo &info = getModuleTargetOrHost(op);
   CpuTilingConfig config;
   config.threads = threadsOverride > 0 ? threadsOverride
                                        : target::getComputeUnits(info);
@@ -86,29 +77,6 @@ CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
 
 namespace {
 
-/// Tiling slices each operand by the bounding box of its indexing map over
-/// the tile, then applies the same map to tile-local indices: right for
-/// linear maps (shifting a tile shifts every access by the same offset),
-/// wrong for maps with mod/floordiv (upstream im2col), whose value depends
-/// on where the tile starts. Such ops stay whole.
-bool isSafelyTileable(Operation *op) {
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  if (!linalgOp)
-    return isa<TilingInterface>(op);
-  return llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
-    return llvm::all_of(map.getResults(), [](AffineExpr e) {
-      bool linear = true;
-      e.walk([&](AffineExpr sub) {
-        auto kind = sub.getKind();
-        if (kind == AffineExprKind::Mod || kind == AffineExprKind::FloorDiv ||
-            kind == AffineExprKind::CeilDiv)
-          linear = false;
-      });
-      return linear;
-    });
-  });
-}
-
 /// An elementwise op widening integer codes to floats: dequantization.
 bool isDequantizing(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
@@ -119,62 +87,6 @@ bool isDequantizing(Operation *op) {
          isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
 }
 
-bool isContraction(Operation *op) {
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  return linalgOp && linalg::isaContractionOpInterface(linalgOp);
-}
-
-/// Ops that are cheap enough to recompute in every tile that needs them.
-bool isCheapToRecompute(Operation *op) {
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  if (!linalgOp)
-    return isa<tensor::PadOp>(op);
-  return linalg::isElementwise(linalgOp) ||
-         isa<linalg::FillOp, linalg::BroadcastOp, linalg::TransposeOp,
-             linalg::CopyOp>(op);
-}
-
-/// Whether every loop of `map` appears in exactly one of its results, each
-/// a linear combination of loops (a permutation, or several loops flattened
-/// into one dimension, such as pixels oh * OW + ow).
-bool isLinearPartition(AffineMap map) {
-  SmallVector<int> uses(map.getNumDims(), 0);
-  for (AffineExpr e : map.getResults()) {
-    bool linear = true;
-    e.walk([&](AffineExpr sub) {
-      if (auto dim = dyn_cast<AffineDimExpr>(sub))
-        ++uses[dim.getPosition()];
-      else if (sub.getKind() != AffineExprKind::Add &&
-               sub.getKind() != AffineExprKind::Mul &&
-               !isa<AffineConstantExpr>(sub))
-        linear = false;
-    });
-    if (!linear || !e.isPureAffine())
-      return false;
-  }
-  return llvm::all_of(uses, [](int n) { return n == 1; });
-}
-
-/// The contraction whose output `root` consumes elementwise, if any, and
-/// the map from root loops to the contraction's output dimensions: its tile
-/// shape then decides the group's.
-std::pair<linalg::LinalgOp, AffineMap>
-findAnchorContraction(linalg::LinalgOp root) {
-  if (isContraction(root))
-    return {root, AffineMap::getMultiDimIdentityMap(root.getNumLoops(),
-                                                    root.getContext())};
-  if (root.getNumReductionLoops() != 0)
-    return {};
-  for (OpOperand *input : root.getDpsInputOperands()) {
-    auto producer = input->get().getDefiningOp<linalg::LinalgOp>();
-    AffineMap map = root.getMatchingIndexingMap(input);
-    if (producer && isContraction(producer) && isLinearPartition(map))
-      return {producer, map};
-  }
-  return {};
-}
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Number of tiles `sizes` cuts `ranges` into (0 means not tiled).
 int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
@@ -317,13 +229,6 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
   return sizes;
 }
 
-SmallVector<OpFoldResult> asFoldResults(MLIRContext *ctx,
-                                        ArrayRef<int64_t> sizes) {
-  Builder b(ctx);
-  return llvm::map_to_vector(sizes, [&](int64_t s) -> OpFoldResult {
-    return b.getIndexAttr(s);
-  });
-}
 
 //===----------------------------------------------------------------------===//
 // Tiling inside a distributed tile
@@ -492,79 +397,6 @@ LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
     return failure();
   rewriter.replaceOp(op, tiled->replacements);
   return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Fusion groups
-//===----------------------------------------------------------------------===//
-
-/// Whether `value` is computed from `iv` (through index arithmetic).
-bool dependsOn(Value value, Value iv, int depth = 8) {
-  if (value == iv)
-    return true;
-  Operation *def = value.getDefiningOp();
-  if (!def || depth == 0)
-    return false;
-  return llvm::any_of(def->getOperands(), [&](Value operand) {
-    return dependsOn(operand, iv, depth - 1);
-  });
-}
-
-/// Whether fusing through `slice` gives every tile its own part of the
-/// producer. A slice that is the same for all values of some tile loop
-/// (e.g. the lhs of a matmul tiled along N: every N tile needs all of it)
-/// would recompute the whole producer in each of those tiles.
-bool isDisjointPerTile(tensor::ExtractSliceOp slice) {
-  auto forall = slice->getParentOfType<scf::ForallOp>();
-  if (!forall)
-    return true;
-  ArrayRef<int64_t> lbs = forall.getStaticLowerBound();
-  ArrayRef<int64_t> ubs = forall.getStaticUpperBound();
-  ArrayRef<int64_t> steps = forall.getStaticStep();
-  for (auto [i, iv] : llvm::enumerate(forall.getInductionVars())) {
-    bool isStatic = !ShapedType::isDynamic(lbs[i]) &&
-                    !ShapedType::isDynamic(ubs[i]) &&
-                    !ShapedType::isDynamic(steps[i]);
-    if (isStatic && ubs[i] - lbs[i] <= steps[i])
-      continue; // A single iteration: nothing is repeated.
-    bool used = llvm::any_of(slice.getOffsets(), [&](Value offset) {
-      return dependsOn(offset, iv);
-    });
-    if (!used)
-      return false;
-  }
-  return true;
-}
-
-/// The ops that fuse into `root`'s tiles: producers whose every user is in
-/// the group (so fusing computes them once, inside the tiles, and nowhere
-/// else), grown to a fixpoint so diamonds such as softmax's max feeding both
-/// the exponent sum and the division join together. Cheap producers are
-/// decided per use by the control function instead.
-llvm::SetVector<Operation *> computeFusionGroup(linalg::LinalgOp root) {
-  llvm::SetVector<Operation *> group;
-  group.insert(root);
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    for (unsigned i = 0; i < group.size(); ++i) {
-      for (Value operand : group[i]->getOperands()) {
-        Operation *producer = operand.getDefiningOp();
-        if (!producer || group.contains(producer) ||
-            !isSafelyTileable(producer) ||
-            producer->getBlock() != root->getBlock())
-          continue;
-        bool exclusive = llvm::all_of(producer->getUsers(), [&](Operation *u) {
-          return group.contains(u);
-        });
-        if (exclusive) {
-          group.insert(producer);
-          changed = true;
-        }
-      }
-    }
-  }
-  return group;
 }
 
 //===----------------------------------------------------------------------===//

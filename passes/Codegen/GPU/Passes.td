@@ -340,12 +340,13 @@ def SitsGpuLowerVectors : Pass<"sits-gpu-lower-vectors"> {
 }
 
 def SitsGpuBoolMemory : Pass<"sits-gpu-bool-memory"> {
-  let summary = "Scalar loads and stores of i1 buffers as byte accesses, in any address space";
+  let summary = "Scalar loads and stores of i1 (and other sub-byte) buffers as byte accesses, in any address space";
   let description = [{
     A buffer of `i1` holds one byte per element (NumPy's `bool` layout, and
-    the runtime's), which the memref-to-LLVM lowering (part of
+    the runtime's), and so do buffers of `i2`, `i4` and `f4E2M1FN`
+    (ml_dtypes' layout), which the memref-to-LLVM lowering (part of
     `convert-gpu-to-nvvm`) does not accept for element types narrower than
-    a byte. Rewrites every scalar `memref.load` and `memref.store` of `i1`
+    a byte. Rewrites every scalar `memref.load` and `memref.store` of them
     into an `llvm.load`/`llvm.store` of `i8` at the aligned pointer plus the
     linearized offset, as `sits-cpu-bool-memory` does, with the pointer in
     the buffer's address space: workgroup buffers (a mask the threads of a
