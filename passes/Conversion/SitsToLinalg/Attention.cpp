@@ -1,0 +1,461 @@
+//===- Attention.cpp - attention, paged attention to linalg ---------------===//
+//
+// The lowerings of sits.attention (Q·Kᵀ, scale and masks, max-subtracted
+// exp, row sums, ·V, normalization) and sits.paged_attention (K/V written
+// into the pool through the slot mapping, each sequence's context gathered
+// through its block table, then causal attention).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/SitsToLinalg/Patterns.h"
+#include "passes/Conversion/SitsToLinalg/Utils.h"
+
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::sits;
+using namespace mlir::sits::detail;
+
+using utils::IteratorType;
+
+//===----------------------------------------------------------------------===//
+// Per-op lowerings
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Where causal attention places query `i`: at absolute position `i + offset`
+/// and seeing keys `j <= i + offset`. The offset is `Tk - Tq` for every row
+/// (bottom-right aligned) or, with `perBatch` (an i64 tensor `[B]`), one per
+/// batch entry.
+struct CausalPlacement {
+  bool enabled = false;
+  Value perBatch;
+};
+
+/// Q·Kᵀ, scale + masks, max-subtracted exp, row sums, ·V, normalization, on
+/// `query [B, Hq, Tq, D]`, `key [B, Hkv, Tk, D]` and `value [B, Hkv, Tk, Dv]`.
+Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
+                     Value value, Value mask, RankedTensorType resultType,
+                     std::optional<double> fixedScale, CausalPlacement causal) {
+  MLIRContext *ctx = b.getContext();
+  Type resultElement = resultType.getElementType();
+  FloatType computeType = getComputeType(resultElement);
+  auto qType = cast<RankedTensorType>(query.getType());
+  auto kType = cast<RankedTensorType>(key.getType());
+
+  OpFoldResult batch = sizeOr(b, resultType, 0, [&] {
+    return staticFirst(b, loc, {{query, 0}, {key, 0}, {value, 0}});
+  });
+  OpFoldResult qHeads =
+      sizeOr(b, resultType, 1, [&] { return dimOf(b, loc, query, 1); });
+  OpFoldResult qLen =
+      sizeOr(b, resultType, 2, [&] { return dimOf(b, loc, query, 2); });
+  OpFoldResult vDim =
+      sizeOr(b, resultType, 3, [&] { return dimOf(b, loc, value, 3); });
+  OpFoldResult kvHeads = staticFirst(b, loc, {{key, 1}, {value, 1}});
+  OpFoldResult kvLen = staticFirst(b, loc, {{key, 2}, {value, 2}});
+
+  // Grouped-query attention: query head h = hk * G + g reads key/value head
+  // hk = h / G. Splitting the query's head dimension into (Hkv, G) keeps
+  // every indexing map a projected permutation; K and V are not copied.
+  bool grouped = qType.isDynamicDim(1) || kType.isDynamicDim(1) ||
+                 qType.getDimSize(1) != kType.getDimSize(1);
+  SmallVector<OpFoldResult> heads = {batch};
+  if (grouped) {
+    OpFoldResult groupSize = divSizes(b, loc, qHeads, kvHeads);
+    heads.append({kvHeads, groupSize});
+    query = expand(b, loc, query, groupsSplitting(4, 1),
+                   {batch, kvHeads, groupSize, qLen,
+                    staticFirst(b, loc, {{query, 3}, {key, 3}})});
+  } else {
+    heads.push_back(qHeads);
+  }
+  int64_t nh = heads.size();     // head loops: (b, h) or (b, hk, g)
+  int64_t iDim = nh, jDim = nh + 1;
+  auto d = [&](unsigned pos) { return getAffineDimExpr(pos, ctx); };
+  SmallVector<AffineExpr> headExprs, kvHeadExprs = {d(0), d(1)};
+  for (int64_t h = 0; h < nh; ++h)
+    headExprs.push_back(d(h));
+
+  // scores = Q K^T, loops (heads..., i, j, c).
+  SmallVector<OpFoldResult> scoreSizes(heads);
+  scoreSizes.append({qLen, kvLen});
+  Value zero = floatConst(b, loc, computeType, 0.0);
+  Value scores;
+  {
+    unsigned numLoops = nh + 3;
+    SmallVector<AffineExpr> qExprs(headExprs), kExprs(kvHeadExprs),
+        outExprs(headExprs);
+    qExprs.append({d(iDim), d(nh + 2)});
+    kExprs.append({d(jDim), d(nh + 2)});
+    outExprs.append({d(iDim), d(jDim)});
+    SmallVector<IteratorType> iterators(nh + 2, kParallel);
+    iterators.push_back(kReduction);
+    scores = buildGeneric(
+        b, loc, {query, key},
+        {AffineMap::get(numLoops, 0, qExprs, ctx),
+         AffineMap::get(numLoops, 0, kExprs, ctx)},
+        filledTensor(b, loc, scoreSizes, zero),
+        AffineMap::get(numLoops, 0, outExprs, ctx), iterators,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return multiplyAccumulate(nb, l, args[0], args[1], args[2]);
+        });
+  }
+
+  // Scale and masks.
+  Value scale;
+  if (std::optional<double> s = fixedScale) {
+    scale = floatConst(b, loc, computeType, *s);
+  } else {
+    Value headDim = sizeAsFloat(
+        b, loc, staticFirst(b, loc, {{query, grouped ? 4 : 3}, {key, 3}}),
+        computeType);
+    Value root = math::SqrtOp::create(b, loc, headDim);
+    scale = arith::DivFOp::create(b, loc, floatConst(b, loc, computeType, 1.0),
+                                  root);
+  }
+  unsigned scoreRank = nh + 2;
+  AffineMap scoreIdentity = b.getMultiDimIdentityMap(scoreRank);
+  SmallVector<Value> maskInputs = {scores};
+  SmallVector<AffineMap> maskMaps = {scoreIdentity};
+  Type maskElement;
+  if (mask) {
+    // Right-align the mask with [B, Hq, Tq, Tk]; drop its unit dimensions
+    // (they broadcast) and split a query-head dimension like the query's.
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    maskElement = maskType.getElementType();
+    int64_t offset = 4 - maskType.getRank();
+    SmallVector<bool> keep;
+    SmallVector<int64_t> positions;
+    for (int64_t i = 0; i < maskType.getRank(); ++i) {
+      keep.push_back(maskType.getDimSize(i) != 1);
+      if (keep.back())
+        positions.push_back(i + offset);
+    }
+    Value collapsed = collapse(b, loc, mask, groupsKeeping(keep));
+    SmallVector<AffineExpr> exprs;
+    SmallVector<OpFoldResult> collapsedSizes =
+        tensor::getMixedSizes(b, loc, collapsed);
+    SmallVector<OpFoldResult> expandedSizes;
+    SmallVector<ReassociationIndices> splitGroups;
+    for (auto [index, position] : llvm::enumerate(positions)) {
+      int64_t out = expandedSizes.size();
+      if (position == 1 && grouped) {
+        splitGroups.push_back({out, out + 1});
+        expandedSizes.append({heads[1], heads[2]});
+        exprs.append({d(1), d(2)});
+        continue;
+      }
+      splitGroups.push_back({out});
+      expandedSizes.push_back(collapsedSizes[index]);
+      exprs.push_back(position == 0   ? d(0)
+                      : position == 1 ? d(1)
+                      : position == 2 ? d(iDim)
+                                      : d(jDim));
+    }
+    maskInputs.push_back(
+        expand(b, loc, collapsed, splitGroups, expandedSizes));
+    maskMaps.push_back(AffineMap::get(scoreRank, 0, exprs, ctx));
+  }
+  // Masked scores follow onnxruntime's CPU Attention kernel: a `false` mask
+  // entry or a causally hidden key sets the score to the lowest finite value
+  // (ORT adds numeric_limits::lowest(), which absorbs any finite score), so
+  // masked keys get weight exp(lowest - max) = 0 and a fully masked row,
+  // whose scores are then all equal, averages V instead of producing NaN. A
+  // float mask is added as given (a row of -inf gives NaN, as in ORT).
+  // Causal: query i sits at absolute position i + (Tk - Tq).
+  Value causalOffset;
+  int64_t offsetArg = -1;
+  if (causal.perBatch) {
+    offsetArg = maskInputs.size();
+    maskInputs.push_back(causal.perBatch);
+    maskMaps.push_back(AffineMap::get(scoreRank, 0, {d(0)}, ctx));
+  } else if (causal.enabled) {
+    causalOffset = indexValue(b, loc, subSizes(b, loc, kvLen, qLen));
+  }
+  Value lowest = lowestConst(b, loc, computeType);
+  Value masked = buildElementwise(
+      b, loc, maskInputs, maskMaps, scoreSizes, computeType,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value s = arith::MulFOp::create(nb, l, args[0], scale);
+        if (mask && isa<FloatType>(maskElement))
+          s = arith::AddFOp::create(nb, l, s,
+                                    castFloat(nb, l, args[1], computeType));
+        if (mask && !isa<FloatType>(maskElement))
+          s = arith::SelectOp::create(nb, l, args[1], s, lowest);
+        if (causalOffset || offsetArg >= 0) {
+          Value i = linalg::IndexOp::create(nb, l, iDim);
+          Value j = linalg::IndexOp::create(nb, l, jDim);
+          Value offset = causalOffset;
+          if (offsetArg >= 0) {
+            // In i64: a padding query's position is negative.
+            Type i64 = nb.getI64Type();
+            i = arith::IndexCastOp::create(nb, l, i64, i);
+            j = arith::IndexCastOp::create(nb, l, i64, j);
+            offset = args[offsetArg];
+          }
+          Value last = arith::AddIOp::create(nb, l, i, offset);
+          Value hidden = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::sgt, j, last);
+          s = arith::SelectOp::create(nb, l, hidden, lowest, s);
+        }
+        return s;
+      });
+
+  // Softmax along j, normalized after the product with V.
+  SmallVector<OpFoldResult> rowSizes(heads);
+  rowSizes.push_back(qLen);
+  AffineMap rowMap = withoutDims(ctx, scoreRank, jDim, jDim + 1);
+  SmallVector<IteratorType> rowIterators(scoreRank, kParallel);
+  rowIterators.back() = kReduction;
+  Value rowMax = buildGeneric(
+      b, loc, {masked}, {scoreIdentity},
+      filledTensor(b, loc, rowSizes, negInfConst(b, loc, computeType)),
+      rowMap, rowIterators, [](OpBuilder &nb, Location l, ValueRange args) {
+        return arith::MaximumFOp::create(nb, l, args[0], args[1]);
+      });
+  Value exps = buildElementwise(
+      b, loc, {masked, rowMax}, {scoreIdentity, rowMap}, scoreSizes,
+      computeType, [](OpBuilder &nb, Location l, ValueRange args) {
+        return math::ExpOp::create(
+            nb, l, arith::SubFOp::create(nb, l, args[0], args[1]));
+      });
+  Value rowSum = buildGeneric(
+      b, loc, {exps}, {scoreIdentity}, filledTensor(b, loc, rowSizes, zero),
+      rowMap, rowIterators, [](OpBuilder &nb, Location l, ValueRange args) {
+        return arith::AddFOp::create(nb, l, args[1], args[0]);
+      });
+
+  // out = exps V, loops (heads..., i, e, j); then out / rowSum.
+  SmallVector<OpFoldResult> outSizes(heads);
+  outSizes.append({qLen, vDim});
+  Value weighted;
+  {
+    unsigned numLoops = nh + 3;
+    int64_t eDim = nh + 1, kvDim = nh + 2;
+    SmallVector<AffineExpr> pExprs(headExprs), vExprs(kvHeadExprs),
+        outExprs(headExprs);
+    pExprs.append({d(iDim), d(kvDim)});
+    vExprs.append({d(kvDim), d(eDim)});
+    outExprs.append({d(iDim), d(eDim)});
+    SmallVector<IteratorType> iterators(nh + 2, kParallel);
+    iterators.push_back(kReduction);
+    weighted = buildGeneric(
+        b, loc, {exps, value},
+        {AffineMap::get(numLoops, 0, pExprs, ctx),
+         AffineMap::get(numLoops, 0, vExprs, ctx)},
+        filledTensor(b, loc, outSizes, zero),
+        AffineMap::get(numLoops, 0, outExprs, ctx), iterators,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return multiplyAccumulate(nb, l, args[0], args[1], args[2]);
+        });
+  }
+  Value out = buildElementwise(
+      b, loc, {weighted, rowSum},
+      {b.getMultiDimIdentityMap(scoreRank),
+       withoutDims(ctx, scoreRank, scoreRank - 1, scoreRank)},
+      outSizes, resultElement,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value normalized = arith::DivFOp::create(nb, l, args[0], args[1]);
+        return castFloat(nb, l, normalized, resultElement);
+      });
+  if (grouped)
+    out = collapse(b, loc, out, {{0}, {1, 2}, {3}, {4}});
+  return castToType(b, loc, out, resultType);
+}
+
+} // namespace
+
+FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
+                                              AttentionOp::Adaptor operands) {
+  return buildAttention(b, op.getLoc(), operands.getQuery(),
+                        operands.getKey(), operands.getValue(),
+                        operands.getMask(), op.getType(),
+                        op.getScaleOrDefault(),
+                        CausalPlacement{op.getCausal(), Value()});
+}
+
+namespace {
+
+/// Writes the new tokens' K and V (`[B, Hkv, S, D]`) of layer `layer` into
+/// `pool` at the slots of `slots` (`[B, S]` i64), skipping negative and
+/// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, D]` slice
+/// per kind, which bufferizes in place when the pool is.
+Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
+                 Value value, Value slots, int64_t layer) {
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  OpFoldResult blockSize = dimOf(b, loc, pool, 4);
+  Value capacity = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(),
+      indexValue(b, loc, mulSizes(b, loc, dimOf(b, loc, pool, 0), blockSize)));
+  Value batch = indexValue(b, loc, dimOf(b, loc, slots, 0));
+  Value tokens = indexValue(b, loc, dimOf(b, loc, slots, 1));
+  OpFoldResult heads = dimOf(b, loc, key, 1), headDim = dimOf(b, loc, key, 3);
+  auto outer = scf::ForOp::create(
+      b, loc, c0, batch, c1, ValueRange{pool},
+      [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
+        auto inner = scf::ForOp::create(
+            ob, l, c0, tokens, c1, outerArgs,
+            [&](OpBuilder &ib, Location il, Value si, ValueRange innerArgs) {
+              Value current = innerArgs[0];
+              Value slot =
+                  tensor::ExtractOp::create(ib, il, slots, ValueRange{bi, si});
+              Value zero = arith::ConstantIntOp::create(ib, il, 0, 64);
+              Value inRange = arith::AndIOp::create(
+                  ib, il,
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::sge,
+                                        slot, zero),
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::slt,
+                                        slot, capacity));
+              auto write = scf::IfOp::create(
+                  ib, il, inRange,
+                  [&](OpBuilder &tb, Location tl) {
+                    Value index = arith::IndexCastOp::create(
+                        tb, tl, tb.getIndexType(), slot);
+                    Value bs = indexValue(tb, tl, blockSize);
+                    Value block = arith::DivUIOp::create(tb, tl, index, bs);
+                    Value offset = arith::RemUIOp::create(tb, tl, index, bs);
+                    Value updated = current;
+                    for (auto [kind, source] : llvm::enumerate(
+                             std::array<Value, 2>{key, value})) {
+                      SmallVector<OpFoldResult> one(4, tb.getIndexAttr(1));
+                      SmallVector<OpFoldResult> from = {
+                          bi, tb.getIndexAttr(0), si, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> sizes = {
+                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
+                          headDim};
+                      auto sliceType =
+                          tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+                              2, cast<RankedTensorType>(source.getType()),
+                              sizes);
+                      Value slice = tensor::ExtractSliceOp::create(
+                          tb, tl, sliceType, source, from, sizes, one);
+                      SmallVector<OpFoldResult> to = {
+                          block, tb.getIndexAttr(layer),
+                          tb.getIndexAttr(kind), tb.getIndexAttr(0),
+                          offset, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> toSizes = {
+                          tb.getIndexAttr(1), tb.getIndexAttr(1),
+                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
+                          headDim};
+                      updated = tensor::InsertSliceOp::create(
+                          tb, tl, slice, updated, to, toSizes,
+                          SmallVector<OpFoldResult>(6, tb.getIndexAttr(1)));
+                    }
+                    scf::YieldOp::create(tb, tl, updated);
+                  },
+                  [&](OpBuilder &eb, Location el) {
+                    scf::YieldOp::create(eb, el, current);
+                  });
+              scf::YieldOp::create(ib, il, write.getResult(0));
+            });
+        scf::YieldOp::create(ob, l, inner.getResult(0));
+      });
+  return outer.getResult(0);
+}
+
+/// One kind (0: K, 1: V) of layer `layer` for every sequence, contiguous:
+/// `[B, Hkv, M * block_size, D]` with `M` the block tables' width. Position
+/// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
+/// the pool's range read block 0 (their positions are masked or unused).
+/// Whole blocks are copied (`[Hkv, block_size, D]`, contiguous in the pool)
+/// by an `scf.for` of slice inserts: element-wise reads through the table
+/// would vectorize to gathers.
+Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
+                    int64_t layer, int64_t kind) {
+  auto poolType = cast<RankedTensorType>(pool.getType());
+  OpFoldResult batch = dimOf(b, loc, tables, 0),
+               width = dimOf(b, loc, tables, 1),
+               heads = dimOf(b, loc, pool, 3),
+               blockSize = dimOf(b, loc, pool, 4),
+               headDim = dimOf(b, loc, pool, 5);
+  Value numBlocks = indexValue(b, loc, dimOf(b, loc, pool, 0));
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value init = emptyTensor(b, loc, {batch, heads, width, blockSize, headDim},
+                           poolType.getElementType());
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  auto outer = scf::ForOp::create(
+      b, loc, c0, indexValue(b, loc, batch), c1, ValueRange{init},
+      [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
+        auto inner = scf::ForOp::create(
+            ob, l, c0, indexValue(ob, l, width), c1, outerArgs,
+            [&](OpBuilder &ib, Location il, Value mi, ValueRange innerArgs) {
+              Value entry = tensor::ExtractOp::create(ib, il, tables,
+                                                      ValueRange{bi, mi});
+              Value block = arith::IndexCastOp::create(
+                  ib, il, ib.getIndexType(), entry);
+              // Unsigned compare: a negative block number is huge.
+              Value inRange = arith::CmpIOp::create(
+                  ib, il, arith::CmpIPredicate::ult, block, numBlocks);
+              block = arith::SelectOp::create(ib, il, inRange, block, c0);
+              SmallVector<OpFoldResult> from = {
+                  block, ib.getIndexAttr(layer), ib.getIndexAttr(kind),
+                  zero,  zero,                   zero};
+              SmallVector<OpFoldResult> sizes = {one,   one,       one,
+                                                 heads, blockSize, headDim};
+              auto chunkType =
+                  tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+                      3, poolType, sizes);
+              Value chunk = tensor::ExtractSliceOp::create(
+                  ib, il, chunkType, pool, from, sizes,
+                  SmallVector<OpFoldResult>(6, one));
+              Value updated = tensor::InsertSliceOp::create(
+                  ib, il, chunk, innerArgs[0],
+                  SmallVector<OpFoldResult>{bi, zero, mi, zero, zero},
+                  SmallVector<OpFoldResult>{one, heads, one, blockSize,
+                                            headDim},
+                  SmallVector<OpFoldResult>(5, one));
+              scf::YieldOp::create(ib, il, updated);
+            });
+        scf::YieldOp::create(ob, l, inner.getResult(0));
+      });
+  return collapse(b, loc, outer.getResult(0), {{0}, {1}, {2, 3}, {4}});
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>>
+mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
+                                  PagedAttentionOp::Adaptor operands) {
+  Location loc = op.getLoc();
+  int64_t layer = static_cast<int64_t>(op.getLayer());
+  Value pool = writeSlots(b, loc, operands.getPool(), operands.getKey(),
+                          operands.getValue(), operands.getSlotMapping(),
+                          layer);
+  Value key = gatherContext(b, loc, pool, operands.getBlockTables(), layer, 0);
+  Value value =
+      gatherContext(b, loc, pool, operands.getBlockTables(), layer, 1);
+  // Query s of sequence b sits at position context_lens[b] - S + s.
+  Value lens = operands.getContextLens();
+  Value newTokens = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(),
+      indexValue(b, loc, dimOf(b, loc, operands.getQuery(), 2)));
+  Value offsets = buildElementwise(
+      b, loc, {lens}, {b.getMultiDimIdentityMap(1)},
+      {dimOf(b, loc, lens, 0)}, b.getI64Type(),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value len = arith::ExtSIOp::create(nb, l, nb.getI64Type(), args[0]);
+        return arith::SubIOp::create(nb, l, len, newTokens);
+      });
+  Value out = buildAttention(
+      b, loc, operands.getQuery(), key, value, Value(),
+      cast<RankedTensorType>(op.getResult().getType()),
+      op.getScaleOrDefault(), CausalPlacement{true, offsets});
+  return SmallVector<Value>{out, pool};
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+void mlir::sits::detail::populateAttentionPatterns(
+    TypeConverter &typeConverter, RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<SitsOpLowering<AttentionOp, lowerAttentionOp>,
+               SitsOpLoweringImpl<PagedAttentionOp, SmallVector<Value>,
+                                  lowerPagedAttentionOp>>(typeConverter, ctx);
+}
