@@ -16,9 +16,7 @@ from . import _types
 from ._builder import Builder, shape_of
 from ._graph import Graph, attributes
 from ._load import LoadedModel
-from ._ops import CONVERTERS
-# Op families in their own modules register into CONVERTERS on import.
-from . import _ops_attention, _ops_einsum, _ops_index, _ops_resize  # noqa: F401,E402
+from ._ops import CONVERTERS  # every op family, registered
 from ._patterns import emit_fusion, match
 
 
@@ -92,11 +90,18 @@ class Importer:
             n = g.nodes[i]
             if any(o in needed for o in n.output if o):
                 live.add(i)
-                conv = CONVERTERS.get((g.domain(i), n.op_type))
+                conv = self._converter(i)
                 reads = conv.reads if conv is not None and conv.reads is not None \
                     else range(len(n.input))
                 needed.update(n.input[k] for k in reads if k < len(n.input) and n.input[k])
         return live
+
+    def _converter(self, i: int):
+        """Node `i`'s converter for the opset the model imports its domain
+        at (the highest since_version <= it), or None."""
+        g = self.g
+        domain = g.domain(i)
+        return CONVERTERS.lookup(domain, g.nodes[i].op_type, g.opsets.get(domain))
 
     # -- pre-flight ------------------------------------------------------------
 
@@ -158,7 +163,7 @@ class Importer:
         domain = g.domain(i)
         if i in g.const_errors:
             return g.const_errors[i]
-        conv = CONVERTERS.get((domain, n.op_type))
+        conv = self._converter(i)
         if conv is None:
             if domain not in ("", "ai.onnx.ml"):
                 return f"unknown op (domain '{domain}' is not supported)"
@@ -314,7 +319,9 @@ class Importer:
             if f is not None:
                 self._bind(f.output, emit_fusion(self, f))
                 return
-            conv = CONVERTERS[(g.domain(i), n.op_type)]
+            conv = self._converter(i)
+            if conv is None:
+                raise KeyError((g.domain(i), n.op_type))
             outs = conv.emit(self, n)
             for name, v in zip(n.output, outs):
                 self._bind(name, v)

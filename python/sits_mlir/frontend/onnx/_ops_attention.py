@@ -1,7 +1,7 @@
 """ONNX Attention (opsets 23-25) and the attention-family ops.
 
-Converters register into `_ops.CONVERTERS` with the `converter` decorator,
-like those in `_ops.py`.
+Converters register into `CONVERTERS` (`_ops_registry.py`) with the
+`converter` decorator, like those of the other `_ops_*.py` families.
 
 Attention follows the ONNX function body (and `onnx.reference`) exactly:
 
@@ -32,8 +32,9 @@ from ...dialects import arith, linalg, math, sits, tensor
 from . import _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
-from ._ops import (_PARALLEL, I64, cast_value, converter, f64_attr, has_input, i64_attr,
-                   need_float)
+from ._ops_common import (_PARALLEL, I64, cast_value, f64_attr, has_input, i64_attr,
+                          need_float)
+from ._ops_registry import converter
 
 # -- small mixed-size helpers (int for static extents, index Value otherwise) --
 

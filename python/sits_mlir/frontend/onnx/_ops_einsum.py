@@ -18,7 +18,8 @@ from ...dialects import arith, linalg
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops import cast_value, converter
+from ._ops_common import cast_value
+from ._ops_registry import converter
 
 _TERM = re.compile(r"^(\.\.\.)?[A-Za-z]*(\.\.\.)?[A-Za-z]*$")
 

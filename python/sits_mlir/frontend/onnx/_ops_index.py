@@ -2,8 +2,8 @@
 Hardmax, CumSum/CumProd, TopK, and the loss ops built on gathers
 (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss).
 
-Converters register into `_ops.CONVERTERS` with the `converter` decorator,
-like those in `_ops.py`.
+Converters register into `CONVERTERS` (`_ops_registry.py`) with the
+`converter` decorator, like those of the other `_ops_*.py` families.
 
 Reads and writes at run-time indices go through `tensor.extract` /
 `tensor.insert`; every such index is wrapped (negative counts from the end)
@@ -20,7 +20,8 @@ from ...dialects import arith, linalg, math, scf, tensor
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops import I64, converter, has_input, need_const, need_float, norm_axis
+from ._ops_common import I64, has_input, need_const, need_float, norm_axis
+from ._ops_registry import converter
 
 
 # -- helpers ------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """ONNX Resize and the pooling/convolution variants beyond 2-D NCHW
 (1-D and 3-D pools, LpPool, GlobalLpPool, ConvTranspose).
 
-Converters register into `_ops.CONVERTERS` with the `converter` decorator,
-like those in `_ops.py`.
+Converters register into `CONVERTERS` (`_ops_registry.py`) with the
+`converter` decorator, like those of the other `_ops_*.py` families.
 
 Resize is separable: every resized axis maps each output position to a few
 input positions with weights that depend only on that axis's extents and
@@ -26,12 +26,13 @@ import numpy as np
 
 from ... import ir
 from ...dialects import arith, linalg, math, sits, tensor
-from . import _ops, _types
+from . import _ops_pooling, _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
 from ._ops_attention import _generic
-from ._ops import (_PARALLEL, conv_padding, converter, has_input, need_float, norm_axis,
-                   pad_tensor, unused_outputs)
+from ._ops_common import (_PARALLEL, _fmt, conv_padding, extract_slice, has_input, i64_attr,
+                          need_float, norm_axis, pad_tensor, unused_outputs)
+from ._ops_registry import converter
 
 
 def _reduction():
@@ -136,7 +137,7 @@ def _resize_plan(g, node):
             return f"sizes must not be negative, got {sizes.tolist()}"
         for ax in axes:
             if xs[ax] is None:
-                return f"Resize by sizes needs static extents of the resized axes, got {_ops._fmt(xs)}"
+                return f"Resize by sizes needs static extents of the resized axes, got {_fmt(xs)}"
         if policy == "stretch":
             for ax, s in zip(axes, sizes):
                 scale_of[ax] = float(s) / xs[ax]
@@ -155,14 +156,14 @@ def _resize_plan(g, node):
         if identity:
             continue
         if xs[ax] is None or out[ax] is None:
-            return f"Resize needs static extents of the resized axes, got {_ops._fmt(xs)}"
+            return f"Resize needs static extents of the resized axes, got {_fmt(xs)}"
         if out[ax] == 0 or xs[ax] == 0:
             return "Resize to or from an empty axis is not supported"
         resized.append((ax, scale_of[ax], out[ax], rp))
     ys = g.shape(node.output[0])
     if ys is not None and len(ys) == r and any(
             y is not None and o is not None and y != o for y, o in zip(ys, out)):
-        return f"the computed result shape {_ops._fmt(out)} disagrees with ONNX's {_ops._fmt(ys)}"
+        return f"the computed result shape {_fmt(out)} disagrees with ONNX's {_fmt(ys)}"
     return {"mode": mode, "ctm": ctm, "nearest_mode": nearest_mode, "antialias": antialias,
             "A": float(a.get("cubic_coeff_a", -0.75)),
             "exclude": int(a.get("exclude_outside", 0)),
@@ -382,7 +383,7 @@ def _resize_axis(ctx, x, ax, table, ev, acc):
 
 
 # =============================================================================
-# Pooling beyond 2-D float NCHW (which `_ops._pool` emits)
+# Pooling beyond 2-D float NCHW (which `_ops_pooling._pool` emits)
 # =============================================================================
 
 def _pool_geometry(g, node):
@@ -434,15 +435,15 @@ def _check_pool_nd(g, node):
 def _check_pool(g, node):
     xs = g.shape(node.input[0])
     if xs is not None and len(xs) == 4 and _types.is_float(g.dtype(node.input[0])):
-        return _ops._check_pool(g, node)
+        return _ops_pooling._check_pool(g, node)
     return _check_pool_nd(g, node)
 
 
-@converter("MaxPool", "AveragePool", check=_check_pool, reads=(0,))
+@converter("MaxPool", "AveragePool", check=_check_pool, reads=(0,), replace=True)
 def _pool(ctx, node):
     g = ctx.g
     if len(g.shape(node.input[0])) == 4 and _types.is_float(g.dtype(node.input[0])):
-        return _ops._pool(ctx, node)  # 2-D float: the shared emitter
+        return _ops_pooling._pool(ctx, node)  # 2-D float: the shared emitter
     x = ctx.get(node.input[0])
     kernel, strides, dil, begin, end, explicit = _pool_geometry(g, node)
     ys = g.shape(node.output[0])
@@ -627,7 +628,7 @@ def _convt_geometry(g, node):
         return "ConvTranspose needs static channel and spatial extents and a static filter shape"
     group = int(a.get("group", 1))
     if group < 1 or xs[1] % group or ws[0] != xs[1]:
-        return f"filter {_ops._fmt(ws)} does not fit input {_ops._fmt(xs)} with group={group}"
+        return f"filter {_fmt(ws)} does not fit input {_fmt(xs)} with group={group}"
     kernel = list(ws[2:])
     if list(a.get("kernel_shape", kernel)) != kernel:
         return f"kernel_shape {a['kernel_shape']} differs from the filter's {kernel}"
@@ -670,7 +671,7 @@ def _convt_geometry(g, node):
     ys = g.shape(node.output[0])
     if ys is not None and len(ys) == len(xs) and any(
             y is not None and y != o for y, o in zip(ys[2:], out)):
-        return f"the computed result extents {out} disagree with ONNX's {_ops._fmt(ys)}"
+        return f"the computed result extents {out} disagree with ONNX's {_fmt(ys)}"
     return strides, dil, group, begin, end, out
 
 
@@ -739,7 +740,7 @@ def _conv_transpose(ctx, node):
                     shape_of(x)[2 + i] - max(0, -begin[i]) - max(0, -end[i]), 1)
             for i in range(k) if begin[i] < 0 or end[i] < 0}
     if crop:
-        x = _ops.extract_slice(ctx, x, crop)
+        x = extract_slice(ctx, x, crop)
     kw = {}
     pads = [max(0, p) for p in begin] + [max(0, p) for p in end]
     if any(pads):
@@ -747,7 +748,7 @@ def _conv_transpose(ctx, node):
     if any(d != 1 for d in dil):
         kw["dilations"] = ir.DenseI64ArrayAttr.get(dil)
     if group != 1:
-        kw["groups"] = _ops.i64_attr(group)
+        kw["groups"] = i64_attr(group)
     return [sits.conv(x, wf, bias=bias, **kw)]
 
 

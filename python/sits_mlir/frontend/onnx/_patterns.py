@@ -40,8 +40,10 @@ from ...dialects import sits
 from . import _types
 from ._graph import Graph, attributes
 from ._patterns_causal import CausalProver
-from ._ops import (bn_affine, conv_attrs, conv_padding, emit_matmul, f64_attr, i64_attr,
-                   norm_axis, norm_param)
+from ._ops_common import conv_padding, f64_attr, i64_attr, norm_axis
+from ._ops_contraction import conv_attrs, emit_matmul
+from ._ops_normalization import bn_affine, norm_param
+from ._ops_reduction import reduce_axes
 
 
 @dataclass
@@ -212,7 +214,6 @@ class Matcher:
     # -- LayerNorm ----------------------------------------------------------------
 
     def _reduce_mean_axes(self, node):
-        from ._ops import reduce_axes
         axes = reduce_axes(self.g, node)
         if isinstance(axes, str) or not axes or not attributes(node).get("keepdims", 1):
             return None

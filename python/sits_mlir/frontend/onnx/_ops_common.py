@@ -1,0 +1,220 @@
+"""Shared checks and helpers of the op converters.
+
+Checks (`need_float`, `need_const`, `need_static`, `unused_outputs`) return
+why a node cannot be imported, or None; the emitters here (`cast_value`,
+`pad_tensor`, `extract_slice`) and `conv_padding` serve several op families.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ir
+from ...dialects import arith, tensor
+from . import _types
+from ._builder import DYN, elem_of, shape_of
+from ._graph import attributes
+
+
+I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
+
+
+def i64_attr(v):
+    return ir.IntegerAttr.get(I64(), int(v))
+
+
+def f64_attr(v):
+    return ir.FloatAttr.get_f64(float(v))
+
+
+def has_input(node, k):
+    return k < len(node.input) and node.input[k] != ""
+
+
+def norm_axis(axis, rank):
+    return axis + rank if axis < 0 else axis
+
+
+def _dt(g, name):
+    return g.dtype(name)
+
+
+def need_float(g, node, k=0):
+    dt = g.dtype(node.input[k])
+    if dt is not None and not _types.is_float(dt):
+        return f"needs a floating-point input, got {np.dtype(dt).name}"
+    return None
+
+
+def need_const(g, node, *ks, what=None):
+    for k in ks:
+        if has_input(node, k) and not g.is_const(node.input[k]):
+            return (f"input {k} ('{node.input[k]}') must be known at import time "
+                    f"(it is computed at run time{', ' + what if what else ''})")
+    return None
+
+
+def need_static(g, name, axes=None, what="this op"):
+    s = g.shape(name)
+    if s is None:
+        return f"the rank of '{name}' is unknown"
+    dims = range(len(s)) if axes is None else axes
+    if any(s[d] is None for d in dims):
+        return f"{what} needs static extents of '{name}', got {_fmt(s)}"
+    return None
+
+
+def _fmt(shape):
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def unused_outputs(*ks):
+    def check(g, node):
+        for k in ks:
+            if k < len(node.output) and node.output[k] and g.uses(node.output[k]):
+                return f"output {k} ('{node.output[k]}') is used; only output 0 is supported"
+        return None
+    return check
+
+
+def cast_value(ctx, v: ir.Value, src, dst, saturate: bool = True) -> ir.Value:
+    """Converts `v` from NumPy dtype `src` to `dst` with ONNX Cast semantics.
+    `saturate` (Cast's attribute) clamps values beyond an 8-bit float's range
+    to its largest finite value instead of giving infinity or NaN."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return v
+    b = ctx.b
+    target = b.tensor_type(shape_of(v), dst)
+    f32 = np.dtype(np.float32)
+    if _types.is_small_float(src) and dst != f32:
+        # 8- and 4-bit floats convert through f32, the only float type their
+        # software conversion (sits-cpu-expand-small-floats) speaks.
+        return cast_value(ctx, cast_value(ctx, v, src, f32), f32, dst, saturate)
+    if _types.is_small_float(dst):
+        if src != f32:
+            v = cast_value(ctx, v, src, f32)
+        if saturate:
+            import ml_dtypes
+
+            big = float(ml_dtypes.finfo(dst).max)
+            shape = b.mixed_shape(v)
+            v = arith.minimumf(arith.maximumf(v, b.splat(-big, shape, elem_of(v))),
+                               b.splat(big, shape, elem_of(v)))
+        return arith.truncf(target, v)
+    fs, fd = _types.is_float(src), _types.is_float(dst)
+    if _types.is_bool(dst):
+        zero = b.splat(0, b.mixed_shape(v), elem_of(v))
+        if fs:
+            return arith.cmpf(arith.CmpFPredicate.UNE, v, zero)
+        return arith.cmpi(arith.CmpIPredicate.ne, v, zero)
+    if fs and fd:
+        ws, wd = ir.FloatType(elem_of(v)).width, ir.FloatType(_types.mlir_type(dst)).width
+        if ws < wd:
+            return arith.extf(target, v)
+        if ws > wd:
+            return arith.truncf(target, v)
+        mid = b.tensor_type(shape_of(v), np.float32)
+        return arith.truncf(target, arith.extf(mid, v))
+    if fs:
+        wd = ir.IntegerType(_types.mlir_type(dst)).width
+        if wd < 8:
+            # As ml_dtypes (the reference) converts: toward zero, and 0 for
+            # values outside the sub-byte range.
+            i32 = ir.IntegerType.get_signless(32)
+            shape = b.mixed_shape(v)
+            whole = arith.fptosi(b.tensor_type(shape_of(v), i32), v)
+            lo, hi = (0, (1 << wd) - 1) if _types.is_unsigned(dst) else \
+                (-(1 << (wd - 1)), (1 << (wd - 1)) - 1)
+            inside = arith.andi(
+                arith.cmpi(arith.CmpIPredicate.sge, whole, b.splat(lo, shape, i32)),
+                arith.cmpi(arith.CmpIPredicate.sle, whole, b.splat(hi, shape, i32)))
+            whole = arith.select(inside, whole, b.splat(0, shape, i32))
+            return arith.trunci(target, whole)
+        return (arith.fptoui if _types.is_unsigned(dst) else arith.fptosi)(target, v)
+    unsigned_src = _types.is_unsigned(src) or _types.is_bool(src)
+    if fd:
+        return (arith.uitofp if unsigned_src else arith.sitofp)(target, v)
+    ws = ir.IntegerType(elem_of(v)).width
+    wd = ir.IntegerType(_types.mlir_type(dst)).width
+    if ws < wd:
+        return (arith.extui if unsigned_src else arith.extsi)(target, v)
+    if ws > wd:
+        return arith.trunci(target, v)
+    return v  # signed <-> unsigned of one width: same bits
+
+
+def conv_padding(g, node, x_shape, w_shape):
+    """Explicit [begins..., ends...] padding of a Conv/Pool node, or a str
+    reason when it cannot be resolved."""
+    a = attributes(node)
+    k = len(x_shape) - 2
+    strides = list(a.get("strides", [1] * k))
+    dil = list(a.get("dilations", [1] * k))
+    kernel = list(a.get("kernel_shape", w_shape[2:] if w_shape else []))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        return list(a.get("pads", [0] * (2 * k)))
+    if auto_pad == "VALID":
+        return [0] * (2 * k)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begins, ends = [], []
+        for i in range(k):
+            d = x_shape[2 + i]
+            if d is None or kernel[i] is None:
+                return f"auto_pad={auto_pad} needs static spatial extents"
+            out = -(-d // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - d)
+            small, big = total // 2, total - total // 2
+            begins.append(small if auto_pad == "SAME_UPPER" else big)
+            ends.append(big if auto_pad == "SAME_UPPER" else small)
+        return begins + ends
+    return f"unsupported attribute value auto_pad='{auto_pad}'"
+
+
+def pad_tensor(ctx, x, begin, end, value):
+    """`tensor.pad` of `x` with `value` (low `begin`, high `end`)."""
+    b = ctx.b
+    if not any(begin) and not any(end):
+        return x
+    elem = elem_of(x)
+    s = shape_of(x)
+    out = [None if d is None else d + lo + hi for d, lo, hi in zip(s, begin, end)]
+    pad_value = value if isinstance(value, ir.Value) else b.scalar(value, elem)
+    op = tensor.PadOp(b.tensor_type(out, elem), x, [], [], list(begin), list(end))
+    block = op.regions[0].blocks.append(*([ir.IndexType.get()] * len(s)))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(pad_value)
+    return op.result
+
+
+def extract_slice(ctx, x, params):
+    """`tensor.extract_slice` with per-axis (start, size, step); other axes whole."""
+    b = ctx.b
+    s = shape_of(x)
+    offsets, sizes, strides, dyn_sizes = [], [], [], []
+    out = []
+    for d in range(len(s)):
+        if d in params:
+            st, size, sp = params[d]
+            offsets.append(st)
+            sizes.append(size)
+            strides.append(sp)
+            out.append(size)
+        else:
+            offsets.append(0)
+            strides.append(1)
+            if s[d] is None:
+                sizes.append(DYN)
+                dyn_sizes.append(b.dim(x, d))
+            else:
+                sizes.append(s[d])
+            out.append(s[d])
+    if all(o == 0 for o in offsets) and all(st == 1 for st in strides) and tuple(out) == s:
+        return x
+    return tensor.extract_slice(b.tensor_type(out, elem_of(x)), x, [], dyn_sizes, [],
+                                offsets, sizes, strides)
+
+
+def _PARALLEL():
+    return ir.Attribute.parse("#linalg.iterator_type<parallel>")

@@ -1,0 +1,504 @@
+"""Data-movement ONNX ops: Reshape, Flatten, Squeeze and Unsqueeze (to ONNX's
+inferred shape, symbolic extents included), Transpose, Concat, Slice, Split,
+Gather, Expand, Tile, Pad, Trilu, DepthToSpace/SpaceToDepth, and Shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ir
+from ...dialects import arith, linalg, tensor
+from ._builder import elem_of, reshape_kind, shape_of
+from ._graph import attributes
+from ._ops_common import (I64, _PARALLEL, _fmt, extract_slice, has_input, need_const,
+                          need_static, norm_axis, pad_tensor)
+from ._ops_registry import converter
+
+
+def _check_depth_space(g, node):
+    s = g.shape(node.input[0])
+    if s is None or len(s) != 4 or None in s[1:]:
+        return "needs a 4-D NCHW input with static C, H and W"
+    bs = attributes(node).get("blocksize")
+    if not bs or bs < 1:
+        return "blocksize must be a positive integer"
+    if node.op_type == "DepthToSpace" and s[1] % (bs * bs):
+        return "the channel count must be a multiple of blocksize²"
+    if node.op_type == "SpaceToDepth" and (s[2] % bs or s[3] % bs):
+        return "H and W must be multiples of blocksize"
+    return None
+
+
+@converter("DepthToSpace", "SpaceToDepth", check=_check_depth_space)
+def _depth_space(ctx, node):
+    """The ONNX definitions: a 6-D reshape, a transpose and a reshape back."""
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    a = ctx.attrs(node)
+    bs = a["blocksize"]
+    n, c, h, w = shape_of(x)
+    if node.op_type == "DepthToSpace":
+        if a.get("mode", "DCR") in ("CRD", b"CRD"):
+            t = b.reshape(x, (n, c // (bs * bs), bs, bs, h, w))
+            perm = (0, 1, 4, 2, 5, 3)
+        else:
+            t = b.reshape(x, (n, bs, bs, c // (bs * bs), h, w))
+            perm = (0, 3, 4, 1, 5, 2)
+        out = (n, c // (bs * bs), h * bs, w * bs)
+    else:
+        t = b.reshape(x, (n, c, h // bs, bs, w // bs, bs))
+        crd = a.get("mode", "DCR") in ("CRD", b"CRD")
+        perm = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
+        out = (n, c * bs * bs, h // bs, w // bs)
+    return [b.reshape(b.transpose(t, perm), out)]
+
+
+def _check_reshape_to_inferred(g, node, what):
+    src = g.shape(node.input[0])
+    dst = g.shape(node.output[0])
+    if src is None or dst is None:
+        return f"the {what} result shape could not be inferred"
+    if reshape_kind(src, dst) is None and not symbolic_reshape_ok(g, node.input[0], node.output[0]):
+        return (f"{what} from {_fmt(src)} to {_fmt(dst)} is neither a collapse nor an "
+                f"expansion and has dynamic extents")
+    return None
+
+
+def symbolic_reshape_ok(g, src_name, dst_name) -> bool:
+    """Whether ONNX's symbolic shapes prove that reshaping `src_name` to
+    `dst_name` is a collapse or an expansion whose dynamic extents are
+    products of named ones (`batch*seq` from `batch` and `seq`)."""
+    src, dst = g.sym_shape(src_name), g.sym_shape(dst_name)
+    return _same_symbolic(src, dst) or symbolic_groups(src, dst) is not None
+
+
+def _same_symbolic(src, dst) -> bool:
+    """Whether two symbolic shapes are provably equal (every extent known)."""
+    return (src is not None and dst is not None and len(src) == len(dst) and
+            all(a is not None and a == b for a, b in zip(src, dst)))
+
+
+def symbolic_groups(src, dst):
+    """The reassociation of a collapse or expansion between symbolic shapes
+    `src` and `dst` (ints, symbol names and `a*b` products), as groups of
+    the larger shape's dims; None when none is provable."""
+    if src is None or dst is None or len(src) == len(dst):
+        return None
+    big, small = (src, dst) if len(src) > len(dst) else (dst, src)
+    factors = [_product_of(d) for d in big]
+    if any(f is None for f in factors):
+        return None
+    groups, i = [], 0
+    for d in small:
+        want = _product_of(d)
+        if want is None:
+            return None
+        start, coefficient, symbols = i, 1, []
+        while i < len(big):
+            c, syms = factors[i]
+            coefficient *= c
+            symbols += syms
+            i += 1
+            if (coefficient, tuple(sorted(symbols))) == want:
+                break
+        else:
+            return None
+        groups.append(list(range(start, i)))
+    # Trailing unit dims join the last group.
+    while i < len(big) and factors[i] == (1, ()):
+        if not groups:
+            return None
+        groups[-1].append(i)
+        i += 1
+    return groups if i == len(big) else None
+
+
+def _product_of(dim):
+    """A static or symbolic extent as (coefficient, sorted symbol factors),
+    or None when it is unknown or not a plain product."""
+    if isinstance(dim, (int, np.integer)):
+        return int(dim), ()
+    if not isinstance(dim, str):
+        return None
+    coefficient, symbols = 1, []
+    depth, start, terms = 0, 0, []
+    for i, ch in enumerate(dim):  # factors of the top-level product
+        depth += (ch == "(") - (ch == ")")
+        if ch == "*" and depth == 0:
+            terms.append(dim[start:i])
+            start = i + 1
+    terms.append(dim[start:])
+    for term in terms:
+        term = term.replace(" ", "")
+        while term.startswith("(") and term.endswith(")"):
+            term = term[1:-1]
+        if not term:
+            return None
+        if term.isdigit():
+            coefficient *= int(term)
+        else:  # a name, or a sum such as `past+seq`, taken whole
+            symbols.append(term)
+    return coefficient, tuple(sorted(symbols))
+
+
+def _check_reshape(g, node):
+    if not g.is_const(node.input[1]):
+        if symbolic_reshape_ok(g, node.input[0], node.output[0]):
+            return None
+        from ._load import symbolic_inference_available
+
+        hint = "" if symbolic_inference_available() else \
+            "; installing onnxruntime lets its symbolic shape inference try"
+        return need_const(g, node, 1, what="and ONNX cannot prove the result shape" + hint)
+    return _check_reshape_to_inferred(g, node, "Reshape")
+
+
+def _reshape_to_inferred(ctx, node):
+    g, b = ctx.g, ctx.b
+    x = ctx.get(node.input[0])
+    shape = g.shape(node.output[0])
+    groups = symbolic_groups(g.sym_shape(node.input[0]), g.sym_shape(node.output[0]))
+    if groups is None:
+        return [b.reshape(x, shape)]
+    if len(shape) < len(shape_of(x)):
+        return [b.collapse(x, groups, shape)]
+    # An expansion: every dynamic extent comes from the symbols it names.
+    sizes = [None if d is not None else ctx.symbolic_size(s)
+             for d, s in zip(shape, g.sym_shape(node.output[0]))]
+    return [b.expand_sized(x, groups, shape, sizes)]
+
+
+# The result shape is ONNX's inferred one: the shape input is never read.
+converter("Reshape", check=_check_reshape, reads=(0,))(_reshape_to_inferred)
+converter("Flatten", check=lambda g, n: _check_reshape_to_inferred(g, n, "Flatten"))(
+    _reshape_to_inferred)
+
+
+def _check_squeeze(g, node):  # opsets 1-12: the axes are an attribute
+    return _check_reshape_to_inferred(g, node, node.op_type)
+
+
+def _check_squeeze_13(g, node):  # opset 13 on: the axes are input 1
+    return need_const(g, node, 1) or _check_squeeze(g, node)
+
+
+converter("Squeeze", "Unsqueeze", check=_check_squeeze)(_reshape_to_inferred)
+converter("Squeeze", "Unsqueeze", check=_check_squeeze_13, since=13)(_reshape_to_inferred)
+
+
+@converter("Transpose")
+def _transpose(ctx, node):
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    perm = ctx.attrs(node).get("perm", list(range(rank))[::-1])
+    return [ctx.transpose(x, node.input[0], perm)]
+
+
+@converter("Concat")
+def _concat(ctx, node):
+    vals = [ctx.get(n) for n in node.input if n]
+    shapes = [shape_of(v) for v in vals]
+    rank = len(shapes[0])
+    axis = norm_axis(ctx.attrs(node)["axis"], rank)
+    vals = [v for v, s in zip(vals, shapes) if s[axis] != 0] or vals[:1]
+    if len(vals) == 1:
+        return [vals[0]]
+    shapes = [shape_of(v) for v in vals]
+    inferred = ctx.g.shape(node.output[0]) or (None,) * rank
+    out = []
+    for d in range(rank):
+        col = [s[d] for s in shapes]
+        if inferred[d] is not None:
+            out.append(inferred[d])
+        elif d == axis:
+            out.append(None if None in col else sum(col))
+        else:
+            known = [c for c in col if c is not None]
+            out.append(known[0] if known else None)
+    return [tensor.concat(ctx.b.tensor_type(out, elem_of(vals[0])), axis, vals)]
+
+
+def slice_params(g, node):
+    """Per-axis (start, size, step) of a Slice node, or a str reason."""
+    r = need_const(g, node, 1, 2, 3, 4)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "input rank is unknown"
+    starts = g.const(node.input[1]).reshape(-1).astype(np.int64)
+    ends = g.const(node.input[2]).reshape(-1).astype(np.int64)
+    rank = len(xs)
+    axes = g.const(node.input[3]).reshape(-1) if has_input(node, 3) else np.arange(len(starts))
+    steps = g.const(node.input[4]).reshape(-1) if has_input(node, 4) else np.ones(len(starts), np.int64)
+    params = {}
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = norm_axis(int(ax), rank)
+        st, en, sp = int(st), int(en), int(sp)
+        d = xs[ax]
+        if sp <= 0:
+            return "Slice with a negative step is not supported"
+        if d is None:
+            if st == 0 and en >= (1 << 62):
+                continue
+            return f"Slice along axis {ax}, whose extent is dynamic, is not supported"
+        st = min(max(st + d if st < 0 else st, 0), d)
+        en = min(max(en + d if en < 0 else en, 0), d)
+        size = max(0, -(-(en - st) // sp))
+        params[ax] = (st, size, sp)
+    return params
+
+
+def _check_slice(g, node):
+    p = slice_params(g, node)
+    return p if isinstance(p, str) else None
+
+
+@converter("Slice", check=_check_slice)
+def _slice(ctx, node):
+    return [extract_slice(ctx, ctx.get(node.input[0]), slice_params(ctx.g, node))]
+
+
+def _check_split(g, node):
+    r = need_const(g, node, 1)
+    if r:
+        return r
+    xs = g.shape(node.input[0])
+    if xs is None:
+        return "input rank is unknown"
+    axis = norm_axis(attributes(node).get("axis", 0), len(xs))
+    for o in node.output:
+        s = g.shape(o) if o else ()
+        if s is None or (o and s[axis] is None):
+            return "Split needs static output extents along the split axis"
+    return None
+
+
+@converter("Split", check=_check_split)
+def _split(ctx, node):
+    g = ctx.g
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    axis = norm_axis(ctx.attrs(node).get("axis", 0), rank)
+    outs, offset = [], 0
+    for o in node.output:
+        size = g.shape(o)[axis]
+        outs.append(extract_slice(ctx, x, {axis: (offset, size, 1)}) if o else None)
+        offset += size
+    return outs
+
+
+def _check_gather(g, node):
+    xs, is_ = g.shape(node.input[0]), g.shape(node.input[1])
+    if xs is None or is_ is None:
+        return "input ranks are unknown"
+    axis = norm_axis(attributes(node).get("axis", 0), len(xs))
+    if xs[axis] is None and not g.is_const(node.input[1]):
+        return "Gather along a dynamic axis is not supported"
+    return None
+
+
+@converter("Gather", check=_check_gather)
+def _gather(ctx, node):
+    g, b = ctx.g, ctx.b
+    data = ctx.get(node.input[0])
+    ds = shape_of(data)
+    axis = norm_axis(ctx.attrs(node).get("axis", 0), len(ds))
+    idx_name = node.input[1]
+    if g.is_const(idx_name):
+        idx = g.const(idx_name)
+        if ds[axis] is not None:
+            idx = np.where(idx < 0, idx + ds[axis], idx)
+        if idx.ndim == 0:
+            # One index: a slice that drops the axis.
+            sl = extract_slice(ctx, data, {axis: (int(idx), 1, 1)})
+            return [b.drop_unit_dims(sl, [d for d in range(len(ds)) if d != axis])]
+        flat = idx.reshape(-1)
+        if flat.size > 0 and np.all(np.diff(flat) == 1):
+            sl = extract_slice(ctx, data, {axis: (int(flat[0]), int(flat.size), 1)})
+            out = list(ds[:axis]) + list(idx.shape) + list(ds[axis + 1:])
+            return [b.reshape(sl, out)]
+    indices = ctx.get(idx_name)
+    return [gather_generic(ctx, data, indices, axis)]
+
+
+def gather_generic(ctx, data, indices, axis):
+    """`linalg.generic` reading `data` at `indices` along `axis` with
+    `tensor.extract` (negative indices count from the end)."""
+    b = ctx.b
+    ds, is_ = shape_of(data), shape_of(indices)
+    q = len(is_)
+    dmix, imix = b.mixed_shape(data), b.mixed_shape(indices)
+    out_mixed = dmix[:axis] + imix + dmix[axis + 1:]
+    n = len(out_mixed)
+    elem = elem_of(data)
+    init = b.empty(out_mixed, elem)
+    ielem = elem_of(indices)
+    extent = b.dim(data, axis) if ds[axis] is None else None
+    idx_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(axis + j) for j in range(q)])
+    op = linalg.GenericOp([init.type], [indices], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(idx_map),
+                                            ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(ielem, elem)
+    with ir.InsertionPoint(block):
+        i = arith.index_cast(ir.IndexType.get(), block.arguments[0])
+        size = extent if extent is not None else arith.constant(ir.IndexType.get(), ds[axis])
+        zero = arith.constant(ir.IndexType.get(), 0)
+        neg = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
+        i = arith.select(neg, arith.addi(i, size), i)
+        coords = [linalg.IndexOp(d).result for d in range(axis)] + [i] + \
+                 [linalg.IndexOp(axis + q + d).result for d in range(len(ds) - axis - 1)]
+        linalg.YieldOp([tensor.extract(data, coords)])
+    return op.results[0]
+
+
+def _check_expand(g, node):
+    # A shape computed at run time is fine when symbolic inference names
+    # every result extent in terms of the graph inputs' dimensions.
+    out = g.sym_shape(node.output[0])
+    if not g.is_const(node.input[1]) and out is not None and all(map(g.evaluable, out)):
+        return None
+    r = need_const(g, node, 1, what="so the result shape is data-dependent")
+    if r:
+        return r
+    if g.shape(node.output[0]) is None:
+        return "the result shape could not be inferred"
+    return None
+
+
+@converter("Expand", check=_check_expand)
+def _expand(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    out = ctx.g.shape(node.output[0])
+    sym_out = ctx.g.sym_shape(node.output[0])
+    sym_in = ctx.g.sym_shape(node.input[0]) or ()
+    xs = shape_of(x)
+    off = len(out) - len(xs)
+    mixed = []
+    for o, d in enumerate(out):
+        if d is not None:
+            mixed.append(d)
+        elif o >= off and (ctx.g.is_const(node.input[1]) or sym_in[o - off] == sym_out[o]):
+            mixed.append(b.dim(x, o - off))
+        else:
+            mixed.append(ctx.symbolic_size(sym_out[o]))
+    return [b.broadcast_to(x, mixed)]
+
+
+def _check_tile(g, node):
+    return need_const(g, node, 1) or need_static(g, node.input[0], what="Tile")
+
+
+@converter("Tile", check=_check_tile)
+def _tile(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    xs = shape_of(x)
+    reps = [int(r) for r in ctx.g.const(node.input[1]).reshape(-1)]
+    if all(r == 1 for r in reps):
+        return [x]
+    out = [d * r for d, r in zip(xs, reps)]
+    n = len(xs)
+    elem = elem_of(x)
+    init = b.empty(out, elem)
+    op = linalg.GenericOp([init.type], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        coords = []
+        for d in range(n):
+            i = linalg.IndexOp(d).result
+            if reps[d] != 1:
+                i = arith.remui(i, arith.constant(ir.IndexType.get(), xs[d]))
+            coords.append(i)
+        linalg.YieldOp([tensor.extract(x, coords)])
+    return [op.results[0]]
+
+
+def _check_pad(g, node):
+    mode = attributes(node).get("mode", "constant")
+    if mode != "constant":
+        return f"unsupported attribute value mode='{mode}' (only constant padding)"
+    r = need_const(g, node, 1, 2, 3)
+    if r:
+        return r
+    pads = g.const(node.input[1]).reshape(-1)
+    if np.any(pads < 0):
+        return "negative pads are not supported"
+    return None
+
+
+@converter("Pad", check=_check_pad)
+def _pad(ctx, node):
+    g = ctx.g
+    x = ctx.get(node.input[0])
+    rank = len(shape_of(x))
+    pads = [int(p) for p in g.const(node.input[1]).reshape(-1)]
+    axes = [norm_axis(int(a), rank) for a in g.const(node.input[3]).reshape(-1)] \
+        if has_input(node, 3) else list(range(rank))
+    begin, end = [0] * rank, [0] * rank
+    for j, ax in enumerate(axes):
+        begin[ax], end[ax] = pads[j], pads[j + len(axes)]
+    value = 0
+    if has_input(node, 2):
+        value = g.const(node.input[2]).reshape(-1)[0].item()
+    return [pad_tensor(ctx, x, begin, end, value)]
+
+
+def _check_trilu(g, node):
+    r = need_const(g, node, 1)
+    if r:
+        return r
+    s = g.shape(node.input[0])
+    if s is None or len(s) < 2:
+        return "Trilu needs a tensor of rank >= 2"
+    return None
+
+
+@converter("Trilu", check=_check_trilu)
+def _trilu(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    k = int(ctx.g.const(node.input[1]).reshape(-1)[0]) if has_input(node, 1) else 0
+    upper = ctx.attrs(node).get("upper", 1)
+    n = len(shape_of(x))
+    elem = elem_of(x)
+    zero = b.scalar(0, elem)
+    init = b.empty(b.mixed_shape(x), elem)
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))
+    op = linalg.GenericOp([init.type], [x], [init], ir.ArrayAttr.get([ident, ident]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(elem, elem)
+    with ir.InsertionPoint(block):
+        i64 = I64()
+        row = arith.index_cast(i64, linalg.IndexOp(n - 2).result)
+        col = arith.index_cast(i64, linalg.IndexOp(n - 1).result)
+        diff = arith.subi(col, row)
+        kk = arith.constant(i64, k)
+        keep = arith.cmpi(arith.CmpIPredicate.sge if upper else arith.CmpIPredicate.sle, diff, kk)
+        linalg.YieldOp([arith.select(keep, block.arguments[0], zero)])
+    return [op.results[0]]
+
+
+@converter("Shape")
+def _shape(ctx, node):
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    s = shape_of(x)
+    a = ctx.attrs(node)
+    r = len(s)
+    start = min(max(a.get("start", 0) + (r if a.get("start", 0) < 0 else 0), 0), r)
+    end = a.get("end", r)
+    end = min(max(end + r if end < 0 else end, 0), r)
+    i64 = I64()
+    elems = []
+    for d in range(start, end):
+        if s[d] is None:
+            elems.append(arith.index_cast(i64, b.dim(x, d)))
+        else:
+            elems.append(arith.constant(i64, s[d]))
+    return [tensor.from_elements(b.tensor_type([len(elems)], np.int64), elems)]
