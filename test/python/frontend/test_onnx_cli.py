@@ -67,12 +67,17 @@ def test_missing_file_in_a_process(tmp_path):
     assert done.stderr == f"{PROG}: error: cannot read ONNX model '{missing}': no such file\n"
 
 
-@pytest.mark.skipif(shutil.which(PROG) is None, reason=f"{PROG} is not installed")
 def test_console_script(tmp_path):
+    """The installed console script (pyproject.toml's [project.scripts])."""
+    from pathlib import Path
+
+    prog = Path(sys.executable).parent / PROG
+    prog = str(prog) if prog.is_file() else shutil.which(PROG)
+    assert prog, f"{PROG} is not installed next to {sys.executable} nor on PATH"
     model = _save(relu_model(), tmp_path / "model.onnx")
-    done = subprocess.run([PROG, model], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([prog, model], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "sits.activation <relu>" in done.stdout
-    done = subprocess.run([PROG, str(tmp_path / "missing.onnx")], capture_output=True, text=True,
+    done = subprocess.run([prog, str(tmp_path / "missing.onnx")], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 1 and done.stderr.startswith(f"{PROG}: error: ")
 
