@@ -169,8 +169,9 @@ struct PrunedStructure {
 FailureOr<Value> foldConstantSubgraph(RewriterBase &rewriter, Operation *op);
 
 /// Replaces `op` by its input when it is an identity: same-type reshape,
-/// cast, full slice or zero pad, identity transpose, `sits.activation
-/// <none>`, `x * 1`, `x / 1`, `x + 0`, `x - 0`.
+/// cast, full slice or zero pad, identity transpose, `x * 1`, `x / 1`,
+/// `x + 0`, `x - 0`, and a SITS op whose folder returns an operand
+/// (`sits.activation <none>`, `relu(relu(x))`, ...).
 FailureOr<Value> removeIdentityOp(RewriterBase &rewriter, Operation *op);
 
 /// Prunes the channels between `producer` (a sits.matmul or sits.conv with

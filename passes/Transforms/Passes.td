@@ -160,6 +160,75 @@ def SitsPrune : Pass<"sits-prune", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsPruneChannels : Pass<"sits-prune-channels", "::mlir::ModuleOp"> {
+  let summary = "Prune FFN and convolution channels alone (step 3 of sits-prune)";
+  let description = [{
+    Runs only the channel step of `sits-prune` (see there for the rules):
+    channels between `sits.matmul -> [activation] -> sits.matmul` or
+    `sits.conv -> [activation] -> sits.conv` whose consumer weights, or
+    whose producer weights, are all at most `threshold` in magnitude leave
+    both weights (a constant channel's contribution is folded into the
+    consumer's bias), then dead code goes. Does not fold constants or
+    remove identities first: run `sits-prune{structured=false}` (or
+    `canonicalize`) before it when the graph needs that. Removals are
+    appended to `sits.report.pruning`, with a summary entry.
+
+    ```mlir
+    // FFN channel 1 has zero weights in %w2 (row 1): it leaves %w1 and %w2.
+    %h = sits.matmul %x, %w1 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %y = sits.matmul %h, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"threshold", "threshold", "double", /*default=*/"0.0",
+           "Prune channels whose weights are all at most this in magnitude "
+           "(0: only those contributing exactly zero)">,
+    Option<"channelMultiple", "channel-multiple", "int64_t", /*default=*/"0",
+           "Keep a multiple of this many channels, putting back prunable "
+           "ones (0: the module's target's SIMD width, 1 without a target)">,
+  ];
+  let statistics = [
+    Statistic<"numChannels", "num-channels",
+              "FFN and convolution channels pruned">,
+    Statistic<"numBytes", "num-bytes", "Constant bytes removed">,
+  ];
+}
+
+def SitsPruneHeads : Pass<"sits-prune-heads", "::mlir::ModuleOp"> {
+  let summary = "Prune attention heads alone (step 3 of sits-prune)";
+  let description = [{
+    Runs only the head step of `sits-prune` (see there for the rules): heads
+    of `sits.attention` whose rows of the output projection, or whose value
+    columns and bias, are all at most `threshold` in magnitude leave the
+    projections, the attention and the output projection; grouped-query
+    attention keeps as many query heads per key/value head. Dead code goes
+    afterwards. Removals are appended to `sits.report.pruning`, with a
+    summary entry.
+
+    ```mlir
+    // Head 1 of %a reads zero rows of %wo: its query, key and value columns
+    // leave the projections, %a attends over 3 heads, %wo loses those rows.
+    %a = sits.attention %q, %k, %v {causal} : (tensor<1x4x8x16xf32>,
+        tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"threshold", "threshold", "double", /*default=*/"0.0",
+           "Prune heads whose weights are all at most this in magnitude "
+           "(0: only those contributing exactly zero)">,
+  ];
+  let statistics = [
+    Statistic<"numHeads", "num-heads", "Attention heads pruned">,
+    Statistic<"numKVHeads", "num-kv-heads",
+              "Key/value heads of grouped-query attention pruned">,
+    Statistic<"numBytes", "num-bytes", "Constant bytes removed">,
+  ];
+}
+
 def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
   let summary = "Serve a decoder's past/present K/V from a paged KV pool";
   let description = [{

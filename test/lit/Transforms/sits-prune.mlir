@@ -50,6 +50,24 @@ func.func @identities(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 
 // -----
 
+// SITS ops' identities come from their folders: relu(relu(x)) is relu(x),
+// quantize(dequantize(q)) with the same parameters is q.
+// CHECK-LABEL: func.func @sits_folders
+//  CHECK-SAME:     (%[[X:.+]]: tensor<2x4xf32>, %[[Q:.+]]: tensor<2x4xi8>
+//       CHECK:   %[[R:.+]] = sits.activation <relu> %[[X]]
+//   CHECK-NOT:   sits.activation
+//   CHECK-NOT:   sits.quantize
+//       CHECK:   return %[[R]], %[[Q]]
+func.func @sits_folders(%x: tensor<2x4xf32>, %q: tensor<2x4xi8>, %s: tensor<f32>) -> (tensor<2x4xf32>, tensor<2x4xi8>) {
+  %a = sits.activation <relu> %x : tensor<2x4xf32>
+  %b = sits.activation <relu> %a : tensor<2x4xf32>
+  %d = sits.dequantize %q, %s : (tensor<2x4xi8>, tensor<f32>) -> tensor<2x4xf32>
+  %r = sits.quantize %d, %s : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xi8>
+  return %b, %r : tensor<2x4xf32>, tensor<2x4xi8>
+}
+
+// -----
+
 // Dead code goes, including ops that only fed it.
 // CHECK-LABEL: func.func @dead
 //   CHECK-NOT:   sits.matmul
