@@ -1,0 +1,67 @@
+//===- MixedPrecision.h - Internals of sits-mixed-precision -----*- C++ -*-===//
+//
+// sits-mixed-precision, by responsibility:
+//
+//   Quantize.cpp        the weight formats and their quantizers: symmetric
+//                       INT8 / INT4 codes per channel or group, FP8 E4M3FN
+//   Plan.cpp            the input statistics and the per-block choice of
+//                       format within the error budget (the error model)
+//   QuantizeMatmul.cpp  a matmul by a constant weight as sits.qmatmul pieces
+//   QuantizeConv.cpp    a convolution by a constant filter as sits.qconv
+//   MixedPrecision.cpp  the pass: options, the walk, the precision report
+//
+// The reusable functions are declared in passes/Transforms/Passes.h; this
+// header holds only what these files share among themselves.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H
+#define SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H
+
+#include "passes/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::sits::mixed_precision {
+
+/// The 1-D f32 values of a constant, if `value` is one with `size` elements.
+std::optional<std::vector<float>> constantVector(Value value, int64_t size);
+
+/// Constants the rewrite creates: resources named after the original weight
+/// when it is one (so they stay out of the printed IR), else inline data.
+struct ConstantMaker {
+  ElementsAttr original;
+  std::string suffix;
+
+  Value bytes(OpBuilder &b, Location loc, RankedTensorType type,
+              ArrayRef<char> data, StringRef what) const {
+    AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        data, /*align=*/64);
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(original))
+      return arith::ConstantOp::create(
+          b, loc,
+          DenseResourceElementsAttr::get(
+              type,
+              (resource.getRawHandle().getKey() + suffix + what).str(),
+              std::move(blob)));
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::getFromRawBuffer(type, blob.getData()));
+  }
+
+  Value floats(OpBuilder &b, Location loc, RankedTensorType type,
+               ArrayRef<float> values, StringRef what) const {
+    return bytes(b, loc, type,
+                 ArrayRef<char>(reinterpret_cast<const char *>(values.data()),
+                                values.size() * sizeof(float)),
+                 what);
+  }
+};
+
+} // namespace mlir::sits::mixed_precision
+
+#endif // SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H

@@ -1,0 +1,319 @@
+//===- QuantizeMatmul.cpp - A matmul as quantized pieces ------------------===//
+//
+// A matmul by a constant f32 weight becomes, per the plan, one contraction
+// per piece of equally quantized blocks: strips of block columns with the
+// same formats down K, each cut into runs along K whose partial products are
+// added (the activation after the sum). A sits.qmatmul for a quantized piece,
+// a sits.matmul for one kept in f32; strips are concatenated along N.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MixedPrecision.h"
+
+#include "passes/Transforms/ConstantData.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::sits;
+using namespace mlir::sits::mixed_precision;
+
+namespace {
+
+/// One uniformly quantized piece of a weight: rows [k0, k1), columns
+/// [n0, n1), in candidate `candidate` of the plan.
+struct Piece {
+  int64_t k0, k1, n0, n1;
+  size_t candidate;
+};
+
+} // namespace
+
+/// The codes (or fp32 values) of a piece as a constant of its logical type.
+static Value makePieceWeight(OpBuilder &b, Location loc,
+                             const QuantizedWeight &q, ArrayRef<float> weight,
+                             int64_t n, const Piece &p,
+                             const ConstantMaker &maker, StringRef name) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rows = p.k1 - p.k0, cols = p.n1 - p.n0;
+  switch (q.format) {
+  case WeightFormat::Fp32: {
+    std::vector<float> values;
+    values.reserve(rows * cols);
+    for (int64_t r = p.k0; r < p.k1; ++r)
+      for (int64_t c = p.n0; c < p.n1; ++c)
+        values.push_back(weight[r * n + c]);
+    return maker.floats(b, loc, RankedTensorType::get({rows, cols}, b.getF32Type()),
+                        values, name);
+  }
+  case WeightFormat::Int8:
+  case WeightFormat::Fp8: {
+    std::vector<char> data;
+    data.reserve(rows * cols);
+    for (int64_t r = p.k0; r < p.k1; ++r)
+      for (int64_t c = p.n0; c < p.n1; ++c)
+        data.push_back(static_cast<char>(q.codes[r * n + c]));
+    Type element = q.format == WeightFormat::Int8
+                       ? Type(b.getI8Type())
+                       : Type(Float8E4M3FNType::get(ctx));
+    return maker.bytes(b, loc, RankedTensorType::get({rows, cols}, element),
+                       data, name);
+  }
+  case WeightFormat::Int4: {
+    // Two rows per byte, the even row in the low nibble.
+    auto type = RankedTensorType::get(
+        {rows, cols}, b.getIntegerType(4),
+        PackedEncodingAttr::get(ctx, b.getI8Type(), /*axis=*/0));
+    if (isa<DenseResourceElementsAttr>(maker.original)) {
+      std::vector<char> data;
+      data.reserve(rows / 2 * cols);
+      for (int64_t r = p.k0; r < p.k1; r += 2)
+        for (int64_t c = p.n0; c < p.n1; ++c)
+          data.push_back(static_cast<char>(
+              (uint8_t(q.codes[r * n + c]) & 0xf) |
+              ((uint8_t(q.codes[(r + 1) * n + c]) & 0xf) << 4)));
+      return maker.bytes(b, loc, type, data, name);
+    }
+    SmallVector<APInt> values;
+    values.reserve(rows * cols);
+    for (int64_t r = p.k0; r < p.k1; ++r)
+      for (int64_t c = p.n0; c < p.n1; ++c)
+        values.push_back(APInt(4, q.codes[r * n + c], /*isSigned=*/true));
+    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
+  }
+  }
+  llvm_unreachable("unknown weight format");
+}
+
+/// `x[..., k0:k1]`, or `x` itself for the whole range.
+static Value sliceLastDim(OpBuilder &b, Location loc, Value x, int64_t k0,
+                          int64_t k1, int64_t k) {
+  if (k0 == 0 && k1 == k)
+    return x;
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(rank, b.getIndexAttr(1));
+  for (int64_t d = 0; d < rank - 1; ++d)
+    sizes.push_back(tensor::getMixedSize(b, loc, x, d));
+  offsets.back() = b.getIndexAttr(k0);
+  sizes.push_back(b.getIndexAttr(k1 - k0));
+  return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides);
+}
+
+/// `type` with its last extent `n`.
+static RankedTensorType withLastDim(RankedTensorType type, int64_t n) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = n;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+FailureOr<PrecisionPlan>
+mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
+                                 const PrecisionConfig &config) {
+  if (matmul.getTransposeLhs())
+    return rewriter.notifyMatchFailure(matmul, "lhs is transposed");
+  auto constant = matmul.getRhs().getDefiningOp<arith::ConstantOp>();
+  if (!constant)
+    return rewriter.notifyMatchFailure(matmul, "rhs is not a constant");
+  auto value = dyn_cast<ElementsAttr>(constant.getValue());
+  auto type = cast<RankedTensorType>(matmul.getRhs().getType());
+  auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
+  if (type.getRank() != 2 || !type.getElementType().isF32() ||
+      !lhsType.getElementType().isF32() || type.getEncoding())
+    return rewriter.notifyMatchFailure(matmul,
+                                       "rhs is not a 2-D f32 weight");
+  std::optional<ArrayRef<char>> bytes =
+      value ? getConstantBytes(value) : std::nullopt;
+  if (!bytes)
+    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
+
+  // W as [K, N] whatever the stored layout.
+  bool transposed = matmul.getTransposeRhs();
+  int64_t k = type.getDimSize(transposed ? 1 : 0);
+  int64_t n = type.getDimSize(transposed ? 0 : 1);
+  std::vector<float> weight(k * n);
+  const float *raw = reinterpret_cast<const float *>(bytes->data());
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      weight[r * n + c] = transposed ? raw[c * k + r] : raw[r * n + c];
+  if (config.format == WeightFormat::Int4 && !config.autoSelect && k % 2 != 0)
+    return rewriter.notifyMatchFailure(matmul,
+                                       "INT4 needs an even K (two per byte)");
+
+  InputStats stats = estimateInputStats(matmul, k);
+  PrecisionPlan plan = planWeightPrecision(weight, k, n, stats, config);
+  plan.statsSource = stats.source;
+
+  // Bias correction: E[x] . (W - W^) per output channel, with W^ the
+  // chosen blocks' dequantized values.
+  plan.biasDelta.assign(n, 0.0);
+  auto candidateOf = [&](int64_t r, int64_t c) {
+    return plan.blockCandidate[(r / plan.blockK) * plan.blocksN +
+                               c / plan.blockN];
+  };
+  if (config.biasCorrection)
+    for (int64_t r = 0; r < k; ++r) {
+      if (stats.mean[r] == 0.0)
+        continue;
+      for (int64_t c = 0; c < n; ++c) {
+        const QuantizedWeight &q = plan.quantized[candidateOf(r, c)];
+        plan.biasDelta[c] +=
+            stats.mean[r] * (double(weight[r * n + c]) - q.dequantized[r * n + c]);
+      }
+    }
+  bool correctBias = llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
+
+  // Pieces: strips of block columns with the same formats down K, cut into
+  // runs of equal-format blocks along K.
+  SmallVector<std::pair<int64_t, int64_t>> strips; // block-column ranges
+  for (int64_t bn = 0; bn < plan.blocksN; ++bn) {
+    auto samePattern = [&](int64_t a, int64_t c) {
+      for (int64_t bk = 0; bk < plan.blocksK; ++bk)
+        if (plan.blockCandidate[bk * plan.blocksN + a] !=
+            plan.blockCandidate[bk * plan.blocksN + c])
+          return false;
+      return true;
+    };
+    if (!strips.empty() && samePattern(strips.back().first, bn))
+      strips.back().second = bn + 1;
+    else
+      strips.push_back({bn, bn + 1});
+  }
+
+  Location loc = matmul.getLoc();
+  rewriter.setInsertionPoint(matmul);
+  ConstantMaker maker{value, ""};
+  RankedTensorType resultType = matmul.getType();
+  Value x = matmul.getLhs();
+
+  // The bias, corrected: a constant bias gets the correction folded in.
+  Value bias = matmul.getBias();
+  std::optional<std::vector<float>> biasValues;
+  if (correctBias || bias) {
+    biasValues = std::vector<float>(n, 0.0f);
+    if (bias) {
+      auto biasConstant = bias.getDefiningOp<arith::ConstantOp>();
+      auto biasAttr = biasConstant
+                          ? dyn_cast<ElementsAttr>(biasConstant.getValue())
+                          : ElementsAttr();
+      auto biasType = cast<RankedTensorType>(bias.getType());
+      std::optional<ArrayRef<char>> biasBytes =
+          biasAttr ? getConstantBytes(biasAttr) : std::nullopt;
+      if (biasBytes && biasType.getElementType().isF32()) {
+        std::memcpy(biasValues->data(), biasBytes->data(), n * sizeof(float));
+      } else if (auto dense = dyn_cast_or_null<DenseElementsAttr>(biasAttr);
+                 dense && dense.getElementType().isF32()) {
+        auto values = dense.getValues<float>();
+        std::copy(values.begin(), values.end(), biasValues->begin());
+      } else {
+        biasValues.reset(); // not a constant: corrected with an addition
+      }
+    }
+  }
+  std::vector<float> delta(plan.biasDelta.begin(), plan.biasDelta.end());
+  auto biasSlice = [&](int64_t n0, int64_t n1) -> Value {
+    auto sliceType = RankedTensorType::get({n1 - n0}, rewriter.getF32Type());
+    if (!correctBias && n0 == 0 && n1 == n)
+      return bias;
+    if (biasValues) {
+      std::vector<float> values(biasValues->begin() + n0,
+                                biasValues->begin() + n1);
+      if (correctBias)
+        for (int64_t c = n0; c < n1; ++c)
+          values[c - n0] += delta[c];
+      return maker.floats(rewriter, loc, sliceType, values,
+                          ".bias" + std::to_string(n0));
+    }
+    Value slice = bias;
+    if (n0 != 0 || n1 != n)
+      slice = tensor::ExtractSliceOp::create(
+          rewriter, loc, bias,
+          SmallVector<OpFoldResult>{rewriter.getIndexAttr(n0)},
+          SmallVector<OpFoldResult>{rewriter.getIndexAttr(n1 - n0)},
+          SmallVector<OpFoldResult>{rewriter.getIndexAttr(1)});
+    if (!correctBias)
+      return slice;
+    std::vector<float> values(delta.begin() + n0, delta.begin() + n1);
+    Value correction = maker.floats(rewriter, loc, sliceType, values,
+                                    ".bias_correction" + std::to_string(n0));
+    return arith::AddFOp::create(rewriter, loc, slice, correction);
+  };
+  bool hasBias = bias || correctBias;
+
+  SmallVector<Value> stripResults;
+  for (auto [bn0, bn1] : strips) {
+    int64_t n0 = bn0 * plan.blockN, n1 = std::min(n, bn1 * plan.blockN);
+    // Runs along K of the strip's (shared) formats.
+    SmallVector<Piece> runs;
+    for (int64_t bk = 0; bk < plan.blocksK; ++bk) {
+      size_t cand = plan.blockCandidate[bk * plan.blocksN + bn0];
+      int64_t k0 = bk * plan.blockK, k1 = std::min(k, k0 + plan.blockK);
+      if (!runs.empty() && runs.back().candidate == cand)
+        runs.back().k1 = k1;
+      else
+        runs.push_back({k0, k1, n0, n1, cand});
+    }
+    RankedTensorType pieceType = withLastDim(resultType, n1 - n0);
+    bool single = runs.size() == 1;
+    Value sum;
+    for (auto [i, p] : llvm::enumerate(runs)) {
+      const QuantizedWeight &q = plan.quantized[p.candidate];
+      std::string name = ".q" + stringifyWeightFormat(q.format).str() + "." +
+                         std::to_string(p.k0) + "." + std::to_string(p.n0);
+      Value pieceX = sliceLastDim(rewriter, loc, x, p.k0, p.k1, k);
+      Value pieceBias = i == 0 && hasBias ? biasSlice(n0, n1) : Value();
+      ActivationKind activation =
+          single ? matmul.getActivation() : ActivationKind::None;
+      Value w = makePieceWeight(rewriter, loc, q, weight, n, p, maker, name);
+      Value result;
+      if (q.format == WeightFormat::Fp32) {
+        result = MatmulOp::create(rewriter, loc, pieceType, pieceX, w,
+                                  pieceBias, false, false, activation);
+      } else {
+        // One scale row per group inside the piece (group rows align with
+        // the piece: pieces start at block rows, a multiple of the group).
+        int64_t g0 = p.k0 / q.group;
+        int64_t g1 = (p.k1 + q.group - 1) / q.group;
+        std::vector<float> scales;
+        for (int64_t g = g0; g < g1; ++g)
+          for (int64_t c = p.n0; c < p.n1; ++c)
+            scales.push_back(q.scales[g * n + c]);
+        bool perChannel = q.group >= k;
+        auto scaleType =
+            perChannel
+                ? RankedTensorType::get({p.n1 - p.n0}, rewriter.getF32Type())
+                : RankedTensorType::get({g1 - g0, p.n1 - p.n0},
+                                        rewriter.getF32Type());
+        Value scale = maker.floats(rewriter, loc, scaleType, scales,
+                                   name + ".scale");
+        auto qmatmul = QMatmulOp::create(
+            rewriter, loc, pieceType, pieceX, w, scale, /*zero_point=*/Value(),
+            pieceBias,
+            rewriter.getI64IntegerAttr(perChannel ? 1 : 0),
+            perChannel ? IntegerAttr() : rewriter.getI64IntegerAttr(q.group),
+            /*transpose_weight=*/false, activation);
+        result = qmatmul;
+      }
+      sum = sum ? arith::AddFOp::create(rewriter, loc, sum, result).getResult()
+                : result;
+    }
+    if (!single && matmul.getActivation() != ActivationKind::None)
+      sum = ActivationOp::create(rewriter, loc, matmul.getActivation(), sum);
+    stripResults.push_back(sum);
+  }
+  Value result = stripResults.front();
+  if (stripResults.size() > 1)
+    result = tensor::ConcatOp::create(rewriter, loc, resultType.getRank() - 1,
+                                      stripResults);
+  rewriter.replaceOp(matmul, result);
+  if (constant->use_empty())
+    rewriter.eraseOp(constant);
+  if (Operation *biasOp = bias ? bias.getDefiningOp<arith::ConstantOp>() : nullptr;
+      biasOp && biasOp->use_empty())
+    rewriter.eraseOp(biasOp);
+  return plan;
+}
