@@ -12,14 +12,17 @@
 // 8 pixels of an output row by nr channels; per k it reads 8 consecutive
 // values of I and one row of a panel of F.
 //
+// The gather of I and the GEMM's body are shared with the GPU backend
+// (Common/ConvToGemm.h); the panel layout of F and of C is the CPU's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "passes/Codegen/Common/ConvToGemm.h"
 #include "passes/Transforms/ConstantData.h"
 
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include <cstring>
@@ -52,32 +55,21 @@ AsmResourceBlob filterPanels(ArrayRef<char> bytes, ArrayRef<int64_t> shape,
 LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
                                      linalg::Conv2DNchwFchwOp conv,
                                      int64_t nr) {
-  if (!conv.hasPureTensorSemantics())
+  FailureOr<codegen::ConvGemm> match = codegen::matchConvAsGemm(conv);
+  if (failed(match))
     return failure();
-  Value input = conv.getDpsInputOperand(0)->get();
-  Value filter = conv.getDpsInputOperand(1)->get();
-  Value init = conv.getDpsInitOperand(0)->get();
-  auto inputType = cast<RankedTensorType>(input.getType());
-  auto filterType = cast<RankedTensorType>(filter.getType());
-  auto initType = cast<RankedTensorType>(init.getType());
-  if (!inputType.hasStaticShape() || !filterType.hasStaticShape() ||
-      !initType.hasStaticShape() || filterType.getEncoding())
-    return failure();
-  auto constant = filter.getDefiningOp<arith::ConstantOp>();
+  Value init = match->init;
+  RankedTensorType filterType = match->filterType;
+  auto constant = match->filter.getDefiningOp<arith::ConstantOp>();
   auto value = constant ? dyn_cast<ElementsAttr>(constant.getValue()) : nullptr;
   std::optional<ArrayRef<char>> bytes =
       value ? getConstantBytes(value) : std::nullopt;
-  ArrayRef<int64_t> fs = filterType.getShape();
-  if (!bytes || fs[0] % nr != 0)
+  if (!bytes || match->f % nr != 0)
     return failure();
 
-  int64_t n = initType.getDimSize(0), f = fs[0], c = fs[1], kh = fs[2],
-          kw = fs[3], oh = initType.getDimSize(2), ow = initType.getDimSize(3);
-  int64_t k = c * kh * kw, panels = f / nr;
-  SmallVector<int64_t> strides = llvm::to_vector(conv.getStrides().getValues<int64_t>());
-  SmallVector<int64_t> dilations =
-      llvm::to_vector(conv.getDilations().getValues<int64_t>());
-  Type element = initType.getElementType();
+  int64_t n = match->n, k = match->k, oh = match->oh, ow = match->ow;
+  int64_t panels = match->f / nr;
+  Type element = match->initType.getElementType();
   Location loc = conv.getLoc();
   MLIRContext *ctx = conv.getContext();
   rewriter.setInsertionPoint(conv);
@@ -88,45 +80,14 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   Value panelsValue = arith::ConstantOp::create(
       rewriter, loc,
       makeConstantLike(value, panelType,
-                       filterPanels(*bytes, fs, getElementBytes(filterType), nr),
+                       filterPanels(*bytes, filterType.getShape(),
+                                    getElementBytes(filterType), nr),
                        ".panels"));
 
-  // The gather of input patches, k-major: for one k the patches along a row
-  // of output pixels are a row of the input (strided by the convolution's
-  // stride), so the innermost loop vectorizes as one read, and the index
-  // arithmetic on k is hoisted out of it.
-  auto idx = [&](OpBuilder &b, int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  };
-  auto patchesType =
-      RankedTensorType::get({n, k, oh, ow}, inputType.getElementType());
-  Value patchesInit = tensor::EmptyOp::create(
-      rewriter, loc, patchesType.getShape(), patchesType.getElementType());
+  // The gather of input patches (k-major, see Common/ConvToGemm.h).
+  Value patches =
+      codegen::buildPatchGather(rewriter, loc, match->input, *match);
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  SmallVector<utils::IteratorType> par4(4, utils::IteratorType::parallel);
-  auto patches = linalg::GenericOp::create(
-      rewriter, loc, patchesType, ValueRange{}, ValueRange{patchesInit},
-      SmallVector<AffineMap>{AffineMap::getMultiDimIdentityMap(4, ctx)}, par4,
-      [&](OpBuilder &b, Location, ValueRange) {
-        Value nIdx = linalg::IndexOp::create(b, loc, 0);
-        Value kIdx = linalg::IndexOp::create(b, loc, 1);
-        Value ohIdx = linalg::IndexOp::create(b, loc, 2);
-        Value owIdx = linalg::IndexOp::create(b, loc, 3);
-        Value cIdx = arith::DivUIOp::create(b, loc, kIdx, idx(b, kh * kw));
-        Value r = arith::RemUIOp::create(b, loc, kIdx, idx(b, kh * kw));
-        Value khIdx = arith::DivUIOp::create(b, loc, r, idx(b, kw));
-        Value kwIdx = arith::RemUIOp::create(b, loc, r, idx(b, kw));
-        auto at = [&](Value o, int64_t s, Value w, int64_t dl) -> Value {
-          Value a = arith::MulIOp::create(b, loc, o, idx(b, s));
-          Value c2 = arith::MulIOp::create(b, loc, w, idx(b, dl));
-          return arith::AddIOp::create(b, loc, a, c2);
-        };
-        Value ih = at(ohIdx, strides[0], khIdx, dilations[0]);
-        Value iw = at(owIdx, strides[1], kwIdx, dilations[1]);
-        Value v = tensor::ExtractOp::create(b, loc, input,
-                                            ValueRange{nIdx, cIdx, ih, iw});
-        linalg::YieldOp::create(b, loc, v);
-      });
 
   // The GEMM on panels. A filled initial value (the usual case) seeds the
   // accumulator; any other is added in the transpose below. Pixels are two
@@ -146,16 +107,10 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
       AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx)};
   SmallVector<utils::IteratorType> gemmIterators(5, utils::IteratorType::parallel);
   gemmIterators.push_back(utils::IteratorType::reduction);
-  Block *body = conv.getBlock();
-  auto gemm = linalg::GenericOp::create(
-      rewriter, loc, accType, ValueRange{patches.getResult(0), panelsValue},
-      ValueRange{acc}, gemmMaps, gemmIterators,
-      [&](OpBuilder &b, Location, ValueRange args) {
-        IRMapping mapping;
-        mapping.map(body->getArguments(), args);
-        for (Operation &inner : *body)
-          b.clone(inner, mapping);
-      });
+  linalg::GenericOp gemm =
+      codegen::buildConvGemm(rewriter, conv, accType,
+                             ValueRange{patches, panelsValue}, acc, gemmMaps,
+                             gemmIterators);
 
   // Back to NCHW: Y viewed as [n, fb, j, oh, ow] is a transpose of C, which
   // tiles and fuses like any elementwise op; the view is free.
@@ -185,7 +140,7 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
         linalg::YieldOp::create(b, loc, v);
       });
   Value result = tensor::CollapseShapeOp::create(
-      rewriter, loc, initType, out5.getResult(0), splitChannels);
+      rewriter, loc, match->initType, out5.getResult(0), splitChannels);
   rewriter.replaceOp(conv, result);
   if (constant->use_empty())
     rewriter.eraseOp(constant);
