@@ -83,11 +83,15 @@ def test_every_other_converter_covers_every_opset():
             assert CONVERTERS.versions(domain, op) == [1], (domain, op)
 
 
-def test_resize_pooling_replaces_the_2d_pooling_converters():
-    from sits_mlir.frontend.onnx import _ops_resize
+def test_pooling_ops_have_one_converter_for_every_rank():
+    from sits_mlir.frontend.onnx import _ops_pooling
 
     for op in ("MaxPool", "AveragePool"):
-        assert CONVERTERS.lookup("", op, 22).emit is _ops_resize._pool
+        assert CONVERTERS.versions("", op) == [1]
+        conv = CONVERTERS.lookup("", op, 22)
+        assert conv.emit is _ops_pooling._pool
+        assert conv.check is _ops_pooling._check_pool
+        assert conv.reads == (0,)
 
 
 def test_supported_ops_come_from_the_registry():

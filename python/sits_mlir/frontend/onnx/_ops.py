@@ -9,7 +9,7 @@ registers its converters into `CONVERTERS` as it is imported), so importing
     _ops_activation.py     Relu, Gelu, Softplus, ..., Softmax, LogSoftmax
     _ops_normalization.py  BatchNorm, LayerNorm, RMSNorm, Instance/Group/MVN/Lp
     _ops_contraction.py    MatMul, Gemm, Conv
-    _ops_pooling.py        2-D MaxPool/AveragePool, GlobalAverage/MaxPool
+    _ops_pooling.py        MaxPool/AveragePool (1-D to 3-D), LpPool, Global*Pool
     _ops_reduction.py      Reduce*
     _ops_shape.py          Reshape, Transpose, Concat, Slice, Gather, Pad, ...
     _ops_generate.py       ConstantOfShape, Range, windows, EyeLike, OneHot
@@ -17,15 +17,14 @@ registers its converters into `CONVERTERS` as it is imported), so importing
     _ops_attention.py      Attention, RotaryEmbedding, GroupQueryAttention
     _ops_einsum.py         Einsum
     _ops_index.py          GatherElements, Scatter*, ArgMax, CumSum, TopK, losses
-    _ops_resize.py         Resize, GridSample, ConvTranspose, 1-D/3-D/Lp pools
+    _ops_resize.py         Resize, GridSample, ConvTranspose
 
 The names below are re-exported for code that imported them from here.
 """
 
 from __future__ import annotations
 
-# Registration order matters only where a later module replaces a converter
-# (`replace=True`): _ops_resize's MaxPool/AveragePool replace _ops_pooling's.
+# Each op is registered once, so the order of these imports does not matter.
 from . import (_ops_elementwise, _ops_activation, _ops_normalization,  # noqa: F401
                _ops_contraction, _ops_pooling, _ops_reduction, _ops_shape, _ops_generate,
                _ops_quantization)

@@ -218,3 +218,8 @@ def extract_slice(ctx, x, params):
 
 def _PARALLEL():
     return ir.Attribute.parse("#linalg.iterator_type<parallel>")
+
+
+def _affine(n, exprs):
+    """The affine map attribute of `n` dims to the expressions `exprs`."""
+    return ir.AffineMapAttr.get(ir.AffineMap.get(n, 0, list(exprs)))

@@ -102,15 +102,14 @@ class Registry(Mapping):
 CONVERTERS = Registry()
 
 
-def converter(*op_types, check=None, domain="", reads=None, since=1, supported=True,
-              replace=False):
+def converter(*op_types, check=None, domain="", reads=None, since=1, supported=True):
     """Registers the decorated `emit` for each of `op_types` of `domain`,
-    from opset `since` on (see `Registry.register` for `replace`)."""
+    from opset `since` on; an op registered twice for one version is an
+    error (`Registry.register`)."""
     def deco(fn):
         for t in op_types:
             CONVERTERS.register(domain, t, Converter(fn, check, supported=supported,
-                                                     reads=reads, since=since),
-                                replace=replace)
+                                                     reads=reads, since=since))
         return fn
     return deco
 

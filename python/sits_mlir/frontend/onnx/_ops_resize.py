@@ -1,5 +1,5 @@
-"""ONNX Resize and the pooling/convolution variants beyond 2-D NCHW
-(1-D and 3-D pools, LpPool, GlobalLpPool, ConvTranspose).
+"""ONNX Resize, GridSample and ConvTranspose (the pools of every rank, LpPool
+included, are in `_ops_pooling.py`).
 
 Converters register into `CONVERTERS` (`_ops_registry.py`) with the
 `converter` decorator, like those of the other `_ops_*.py` families.
@@ -26,21 +26,13 @@ import numpy as np
 
 from ... import ir
 from ...dialects import arith, linalg, math, sits, tensor
-from . import _ops_pooling, _types
+from . import _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
 from ._ops_attention import _generic
-from ._ops_common import (_PARALLEL, _fmt, conv_padding, extract_slice, has_input, i64_attr,
-                          need_float, norm_axis, pad_tensor, unused_outputs)
+from ._ops_common import (_PARALLEL, _affine, _fmt, extract_slice, has_input, i64_attr,
+                          need_float, norm_axis)
 from ._ops_registry import converter
-
-
-def _reduction():
-    return ir.Attribute.parse("#linalg.iterator_type<reduction>")
-
-
-def _affine(n, exprs):
-    return ir.AffineMapAttr.get(ir.AffineMap.get(n, 0, list(exprs)))
 
 
 def _idx_type():
@@ -380,228 +372,6 @@ def _resize_axis(ctx, x, ax, table, ev, acc):
             total = arith.select(outside, b.scalar(ev, acc), total)
         linalg.YieldOp([total])
     return op.results[0]
-
-
-# =============================================================================
-# Pooling beyond 2-D float NCHW (which `_ops_pooling._pool` emits)
-# =============================================================================
-
-def _pool_geometry(g, node):
-    """(kernel, strides, dilations, pads_begin, pads_end, explicit_pads) of
-    an N-D pool, pads_end including the extra ceil_mode padding; or a str
-    reason."""
-    xs, ys = g.shape(node.input[0]), g.shape(node.output[0])
-    a = attributes(node)
-    if xs is None or not 3 <= len(xs) <= 5:
-        return "only 1-D to 3-D pooling ([N, C, D1, ...] inputs) is supported"
-    k = len(xs) - 2
-    if None in xs[2:] or ys is None or len(ys) != len(xs) or None in ys[2:]:
-        return "pooling needs static spatial extents"
-    kernel = list(a.get("kernel_shape", []))
-    strides = list(a.get("strides", [1] * k))
-    dil = list(a.get("dilations", [1] * k))
-    if len(kernel) != k or len(strides) != k or len(dil) != k:
-        return f"kernel_shape/strides/dilations must have {k} entries"
-    pads = conv_padding(g, node, xs, [None, None] + kernel)
-    if isinstance(pads, str):
-        return pads
-    if len(pads) != 2 * k or min(pads) < 0:
-        return f"invalid pads {pads}"
-    begin, end = list(pads[:k]), list(pads[k:])
-    for i in range(k):
-        needed = (ys[2 + i] - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1
-        have = xs[2 + i] + begin[i] + end[i]
-        if needed > have:
-            end[i] += needed - have
-    return kernel, strides, dil, begin, end, list(pads)
-
-
-def _check_pool_nd(g, node):
-    dt = g.dtype(node.input[0])
-    op = node.op_type
-    if dt is not None and not _types.is_float(dt) and not (
-            op == "MaxPool" and np.dtype(dt).kind in "iu"):
-        return f"{op} on {np.dtype(dt).name} tensors is not supported"
-    a = attributes(node)
-    if a.get("storage_order", 0) != 0:
-        return "unsupported attribute value storage_order=1"
-    r = unused_outputs(1)(g, node)
-    if r:
-        return r
-    geo = _pool_geometry(g, node)
-    return geo if isinstance(geo, str) else None
-
-
-def _check_pool(g, node):
-    xs = g.shape(node.input[0])
-    if xs is not None and len(xs) == 4 and _types.is_float(g.dtype(node.input[0])):
-        return _ops_pooling._check_pool(g, node)
-    return _check_pool_nd(g, node)
-
-
-@converter("MaxPool", "AveragePool", check=_check_pool, reads=(0,), replace=True)
-def _pool(ctx, node):
-    g = ctx.g
-    if len(g.shape(node.input[0])) == 4 and _types.is_float(g.dtype(node.input[0])):
-        return _ops_pooling._pool(ctx, node)  # 2-D float: the shared emitter
-    x = ctx.get(node.input[0])
-    kernel, strides, dil, begin, end, explicit = _pool_geometry(g, node)
-    ys = g.shape(node.output[0])
-    if node.op_type == "MaxPool":
-        return [_window_reduce(ctx, x, "max", kernel, strides, dil, begin, end, ys[2:],
-                               unsigned=_types.is_unsigned(g.dtype(node.input[0])))]
-    y = _window_reduce(ctx, x, "sum", kernel, strides, dil, begin, end, ys[2:])
-    include = attributes(node).get("count_include_pad", 0)
-    counts = _avg_counts(xs_spatial=g.shape(node.input[0])[2:], ys_spatial=ys[2:],
-                         kernel=kernel, strides=strides, dil=dil, begin=begin,
-                         explicit=explicit, include_pad=include)
-    b = ctx.b
-    elem = elem_of(y)
-    if np.all(counts == counts.flat[0]):
-        div = b.splat(float(counts.flat[0]), b.mixed_shape(y), elem)
-    else:
-        c = ctx.const_value(counts.astype(g.dtype(node.input[0])), "pool_counts")
-        div = b.broadcast_to(c, b.mixed_shape(y))
-    return [arith.divf(y, div)]
-
-
-def _avg_counts(xs_spatial, ys_spatial, kernel, strides, dil, begin, explicit, include_pad):
-    """Divisor of each AveragePool output position: the taps inside the
-    input (or inside the explicit padding with count_include_pad; the extra
-    ceil_mode padding never counts)."""
-    k = len(xs_spatial)
-    counts = np.ones(ys_spatial, dtype=np.float64)
-    for i in range(k):
-        d = xs_spatial[i]
-        lo, hi = (0, d) if not include_pad else (-explicit[i], d + explicit[k + i])
-        taps = (np.arange(ys_spatial[i])[:, None] * strides[i] - begin[i]
-                + dil[i] * np.arange(kernel[i])[None, :])
-        per = np.count_nonzero((taps >= lo) & (taps < hi), axis=1).astype(np.float64)
-        shape = [1] * k
-        shape[i] = -1
-        counts = counts * per.reshape(shape)
-    return counts
-
-
-def _lowest(elem, unsigned):
-    """The identity of max for `elem` (-inf, or the smallest integer)."""
-    if isinstance(elem, ir.FloatType):
-        return float("-inf")
-    return 0 if unsigned else -(1 << (ir.IntegerType(elem).width - 1))
-
-
-def _window_reduce(ctx, x, kind, kernel, strides, dil, begin, end, out_spatial,
-                   unsigned=False):
-    """Max or sum of `x` [N, C, D...] over pooling windows, padded with the
-    reduction's identity. 1-D and 2-D float pools use the named
-    `linalg.pooling_nchw_*` ops (1-D with a unit H dimension); 3-D and
-    integer pools a `linalg.generic` with reduction loops over the window."""
-    b = ctx.b
-    elem = elem_of(x)
-    xs = shape_of(x)
-    k = len(xs) - 2
-    is_max = kind == "max"
-    fill = _lowest(elem, unsigned) if is_max else 0.0
-    xp = pad_tensor(ctx, x, [0, 0] + list(begin), [0, 0] + list(end), fill)
-    lead = b.mixed_shape(x)[:2]
-    is_float = isinstance(elem, ir.FloatType)
-    if k <= 2 and is_float:
-        if k == 1:
-            xp = b.expand(xp, [[0], [1], [2, 3]], [xs[0], xs[1], 1, shape_of(xp)[2]])
-            kernel, strides, dil = [1] + list(kernel), [1] + list(strides), [1] + list(dil)
-            out_spatial = [1] + list(out_spatial)
-        init = b.fill(b.scalar(fill, elem), b.empty(lead + list(out_spatial), elem))
-        pool = linalg.pooling_nchw_max if is_max else linalg.pooling_nchw_sum
-        y = pool(xp, b.empty(kernel, elem), outs=[init], strides=strides, dilations=dil)
-        if k == 1:
-            y = b.collapse(y, [[0], [1], [2, 3]], [xs[0], xs[1], out_spatial[1]])
-        return y
-    n = 2 + 2 * k
-    init = b.fill(b.scalar(fill, elem), b.empty(lead + list(out_spatial), elem))
-    d = [ir.AffineDimExpr.get(i) for i in range(n)]
-    in_map = [d[0], d[1]] + [d[2 + i] * strides[i] + d[2 + k + i] * dil[i] for i in range(k)]
-    out_map = d[:2 + k]
-    # The window extents come from a map of their own: a window-shaped
-    # operand like the named ops' (its values are never read).
-    window = b.empty(kernel, elem)
-    op = linalg.GenericOp([init.type], [xp, window], [init],
-                          ir.ArrayAttr.get([_affine(n, in_map), _affine(n, d[2 + k:]),
-                                            _affine(n, out_map)]),
-                          ir.ArrayAttr.get([_PARALLEL()] * (2 + k) + [_reduction()] * k))
-    block = op.regions[0].blocks.append(elem, elem, elem)
-    with ir.InsertionPoint(block):
-        v, acc = block.arguments[0], block.arguments[2]
-        if is_max:
-            if is_float:
-                r = arith.maximumf(v, acc)
-            elif unsigned:
-                r = arith.maxui(v, acc)
-            else:
-                r = arith.maxsi(v, acc)
-        else:
-            r = arith.addf(v, acc)
-        linalg.YieldOp([r])
-    return op.results[0]
-
-
-# -- LpPool, GlobalLpPool: (sum |x|^p)^(1/p) over the window -----------------
-
-def _lp_p(node):
-    return int(attributes(node).get("p", 2))
-
-
-def _check_lp_pool(g, node):
-    r = need_float(g, node)
-    if r:
-        return r
-    if _lp_p(node) <= 0:
-        return f"p must be positive, got {_lp_p(node)}"
-    if node.op_type == "GlobalLpPool":
-        xs = g.shape(node.input[0])
-        return None if xs is not None and len(xs) >= 3 else "needs an [N, C, ...] input"
-    geo = _pool_geometry(g, node)
-    return geo if isinstance(geo, str) else None
-
-
-def _pow_abs(ctx, x, p):
-    """|x|^p elementwise (p = 1, 2 without powf)."""
-    if p == 2:
-        return arith.mulf(x, x)
-    ax = math.absf(x)
-    if p == 1:
-        return ax
-    return math.powf(ax, ctx.b.splat(float(p), ctx.b.mixed_shape(x), elem_of(x)))
-
-
-def _root(ctx, y, p):
-    """y^(1/p) elementwise."""
-    if p == 1:
-        return y
-    if p == 2:
-        return math.sqrt(y)
-    return math.powf(y, ctx.b.splat(1.0 / p, ctx.b.mixed_shape(y), elem_of(y)))
-
-
-@converter("LpPool", check=_check_lp_pool, reads=(0,))
-def _lp_pool(ctx, node):
-    g = ctx.g
-    p = _lp_p(node)
-    x = _pow_abs(ctx, ctx.get(node.input[0]), p)
-    kernel, strides, dil, begin, end, _ = _pool_geometry(g, node)
-    y = _window_reduce(ctx, x, "sum", kernel, strides, dil, begin, end,
-                       g.shape(node.output[0])[2:])
-    return [_root(ctx, y, p)]
-
-
-@converter("GlobalLpPool", check=_check_lp_pool, reads=(0,))
-def _global_lp_pool(ctx, node):
-    b = ctx.b
-    p = _lp_p(node)
-    x = _pow_abs(ctx, ctx.get(node.input[0]), p)
-    rank = len(shape_of(x))
-    axes = list(range(2, rank))
-    y = b.reduce(x, axes, lambda v, acc: arith.addf(acc, v), 0.0)
-    return [b.keep_dims(_root(ctx, y, p), rank, axes)]
 
 
 # =============================================================================
