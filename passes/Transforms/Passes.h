@@ -142,10 +142,6 @@ FailureOr<PrecisionPlan> quantizeConvWeight(RewriterBase &rewriter,
                                             ConvOp conv,
                                             const PrecisionConfig &config);
 
-/// The name an op's location gives it (the ONNX node name of a NameLoc or
-/// FusedLoc), else the printed location.
-std::string getLocationName(Location loc);
-
 /// What a structured pruning rewrite removed: channel or head indices (of
 /// `total`), the constant bytes it saved, and how many constant channels it
 /// folded into the consumer's bias instead of computing them. For attention

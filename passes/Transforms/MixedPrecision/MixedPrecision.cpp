@@ -30,19 +30,6 @@ namespace mlir::sits {
 using namespace mlir;
 using namespace mlir::sits;
 
-std::string mlir::sits::getLocationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
-
 //===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
@@ -78,7 +65,7 @@ struct SitsMixedPrecisionPass
     IRRewriter rewriter(ctx);
     Builder b(ctx);
     for (Operation *op : weighted) {
-      std::string name = getLocationName(op->getLoc());
+      std::string name = getReportName(op->getLoc());
       // Read before the rewrite, which erases `op`: the weight as [K, N]
       // for a matmul, the filter's own shape for a convolution.
       auto matmul = dyn_cast<MatmulOp>(op);

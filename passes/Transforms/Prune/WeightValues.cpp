@@ -183,23 +183,6 @@ double mlir::sits::evaluateActivation(ActivationKind kind, double x) {
   llvm_unreachable("unknown activation");
 }
 
-std::string mlir::sits::getReportName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
-            Twine(file.getColumn()))
-        .str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
-
 RankedTensorType prune::withDim(Type type, int64_t dim, int64_t size) {
   auto ranked = cast<RankedTensorType>(type);
   SmallVector<int64_t> shape(ranked.getShape());
