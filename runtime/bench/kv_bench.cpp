@@ -15,6 +15,7 @@
 #include "sits/runtime/kv/allocator.h"
 #include "sits/runtime/kv/hash.h"
 #include "kv_workloads.h"
+#include "sha256.h" // internal (runtime/src/support): the portable fallback
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +33,8 @@
 
 using namespace sits::runtime::kv;
 using namespace sits::runtime::kv::bench;
+using sits::runtime::sha256HardwareAccelerated;
+using sits::runtime::sha256Portable;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -47,3 +47,20 @@ def test_one_list_of_pass_registrations():
     users = sorted(str(p.relative_to(ROOT)) for folder in ("tools", "passes", "dialects", "python")
                    for p in _sources(folder, (".h", ".cpp")) if calls.search(p.read_text()))
     assert users == ["passes/InitAllPasses.h"], users
+
+
+def test_public_runtime_headers_include_only_public_headers():
+    """The runtime's installed headers (runtime/include) include nothing but
+    each other and system headers: internal ones such as SHA-256
+    (runtime/src/support/sha256.h) are not part of the API."""
+    include = ROOT / "runtime" / "include"
+    headers = list(include.rglob("*.h"))
+    assert headers
+    offenders = []
+    for p in headers:
+        for line in p.read_text().splitlines():
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if m and not (include / m.group(1)).is_file():
+                offenders.append(f"{p.relative_to(ROOT)}: {line.strip()}")
+    assert not offenders, "public runtime headers include non-public ones:\n" + "\n".join(offenders)
+    assert not list(include.rglob("sha256*.h")), "SHA-256 is internal to the runtime"

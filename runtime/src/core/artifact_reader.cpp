@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "artifact_format.h"
 #include "artifact_internal.h"
-#include "sits/runtime/sha256.h"
+#include "sha256.h"
 
 #include "sits/runtime/buffer.h"
 

@@ -12,7 +12,7 @@
 #include "elf.h"
 #include "json.h"
 #include "manifest_internal.h"
-#include "sits/runtime/sha256.h"
+#include "sha256.h"
 
 #include "sits/runtime/runtime.h"
 

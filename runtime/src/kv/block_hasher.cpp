@@ -1,5 +1,6 @@
 //===- block_hasher.cpp - Chained block hashes ----------------------------===//
 #include "sits/runtime/kv/hash.h"
+#include "sha256.h"
 #include "sha256_compress.h"
 
 #include <cstring>
@@ -83,7 +84,7 @@ Hash128 hashBytes(HashAlgo algo, const void *data, size_t len) {
     return keyFromBytes(out);
   }
   uint8_t out[32];
-  sha256(data, len, out);
+  ::sits::runtime::sha256(data, len, out);
   return keyFromBytes(out);
 }
 

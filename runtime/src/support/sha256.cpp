@@ -8,7 +8,7 @@
 // (tested).
 //
 //===----------------------------------------------------------------------===//
-#include "sits/runtime/sha256.h"
+#include "sha256.h"
 #include "sha256_compress.h"
 
 #include <algorithm>

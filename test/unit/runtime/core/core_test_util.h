@@ -10,7 +10,7 @@
 #ifndef SITS_TEST_CORE_TEST_UTIL_H
 #define SITS_TEST_CORE_TEST_UTIL_H
 
-#include "sits/runtime/sha256.h"
+#include "sha256.h"
 #include "sits/runtime/runtime.h"
 
 #include <gtest/gtest.h>

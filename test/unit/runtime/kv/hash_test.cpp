@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "kv_test_util.h"
 
+#include "sha256.h" // internal (runtime/src/support)
 #include "sits/runtime/kv/hash.h"
 
 #include <random>
@@ -16,6 +17,9 @@
 
 using namespace sits::runtime::kv;
 using namespace sits::runtime::kv::test;
+using sits::runtime::sha256;
+using sits::runtime::sha256HardwareAccelerated;
+using sits::runtime::sha256Portable;
 
 namespace {
 

@@ -4,7 +4,7 @@
 // spec §4.1/§4.7:
 //
 //   * SHA-256 (default, cryptographic): the runtime's one implementation
-//     (sits/runtime/sha256.h, with SHA-NI when the CPU has it), which the
+//     (internal to the runtime, with SHA-NI when the CPU has it), which the
 //     artifact code uses too.
 //   * MurmurHash3_x64_128 (fast, non-cryptographic). The allocator always
 //     verifies a hit against the stored tokens of the block (and its parent
@@ -24,20 +24,12 @@
 #ifndef SITS_RUNTIME_KV_HASH_H
 #define SITS_RUNTIME_KV_HASH_H
 
-#include "sits/runtime/sha256.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace sits::runtime::kv {
-
-// SHA-256 is the runtime's (sits/runtime/sha256.h); re-exported here so KV
-// code written against this header keeps its names.
-using ::sits::runtime::sha256;
-using ::sits::runtime::sha256HardwareAccelerated;
-using ::sits::runtime::sha256Portable;
 
 /// A 128-bit block hash (`lo` = first 8 bytes of the key, little-endian).
 struct Hash128 {

@@ -1,4 +1,4 @@
-//===- sha256.h - SHA-256 (FIPS 180-4) ------------------------------------===//
+//===- sha256.h - SHA-256 (FIPS 180-4) (internal) -------------------------===//
 //
 // The runtime's one SHA-256: the artifact content hash (core) and the
 // default prefix-cache block hash (KV allocator) both use it. The
@@ -6,13 +6,16 @@
 // reports them and a portable implementation otherwise; the choice is made
 // once, and both give identical digests (tested).
 //
+// An implementation detail, not part of the public API: no installed header
+// declares it and libSitsRuntime.so does not export it. The runtime's own
+// libraries, tests and benchmarks reach it through SitsRuntimeSupport's
+// build-tree include directory (src/support).
+//
 // Implemented in src/support/sha256.cpp (library SitsRuntimeSupport).
 //
 //===----------------------------------------------------------------------===//
-#ifndef SITS_RUNTIME_SHA256_H
-#define SITS_RUNTIME_SHA256_H
-
-#include "sits/runtime/export.h"
+#ifndef SITS_RUNTIME_SRC_SUPPORT_SHA256_H
+#define SITS_RUNTIME_SRC_SUPPORT_SHA256_H
 
 #include <array>
 #include <cstddef>
@@ -22,16 +25,15 @@
 namespace sits::runtime {
 
 /// SHA-256 of `len` bytes into `out[32]`, with SHA-NI when present.
-SITS_RUNTIME_API void sha256(const void *data, size_t len, uint8_t out[32]);
+void sha256(const void *data, size_t len, uint8_t out[32]);
 /// The portable implementation (tests and benchmarks compare both).
-SITS_RUNTIME_API void sha256Portable(const void *data, size_t len,
-                                     uint8_t out[32]);
+void sha256Portable(const void *data, size_t len, uint8_t out[32]);
 /// True when this CPU has the x86 SHA extensions (and they are used).
-SITS_RUNTIME_API bool sha256HardwareAccelerated();
+bool sha256HardwareAccelerated();
 
 /// Streaming SHA-256, for inputs that arrive in pieces (a multi-GB weights
 /// section hashed at memory speed).
-class SITS_RUNTIME_API Sha256 {
+class Sha256 {
 public:
   using Digest = std::array<uint8_t, 32>;
 
@@ -55,4 +57,4 @@ private:
 
 } // namespace sits::runtime
 
-#endif // SITS_RUNTIME_SHA256_H
+#endif // SITS_RUNTIME_SRC_SUPPORT_SHA256_H
