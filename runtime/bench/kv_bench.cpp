@@ -262,7 +262,7 @@ void hashingWorkload(const std::string &dir, int runs) {
     const char *name;
     HashAlgo algo;
   } algos[] = {{"sha256", HashAlgo::kSha256},
-               {"murmur3_128", HashAlgo::kMurmur3_128}};
+               {"xxh3_128", HashAlgo::kXxh3_128}};
   for (const Algo &al : algos) {
     BlockHasher hasher(al.algo, kDefaultHashSeed, int32_t(kBlockSize));
     volatile uint64_t sink = 0;

@@ -227,7 +227,10 @@ const std::vector<ConfigField> &configFields() {
       plainField("watermark_blocks", &kv::PoolConfig::watermark_blocks,
                  "Admissions (add, swap_in) leave this many blocks free."),
       enumField("hash_algo", &kv::PoolConfig::hash_algo, kv::hashAlgoName,
-                kv::parseHashAlgo, "sha256 (default) or murmur3_128."),
+                kv::parseHashAlgo,
+                "sha256 (default) or xxh3_128 (fast, non-cryptographic; "
+                "hits always verified). murmur3_128 is a deprecated alias "
+                "of xxh3_128."),
       ConfigField{"hash_seed", "At least 16 bytes (str is UTF-8 encoded).",
                   [](const kv::PoolConfig &c) {
                     return nb::cast(nb::bytes(c.hash_seed.data(),
@@ -243,7 +246,7 @@ const std::vector<ConfigField> &configFields() {
                   }},
       plainField("verify_hits", &kv::PoolConfig::verify_hits,
                  "Verify hits against stored tokens (always on for "
-                 "murmur3_128)."),
+                 "xxh3_128)."),
       enumField("copy_ordering", &kv::PoolConfig::copy_ordering,
                 kv::copyOrderingName, kv::parseCopyOrdering,
                 "stream_ordered (default) or async."),

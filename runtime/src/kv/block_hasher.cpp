@@ -2,6 +2,7 @@
 #include "sits/runtime/kv/hash.h"
 #include "sha256.h"
 #include "sha256_compress.h"
+#include "xxh3.h"
 
 #include <cstring>
 #include <vector>
@@ -69,8 +70,8 @@ const char *hashAlgoName(HashAlgo algo) {
   switch (algo) {
   case HashAlgo::kSha256:
     return "sha256";
-  case HashAlgo::kMurmur3_128:
-    return "murmur3_128";
+  case HashAlgo::kXxh3_128:
+    return "xxh3_128";
   }
   return "unknown";
 }
@@ -78,9 +79,9 @@ const char *hashAlgoName(HashAlgo algo) {
 bool isCryptographic(HashAlgo algo) { return algo == HashAlgo::kSha256; }
 
 Hash128 hashBytes(HashAlgo algo, const void *data, size_t len) {
-  if (algo == HashAlgo::kMurmur3_128) {
+  if (algo == HashAlgo::kXxh3_128) {
     uint8_t out[16];
-    murmur3x64_128(data, len, 0, out);
+    detail::xxh3_128(data, len, out);
     return keyFromBytes(out);
   }
   uint8_t out[32];

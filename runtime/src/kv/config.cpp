@@ -79,13 +79,16 @@ StatusOr<CopyOrdering> parseCopyOrdering(std::string_view name) {
 }
 
 StatusOr<HashAlgo> parseHashAlgo(std::string_view name) {
-  for (HashAlgo a : {HashAlgo::kSha256, HashAlgo::kMurmur3_128})
+  for (HashAlgo a : {HashAlgo::kSha256, HashAlgo::kXxh3_128})
     if (name == hashAlgoName(a))
       return a;
+  // The fast option's name while it was MurmurHash3 (deprecated alias).
+  if (name == "murmur3_128")
+    return HashAlgo::kXxh3_128;
   return errors::invalidArgument("hash_algo", -1,
                                  "unsupported hash algorithm '" +
                                      std::string(name) +
-                                     "'; supported: sha256, murmur3_128");
+                                     "'; supported: sha256, xxh3_128");
 }
 
 StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
@@ -132,9 +135,9 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
     return invalidArgument("watermark_blocks", c.watermark_blocks,
                            "must be >= 0 and < usable blocks (" +
                                std::to_string(usable) + ")");
-  if (c.hash_algo != HashAlgo::kSha256 && c.hash_algo != HashAlgo::kMurmur3_128)
+  if (c.hash_algo != HashAlgo::kSha256 && c.hash_algo != HashAlgo::kXxh3_128)
     return invalidArgument("hash_algo", int64_t(c.hash_algo),
-                           "supported: sha256, murmur3_128");
+                           "supported: sha256, xxh3_128");
   if (c.hash_seed.size() < 16)
     return invalidArgument("hash_seed", int64_t(c.hash_seed.size()),
                            "must be at least 16 bytes");

@@ -43,6 +43,39 @@ def test_config_fields_come_from_cpp_and_validate():
         kv.PoolConfig(copy_ordering="eager")
 
 
+@pytest.mark.parametrize("name, canonical", [("sha256", "sha256"), ("xxh3_128", "xxh3_128"),
+                                             ("murmur3_128", "xxh3_128")])
+def test_hash_algo_names(name, canonical):
+    """sha256 and xxh3_128 are the names; murmur3_128, the fast option's
+    name before XXH3 replaced MurmurHash3, stays accepted as an alias."""
+    c = kv.PoolConfig(num_blocks=8, hash_algo=name)
+    assert c.hash_algo == canonical
+    assert c.validate()["verify_hits"] is (canonical != "sha256")
+
+
+@pytest.mark.parametrize("name", ["xxh3", "xxh3-128", "XXH3_128", "md5", ""])
+def test_unknown_hash_algo_is_refused(name):
+    with pytest.raises(kv.KVInvalidArgument, match="supported: sha256, xxh3_128"):
+        kv.PoolConfig(hash_algo=name)
+
+
+@pytest.mark.parametrize("algo", ["sha256", "xxh3_128"])
+def test_prefix_hits_with_each_hash_algo(pool, algo):
+    """Both block hashes find the shared prefix (and only it): the same
+    first two blocks, a different third; the fast hash verifies hits."""
+    a = pool(hash_algo=algo, num_blocks=17)
+    assert a.config.hash_algo == algo
+    prompt = list(range(100, 112))
+    a.add_sequence(1, prompt + [7])
+    a.add_sequence(2, prompt[:8] + [0, 0, 0, 0, 7])
+    t1, t2 = a.block_table(1).tolist(), a.block_table(2).tolist()
+    assert t2[:2] == t1[:2] and t2[2] != t1[2]
+    assert a.stats().prefix_hit_tokens == 8
+    # Another namespace (salt) shares nothing.
+    a.add_sequence(3, prompt + [7], options=kv.AddOptions(cache_salt="tenant-b"))
+    assert not set(a.block_table(3).tolist()) & set(t1)
+
+
 def test_t01_initial_state(pool):
     a = pool(num_blocks=9)
     s = a.stats()

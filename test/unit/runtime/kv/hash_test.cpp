@@ -1,8 +1,8 @@
-//===- hash_test.cpp - SHA-256, MurmurHash3 and the block chain (T29, T82) -===//
+//===- hash_test.cpp - SHA-256, XXH3-128 and the block chain (T29, T82) ---===//
 //
 // Golden values were produced independently with Python's hashlib (SHA-256)
-// and the `mmh3` package (MurmurHash3_x64_128), on the chain encoding of
-// hash.h:
+// and the `xxhash` package (4.1.0, xxHash 0.8.4: xxh3_128_hexdigest), on the
+// chain encoding of hash.h:
 //   root = H(seed ‖ u32 len(ns) ‖ ns ‖ u32 len(salt) ‖ salt)
 //   h_i  = H(h_{i-1} ‖ int32 tokens ‖ u32 len(extra) ‖ extra)
 //
@@ -12,8 +12,12 @@
 #include "sha256.h" // internal (runtime/src/support)
 #include "sits/runtime/kv/hash.h"
 
+#include <cstring>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace sits::runtime::kv;
 using namespace sits::runtime::kv::test;
@@ -69,33 +73,129 @@ TEST(KVHash, Sha256HardwarePathMatchesPortable) {
   RecordProperty("sha_ni", sha256HardwareAccelerated() ? "yes" : "no");
 }
 
-TEST(KVHash, Murmur3SmhasherVerificationValue) {
-  // SMHasher's VerificationTest: hash {}, {0}, {0,1}, ... with seed 256 - i,
-  // then hash the concatenation with seed 0; the first 4 bytes must read
-  // 0x6384BA69 for MurmurHash3_x64_128.
-  uint8_t key[256];
-  uint8_t hashes[16 * 256];
-  for (int i = 0; i < 256; ++i) {
-    key[i] = uint8_t(i);
-    murmur3x64_128(key, size_t(i), uint32_t(256 - i), &hashes[16 * i]);
+namespace {
+
+/// xxHash's sanity-check input (XSUM_fillTestBuffer in the upstream
+/// xxhsum): byte i is the top byte of PRIME32 * PRIME64^i (mod 2^64).
+std::vector<uint8_t> xxhSanityBuffer(size_t len) {
+  std::vector<uint8_t> buffer(len);
+  uint64_t byteGen = 2654435761u; // PRIME32
+  for (size_t i = 0; i < len; ++i) {
+    buffer[i] = uint8_t(byteGen >> 56);
+    byteGen *= 11400714785074694797ull; // PRIME64
   }
-  uint8_t final[16];
-  murmur3x64_128(hashes, sizeof(hashes), 0, final);
-  const uint32_t verification = uint32_t(final[0]) | uint32_t(final[1]) << 8 |
-                                uint32_t(final[2]) << 16 |
-                                uint32_t(final[3]) << 24;
-  EXPECT_EQ(verification, 0x6384BA69u);
+  return buffer;
 }
 
-TEST(KVHash, Murmur3KnownAnswers) {
-  uint8_t out[16];
-  murmur3x64_128("", 0, 0, out);
-  EXPECT_EQ(hexOf(out, 16), "00000000000000000000000000000000");
-  murmur3x64_128("hello", 5, 0, out);
-  EXPECT_EQ(hexOf(out, 16), "029bbd41b3a7d8cb191dae486a901e5b");
-  const std::string fox = "The quick brown fox jumps over the lazy dog";
-  murmur3x64_128(fox.data(), fox.size(), 42, out);
-  EXPECT_EQ(hexOf(out, 16), "d7d50bfe93cf0d748f5c70ecf46c54c4");
+} // namespace
+
+TEST(KVHash, Xxh3_128UpstreamSanityVectors) {
+  // The XXH3_128bits (seed 0) test vectors of upstream xxHash's self-test
+  // (xxhsum's XSUM_XXH128_testdata), one or more per code path of XXH3:
+  // 0, 1-3, 4-8, 9-16, 17-128, 129-240 bytes and the long-input loop (one
+  // block, several blocks, overlapping last stripe). {low64, high64} there;
+  // here the canonical digest high64 ‖ low64, as xxhsum -H2 and
+  // python-xxhash's xxh3_128_hexdigest print it (checked against the
+  // `xxhash` 4.1.0 package, xxHash 0.8.4).
+  const struct {
+    size_t len;
+    const char *hex;
+  } vectors[] = {
+      {0, "99aa06d3014798d86001c324468d497f"},
+      {1, "a6cd5e9392000f6ac44bdff4074eecdb"},
+      {6, "082afe0b8162d12a3e7039bdda43cfc6"},
+      {12, "6e3efd8fc7802b18061a192713f69ad9"},
+      {24, "0ce966e4678d37611e7044d28b1b901d"},
+      {48, "a002ac4e5478227ef942219aed80f67b"},
+      {81, "4952f58181ab00425e8bafb9f95fb803"},
+      {222, "337e09641b948717f1aebd597cec6b3a"},
+      {403, "1b6de21e332dd73dcdeb804d65c6dea4"},
+      {512, "18d2d110dcc9bca1617e49599013cb6b"},
+      {2048, "f736557fd47073a5dd59e2c3a5f038e0"},
+      {2240, "ccb134fbfa7ce49d6e73a90539cf2948"},
+      {2367, "e89c0f6ff369b427cb37aeb9e5d361ed"},
+  };
+  const std::vector<uint8_t> buffer = xxhSanityBuffer(2367);
+  for (const auto &v : vectors)
+    EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, buffer.data(), v.len).hex(), v.hex)
+        << "len " << v.len;
+}
+
+TEST(KVHash, Xxh3_128KnownAnswers) {
+  // python: xxhash.xxh3_128_hexdigest(msg) (xxhash 4.1.0, xxHash 0.8.4).
+  auto xxh = [](const std::string &msg) {
+    return hashBytes(HashAlgo::kXxh3_128, msg.data(), msg.size()).hex();
+  };
+  EXPECT_EQ(xxh(""), "99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ(xxh("abc"), "06b05ab6733a618578af5f94892f3950");
+  EXPECT_EQ(xxh("The quick brown fox jumps over the lazy dog"),
+            "ddd650205ca3e7fa24a1cc2e3a8a7651");
+  // SHA-256 keys are the digest's first 16 bytes.
+  EXPECT_EQ(hashBytes(HashAlgo::kSha256, "abc", 3).hex(),
+            "ba7816bf8f01cfea414140de5dae2223");
+}
+
+TEST(KVHash, Xxh3_128IsDeterministicAndSpreadsEverySingleBitFlip) {
+  // Same bytes, same key (also from another copy of the bytes: no
+  // dependence on the address or alignment); every one-bit change of a
+  // 16-token block message gives a distinct key, and about half of the
+  // 128 key bits flip on average (avalanche).
+  std::mt19937_64 rng(11);
+  std::vector<uint8_t> msg(16 + 16 * 4 + 4);
+  for (uint8_t &b : msg)
+    b = uint8_t(rng());
+  const Hash128 base = hashBytes(HashAlgo::kXxh3_128, msg.data(), msg.size());
+  std::vector<uint8_t> shifted(msg.size() + 1);
+  std::memcpy(shifted.data() + 1, msg.data(), msg.size());
+  EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, shifted.data() + 1, msg.size()), base);
+  EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, msg.data(), msg.size()), base);
+
+  std::set<std::pair<uint64_t, uint64_t>> seen{{base.lo, base.hi}};
+  double flipped = 0;
+  for (size_t bit = 0; bit < msg.size() * 8; ++bit) {
+    std::vector<uint8_t> m = msg;
+    m[bit / 8] ^= uint8_t(1u << (bit % 8));
+    const Hash128 h = hashBytes(HashAlgo::kXxh3_128, m.data(), m.size());
+    EXPECT_TRUE(seen.insert({h.lo, h.hi}).second) << "bit " << bit;
+    flipped += __builtin_popcountll(h.lo ^ base.lo) +
+               __builtin_popcountll(h.hi ^ base.hi);
+  }
+  const double mean = flipped / double(msg.size() * 8);
+  EXPECT_GT(mean, 56.0);
+  EXPECT_LT(mean, 72.0);
+  // Every length prefix hashes differently (the length is part of XXH3).
+  std::set<std::pair<uint64_t, uint64_t>> prefixes;
+  for (size_t len = 0; len <= msg.size(); ++len) {
+    const Hash128 h = hashBytes(HashAlgo::kXxh3_128, msg.data(), len);
+    EXPECT_TRUE(prefixes.insert({h.lo, h.hi}).second) << "len " << len;
+  }
+}
+
+TEST(KVHash, AlgorithmNamesAndTheMurmurAlias) {
+  EXPECT_STREQ(hashAlgoName(HashAlgo::kSha256), "sha256");
+  EXPECT_STREQ(hashAlgoName(HashAlgo::kXxh3_128), "xxh3_128");
+  EXPECT_EQ(parseHashAlgo("sha256").value(), HashAlgo::kSha256);
+  EXPECT_EQ(parseHashAlgo("xxh3_128").value(), HashAlgo::kXxh3_128);
+  // The fast option's old name stays accepted (deprecated alias).
+  EXPECT_EQ(parseHashAlgo("murmur3_128").value(), HashAlgo::kXxh3_128);
+  for (const char *bad : {"", "xxh3", "xxh3-128", "XXH3_128", "md5"}) {
+    StatusOr<HashAlgo> r = parseHashAlgo(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().info().subject, "hash_algo");
+    EXPECT_NE(r.status().message().find("supported: sha256, xxh3_128"),
+              std::string::npos)
+        << r.status().message();
+  }
+  EXPECT_TRUE(isCryptographic(HashAlgo::kSha256));
+  EXPECT_FALSE(isCryptographic(HashAlgo::kXxh3_128));
+  // A non-cryptographic hash forces hit verification (spec §4.7).
+  PoolConfig c;
+  c.num_blocks = 8;
+  c.hash_algo = HashAlgo::kXxh3_128;
+  ASSERT_TRUE(validatePoolConfig(c).ok());
+  EXPECT_TRUE(validatePoolConfig(c)->verify_hits);
+  c.hash_algo = HashAlgo::kSha256;
+  EXPECT_FALSE(validatePoolConfig(c)->verify_hits);
 }
 
 namespace {
@@ -129,10 +229,10 @@ TEST(KVHash, T29_HashChainGoldenValues) {
        "8676bf605af04f7d2cca8c1f7c2ef6bb",
        {"1e4af50fd48376190dff9213d29a6b59", "71feeaacf11f3701ad245afb61e330c2",
         "016348dac44bbe901f95d82db4c8df10"}},
-      {HashAlgo::kMurmur3_128,
-       "a2014826bfb505a90c954990c3d08534",
-       {"96fb5824fce7792e2e1dcdc5773efad5", "50a429dd27738dba8e9689ef46abd06f",
-        "b0bbbdac97739f0ff1281b90c774362c"}},
+      {HashAlgo::kXxh3_128,
+       "3b9d742f81cf983f02869eb0096505e6",
+       {"80a196f82c504ae96409a846a72d2d75", "90e022b5214efbbc76e6651b5b115f6e",
+        "7cd732339ec319472d4f2258adcac11a"}},
   };
   const std::vector<int32_t> tokens = tokenRange(12, 100);
   for (const Golden &g : goldens) {
@@ -162,13 +262,27 @@ TEST(KVHash, T29_HashChainGoldenValues) {
 }
 
 TEST(KVHash, T29_NamespaceSaltAndExtrasGoldenValues) {
-  BlockHasher hasher(HashAlgo::kSha256, kDefaultHashSeed, 4);
-  const Hash128 root = hasher.root("lora-7", "tenant-a");
-  EXPECT_EQ(root.hex(), "94f44c202a748299cd9e0a2678c3cb28");
-  const auto h = chain(hasher, root, tokenRange(12, 100), {"", "img:42@3"});
-  EXPECT_EQ(h[0].hex(), "59467dfebf2880341ea3a6795b6f7cc1");
-  EXPECT_EQ(h[1].hex(), "e7938479b761cccd96da4775a885b274");
-  EXPECT_EQ(h[2].hex(), "fe7f10ecd2adf824d609d502af984464");
+  const Golden goldens[] = {
+      {HashAlgo::kSha256,
+       "94f44c202a748299cd9e0a2678c3cb28",
+       {"59467dfebf2880341ea3a6795b6f7cc1", "e7938479b761cccd96da4775a885b274",
+        "fe7f10ecd2adf824d609d502af984464"}},
+      {HashAlgo::kXxh3_128,
+       "a5bef7536ac5c93459211a573c75b0fd",
+       {"be3e23a971099314a8ea1ce1f4810f99", "2ba2950f901275f14cb7de24f45e4e8e",
+        "d0a699ed316dc5220ffe3f60bf0270ac"}},
+  };
+  for (const Golden &g : goldens) {
+    SCOPED_TRACE(hashAlgoName(g.algo));
+    BlockHasher hasher(g.algo, kDefaultHashSeed, 4);
+    const Hash128 root = hasher.root("lora-7", "tenant-a");
+    EXPECT_EQ(root.hex(), g.root);
+    EXPECT_NE(root, hasher.root("lora-7", "tenant-b"));
+    EXPECT_NE(root, hasher.root("lora-8", "tenant-a"));
+    const auto h = chain(hasher, root, tokenRange(12, 100), {"", "img:42@3"});
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(h[size_t(i)].hex(), g.h[i]) << "block " << i;
+  }
 }
 
 TEST(KVHash, T29_AllocatorUsesTheSameChain) {

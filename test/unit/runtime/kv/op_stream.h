@@ -55,7 +55,7 @@ inline OpStreamResult runOpStream(const uint8_t *data, size_t size,
   c.num_host_blocks = (flags & 2) ? in.u8() % 17 : 0;
   c.copy_ordering = (flags & 4) ? CopyOrdering::kAsync
                                 : CopyOrdering::kStreamOrdered;
-  c.hash_algo = (flags & 8) ? HashAlgo::kMurmur3_128 : HashAlgo::kSha256;
+  c.hash_algo = (flags & 8) ? HashAlgo::kXxh3_128 : HashAlgo::kSha256;
   c.reserve_null_block = (flags & 16) == 0;
   const int64_t usable = c.num_blocks - (c.reserve_null_block ? 1 : 0);
   c.watermark_blocks = (flags & 32) ? std::min<int64_t>(2, usable - 1) : 0;

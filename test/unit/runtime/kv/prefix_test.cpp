@@ -218,10 +218,10 @@ TEST(KVAlloc, T38_CachingDisabled) {
 TEST(KVAlloc, T39_HashCollisionIsRejectedByTokenVerification) {
   const auto victim = tokenRange(32, 1);
   const auto attacker = tokenRange(32, 500);
-  for (bool murmur : {true, false}) {
+  for (bool fastHash : {true, false}) {
     PoolConfig c = poolConfig(32);
-    if (murmur)
-      c.hash_algo = HashAlgo::kMurmur3_128; // verification is forced on
+    if (fastHash)
+      c.hash_algo = HashAlgo::kXxh3_128; // verification is forced on
     else
       c.verify_hits = true; // optional for SHA-256
     auto a = makePool(c);

@@ -208,7 +208,7 @@ TEST(KVStats, T84_MetadataBytesPerDeviceBlock) {
   auto p2 = makePool(poolConfig(65536, 16));
   EXPECT_NEAR(p2->metadataBytesPerDeviceBlock(), 26.0 + 8.0 * 2, 1e-9);
   PoolConfig v = poolConfig(100000, 16);
-  v.hash_algo = HashAlgo::kMurmur3_128; // stores tokens for verification
+  v.hash_algo = HashAlgo::kXxh3_128; // stores tokens for verification
   auto b = makePool(v);
   EXPECT_NEAR(b->metadataBytesPerDeviceBlock(), bytes + 16 * 4 + 16, 1e-9);
 }

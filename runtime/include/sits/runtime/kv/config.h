@@ -52,7 +52,10 @@ enum class CopyOrdering : int32_t {
 const char *copyOrderingName(CopyOrdering ordering);
 /// Parses a copy-ordering name; the error lists the supported set.
 StatusOr<CopyOrdering> parseCopyOrdering(std::string_view name);
-/// Parses a hash algorithm name ("sha256", "murmur3_128").
+/// Parses a hash algorithm name: "sha256" or "xxh3_128"; "murmur3_128" is a
+/// deprecated alias of "xxh3_128" (the fast option used MurmurHash3 before;
+/// hashes are never persisted, so only the name survives). The error lists
+/// the canonical names.
 StatusOr<HashAlgo> parseHashAlgo(std::string_view name);
 
 /// The default 16-byte hash seed (deployments SHOULD set their own).

@@ -1,14 +1,18 @@
 //===- hash.h - Block hashing for prefix caching ---------------------------===//
 //
-// Two in-repo 128-bit-or-wider hash functions and the chained block hash of
-// spec §4.1/§4.7:
+// Two 128-bit-or-wider hash functions and the chained block hash of spec
+// §4.1/§4.7:
 //
-//   * SHA-256 (default, cryptographic): the runtime's one implementation
-//     (internal to the runtime, with SHA-NI when the CPU has it), which the
-//     artifact code uses too.
-//   * MurmurHash3_x64_128 (fast, non-cryptographic). The allocator always
-//     verifies a hit against the stored tokens of the block (and its parent
-//     hash) when this algorithm is selected.
+//   * SHA-256 ("sha256", default, cryptographic): the runtime's one
+//     implementation (internal to the runtime, with SHA-NI when the CPU has
+//     it), which the artifact code uses too.
+//   * XXH3-128 ("xxh3_128", fast, non-cryptographic): XXH3_128bits with
+//     seed 0 from the vendored xxHash (runtime/third_party/xxhash). The
+//     allocator always verifies a hit against the stored tokens of the block
+//     (and its parent hash) when this algorithm is selected, as spec §4.7
+//     requires of a non-cryptographic hash. "murmur3_128", the name of the
+//     fast option before XXH3 replaced MurmurHash3, is still accepted by
+//     parseHashAlgo as a deprecated alias of "xxh3_128".
 //
 // Chain (all integers little-endian):
 //
@@ -16,9 +20,10 @@
 //   h_i  = H(h_{i-1} ‖ tokens[i*bs, (i+1)*bs) as int32 ‖ u32 len(extra_i) ‖ extra_i)
 //
 // with h_{-1} = root. A key is the first 16 bytes of the digest (SHA-256) or
-// the 16-byte output h1 ‖ h2 (Murmur3, seed 0). `root` folds the spec's
-// `seed ‖ namespace` prefix of h_0 into one value that is computed once per
-// (namespace, salt) pair.
+// the 16-byte canonical (big-endian) XXH128 digest, so that Hash128::hex()
+// reads as `sha256sum` (truncated) or `xxhsum -H2` print. `root` folds the
+// spec's `seed ‖ namespace` prefix of h_0 into one value that is computed
+// once per (namespace, salt) pair.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_KV_HASH_H
@@ -47,19 +52,15 @@ struct Hash128 {
 };
 
 enum class HashAlgo : int32_t {
-  kSha256 = 0,     ///< cryptographic (default)
-  kMurmur3_128 = 1 ///< non-cryptographic; hits are verified against tokens
+  kSha256 = 0,  ///< cryptographic (default)
+  kXxh3_128 = 1 ///< non-cryptographic; hits are verified against tokens
 };
 
-/// "sha256" / "murmur3_128".
+/// "sha256" / "xxh3_128" (the canonical names; see parseHashAlgo in
+/// config.h for the accepted aliases).
 const char *hashAlgoName(HashAlgo algo);
 /// True for the algorithms whose hits need no token verification.
 bool isCryptographic(HashAlgo algo);
-
-/// MurmurHash3_x64_128 of `len` bytes with a 32-bit seed; `out[16]` gets
-/// h1 ‖ h2 little-endian, exactly as the reference implementation writes it.
-void murmur3x64_128(const void *data, size_t len, uint32_t seed,
-                    uint8_t out[16]);
 
 /// Hashes an arbitrary message with `algo` into a 128-bit key.
 Hash128 hashBytes(HashAlgo algo, const void *data, size_t len);
