@@ -3,7 +3,9 @@
 # checkout: the runtime alone (cmake -S runtime: no LLVM or MLIR needed) is
 # built twice with its gtests,
 #   * with AddressSanitizer + UndefinedBehaviorSanitizer: every runtime gtest
-#     (KV allocator, generation engine and core);
+#     (KV allocator, generation engine and core) and the fuzz targets of the
+#     artifact reader and its JSON parser (runtime/fuzz: a seeded run over
+#     their corpus and thousands of mutated inputs, ctest label "fuzz");
 #   * with ThreadSanitizer: the concurrency tests (KV: KVConcurrency.*; core:
 #     the async runtime / thread pool and concurrent module runs, also on
 #     the fake CUDA driver), and the engine's tests (single-threaded, but
@@ -30,14 +32,14 @@ export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
-build() { # dir, sanitizers
+build() { # dir, sanitizers, extra targets...
   cmake -S runtime -B "$1" "${common[@]}" "-DSITS_SANITIZE=$2" >/dev/null
   cmake --build "$1" -j "$jobs" --target sits_kv_tests sits_runtime_core_tests \
-    sits_runtime_gpu_tests sits_engine_tests
+    sits_runtime_gpu_tests sits_engine_tests "${@:3}"
 }
 
-echo "==> runtime gtests under ASan + UBSan (build/sanitize-asan)"
-build build/sanitize-asan "address;undefined"
+echo "==> runtime gtests and fuzz targets under ASan + UBSan (build/sanitize-asan)"
+build build/sanitize-asan "address;undefined" sits_json_fuzz sits_artifact_fuzz
 ctest --test-dir build/sanitize-asan --output-on-failure --no-tests=error -j "$jobs"
 
 echo "==> runtime concurrency tests under TSan (build/sanitize-tsan)"
