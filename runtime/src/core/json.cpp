@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 
 namespace sits::runtime::json {
 
@@ -145,6 +146,33 @@ bool isValidUtf8(std::string_view text) {
 
 namespace {
 constexpr int kMaxDepth = 64;
+/// Objects up to this many members look for a duplicate key by scanning;
+/// larger ones through an ordered index (O(n log n) for any keys: a hostile
+/// manifest with 10^5 members took minutes with the scan, and a hash index
+/// could be flooded with colliding keys).
+constexpr size_t kLinearKeyScan = 16;
+
+/// Indices of an object's members ordered by key; looks up a string_view
+/// without copying it. The members may move (the vector grows): the index
+/// holds positions, not pointers.
+class KeyIndex {
+public:
+  explicit KeyIndex(const std::vector<Value::Member> &members)
+      : keys_(KeyLess{&members}) {}
+  bool contains(std::string_view key) const { return keys_.count(key) != 0; }
+  void add(size_t member) { keys_.insert(member); }
+
+private:
+  struct KeyLess {
+    using is_transparent = void;
+    const std::vector<Value::Member> *m;
+    std::string_view key(size_t i) const { return (*m)[i].first; }
+    bool operator()(size_t a, size_t b) const { return key(a) < key(b); }
+    bool operator()(size_t a, std::string_view b) const { return key(a) < b; }
+    bool operator()(std::string_view a, size_t b) const { return a < key(b); }
+  };
+  std::set<size_t, KeyLess> keys_;
+};
 
 class Parser {
 public:
@@ -236,6 +264,8 @@ private:
     skipSpace();
     if (consume('}'))
       return true;
+    std::vector<Value::Member> &members = out.members();
+    KeyIndex index(members); // filled once the object outgrows the scan
     while (true) {
       skipSpace();
       if (p_ >= t_.size() || t_[p_] != '"')
@@ -243,7 +273,8 @@ private:
       std::string key;
       if (!parseString(key))
         return false;
-      if (out.find(key))
+      if (members.size() < kLinearKeyScan ? out.find(key) != nullptr
+                                          : index.contains(key))
         return fail("duplicate key \"" + key + "\"");
       skipSpace();
       if (!consume(':'))
@@ -252,7 +283,13 @@ private:
       Value v;
       if (!parseValue(v, depth + 1))
         return false;
-      out.members().emplace_back(std::move(key), std::move(v));
+      members.emplace_back(std::move(key), std::move(v));
+      if (members.size() == kLinearKeyScan) {
+        for (size_t i = 0; i < members.size(); ++i)
+          index.add(i);
+      } else if (members.size() > kLinearKeyScan) {
+        index.add(members.size() - 1);
+      }
       skipSpace();
       if (consume(','))
         continue;

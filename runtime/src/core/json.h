@@ -2,8 +2,9 @@
 //
 // Enough JSON for manifests: objects keep their key order, integers that fit
 // stay int64, duplicate keys and nesting deeper than 64 are errors, and the
-// parser never crashes on hostile input (it reads the manifest of files that
-// may be damaged). Not part of the public API.
+// parser never crashes on hostile input and takes O(n log n) time at worst
+// (it reads the manifest of files that may be damaged or crafted; fuzzed by
+// runtime/fuzz/json_fuzz.cpp). Not part of the public API.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_CORE_JSON_H

@@ -2,6 +2,8 @@
 #include "core_test_util.h"
 #include "json.h"
 
+#include <chrono>
+
 using namespace sits::runtime;
 using namespace sits::runtime::test;
 
@@ -340,6 +342,56 @@ TEST(Json, RejectsHostileInput) {
   EXPECT_FALSE(json::isValidUtf8("\xc0\x80"));     // overlong
   EXPECT_FALSE(json::isValidUtf8("\xed\xa0\x80")); // surrogate
   EXPECT_TRUE(json::isValidUtf8("\xe2\x82\xac"));
+}
+
+TEST(Json, DeepNestingIsAnErrorNotAStackOverflow) {
+  json::Value v;
+  std::string err;
+  for (const char *open : {"[", "{\"k\":"}) {
+    std::string text;
+    for (int i = 0; i < 1000000; ++i)
+      text += open;
+    EXPECT_FALSE(json::parse(text, v, err));
+    EXPECT_NE(err.find("deeper than 64"), std::string::npos) << err;
+  }
+  // 65 levels of arrays are the most there may be (depth 0..64).
+  EXPECT_TRUE(json::parse(std::string(65, '[') + std::string(65, ']'), v, err)) << err;
+  EXPECT_FALSE(json::parse(std::string(66, '[') + std::string(66, ']'), v, err));
+}
+
+TEST(Json, ManyKeysTakeNearLinearTime) {
+  // The duplicate-key check used to scan the object for every key: 10^5
+  // members took tens of seconds, a hostile manifest's denial of service.
+  const int n = 100000;
+  std::string text = "{";
+  for (int i = 0; i < n; ++i)
+    text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  const auto t0 = std::chrono::steady_clock::now();
+  json::Value v;
+  std::string err;
+  ASSERT_TRUE(json::parse(text + "}", v, err)) << err;
+  ASSERT_EQ(v.members().size(), size_t(n));
+  EXPECT_EQ(v.members()[12345].first, "k12345"); // the order is kept
+  // A duplicate is found however late it comes, and wherever the first is.
+  for (int dup : {0, 16, n / 2, n - 1}) {
+    EXPECT_FALSE(json::parse(text + ",\"k" + std::to_string(dup) + "\":0}", v, err));
+    EXPECT_NE(err.find("duplicate key \"k" + std::to_string(dup) + "\""),
+              std::string::npos)
+        << err;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 20.0); // well under 1 s; with the scan, minutes
+  // Small objects (the linear scan) and the switch to the index.
+  for (int size = 1; size <= 40; ++size) {
+    std::string small = "{";
+    for (int i = 0; i < size; ++i)
+      small += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+    ASSERT_TRUE(json::parse(small + "}", v, err)) << small << ": " << err;
+    for (int i = 0; i < size; ++i)
+      EXPECT_FALSE(json::parse(small + ",\"k" + std::to_string(i) + "\":2}", v, err))
+          << size << " " << i;
+  }
 }
 
 TEST(Sha256, KnownVectorsAndBothPathsAgree) {
