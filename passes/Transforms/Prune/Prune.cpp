@@ -50,10 +50,10 @@ public:
 
   /// A fold or identity removal of an op named `name`.
   void recordSimplification(StringRef name, StringRef kind, StringRef what) {
-    entries.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("op", b.getStringAttr(name)),
-         b.getNamedAttr("kind", b.getStringAttr(kind)),
-         b.getNamedAttr("what", b.getStringAttr(what))}));
+    entries.push_back(
+        b.getDictionaryAttr({b.getNamedAttr("op", b.getStringAttr(name)),
+                             b.getNamedAttr("kind", b.getStringAttr(kind)),
+                             b.getNamedAttr("what", b.getStringAttr(what))}));
   }
 
   void recordStructure(Operation *op, StringRef kind,
@@ -102,8 +102,7 @@ public:
   /// pass when `append` (the single-step passes), else in their place.
   void write(bool append) {
     SmallVector<Attribute> all;
-    if (auto earlier =
-            module->getAttrOfType<ArrayAttr>("sits.report.pruning");
+    if (auto earlier = module->getAttrOfType<ArrayAttr>("sits.report.pruning");
         earlier && append)
       llvm::append_range(all, earlier);
     llvm::append_range(all, entries);
@@ -134,7 +133,7 @@ static int64_t getConstantBytes(ModuleOp module) {
 }
 
 static LogicalResult verifyThreshold(ModuleOp module, StringRef pass,
-                              double threshold) {
+                                     double threshold) {
   if (threshold >= 0.0 && !std::isinf(threshold))
     return success();
   return module.emitError() << pass
@@ -143,10 +142,14 @@ static LogicalResult verifyThreshold(ModuleOp module, StringRef pass,
                             << threshold;
 }
 
-/// The channel multiple to keep: 0 means the target's SIMD width (float
-/// lanes of a CPU, a GPU's warp), no rounding without a target.
-static FailureOr<int64_t> resolveChannelMultiple(ModuleOp module, StringRef pass,
-                                          int64_t multiple) {
+/// Checks the options of a pass pruning channels and returns the channel
+/// multiple to keep: 0 means the target's SIMD width (float lanes of a CPU,
+/// a GPU's warp), no rounding without a target.
+static FailureOr<int64_t> resolveChannelOptions(ModuleOp module, StringRef pass,
+                                                double threshold,
+                                                int64_t multiple) {
+  if (failed(verifyThreshold(module, pass, threshold)))
+    return failure();
   if (multiple < 0)
     return module.emitError()
            << pass << ": 'channel-multiple' must be >= 0, got " << multiple;
@@ -160,7 +163,7 @@ static FailureOr<int64_t> resolveChannelMultiple(ModuleOp module, StringRef pass
 /// Folds weight-only ops and removes identities in program order (a folded
 /// producer makes its consumer foldable), then erases what is dead.
 static void simplify(FunctionOpInterface func, RewriterBase &rewriter,
-              PruningReport &report, PruneCounts &counts) {
+                     PruningReport &report, PruneCounts &counts) {
   SmallVector<Operation *> ops;
   func->walk([&](Operation *op) {
     if (op->getParentOp() == func.getOperation())
@@ -183,7 +186,7 @@ static void simplify(FunctionOpInterface func, RewriterBase &rewriter,
 
 /// Erases the dead ops of `func`, recording them when `record`.
 static void eraseDead(FunctionOpInterface func, RewriterBase &rewriter,
-               PruningReport &report, PruneCounts &counts, bool record) {
+                      PruningReport &report, PruneCounts &counts, bool record) {
   int64_t dead = eraseDeadOps(rewriter, func.getFunctionBody());
   Builder b(func.getContext());
   if (dead && record)
@@ -195,8 +198,8 @@ static void eraseDead(FunctionOpInterface func, RewriterBase &rewriter,
 /// Channels in program order: pruning a consumer's input channels leaves it
 /// a valid producer for the next pair.
 static void pruneChannels(FunctionOpInterface func, RewriterBase &rewriter,
-                   double threshold, int64_t multiple, PruningReport &report,
-                   PruneCounts &counts) {
+                          double threshold, int64_t multiple,
+                          PruningReport &report, PruneCounts &counts) {
   SmallVector<Operation *> contractions;
   func->walk([&](Operation *op) {
     if (isa<MatmulOp, ConvOp>(op))
@@ -221,7 +224,8 @@ static void pruneChannels(FunctionOpInterface func, RewriterBase &rewriter,
 }
 
 static void pruneHeads(FunctionOpInterface func, RewriterBase &rewriter,
-                double threshold, PruningReport &report, PruneCounts &counts) {
+                       double threshold, PruningReport &report,
+                       PruneCounts &counts) {
   SmallVector<AttentionOp> attentions;
   func->walk([&](AttentionOp op) { attentions.push_back(op); });
   for (AttentionOp op : attentions) {
@@ -236,13 +240,41 @@ static void pruneHeads(FunctionOpInterface func, RewriterBase &rewriter,
   }
 }
 
-/// Runs `body` on every function with a body.
-template <typename Fn>
-static void forEachDefinedFunction(ModuleOp module, Fn body) {
+/// The steps a pruning pass runs on every function with a body.
+struct PruneSteps {
+  bool simplify = false, channels = false, heads = false;
+};
+
+/// Runs `steps` over `module` in the order sits-prune runs them, records
+/// them in the module's report (after an earlier one when `append`) and
+/// returns what they removed, with the constant bytes saved.
+static PruneCounts runPruning(ModuleOp module, PruneSteps steps,
+                              double threshold, int64_t multiple, bool append,
+                              int64_t &bytesRemoved) {
+  IRRewriter rewriter(module.getContext());
+  PruningReport report(module);
+  PruneCounts counts;
+  int64_t bytesBefore = getConstantBytes(module);
   module->walk([&](FunctionOpInterface func) {
-    if (!func.isExternal())
-      body(func);
+    if (func.isExternal())
+      return;
+    if (steps.simplify) {
+      simplify(func, rewriter, report, counts);
+      eraseDead(func, rewriter, report, counts, /*record=*/true);
+    }
+    if (!steps.channels && !steps.heads)
+      return;
+    if (steps.channels)
+      pruneChannels(func, rewriter, threshold, multiple, report, counts);
+    if (steps.heads)
+      pruneHeads(func, rewriter, threshold, report, counts);
+    eraseDead(func, rewriter, report, counts, /*record=*/false);
   });
+  int64_t bytesAfter = getConstantBytes(module);
+  bytesRemoved = bytesBefore - bytesAfter;
+  report.recordSummary(bytesBefore, bytesAfter, threshold);
+  report.write(append);
+  return counts;
 }
 
 namespace {
@@ -252,35 +284,21 @@ struct SitsPrunePass : sits::impl::SitsPruneBase<SitsPrunePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(verifyThreshold(module, getArgument(), threshold)))
-      return signalPassFailure();
-    FailureOr<int64_t> multiple =
-        resolveChannelMultiple(module, getArgument(), channelMultiple);
+    FailureOr<int64_t> multiple = resolveChannelOptions(
+        module, getArgument(), threshold, channelMultiple);
     if (failed(multiple))
       return signalPassFailure();
-    IRRewriter rewriter(&getContext());
-    PruningReport report(module);
-    PruneCounts counts;
-    int64_t bytesBefore = getConstantBytes(module);
-    forEachDefinedFunction(module, [&](FunctionOpInterface func) {
-      simplify(func, rewriter, report, counts);
-      eraseDead(func, rewriter, report, counts, /*record=*/true);
-      if (!structured)
-        return;
-      pruneChannels(func, rewriter, threshold, *multiple, report, counts);
-      pruneHeads(func, rewriter, threshold, report, counts);
-      eraseDead(func, rewriter, report, counts, /*record=*/false);
-    });
-    int64_t bytesAfter = getConstantBytes(module);
+    int64_t bytes = 0;
+    PruneCounts counts =
+        runPruning(module, {true, structured, structured}, threshold, *multiple,
+                   /*append=*/false, bytes);
     numFolded += counts.folded;
     numIdentities += counts.identities;
     numDead += counts.dead;
     numChannels += counts.channels;
     numHeads += counts.heads;
     numKVHeads += counts.kvHeads;
-    numBytes += bytesBefore - bytesAfter;
-    report.recordSummary(bytesBefore, bytesAfter, threshold);
-    report.write(/*append=*/false);
+    numBytes += bytes;
   }
 };
 
@@ -290,25 +308,15 @@ struct SitsPruneChannelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(verifyThreshold(module, getArgument(), threshold)))
-      return signalPassFailure();
-    FailureOr<int64_t> multiple =
-        resolveChannelMultiple(module, getArgument(), channelMultiple);
+    FailureOr<int64_t> multiple = resolveChannelOptions(
+        module, getArgument(), threshold, channelMultiple);
     if (failed(multiple))
       return signalPassFailure();
-    IRRewriter rewriter(&getContext());
-    PruningReport report(module);
-    PruneCounts counts;
-    int64_t bytesBefore = getConstantBytes(module);
-    forEachDefinedFunction(module, [&](FunctionOpInterface func) {
-      pruneChannels(func, rewriter, threshold, *multiple, report, counts);
-      eraseDead(func, rewriter, report, counts, /*record=*/false);
-    });
-    int64_t bytesAfter = getConstantBytes(module);
+    int64_t bytes = 0;
+    PruneCounts counts = runPruning(module, {false, true, false}, threshold,
+                                    *multiple, /*append=*/true, bytes);
     numChannels += counts.channels;
-    numBytes += bytesBefore - bytesAfter;
-    report.recordSummary(bytesBefore, bytesAfter, threshold);
-    report.write(/*append=*/true);
+    numBytes += bytes;
   }
 };
 
@@ -319,20 +327,12 @@ struct SitsPruneHeadsPass : sits::impl::SitsPruneHeadsBase<SitsPruneHeadsPass> {
     ModuleOp module = getOperation();
     if (failed(verifyThreshold(module, getArgument(), threshold)))
       return signalPassFailure();
-    IRRewriter rewriter(&getContext());
-    PruningReport report(module);
-    PruneCounts counts;
-    int64_t bytesBefore = getConstantBytes(module);
-    forEachDefinedFunction(module, [&](FunctionOpInterface func) {
-      pruneHeads(func, rewriter, threshold, report, counts);
-      eraseDead(func, rewriter, report, counts, /*record=*/false);
-    });
-    int64_t bytesAfter = getConstantBytes(module);
+    int64_t bytes = 0;
+    PruneCounts counts = runPruning(module, {false, false, true}, threshold,
+                                    /*multiple=*/1, /*append=*/true, bytes);
     numHeads += counts.heads;
     numKVHeads += counts.kvHeads;
-    numBytes += bytesBefore - bytesAfter;
-    report.recordSummary(bytesBefore, bytesAfter, threshold);
-    report.write(/*append=*/true);
+    numBytes += bytes;
   }
 };
 
