@@ -64,7 +64,8 @@ MLIR_CAPI_EXPORTED MlirTypeID sitsPackedEncodingAttrGetTypeID(void);
 MLIR_CAPI_EXPORTED MlirAttribute sitsPackedEncodingAttrGet(MlirContext ctx,
                                                            MlirType storage,
                                                            int64_t axis);
-MLIR_CAPI_EXPORTED MlirType sitsPackedEncodingAttrGetStorage(MlirAttribute attr);
+MLIR_CAPI_EXPORTED MlirType
+sitsPackedEncodingAttrGetStorage(MlirAttribute attr);
 MLIR_CAPI_EXPORTED int64_t sitsPackedEncodingAttrGetAxis(MlirAttribute attr);
 
 #ifdef __cplusplus

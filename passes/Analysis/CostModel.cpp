@@ -153,8 +153,8 @@ OpCost cost::estimateOpCost(Operation *op) {
   };
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](MatmulOp matmul) {
-        int64_t k = getDim(matmul.getLhs(), matmul.getTransposeLhs() ? -2 : -1,
-                           dyn);
+        int64_t k =
+            getDim(matmul.getLhs(), matmul.getTransposeLhs() ? -2 : -1, dyn);
         cost.flops = 2 * n * double(k) +
                      epilogue(bool(matmul.getBias()), matmul.getActivation());
       })

@@ -1,4 +1,5 @@
-//===- CostModel.h - Roofline cost of SITS and linalg ops --------*- C++ -*-===//
+//===- CostModel.h - Roofline cost of SITS and linalg ops --------*- C++
+//-*-===//
 //
 // How much work an op does (FLOPs), how many bytes it moves, and how long
 // that takes on a target from the known-target table: the larger of compute

@@ -57,8 +57,7 @@ static bool isContractionOp(Operation *op) {
 /// Ops that anchor (name) a group: they do the group's real work.
 static bool isAnchor(Operation *op) {
   if (isContractionOp(op) ||
-      isa<AttentionOp, PagedAttentionOp, LayerNormOp, RMSNormOp, SoftmaxOp>(
-          op))
+      isa<AttentionOp, PagedAttentionOp, LayerNormOp, RMSNormOp, SoftmaxOp>(op))
     return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalgOp.getNumReductionLoops() != 0;
@@ -284,10 +283,10 @@ void BlockSchedule::computeBuffers() {
           // Uninitialized destinations are never read.
           if ((def && groupOf(def) == int(gi)) ||
               (def && op->isProperAncestor(def)) ||
-              isa_and_nonnull<tensor::EmptyOp>(def) ||
-              !inputs.insert(v).second)
+              isa_and_nonnull<tensor::EmptyOp>(def) || !inputs.insert(v).second)
             continue;
-          g.cost.bytesRead += cost::getTensorBytes(v.getType(), &g.cost.dynamic);
+          g.cost.bytesRead +=
+              cost::getTensorBytes(v.getType(), &g.cost.dynamic);
         }
       });
       for (Value r : op->getResults()) {
@@ -335,9 +334,9 @@ SmallVector<int> BlockSchedule::getCurrentOrder() const {
   for (auto [i, g] : llvm::enumerate(order))
     rank[g] = i;
   return listSchedule([&](ArrayRef<int> ready, int64_t, int) {
-    return int(llvm::min_element(ready, [&](int a, int b) {
-                 return rank[a] < rank[b];
-               }) - ready.begin());
+    return int(llvm::min_element(
+                   ready, [&](int a, int b) { return rank[a] < rank[b]; }) -
+               ready.begin());
   });
 }
 
@@ -419,18 +418,18 @@ SmallVector<int> BlockSchedule::minimizeMemory() const {
         d -= buffers[b].bytes;
     return d;
   };
-  SmallVector<int> greedy = listSchedule([&](ArrayRef<int> ready, int64_t,
-                                             int) {
-    int best = 0;
-    for (int k = 1, e = ready.size(); k < e; ++k) {
-      int64_t dk = delta(ready[k]), db = delta(ready[best]);
-      if (dk < db || (dk == db && rank[ready[k]] < rank[ready[best]]))
-        best = k;
-    }
-    for (int b : reads[ready[best]])
-      --remaining[b];
-    return best;
-  });
+  SmallVector<int> greedy =
+      listSchedule([&](ArrayRef<int> ready, int64_t, int) {
+        int best = 0;
+        for (int k = 1, e = ready.size(); k < e; ++k) {
+          int64_t dk = delta(ready[k]), db = delta(ready[best]);
+          if (dk < db || (dk == db && rank[ready[k]] < rank[ready[best]]))
+            best = k;
+        }
+        for (int b : reads[ready[best]])
+          --remaining[b];
+        return best;
+      });
 
   // Depth first: the most recently readied group, so that a branch is
   // finished (and its tensors freed) before the next one starts.
@@ -577,8 +576,8 @@ MemoryPlan BlockSchedule::planMemory(ArrayRef<int> order) const {
         bestGap = gap;
         bestOffset = cursor;
       }
-      cursor = std::max(cursor,
-                        other->offset + align(buffers[other->buffer].bytes));
+      cursor =
+          std::max(cursor, other->offset + align(buffers[other->buffer].bytes));
     }
     alloc.offset = bestOffset >= 0 ? bestOffset : cursor;
     plan.arenaBytes = std::max(plan.arenaBytes, alloc.offset + size);

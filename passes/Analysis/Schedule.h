@@ -1,4 +1,5 @@
-//===- Schedule.h - Fusion groups, orders and memory plans -------*- C++ -*-===//
+//===- Schedule.h - Fusion groups, orders and memory plans -------*- C++
+//-*-===//
 //
 // The scheduling model of one block of tensor ops (a model's entry
 // function): fusion groups, the tensors passed between them, valid orders
@@ -107,8 +108,7 @@ private:
   void formGroups();
   void computeEdges();
   void computeBuffers();
-  template <typename Pick>
-  SmallVector<int> listSchedule(Pick pick) const;
+  template <typename Pick> SmallVector<int> listSchedule(Pick pick) const;
 
   Block &block;
   const cost::CostModel &model;

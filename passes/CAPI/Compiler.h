@@ -38,9 +38,8 @@ sitsEmitOptimizedLLVMIR(MlirOperation module, SitsLLVMObjectOptions options,
 /// Writes the weights buffer laid out by sits-externalize-weights (the
 /// module's `sits.weights` attribute) to `callback`; nothing when the module
 /// has no such attribute.
-MLIR_CAPI_EXPORTED MlirLogicalResult
-sitsSerializeWeights(MlirOperation module, MlirStringCallback callback,
-                     void *userData);
+MLIR_CAPI_EXPORTED MlirLogicalResult sitsSerializeWeights(
+    MlirOperation module, MlirStringCallback callback, void *userData);
 
 #ifdef __cplusplus
 }

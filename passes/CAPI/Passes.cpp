@@ -1,4 +1,5 @@
-//===- Passes.cpp - C API of the SITS passes -------------------------------===//
+//===- Passes.cpp - C API of the SITS passes
+//-------------------------------===//
 
 #include "passes/CAPI/Passes.h"
 

@@ -331,13 +331,16 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // Canonicalization folds some 1-D vector ops back into n-D ones, which
   // the NVVM and ROCDL lowerings do not take: lower them once more right
   // before.
-  pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuLowerVectors());
-  pm.addNestedPass<mlir::gpu::GPUModuleOp>(sits::gpu::createSitsGpuBoolMemory());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(
+      sits::gpu::createSitsGpuLowerVectors());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(
+      sits::gpu::createSitsGpuBoolMemory());
   if (amd) {
     ConvertGpuOpsToROCDLOpsOptions rocdl;
     rocdl.chipset = info->chip.str();
     rocdl.runtime = mlir::gpu::amd::Runtime::HIP;
-    pm.addNestedPass<mlir::gpu::GPUModuleOp>(createConvertGpuOpsToROCDLOps(rocdl));
+    pm.addNestedPass<mlir::gpu::GPUModuleOp>(
+        createConvertGpuOpsToROCDLOps(rocdl));
     // Thread-private buffers in AMDGPU's private address space.
     pm.addNestedPass<mlir::gpu::GPUModuleOp>(
         sits::gpu::createSitsGpuAllocaAddressSpace());
@@ -347,7 +350,8 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   }
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCanonicalizerPass());
   pm.addNestedPass<mlir::gpu::GPUModuleOp>(createCSEPass());
-  pm.addNestedPass<mlir::gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+  pm.addNestedPass<mlir::gpu::GPUModuleOp>(
+      createReconcileUnrealizedCastsPass());
   pm.addPass(createGpuToLLVMConversionPass());
   // AMD kernels stop at LLVM IR unless asked otherwise: upstream's ROCDL
   // serialization needs the AMDGPU back end, which the driver runs outside
@@ -388,8 +392,7 @@ void mlir::sits::buildGpuPassPipeline(OpPassManager &pm,
 
 void mlir::sits::registerSitsPipelines() {
   PassPipelineRegistration<SitsGraphPipelineOptions>(
-      "sits-graph-pipeline",
-      "Graph-level SITS passes (target independent)",
+      "sits-graph-pipeline", "Graph-level SITS passes (target independent)",
       buildSitsGraphPassPipeline);
   PassPipelineRegistration<CpuPipelineOptions>(
       "sits-cpu-pipeline",

@@ -58,14 +58,14 @@ translateAndOptimize(Operation *module, const sits::LLVMObjectOptions &options,
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return module->emitError() << "no LLVM target for triple '" << tripleName
-                               << "': " << error;
+    return module->emitError()
+           << "no LLVM target for triple '" << tripleName << "': " << error;
   llvm::TargetOptions targetOptions;
-  auto optLevel = static_cast<llvm::CodeGenOptLevel>(
-      std::min(options.optLevel, 3u));
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
-      optLevel));
+  auto optLevel =
+      static_cast<llvm::CodeGenOptLevel>(std::min(options.optLevel, 3u));
+  std::unique_ptr<llvm::TargetMachine> machine(
+      target->createTargetMachine(triple, cpu, features, targetOptions,
+                                  llvm::Reloc::PIC_, std::nullopt, optLevel));
   if (!machine)
     return module->emitError() << "cannot create a target machine for '"
                                << tripleName << "' (cpu '" << cpu << "')";
@@ -94,8 +94,8 @@ translateAndOptimize(Operation *module, const sits::LLVMObjectOptions &options,
 
 } // namespace
 
-FailureOr<std::string>
-sits::emitLLVMObject(Operation *module, const LLVMObjectOptions &options) {
+FailureOr<std::string> sits::emitLLVMObject(Operation *module,
+                                            const LLVMObjectOptions &options) {
   llvm::LLVMContext llvmContext;
   auto translated = translateAndOptimize(module, options, llvmContext);
   if (failed(translated))
@@ -107,8 +107,7 @@ sits::emitLLVMObject(Operation *module, const LLVMObjectOptions &options) {
   llvm::legacy::PassManager codegen;
   if (machine->addPassesToEmitFile(codegen, os, nullptr,
                                    llvm::CodeGenFileType::ObjectFile))
-    return module->emitError()
-           << "the target machine cannot emit object files";
+    return module->emitError() << "the target machine cannot emit object files";
   codegen.run(*llvmModule);
   return std::string(object.str());
 }

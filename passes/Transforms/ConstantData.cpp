@@ -10,7 +10,8 @@ using namespace mlir;
 
 std::optional<ArrayRef<char>> mlir::sits::getConstantBytes(ElementsAttr value) {
   auto type = dyn_cast<ShapedType>(value.getType());
-  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat() ||
+  if (!type || !type.hasStaticShape() ||
+      !type.getElementType().isIntOrFloat() ||
       type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
     return std::nullopt;
   ArrayRef<char> bytes;

@@ -37,9 +37,11 @@ std::optional<int64_t> mlir::sits::getConstantByteSize(ElementsAttr value) {
   return type.getNumElements() * (element.getIntOrFloatBitWidth() / 8);
 }
 
-LogicalResult mlir::sits::serializeWeights(
-    ModuleOp module, llvm::function_ref<void(StringRef)> write) {
-  auto layout = module->getAttrOfType<ArrayAttr>(SitsDialect::getWeightsAttrName());
+LogicalResult
+mlir::sits::serializeWeights(ModuleOp module,
+                             llvm::function_ref<void(StringRef)> write) {
+  auto layout =
+      module->getAttrOfType<ArrayAttr>(SitsDialect::getWeightsAttrName());
   if (!layout)
     return success();
   int64_t position = 0;
@@ -60,9 +62,9 @@ LogicalResult mlir::sits::serializeWeights(
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
       AsmResourceBlob *blob = resource.getRawHandle().getBlob();
       if (!blob)
-        return module.emitError() << "weight '"
-                                  << cast<StringAttr>(dict.get("name")).getValue()
-                                  << "' has no data (its resource blob was elided)";
+        return module.emitError()
+               << "weight '" << cast<StringAttr>(dict.get("name")).getValue()
+               << "' has no data (its resource blob was elided)";
       bytes = blob->getData();
     } else {
       bytes = cast<DenseElementsAttr>(value).getRawData();
@@ -92,8 +94,8 @@ struct SitsExternalizeWeightsPass
       if (!global || !global.getConstant() || !global.getInitialValue())
         return nullptr;
       auto value = dyn_cast<ElementsAttr>(*global.getInitialValue());
-      std::optional<int64_t> bytes = value ? getConstantByteSize(value)
-                                           : std::nullopt;
+      std::optional<int64_t> bytes =
+          value ? getConstantByteSize(value) : std::nullopt;
       if (!bytes || *bytes < minBytes ||
           !global.getType().getLayout().isIdentity())
         return nullptr;
@@ -105,23 +107,25 @@ struct SitsExternalizeWeightsPass
       return global;
     };
 
-    auto i8Buffer = MemRefType::get({ShapedType::kDynamic},
-                                    IntegerType::get(ctx, 8));
+    auto i8Buffer =
+        MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8));
     // Every entry point takes the weights buffer once the module has
     // weights, used or not: one calling convention for all of them (a
     // model's shape function rarely reads a weight, its main always does).
-    SmallVector<std::pair<func::FuncOp,
-                          SmallVector<std::pair<memref::GetGlobalOp,
-                                                memref::GlobalOp>>>>
+    SmallVector<std::pair<
+        func::FuncOp,
+        SmallVector<std::pair<memref::GetGlobalOp, memref::GlobalOp>>>>
         entries;
     bool anyWeights = false;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!func.isPublic() || func.isExternal())
         continue;
-      auto &uses = entries.emplace_back(func, SmallVector<std::pair<
-                                                  memref::GetGlobalOp,
-                                                  memref::GlobalOp>>())
-                       .second;
+      auto &uses =
+          entries
+              .emplace_back(
+                  func, SmallVector<
+                            std::pair<memref::GetGlobalOp, memref::GlobalOp>>())
+              .second;
       func.walk([&](memref::GetGlobalOp get) {
         if (memref::GlobalOp global = candidate(get))
           uses.emplace_back(get, global);
@@ -140,9 +144,9 @@ struct SitsExternalizeWeightsPass
         builder.setInsertionPoint(get);
         Value offset = arith::ConstantIndexOp::create(builder, get.getLoc(),
                                                       offsets[global]);
-        Value view = memref::ViewOp::create(builder, get.getLoc(),
-                                            get.getType(), weights, offset,
-                                            ValueRange{});
+        Value view =
+            memref::ViewOp::create(builder, get.getLoc(), get.getType(),
+                                   weights, offset, ValueRange{});
         get.replaceAllUsesWith(view);
         get.erase();
       }
@@ -161,7 +165,8 @@ struct SitsExternalizeWeightsPass
       ++numWeights;
     }
     numBytes = size;
-    module->setAttr(SitsDialect::getWeightsAttrName(), ArrayAttr::get(ctx, layout));
+    module->setAttr(SitsDialect::getWeightsAttrName(),
+                    ArrayAttr::get(ctx, layout));
     for (auto [global, offset] : offsets)
       if (SymbolTable::symbolKnownUseEmpty(global, module))
         global.erase();

@@ -28,9 +28,9 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
                                        "rhs is not a constant used only here");
   auto value = dyn_cast<ElementsAttr>(constant.getValue());
   auto type = dyn_cast<RankedTensorType>(constant.getType());
-  std::optional<ArrayRef<char>> bytes =
-      value && type && !type.getEncoding() ? getConstantBytes(value)
-                                           : std::nullopt;
+  std::optional<ArrayRef<char>> bytes = value && type && !type.getEncoding()
+                                            ? getConstantBytes(value)
+                                            : std::nullopt;
   if (!bytes)
     return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
   int64_t elementBytes = getElementBytes(type);
@@ -58,8 +58,8 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
   TypedAttr transposedValue =
       makeConstantLike(value, transposedType, std::move(blob), ".t");
   rewriter.setInsertionPoint(constant);
-  auto transposed = arith::ConstantOp::create(rewriter, constant.getLoc(),
-                                              transposedValue);
+  auto transposed =
+      arith::ConstantOp::create(rewriter, constant.getLoc(), transposedValue);
   rewriter.modifyOpInPlace(matmul, [&] {
     matmul.getRhsMutable().assign(transposed);
     matmul.setTransposeRhs(false);

@@ -27,12 +27,11 @@ mlir::sits::fuseActivationIntoProducer(RewriterBase &rewriter,
     return rewriter.notifyMatchFailure(
         activation, "producer already applies an activation");
   if (!activation.getInput().hasOneUse())
-    return rewriter.notifyMatchFailure(
-        activation, "producer result has other users");
+    return rewriter.notifyMatchFailure(activation,
+                                       "producer result has other users");
 
-  rewriter.modifyOpInPlace(producer, [&] {
-    producer.setActivationKind(activation.getKind());
-  });
+  rewriter.modifyOpInPlace(
+      producer, [&] { producer.setActivationKind(activation.getKind()); });
   rewriter.replaceOp(activation, producer->getResults());
   return producer;
 }

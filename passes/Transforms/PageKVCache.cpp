@@ -14,10 +14,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
-#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSPAGEKVCACHE
@@ -79,7 +79,9 @@ static FailureOr<CachedAttention> matchConcatAttention(RewriterBase &rewriter,
   if (key->first == value->first)
     return rewriter.notifyMatchFailure(attention,
                                        "key and value read the same argument");
-  return CachedAttention{attention, key->first, value->first,
+  return CachedAttention{attention,
+                         key->first,
+                         value->first,
                          {attention.getKey(), attention.getValue()}};
 }
 
@@ -147,10 +149,10 @@ FailureOr<Value> mlir::sits::rewriteToPagedAttention(
       lens = tensor::CastOp::create(rewriter, paged.getLoc(), local.getType(),
                                     lens);
     rewriter.replaceAllUsesWith(local, lens);
-    PagedAttentionOp global = createLayer(
-        rewriter, paged, paged.getQuery(), paged.getKey(), paged.getValue(),
-        paged.getScaleAttr(), pool, blockTables, slotMapping, contextLens,
-        layer);
+    PagedAttentionOp global =
+        createLayer(rewriter, paged, paged.getQuery(), paged.getKey(),
+                    paged.getValue(), paged.getScaleAttr(), pool, blockTables,
+                    slotMapping, contextLens, layer);
     rewriter.replaceAllUsesWith(paged.getResult(), global.getResult());
     // The local op now only feeds the present outputs, which the caller
     // drops: it dies with them.
@@ -159,10 +161,10 @@ FailureOr<Value> mlir::sits::rewriteToPagedAttention(
   auto attention = cast<AttentionOp>(cached.op);
   auto key = attention.getKey().getDefiningOp<tensor::ConcatOp>();
   auto value = attention.getValue().getDefiningOp<tensor::ConcatOp>();
-  PagedAttentionOp paged = createLayer(
-      rewriter, attention, attention.getQuery(), key.getInputs()[1],
-      value.getInputs()[1], attention.getScaleAttr(), pool, blockTables,
-      slotMapping, contextLens, layer);
+  PagedAttentionOp paged =
+      createLayer(rewriter, attention, attention.getQuery(), key.getInputs()[1],
+                  value.getInputs()[1], attention.getScaleAttr(), pool,
+                  blockTables, slotMapping, contextLens, layer);
   rewriter.replaceOp(attention, paged.getResult());
   return paged.getUpdatedPool();
 }
@@ -206,10 +208,10 @@ struct SitsPageKVCachePass
     // The pool has one shape for every layer.
     MLIRContext *ctx = &getContext();
     int64_t dyn = ShapedType::kDynamic;
-    auto poolType = RankedTensorType::get(
-        {dyn, int64_t(layers.size()), 2, kvType->getDimSize(1), blockSize,
-         kvType->getDimSize(3)},
-        kvType->getElementType());
+    auto poolType = RankedTensorType::get({dyn, int64_t(layers.size()), 2,
+                                           kvType->getDimSize(1), blockSize,
+                                           kvType->getDimSize(3)},
+                                          kvType->getElementType());
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
         {"kv_pool", poolType},
@@ -262,9 +264,9 @@ struct SitsPageKVCachePass
     kept.push_back(pool);
     rewriter.modifyOpInPlace(ret, [&] { ret->setOperands(kept); });
     // What only computed the presents (concats, local pools) is dead now.
-    SmallVector<Operation *> body = llvm::map_to_vector(
-        main.getBody().front().without_terminator(),
-        [](Operation &op) { return &op; });
+    SmallVector<Operation *> body =
+        llvm::map_to_vector(main.getBody().front().without_terminator(),
+                            [](Operation &op) { return &op; });
     for (Operation *op : llvm::reverse(body))
       if (isOpTriviallyDead(op))
         rewriter.eraseOp(op);
@@ -312,8 +314,10 @@ struct SitsPageKVCachePass
       } else {
         auto attention = cast<AttentionOp>(cached.op);
         for (Value joined : {attention.getKey(), attention.getValue()})
-          types.push_back(cast<RankedTensorType>(
-              joined.getDefiningOp<tensor::ConcatOp>().getInputs()[1].getType()));
+          types.push_back(
+              cast<RankedTensorType>(joined.getDefiningOp<tensor::ConcatOp>()
+                                         .getInputs()[1]
+                                         .getType()));
         for (BlockArgument past : {cached.pastKey, cached.pastValue}) {
           if (!past.hasOneUse())
             return main.emitError("cannot page the KV cache: past argument #")

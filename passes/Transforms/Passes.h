@@ -138,8 +138,7 @@ InputStats estimateInputStats(ConvOp conv, int64_t channels);
 /// `config.autoSelect`, only when the estimated relative error is within
 /// `config.errorBudget`. Fails, changing nothing, for other convolutions
 /// and for other formats (convolutions are quantized to INT8 only).
-FailureOr<PrecisionPlan> quantizeConvWeight(RewriterBase &rewriter,
-                                            ConvOp conv,
+FailureOr<PrecisionPlan> quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
                                             const PrecisionConfig &config);
 
 /// What a structured pruning rewrite removed: channel or head indices (of
@@ -179,9 +178,10 @@ FailureOr<Value> removeIdentityOp(RewriterBase &rewriter, Operation *op);
 /// putting back the prunable channels with the largest consumer weights.
 /// Fails, changing nothing, when there is no such chain or nothing to prune;
 /// emits a remark when every channel is prunable.
-FailureOr<PrunedStructure>
-pruneContractionChannels(RewriterBase &rewriter, Operation *producer,
-                         double threshold, int64_t multiple = 1);
+FailureOr<PrunedStructure> pruneContractionChannels(RewriterBase &rewriter,
+                                                    Operation *producer,
+                                                    double threshold,
+                                                    int64_t multiple = 1);
 
 /// Prunes the heads of `attention` that contribute at most `threshold`
 /// (see sits-prune), rewriting its projections, a new attention op over the

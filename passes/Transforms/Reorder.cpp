@@ -35,7 +35,8 @@ constexpr int kScheduleFormatVersion = 1;
 /// A token of the schedule file: bare when it has no space, quote, '#' or
 /// backslash, else double-quoted with `"` and `\` escaped.
 std::string quote(StringRef token) {
-  if (!token.empty() && token.find_first_of(" \t\n\r\"'\\#=") == StringRef::npos)
+  if (!token.empty() &&
+      token.find_first_of(" \t\n\r\"'\\#=") == StringRef::npos)
     return token.str();
   std::string out = "\"";
   for (char c : token) {
@@ -118,7 +119,8 @@ std::string getConstantName(Operation *op) {
   return schedule::getOpName(op);
 }
 
-struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPass> {
+struct SitsReorderPass
+    : public mlir::sits::impl::SitsReorderBase<SitsReorderPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -238,9 +240,9 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
 
     auto entry = [&](StringRef op, StringRef kind,
                      ArrayRef<NamedAttribute> fields) {
-      SmallVector<NamedAttribute> all{b.getNamedAttr("op", b.getStringAttr(op)),
-                                      b.getNamedAttr("kind",
-                                                     b.getStringAttr(kind))};
+      SmallVector<NamedAttribute> all{
+          b.getNamedAttr("op", b.getStringAttr(op)),
+          b.getNamedAttr("kind", b.getStringAttr(kind))};
       all.append(fields.begin(), fields.end());
       DictionaryAttr dict = b.getDictionaryAttr(all);
       report.push_back(dict);
@@ -266,8 +268,7 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
          b.getNamedAttr("nominal", i64(model.isNominal())),
          // Dynamic extents were counted as 1: bytes and times are per unit
          // of each dynamic dimension.
-         b.getNamedAttr("dynamic",
-                        i64(llvm::any_of(groups, [](const Group &g) {
+         b.getNamedAttr("dynamic", i64(llvm::any_of(groups, [](const Group &g) {
                           return g.cost.dynamic;
                         })))});
     file << "summary";
@@ -285,15 +286,17 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
       DictionaryAttr dict = entry(
           schedule::getOpName(group.anchor), "group",
           {b.getNamedAttr("id", i64(pos)),
-           b.getNamedAttr("anchor", str(group.anchor->getName().getStringRef())),
-           b.getNamedAttr("bound", str(group.estimate.memoryBound ? "memory"
-                                                                  : "compute")),
+           b.getNamedAttr("anchor",
+                          str(group.anchor->getName().getStringRef())),
+           b.getNamedAttr(
+               "bound", str(group.estimate.memoryBound ? "memory" : "compute")),
            b.getNamedAttr("est_time_us", f64(group.estimate.seconds * 1e6)),
            b.getNamedAttr("flops", i64(int64_t(group.cost.flops))),
            b.getNamedAttr("bytes", i64(group.cost.bytes())),
            b.getNamedAttr("after", b.getArrayAttr(after)),
            b.getNamedAttr("ops", b.getArrayAttr(names))});
-      file << "group " << pos << " name=" << quote(schedule::getOpName(group.anchor));
+      file << "group " << pos
+           << " name=" << quote(schedule::getOpName(group.anchor));
       writeFields(file, dict);
       file << "\n";
     }
@@ -345,8 +348,8 @@ struct SitsReorderPass : public mlir::sits::impl::SitsReorderBase<SitsReorderPas
                    : "false")
            << "\n";
     }
-    if (auto precision = getOperation()->getAttrOfType<ArrayAttr>(
-            "sits.report.precision")) {
+    if (auto precision =
+            getOperation()->getAttrOfType<ArrayAttr>("sits.report.precision")) {
       for (auto dict : precision.getAsRange<DictionaryAttr>()) {
         auto op = dict.getAs<StringAttr>("op");
         auto kind = dict.getAs<StringAttr>("kind");

@@ -43,8 +43,7 @@ void printTarget(raw_ostream &os, const target::TargetInfo &t) {
   // CPU targets: which named instruction-set level the code runs on and the
   // exact features it may use (the host's, for `cpu`).
   if (t.vendor == target::Vendor::Cpu)
-    os << "  isa_level: " << (t.isaLevel.empty() ? "none" : t.isaLevel)
-       << "\n"
+    os << "  isa_level: " << (t.isaLevel.empty() ? "none" : t.isaLevel) << "\n"
        << "  features: " << t.features << "\n";
   os << "  compute_units: " << t.computeUnits << "\n"
      << "  simd_width: " << t.simdWidth << "\n";
@@ -53,8 +52,8 @@ void printTarget(raw_ostream &os, const target::TargetInfo &t) {
   os << "  memory_gb: " << formatNumber(t.memoryGB) << "\n"
      << "  memory_bandwidth_gbs: " << formatNumber(t.memoryBandwidthGBs) << "\n"
      << "  last_level_cache_mb: " << formatNumber(t.lastLevelCacheMB) << "\n"
-     << "  shared_memory_per_unit_kb: "
-     << formatNumber(t.sharedMemoryPerUnitKB) << "\n"
+     << "  shared_memory_per_unit_kb: " << formatNumber(t.sharedMemoryPerUnitKB)
+     << "\n"
      << "  peak_fp32_tflops: " << formatNumber(t.peakFp32Tflops) << "\n"
      << "  peak_fp16_tflops: " << formatNumber(t.peakFp16Tflops) << "\n"
      << "  peak_bf16_tflops: " << formatNumber(t.peakBf16Tflops) << "\n"
@@ -93,8 +92,7 @@ struct SitsSetTargetPass
     ModuleOp module = getOperation();
     const target::TargetInfo *info = target::lookupTarget(target);
     if (!info) {
-      module.emitError() << "unknown target '" << target
-                         << "'; known targets: "
+      module.emitError() << "unknown target '" << target << "'; known targets: "
                          << target::getKnownTargetNames();
       return signalPassFailure();
     }

@@ -191,11 +191,11 @@ nb::tuple runCapturingDiagnostics(MlirContext context, Produce produce) {
 
 /// An emission entry point (object or LLVM IR) through
 /// runCapturingDiagnostics.
-nb::tuple runEmission(
-    MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
-                              MlirStringCallback, void *),
-    MlirOperation module, const std::string &triple, const std::string &cpu,
-    const std::string &features, int optLevel) {
+nb::tuple
+runEmission(MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
+                                      MlirStringCallback, void *),
+            MlirOperation module, const std::string &triple,
+            const std::string &cpu, const std::string &features, int optLevel) {
   SitsLLVMObjectOptions options{
       mlirStringRefCreate(triple.data(), triple.size()),
       mlirStringRefCreate(cpu.data(), cpu.size()),

@@ -1,21 +1,23 @@
-//===- kv_bench.cpp - Replay of spec §6's seeded workload (T80–T82, T84) ---===//
+//===- kv_bench.cpp - Replay of spec §6's seeded workload (T80–T82, T84)
+//---===//
 //
 // Replays the workload of spec kv-allocator.md §6 through the C++ API and
 // prints per-operation costs next to vLLM 0.33.0's figures from the spec.
 // The seeded inputs come from runtime/bench/data (written by generate.py with
 // Python's random.Random, so the lengths are exactly the spec's).
 //
-//   kv_bench [--data DIR] [--runs N] [--only allocation|hashing|decode|prefix|micro]
+//   kv_bench [--data DIR] [--runs N] [--only
+//   allocation|hashing|decode|prefix|micro]
 //
 // Timings are the best of N runs (default 6, like the spec's vLLM figures).
 // The hit rates, rounds and waste are checked: the exit status is 1 if any
 // differs from the spec's value.
 //
 //===----------------------------------------------------------------------===//
-#include "sits/runtime/kv/allocator.h"
-#include "sits/runtime/kv/hash.h"
 #include "kv_workloads.h"
 #include "sha256.h" // internal (runtime/src/support): the portable fallback
+#include "sits/runtime/kv/allocator.h"
+#include "sits/runtime/kv/hash.h"
 
 #include <algorithm>
 #include <atomic>
@@ -101,8 +103,8 @@ void addRow(std::string op, double vllm, double ours, std::string unit,
     std::snprintf(buf, sizeof(buf), "-");
   else
     std::snprintf(buf, sizeof(buf), "%.3g", vllm);
-  gRows.push_back(Row{std::move(op), buf, vllm, ours, std::move(unit),
-                      std::move(note)});
+  gRows.push_back(
+      Row{std::move(op), buf, vllm, ours, std::move(unit), std::move(note)});
 }
 
 //===----------------------------------------------------------------------===//
@@ -188,7 +190,8 @@ void allocationWorkload(const std::string &dir, int runs) {
   std::printf("\n");
   check(lens.size() == 1000 && tokens == 2160580 && blocks == 135501,
         "seed-1234 totals (2,160,580 tokens, 135,501 blocks)");
-  check(rounds.size() == 2 && rounds[0].size() == 741 && rounds[1].size() == 259,
+  check(rounds.size() == 2 && rounds[0].size() == 741 &&
+            rounds[1].size() == 259,
         "rounds 741 + 259");
 
   // Unique token ids per sequence (no two sequences share a prefix).
@@ -409,8 +412,8 @@ void microbenchmarks(int runs) {
         must(a->free(100 + uint64_t(i)), "free");
       return seconds(t0, t1);
     });
-    addRow("prefix hit of 64 blocks (add, hashing included)", NAN,
-           th / n * 1e6, "us/call");
+    addRow("prefix hit of 64 blocks (add, hashing included)", NAN, th / n * 1e6,
+           "us/call");
   }
   // Eight threads of decode appends on their own sequences.
   {
@@ -504,7 +507,8 @@ int main(int argc, char **argv) {
   if (want("micro"))
     microbenchmarks(runs);
 
-  std::printf("\n| operation | vLLM 0.33.0 | SITS C++ | unit | ratio | note |\n");
+  std::printf(
+      "\n| operation | vLLM 0.33.0 | SITS C++ | unit | ratio | note |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (const Row &r : gRows) {
     char ratio[32] = "-";

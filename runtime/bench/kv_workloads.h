@@ -1,4 +1,5 @@
-//===- kv_workloads.h - Spec §6 workloads shared by kv_bench and tests -----===//
+//===- kv_workloads.h - Spec §6 workloads shared by kv_bench and tests
+//-----===//
 //
 // One home for the seeded workload of spec kv-allocator.md §6: the pool
 // configuration, the data-file readers and the four-round prefix workload.
@@ -36,9 +37,7 @@ inline PoolConfig benchConfig(bool caching) {
   return c;
 }
 
-inline int64_t blocksOf(int64_t n) {
-  return (n + kBlockSize - 1) / kBlockSize;
-}
+inline int64_t blocksOf(int64_t n) { return (n + kBlockSize - 1) / kBlockSize; }
 
 /// Rows of integers from a data file ('#' lines are comments). Empty when
 /// the file cannot be read.
@@ -118,8 +117,8 @@ runPrefixWorkload(const std::vector<std::vector<int64_t>> &reqs, bool batch) {
         failure = st;
     } else {
       for (size_t r = 0; r < toks.size(); ++r) {
-        auto st = a.addSequence(base + r, toks[r].data(),
-                                int64_t(toks[r].size()));
+        auto st =
+            a.addSequence(base + r, toks[r].data(), int64_t(toks[r].size()));
         if (!st.ok() && failure.ok())
           failure = st.status();
       }

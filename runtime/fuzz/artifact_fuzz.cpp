@@ -1,4 +1,5 @@
-//===- artifact_fuzz.cpp - Fuzz target: reading hostile .sitsm artifacts ---===//
+//===- artifact_fuzz.cpp - Fuzz target: reading hostile .sitsm artifacts
+//---===//
 //
 // The artifact reader is the runtime's hostile-input surface: a .sitsm file
 // may come from anywhere. For any bytes, ArtifactReader::fromMemory returns
@@ -65,7 +66,8 @@ template <typename T> void append(std::vector<uint8_t> &out, const T &v) {
   out.insert(out.end(), p, p + sizeof(T));
 }
 
-std::vector<uint8_t> syntheticSharedObject(const std::vector<std::string> &exports) {
+std::vector<uint8_t>
+syntheticSharedObject(const std::vector<std::string> &exports) {
   // .dynstr: "\0" then the names; a local and an undefined symbol too.
   std::string dynstr(1, '\0');
   std::vector<uint32_t> nameAt;
@@ -142,9 +144,9 @@ std::vector<uint8_t> syntheticSharedObject(const std::vector<std::string> &expor
 // Seeds: valid artifacts from the library's writer.
 //===----------------------------------------------------------------------===//
 
-std::vector<uint8_t> writeSeed(const std::string &manifest,
-                               const std::vector<std::pair<std::string,
-                                                           std::vector<uint8_t>>> &sections) {
+std::vector<uint8_t> writeSeed(
+    const std::string &manifest,
+    const std::vector<std::pair<std::string, std::vector<uint8_t>>> &sections) {
   ArtifactWriter w;
   Status s = w.setManifest(manifest);
   for (const auto &sec : sections)
@@ -158,7 +160,8 @@ std::vector<uint8_t> writeSeed(const std::string &manifest,
     std::abort();
   }
   // The seed must be accepted as it is, or the fuzzer explores nothing.
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes->data(), bytes->size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes->data(), bytes->size());
   if (!r.ok()) {
     std::fprintf(stderr, "artifact_fuzz: a seed is refused: %s\n",
                  r.status().toString().c_str());
@@ -177,13 +180,14 @@ const std::vector<std::vector<uint8_t>> &seeds() {
     std::vector<std::vector<uint8_t>> out;
     // Inputs and outputs with named dynamic dimensions.
     out.push_back(writeSeed(
-        "{" + target + ", \"entry_points\": [{\"name\": \"main\", \"args\": ["
-        "{\"role\": \"input\", \"name\": \"x\", \"dtype\": \"f32\", "
-        "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}, "
-        "{\"role\": \"input\", \"name\": \"y\", \"dtype\": \"bf16\", "
-        "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}, "
-        "{\"role\": \"output\", \"name\": \"z\", \"dtype\": \"f32\", "
-        "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}]}]}",
+        "{" + target +
+            ", \"entry_points\": [{\"name\": \"main\", \"args\": ["
+            "{\"role\": \"input\", \"name\": \"x\", \"dtype\": \"f32\", "
+            "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}, "
+            "{\"role\": \"input\", \"name\": \"y\", \"dtype\": \"bf16\", "
+            "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}, "
+            "{\"role\": \"output\", \"name\": \"z\", \"dtype\": \"f32\", "
+            "\"shape\": [-1, 4], \"dim_names\": [\"batch\", null]}]}]}",
         {{"code.cpu", code}}));
     // Weights (4096-aligned section), two entry points, a scalar updated in
     // place, unknown keys, an extra section.
@@ -191,26 +195,40 @@ const std::vector<std::vector<uint8_t>> &seeds() {
     for (size_t i = 0; i < weights.size(); ++i)
       weights[i] = uint8_t(i * 7);
     out.push_back(writeSeed(
-        "{" + target + ", \"entry_points\": ["
-        "{\"name\": \"main\", \"args\": ["
-        "{\"role\": \"weights\", \"name\": \"w\", \"dtype\": \"i8\", \"shape\": [256]}, "
-        "{\"role\": \"input\", \"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [1, 8]}, "
-        "{\"role\": \"output\", \"name\": \"logits\", \"dtype\": \"f16\", \"shape\": [1, 8, 32]}]}, "
-        "{\"name\": \"step\", \"args\": ["
-        "{\"role\": \"weights\", \"name\": \"w\", \"dtype\": \"i8\", \"shape\": [-1]}, "
-        "{\"role\": \"input\", \"name\": \"pos\", \"dtype\": \"i32\", \"shape\": [], "
-        "\"updated_in_place\": true}, "
-        "{\"role\": \"output\", \"name\": \"done\", \"dtype\": \"bool\", \"shape\": [2, 3]}]}], "
-        "\"compiler\": {\"passes\": [\"a\", \"b\"], \"opt\": 3, \"ratio\": 0.5}}",
+        "{" + target +
+            ", \"entry_points\": ["
+            "{\"name\": \"main\", \"args\": ["
+            "{\"role\": \"weights\", \"name\": \"w\", \"dtype\": \"i8\", "
+            "\"shape\": [256]}, "
+            "{\"role\": \"input\", \"name\": \"ids\", \"dtype\": \"i64\", "
+            "\"shape\": [1, 8]}, "
+            "{\"role\": \"output\", \"name\": \"logits\", \"dtype\": \"f16\", "
+            "\"shape\": [1, 8, 32]}]}, "
+            "{\"name\": \"step\", \"args\": ["
+            "{\"role\": \"weights\", \"name\": \"w\", \"dtype\": \"i8\", "
+            "\"shape\": [-1]}, "
+            "{\"role\": \"input\", \"name\": \"pos\", \"dtype\": \"i32\", "
+            "\"shape\": [], "
+            "\"updated_in_place\": true}, "
+            "{\"role\": \"output\", \"name\": \"done\", \"dtype\": \"bool\", "
+            "\"shape\": [2, 3]}]}], "
+            "\"compiler\": {\"passes\": [\"a\", \"b\"], \"opt\": 3, \"ratio\": "
+            "0.5}}",
         {{"code.cpu", code}, {"weights", weights}, {"notes.txt", {'h', 'i'}}}));
     // GPU code: the device object and a device image section.
-    out.push_back(writeSeed(
-        "{" + target + ", \"device\": {\"kind\": \"cuda\", \"abi\": "
-        "\"mlir-gpu-runtime\", \"chip\": \"sm_90\", \"image_format\": \"fatbin\"}, "
-        "\"entry_points\": [{\"name\": \"main\", \"symbol\": \"other\", \"args\": ["
-        "{\"role\": \"input\", \"name\": \"a\", \"dtype\": \"u8\", \"shape\": [3]}, "
-        "{\"role\": \"output\", \"name\": \"b\", \"dtype\": \"u8\", \"shape\": [3]}]}]}",
-        {{"code.cpu", code}, {"device.sm_90", std::vector<uint8_t>(100, 0xab)}}));
+    out.push_back(
+        writeSeed("{" + target +
+                      ", \"device\": {\"kind\": \"cuda\", \"abi\": "
+                      "\"mlir-gpu-runtime\", \"chip\": \"sm_90\", "
+                      "\"image_format\": \"fatbin\"}, "
+                      "\"entry_points\": [{\"name\": \"main\", \"symbol\": "
+                      "\"other\", \"args\": ["
+                      "{\"role\": \"input\", \"name\": \"a\", \"dtype\": "
+                      "\"u8\", \"shape\": [3]}, "
+                      "{\"role\": \"output\", \"name\": \"b\", \"dtype\": "
+                      "\"u8\", \"shape\": [3]}]}]}",
+                  {{"code.cpu", code},
+                   {"device.sm_90", std::vector<uint8_t>(100, 0xab)}}));
     return out;
   }();
   return all;
@@ -228,7 +246,9 @@ uint32_t get32(const uint8_t *p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
          uint32_t(p[3]) << 24;
 }
-uint64_t get64(const uint8_t *p) { return get32(p) | uint64_t(get32(p + 4)) << 32; }
+uint64_t get64(const uint8_t *p) {
+  return get32(p) | uint64_t(get32(p + 4)) << 32;
+}
 void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     p[i] = uint8_t(v >> (8 * i));
@@ -262,12 +282,14 @@ bool decode(const std::vector<uint8_t> &b, Layout &out) {
   out.sections.clear();
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t *e = &b[kHeader + size_t(i) * kEntry];
-    std::string name(reinterpret_cast<const char *>(e), strnlen(reinterpret_cast<const char *>(e), 40));
+    std::string name(reinterpret_cast<const char *>(e),
+                     strnlen(reinterpret_cast<const char *>(e), 40));
     uint64_t off = get64(e + 40), size = get64(e + 48);
     if (off > b.size() || size > b.size() - off)
       return false;
-    out.sections.emplace_back(name, std::vector<uint8_t>(b.begin() + long(off),
-                                                         b.begin() + long(off + size)));
+    out.sections.emplace_back(
+        name, std::vector<uint8_t>(b.begin() + long(off),
+                                   b.begin() + long(off + size)));
   }
   return true;
 }
@@ -290,7 +312,8 @@ void reseal(std::vector<uint8_t> &b, bool fixSize = true) {
       continue;
     const uint64_t off = get64(e + 40), size = get64(e + 48);
     const uint64_t pos = get32(&b[20]);
-    if (off > b.size() || size > b.size() - off || pos > size || size - pos < 64)
+    if (off > b.size() || size > b.size() - off || pos > size ||
+        size - pos < 64)
       return;
     std::memset(&b[32], 0, 32);
     std::memset(&b[off + pos], '0', 64);
@@ -333,11 +356,13 @@ std::vector<uint8_t> encode(Layout a) {
   put64(&b[24], pos);
   for (size_t i = 0; i < count; ++i) {
     uint8_t *e = &b[kHeader + i * kEntry];
-    std::memcpy(e, a.sections[i].first.data(), std::min<size_t>(a.sections[i].first.size(), 40));
+    std::memcpy(e, a.sections[i].first.data(),
+                std::min<size_t>(a.sections[i].first.size(), 40));
     put64(e + 40, offsets[i]);
     put64(e + 48, a.sections[i].second.size());
     if (!a.sections[i].second.empty())
-      std::memcpy(&b[offsets[i]], a.sections[i].second.data(), a.sections[i].second.size());
+      std::memcpy(&b[offsets[i]], a.sections[i].second.data(),
+                  a.sections[i].second.size());
   }
   reseal(b);
   return b;
@@ -408,15 +433,49 @@ std::vector<uint8_t> mutateManifest(Layout a, Rng &rng) {
 /// Values that the manifest schema treats specially (or should refuse).
 json::Value interestingJson(Rng &rng, const json::Value &old) {
   static const char *kStrings[] = {
-      "", "weights", "input", "output", "i8", "f32", "bool", "f64x", "main",
-      "sits_entry_main", "other", "1abc", "a-b", "+avx2", "-amx-tile", "avx",
-      "+", "cpu", "CPU", "code.cpu", "x86_64-unknown-linux-gnu",
-      "aarch64-linux-gnu", "riscv64", "cuda", "mlir-gpu-runtime",
+      "",
+      "weights",
+      "input",
+      "output",
+      "i8",
+      "f32",
+      "bool",
+      "f64x",
+      "main",
+      "sits_entry_main",
+      "other",
+      "1abc",
+      "a-b",
+      "+avx2",
+      "-amx-tile",
+      "avx",
+      "+",
+      "cpu",
+      "CPU",
+      "code.cpu",
+      "x86_64-unknown-linux-gnu",
+      "aarch64-linux-gnu",
+      "riscv64",
+      "cuda",
+      "mlir-gpu-runtime",
       "0000000000000000000000000000000000000000000000000000000000000000",
-      "\xc3\xa9", "a\x01b"};
-  static const int64_t kInts[] = {-9223372036854775807LL - 1, -2, -1, 0, 1, 2,
-                                  3, 64, 65, 255, 256, 257, 4096,
-                                  4294967295LL, 4294967296LL,
+      "\xc3\xa9",
+      "a\x01b"};
+  static const int64_t kInts[] = {-9223372036854775807LL - 1,
+                                  -2,
+                                  -1,
+                                  0,
+                                  1,
+                                  2,
+                                  3,
+                                  64,
+                                  65,
+                                  255,
+                                  256,
+                                  257,
+                                  4096,
+                                  4294967295LL,
+                                  4294967296LL,
                                   9223372036854775807LL};
   switch (rng.below(9)) {
   case 0:
@@ -424,11 +483,13 @@ json::Value interestingJson(Rng &rng, const json::Value &old) {
   case 1:
     return json::Value::boolean(rng.oneIn(2));
   case 2:
-    return json::Value::integer(kInts[rng.below(sizeof(kInts) / sizeof(kInts[0]))]);
+    return json::Value::integer(
+        kInts[rng.below(sizeof(kInts) / sizeof(kInts[0]))]);
   case 3:
     return json::Value::number(rng.oneIn(2) ? 0.5 : -1e300);
   case 4:
-    return json::Value::string(kStrings[rng.below(sizeof(kStrings) / sizeof(kStrings[0]))]);
+    return json::Value::string(
+        kStrings[rng.below(sizeof(kStrings) / sizeof(kStrings[0]))]);
   case 5:
     return json::Value::array();
   case 6:
@@ -460,9 +521,10 @@ std::vector<uint8_t> mutateManifestValue(Layout a, Rng &rng) {
   std::vector<uint8_t> *m = a.find("manifest");
   json::Value root;
   std::string error;
-  if (!m || !json::parse(std::string_view(reinterpret_cast<const char *>(m->data()),
-                                          m->size()),
-                         root, error))
+  if (!m ||
+      !json::parse(std::string_view(reinterpret_cast<const char *>(m->data()),
+                                    m->size()),
+                   root, error))
     return mutateManifest(std::move(a), rng);
   for (size_t k = 0, n = 1 + rng.below(3); k < n; ++k) {
     std::vector<json::Value *> all;
@@ -474,7 +536,8 @@ std::vector<uint8_t> mutateManifestValue(Layout a, Rng &rng) {
       break;
     case 1: // drop a member or an item
       if (v.isObject() && !v.members().empty())
-        v.members().erase(v.members().begin() + long(rng.below(v.members().size())));
+        v.members().erase(v.members().begin() +
+                          long(rng.below(v.members().size())));
       else if (v.isArray() && !v.items().empty())
         v.items().erase(v.items().begin() + long(rng.below(v.items().size())));
       break;
@@ -497,10 +560,13 @@ std::vector<uint8_t> mutateManifestValue(Layout a, Rng &rng) {
       }
       break;
     case 4: { // add or replace a key the schema knows
-      static const char *kKeys[] = {"role", "name", "dtype", "shape", "dim_names",
-                                    "updated_in_place", "symbol", "args", "device",
-                                    "kind", "abi", "features", "triple", "target",
-                                    "format_version", "entry_points", "cpu"};
+      static const char *kKeys[] = {
+          "role",         "name",      "dtype",
+          "shape",        "dim_names", "updated_in_place",
+          "symbol",       "args",      "device",
+          "kind",         "abi",       "features",
+          "triple",       "target",    "format_version",
+          "entry_points", "cpu"};
       if (v.isObject()) {
         const char *key = kKeys[rng.below(sizeof(kKeys) / sizeof(kKeys[0]))];
         v.set(key, interestingJson(rng, json::Value()));
@@ -550,8 +616,9 @@ std::vector<uint8_t> mutateSectionTable(std::vector<uint8_t> b, Rng &rng) {
   switch (rng.below(5)) {
   case 0: { // offset, possibly onto another section's
     const uint8_t *other = &b[kHeader + rng.below(count) * kEntry];
-    put64(e + 40, rng.oneIn(3) ? get64(other + 40)
-                               : interestingValue(rng, get64(e + 40), b.size()));
+    put64(e + 40, rng.oneIn(3)
+                      ? get64(other + 40)
+                      : interestingValue(rng, get64(e + 40), b.size()));
     break;
   }
   case 1:
@@ -593,7 +660,7 @@ std::vector<uint8_t> mutateSections(Layout a, Rng &rng) {
       s.push_back(s[rng.below(s.size())]);
     break;
   case 2: { // add one
-    static const char *kNames[] = {"weights", "code.gpu", "device.sm_90", "x",
+    static const char *kNames[] = {"weights",  "code.gpu", "device.sm_90", "x",
                                    "manifest", "code.cpu", "a.b-c_d"};
     // (One draw per statement: argument order is unspecified.)
     const char *name = kNames[rng.below(sizeof(kNames) / sizeof(kNames[0]))];
@@ -662,7 +729,8 @@ void countOutcome(const Status &s, const char *stage) {
   std::string subject = s.info().subject;
   if (subject.rfind("entry_points[", 0) == 0)
     subject = "entry_points[...]"; // one line for all indices
-  ++(*counts)[std::string(stage) + " " + statusCodeName(s.code()) + " " + subject];
+  ++(*counts)[std::string(stage) + " " + statusCodeName(s.code()) + " " +
+              subject];
 }
 
 } // namespace
@@ -713,7 +781,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // The ELF reader, on whatever the code section holds. Nothing is loaded.
   const Status compat = checkHostCompatibility(a);
   countOutcome(compat, "compat:");
-  SITS_FUZZ_REQUIRE(compat.ok() || compat.code() == StatusCode::kCorruptArtifact ||
+  SITS_FUZZ_REQUIRE(compat.ok() ||
+                    compat.code() == StatusCode::kCorruptArtifact ||
                     compat.code() == StatusCode::kIncompatibleTarget ||
                     compat.code() == StatusCode::kMissingSymbol);
   return 0;
@@ -765,7 +834,10 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
     break;
   }
   if (out.size() > maxSize)
-    out = base.size() <= maxSize ? base : std::vector<uint8_t>(base.begin(), base.begin() + long(maxSize));
+    out =
+        base.size() <= maxSize
+            ? base
+            : std::vector<uint8_t>(base.begin(), base.begin() + long(maxSize));
   if (!out.empty())
     std::memcpy(data, out.data(), out.size());
   return out.size();

@@ -1,4 +1,5 @@
-//===- fuzz_driver.cpp - Deterministic driver for the runtime's fuzz targets ===//
+//===- fuzz_driver.cpp - Deterministic driver for the runtime's fuzz targets
+//===//
 //
 // Runs a libFuzzer-style target (LLVMFuzzerTestOneInput) without libFuzzer,
 // reproducibly, so that it can be a ctest test under ASan+UBSan:
@@ -42,7 +43,8 @@ __attribute__((weak)) size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                                      size_t maxSize,
                                                      unsigned int seed);
 // Present when a sanitizer runtime is linked in: called before it dies.
-__attribute__((weak)) void __sanitizer_set_death_callback(void (*callback)(void));
+__attribute__((weak)) void
+__sanitizer_set_death_callback(void (*callback)(void));
 }
 
 namespace {
@@ -206,9 +208,11 @@ int main(int argc, char **argv) {
   double slowestMs = 0;
   uint64_t ran = 0;
 
-  auto runOne = [&](const std::vector<uint8_t> &input, const std::string &label) {
+  auto runOne = [&](const std::vector<uint8_t> &input,
+                    const std::string &label) {
     // An exact-size heap copy: reading past the end is an ASan report.
-    std::unique_ptr<uint8_t[]> copy(new uint8_t[input.size() ? input.size() : 1]);
+    std::unique_ptr<uint8_t[]> copy(
+        new uint8_t[input.size() ? input.size() : 1]);
     if (!input.empty())
       std::memcpy(copy.get(), input.data(), input.size());
     std::snprintf(gCrashPath, sizeof(gCrashPath), "%scrash-%s",
@@ -266,8 +270,9 @@ int main(int argc, char **argv) {
         size = LLVMFuzzerMutate(buf.data(), size, o.maxLen);
     }
     if (size > o.maxLen) {
-      std::fprintf(stderr, "fuzz driver: the mutator returned %zu > %zu bytes\n",
-                   size, o.maxLen);
+      std::fprintf(stderr,
+                   "fuzz driver: the mutator returned %zu > %zu bytes\n", size,
+                   o.maxLen);
       return 1;
     }
     runOne(std::vector<uint8_t>(buf.begin(), buf.begin() + long(size)),

@@ -10,16 +10,16 @@ namespace {
 
 /// Bytes that change what a JSON parser or a binary reader does.
 constexpr uint8_t kInterestingBytes[] = {
-    0x00, 0x01, 0x1f, 0x20, 0x7f, 0x80, 0xbf, 0xc0, 0xc3, 0xed, 0xf4, 0xf5,
-    0xff, '"',  '\\', '/',  '{',  '}',  '[',  ']',  ',',  ':',  '0',  '1',
-    '9',  '-',  '+',  '.',  'e',  'E',  'u',  't',  'f',  'n',  ' ',  '\t',
-    '\n', '\r'};
+    0x00, 0x01, 0x1f, 0x20, 0x7f, 0x80, 0xbf, 0xc0, 0xc3, 0xed,
+    0xf4, 0xf5, 0xff, '"',  '\\', '/',  '{',  '}',  '[',  ']',
+    ',',  ':',  '0',  '1',  '9',  '-',  '+',  '.',  'e',  'E',
+    'u',  't',  'f',  'n',  ' ',  '\t', '\n', '\r'};
 
 /// Tokens, valid and not, for the JSON grammar and its edges.
 constexpr std::string_view kTokens[] = {
-    "{", "}", "[", "]", ",", ":", "\"", "\\", "{}", "[]", "\"\"", "\"a\":",
-    "\"k\": 1, ", "true", "false", "null", "tru", "nul", "NaN", "Infinity",
-    "-Infinity",
+    "{", "}", "[", "]", ",", ":", "\"", "\\", "{}", "[]", "\"\"",
+    "\"a\":", "\"k\": 1, ", "true", "false", "null", "tru", "nul", "NaN",
+    "Infinity", "-Infinity",
     // escapes: valid, truncated, surrogates paired and not, bad hex
     "\\n", "\\u", "\\u00", "\\u0000", "\\u001f", "\\u00e9", "\\uffff",
     "\\ud800", "\\udbff\\udfff", "\\udc00", "\\ud800\\u0041", "\\ud800\\",
@@ -27,16 +27,16 @@ constexpr std::string_view kTokens[] = {
     // numbers at and past the edges of int64 and double
     "0", "-0", "-", "01", "1.", ".5", "1e", "1e+", "1E-7", "-0.0", "0.0e0",
     "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-    "-9223372036854775809", "18446744073709551616", "1e308", "1.8e308",
-    "1e309", "-1e309", "1e-400", "4.9e-324", "2.2250738585072014e-308",
+    "-9223372036854775809", "18446744073709551616", "1e308", "1.8e308", "1e309",
+    "-1e309", "1e-400", "4.9e-324", "2.2250738585072014e-308",
     "123456789012345678901234567890123456789012345678901234567890",
     "0.000000000000000000000000000000000000000000000000000000000001",
     "1e99999999999999999999",
     // UTF-8: valid multi-byte, overlong, surrogate, out of range, truncated
     "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc0\xaf", "\xc1\xbf",
     "\xe0\x80\xaf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80",
-    "\xf8\x88\x80\x80\x80", "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\x80",
-    "\xfe", "\xff",
+    "\xf8\x88\x80\x80\x80", "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\x80", "\xfe",
+    "\xff",
     // control characters and whitespace JSON does not allow
     std::string_view("\0", 1), "\x01", "\x1f", "\x0b", "\x0c", "\xc2\xa0",
     // manifest keys and values, so that schema checks are reached
@@ -65,16 +65,18 @@ size_t eraseBytes(uint8_t *d, size_t size, size_t pos, size_t n) {
 size_t insertToken(uint8_t *d, size_t size, size_t maxSize, size_t pos,
                    std::string_view token) {
   return insertBytes(d, size, maxSize, pos,
-                     reinterpret_cast<const uint8_t *>(token.data()), token.size());
+                     reinterpret_cast<const uint8_t *>(token.data()),
+                     token.size());
 }
 
 /// `count` repetitions of an opening token (deep nesting), at `pos`.
 size_t insertNesting(uint8_t *d, size_t size, size_t maxSize, size_t pos,
                      Rng &rng) {
-  static constexpr size_t kDepths[] = {1, 2, 8, 63, 64, 65, 66, 100, 1000, 5000};
+  static constexpr size_t kDepths[] = {1,  2,  8,   63,   64,
+                                       65, 66, 100, 1000, 5000};
   size_t depth = kDepths[rng.below(sizeof(kDepths) / sizeof(kDepths[0]))];
-  std::string_view open = rng.oneIn(2) ? std::string_view("[")
-                                       : std::string_view("{\"k\":");
+  std::string_view open =
+      rng.oneIn(2) ? std::string_view("[") : std::string_view("{\"k\":");
   for (size_t i = 0; i < depth && size < maxSize; ++i)
     size = insertToken(d, size, maxSize, pos, open);
   if (rng.oneIn(2)) { // and maybe close some of them
@@ -92,7 +94,7 @@ size_t mutateOnce(uint8_t *d, size_t size, size_t maxSize, Rng &rng) {
   if (maxSize == 0)
     return 0;
   size = std::min(size, maxSize);
-  const size_t pos = rng.below(size + 1); // an insertion point
+  const size_t pos = rng.below(size + 1);       // an insertion point
   const size_t at = size ? rng.below(size) : 0; // an existing byte
   switch (rng.below(14)) {
   case 0: // flip one bit
@@ -124,11 +126,13 @@ size_t mutateOnce(uint8_t *d, size_t size, size_t maxSize, Rng &rng) {
   }
   case 6: // insert a token
   case 7:
-    return insertToken(d, size, maxSize, pos,
-                       kTokens[rng.below(sizeof(kTokens) / sizeof(kTokens[0]))]);
+    return insertToken(
+        d, size, maxSize, pos,
+        kTokens[rng.below(sizeof(kTokens) / sizeof(kTokens[0]))]);
   case 8: // overwrite with a token (replacing a value, a key, a number)
     if (size) {
-      std::string_view t = kTokens[rng.below(sizeof(kTokens) / sizeof(kTokens[0]))];
+      std::string_view t =
+          kTokens[rng.below(sizeof(kTokens) / sizeof(kTokens[0]))];
       size_t n = std::min(t.size(), size - at);
       std::memcpy(d + at, t.data(), n);
     }

@@ -1,4 +1,5 @@
-//===- json_fuzz.cpp - Fuzz target: the manifest's JSON parser -------------===//
+//===- json_fuzz.cpp - Fuzz target: the manifest's JSON parser
+//-------------===//
 //
 // Artifacts may be hostile, and their manifest is read by the hand-written
 // parser of src/core/json.cpp. For any bytes:

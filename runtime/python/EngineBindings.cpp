@@ -1,4 +1,5 @@
-//===- EngineBindings.cpp - The generation engine in sits_mlir._sits_runtime ==//
+//===- EngineBindings.cpp - The generation engine in sits_mlir._sits_runtime
+//==//
 //
 // Binds runtime/include/sits/runtime/engine/ thinly; sits_mlir.runtime.engine
 // is the Python face. The engine shares a native `KVAllocator`'s pool and
@@ -48,9 +49,8 @@ namespace kv = ::sits::runtime::kv;
 
 template <typename T> nb::object numpyCopy(const std::vector<T> &v) {
   auto *owned = new std::vector<T>(v);
-  nb::capsule owner(owned, [](void *p) noexcept {
-    delete static_cast<std::vector<T> *>(p);
-  });
+  nb::capsule owner(
+      owned, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
   return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(
       owned->data(), {owned->size()}, owner));
 }
@@ -230,8 +230,8 @@ public:
                                     eng::finishReasonName(s.finish_reason)));
     nb::object error = nb::none();
     if (!r->status.ok())
-      error = nb::make_tuple(statusCodeName(r->status.code()),
-                             r->status.message());
+      error =
+          nb::make_tuple(statusCodeName(r->status.code()), r->status.message());
     return nb::make_tuple(r->id, r->finished, error, samples,
                           requestMetricsDict(r->metrics));
   }
@@ -283,9 +283,9 @@ void bindEngine(nb::module_ &m) {
                     const std::string &>(),
            "allocator"_a, "runner"_a, "max_batch_size"_a, "seed"_a,
            "preemption"_a)
-      .def("add_request", &PyEngine::addRequest, "prompt"_a,
-           "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a,
-           "seed"_a.none(), "n"_a, "stop_token"_a.none())
+      .def("add_request", &PyEngine::addRequest, "prompt"_a, "max_new_tokens"_a,
+           "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "n"_a,
+           "stop_token"_a.none())
       .def("step", &PyEngine::step)
       .def("run_until_done", &PyEngine::runUntilDone)
       .def("result", &PyEngine::result, "request_id"_a)

@@ -118,8 +118,8 @@ template <typename T> In1D<T> asVector(nb::handle obj, const char *name) {
         obj, "dtype"_a = numpyName<T>());
   } catch (nb::python_error &e) {
     badArgument(name, "expected a 1-D sequence of " +
-                          std::string(numpyName<T>()) + " values (" +
-                          e.what() + ")");
+                          std::string(numpyName<T>()) + " values (" + e.what() +
+                          ")");
   }
   if (!nb::try_cast(converted, a, /*convert=*/false))
     badArgument(name, "expected a 1-D sequence of " +
@@ -131,12 +131,11 @@ template <typename T> In1D<T> asVector(nb::handle obj, const char *name) {
 /// A numpy array that owns `v`'s buffer (no copy).
 template <typename T> nb::object toNumpy(std::vector<T> &&v) {
   auto *owned = new std::vector<T>(std::move(v));
-  nb::capsule owner(owned, [](void *p) noexcept {
-    delete static_cast<std::vector<T> *>(p);
-  });
+  nb::capsule owner(
+      owned, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
   const size_t n = owned->size();
-  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {n},
-                                                         owner));
+  return nb::cast(
+      nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {n}, owner));
 }
 
 kv::Tier parseTier(const std::string &name) {
@@ -187,7 +186,9 @@ ConfigField plainField(const char *name, T kv::PoolConfig::*member,
   return ConfigField{
       name, doc,
       [member](const kv::PoolConfig &c) { return nb::cast(c.*member); },
-      [member](kv::PoolConfig &c, nb::handle v) { c.*member = nb::cast<T>(v); }};
+      [member](kv::PoolConfig &c, nb::handle v) {
+        c.*member = nb::cast<T>(v);
+      }};
 }
 
 template <typename E>
@@ -212,8 +213,7 @@ const std::vector<ConfigField> &configFields() {
       plainField("num_layers", &kv::PoolConfig::num_layers, "> 0"),
       plainField("num_kv_heads", &kv::PoolConfig::num_kv_heads, "> 0"),
       plainField("head_dim", &kv::PoolConfig::head_dim, "> 0"),
-      enumField("dtype", &kv::PoolConfig::dtype, kv::dtypeName,
-                kv::parseDType,
+      enumField("dtype", &kv::PoolConfig::dtype, kv::dtypeName, kv::parseDType,
                 "KV element type: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8."),
       plainField("kv_factor", &kv::PoolConfig::kv_factor,
                  "2 (K and V) or 1 (MLA)."),
@@ -233,8 +233,8 @@ const std::vector<ConfigField> &configFields() {
                 "of xxh3_128."),
       ConfigField{"hash_seed", "At least 16 bytes (str is UTF-8 encoded).",
                   [](const kv::PoolConfig &c) {
-                    return nb::cast(nb::bytes(c.hash_seed.data(),
-                                              c.hash_seed.size()));
+                    return nb::cast(
+                        nb::bytes(c.hash_seed.data(), c.hash_seed.size()));
                   },
                   [](kv::PoolConfig &c, nb::handle v) {
                     if (nb::isinstance<nb::bytes>(v)) {
@@ -356,9 +356,9 @@ struct BatchTokens {
       return;
     }
     if (nb::try_cast(obj, grid, false) ||
-        nb::try_cast(numpyModule().attr("ascontiguousarray")(
-                         obj, "dtype"_a = "int32"),
-                     grid, false)) {
+        nb::try_cast(
+            numpyModule().attr("ascontiguousarray")(obj, "dtype"_a = "int32"),
+            grid, false)) {
       if (grid.shape(0) != count)
         badArgument("tokens", "has " + std::to_string(grid.shape(0)) +
                                   " rows for " + std::to_string(count) +
@@ -575,8 +575,8 @@ nb::object slotMapping(PyAllocator &self, uint64_t seq, int64_t start,
                        "(it is written in place), got " +
                            describe(outObj));
   if (count > int64_t(out.shape(0)))
-    badArgument("out", "holds " + std::to_string(out.shape(0)) +
-                           " slots, " + std::to_string(count) + " needed");
+    badArgument("out", "holds " + std::to_string(out.shape(0)) + " slots, " +
+                           std::to_string(count) + " needed");
   checkKV(a.slotMapping(seq, start, count, out.data()));
   return nb::borrow(outObj);
 }
@@ -686,9 +686,8 @@ void requireHostAccess(kv::Memory &m, kv::Tier tier, const char *what) {
   e.code = StatusCode::kInvalidState;
   e.state = "NOT_HOST_ACCESSIBLE";
   e.message = std::string("state NOT_HOST_ACCESSIBLE: the ") +
-              kv::tierName(tier) + " tier lives in '" +
-              m.backend(tier).name() + "' memory; " + what +
-              " needs host memory (use dlpack())";
+              kv::tierName(tier) + " tier lives in '" + m.backend(tier).name() +
+              "' memory; " + what + " needs host memory (use dlpack())";
   raiseKV(Status(std::move(e)));
 }
 
@@ -739,9 +738,9 @@ nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   const nb::dlpack::dtype dtype = dlpackDType(m->config().dtype);
   const int deviceType = backend.dlpackDeviceType();
   const int deviceId = backend.deviceId();
-  return nb::cast(nb::ndarray<nb::array_api>(
-      data, 6, shape, keepAlive(std::move(m)), nullptr, dtype, deviceType,
-      deviceId));
+  return nb::cast(nb::ndarray<nb::array_api>(data, 6, shape,
+                                             keepAlive(std::move(m)), nullptr,
+                                             dtype, deviceType, deviceId));
 }
 
 nb::dict memoryLayoutDict(const kv::Memory &m) {
@@ -829,8 +828,7 @@ void bindKV(nb::module_ &m) {
   for (const ConfigField &f : configFields()) {
     const ConfigField *field = &f;
     config.def_prop_rw(
-        f.name,
-        [field](const kv::PoolConfig &c) { return field->get(c); },
+        f.name, [field](const kv::PoolConfig &c) { return field->get(c); },
         [field](kv::PoolConfig &c, nb::handle v) {
           setConfigField(c, *field, v);
         },
@@ -842,28 +840,33 @@ void bindKV(nb::module_ &m) {
       names.append(f.name);
     return nb::tuple(names);
   });
-  config.def("replace",
-             [](const kv::PoolConfig &c, nb::kwargs kw) {
-               kv::PoolConfig copy = c;
-               setConfigFields(copy, kw);
-               return copy;
-             },
-             "A copy with the given fields changed.");
-  config.def("validate",
-             [](const kv::PoolConfig &c) {
-               return geometryDict(unwrapKV(kv::validatePoolConfig(c)));
-             },
-             "Applies every creation rule; returns the derived sizes "
-             "(bytes_per_block, total_bytes, usable_blocks, ...).");
-  config.def("__eq__", [](const kv::PoolConfig &a, nb::handle other) {
-    if (!nb::isinstance<kv::PoolConfig>(other))
-      return false;
-    const kv::PoolConfig &b = nb::cast<const kv::PoolConfig &>(other);
-    for (const ConfigField &f : configFields())
-      if (!f.get(a).equal(f.get(b)))
-        return false;
-    return true;
-  }, "other"_a);
+  config.def(
+      "replace",
+      [](const kv::PoolConfig &c, nb::kwargs kw) {
+        kv::PoolConfig copy = c;
+        setConfigFields(copy, kw);
+        return copy;
+      },
+      "A copy with the given fields changed.");
+  config.def(
+      "validate",
+      [](const kv::PoolConfig &c) {
+        return geometryDict(unwrapKV(kv::validatePoolConfig(c)));
+      },
+      "Applies every creation rule; returns the derived sizes "
+      "(bytes_per_block, total_bytes, usable_blocks, ...).");
+  config.def(
+      "__eq__",
+      [](const kv::PoolConfig &a, nb::handle other) {
+        if (!nb::isinstance<kv::PoolConfig>(other))
+          return false;
+        const kv::PoolConfig &b = nb::cast<const kv::PoolConfig &>(other);
+        for (const ConfigField &f : configFields())
+          if (!f.get(a).equal(f.get(b)))
+            return false;
+        return true;
+      },
+      "other"_a);
   config.def("__repr__", [](const kv::PoolConfig &c) {
     std::string out = "PoolConfig(";
     bool first = true;
@@ -888,8 +891,8 @@ void bindKV(nb::module_ &m) {
             self->extra_key = std::move(extraKey);
             self->cache_salt = std::move(cacheSalt);
             for (auto &[index, data] : extras)
-              self->block_extras.push_back(
-                  kv::BlockExtra{index, std::string(data.c_str(), data.size())});
+              self->block_extras.push_back(kv::BlockExtra{
+                  index, std::string(data.c_str(), data.size())});
             self->max_cache_hit = maxCacheHit;
           },
           "extra_key"_a = "", "cache_salt"_a = "",
@@ -920,7 +923,8 @@ void bindKV(nb::module_ &m) {
                ">, max_cache_hit=" + std::to_string(o.max_cache_hit) + ")";
       });
 
-  // --- Stats -------------------------------------------------------------------
+  // --- Stats
+  // -------------------------------------------------------------------
   auto stats = nb::class_<kv::Stats>(
       m, "KVStats", "A consistent snapshot of the statistics (spec §4.10).");
 #define SITS_KV_BIND_STAT(type, name) stats.def_ro(#name, &kv::Stats::name);
@@ -940,17 +944,20 @@ void bindKV(nb::module_ &m) {
 #undef SITS_KV_STAT_ITEM
     return d;
   });
-  stats.def("__eq__", [](const kv::Stats &a, nb::handle other) {
-    if (!nb::isinstance<kv::Stats>(other))
-      return false;
-    const kv::Stats &b = nb::cast<const kv::Stats &>(other);
+  stats.def(
+      "__eq__",
+      [](const kv::Stats &a, nb::handle other) {
+        if (!nb::isinstance<kv::Stats>(other))
+          return false;
+        const kv::Stats &b = nb::cast<const kv::Stats &>(other);
 #define SITS_KV_STAT_EQ(type, name)                                            \
   if (a.name != b.name)                                                        \
     return false;
-    SITS_KV_STATS_FIELDS(SITS_KV_STAT_EQ)
+        SITS_KV_STATS_FIELDS(SITS_KV_STAT_EQ)
 #undef SITS_KV_STAT_EQ
-    return true;
-  }, "other"_a);
+        return true;
+      },
+      "other"_a);
   stats.def("__repr__", [](const kv::Stats &s) {
     std::string out = "Stats(";
 #define SITS_KV_STAT_REPR(type, name)                                          \
@@ -961,18 +968,17 @@ void bindKV(nb::module_ &m) {
     return out + ")";
   });
 
-  // --- the allocator ----------------------------------------------------------
-  nb::class_<PyAllocator>(
-      m, "KVAllocator",
-      "The paged KV-cache allocator (C++ core). Use "
-      "sits_mlir.runtime.kv.KVAllocator.")
+  // --- the allocator
+  // ----------------------------------------------------------
+  nb::class_<PyAllocator>(m, "KVAllocator",
+                          "The paged KV-cache allocator (C++ core). Use "
+                          "sits_mlir.runtime.kv.KVAllocator.")
       .def(nb::init<const kv::PoolConfig &>(), "config"_a)
       .def_prop_ro("config",
                    [](PyAllocator &self) { return self.get().config(); })
-      .def_prop_ro("geometry",
-                   [](PyAllocator &self) {
-                     return geometryDict(self.get().geometry());
-                   })
+      .def_prop_ro(
+          "geometry",
+          [](PyAllocator &self) { return geometryDict(self.get().geometry()); })
       .def_prop_ro("default_pad",
                    [](PyAllocator &self) { return self.get().defaultPad(); })
       .def_prop_ro("closed", &PyAllocator::closed)
@@ -990,9 +996,9 @@ void bindKV(nb::module_ &m) {
                   unwrapKV(self.get().addSequence(seq, numTokens)));
             In1D<int32_t> tokens = asVector<int32_t>(tokensObj, "tokens");
             if (numTokens != int64_t(tokens.shape(0)))
-              badArgument("num_tokens",
-                          std::to_string(numTokens) + " for " +
-                              std::to_string(tokens.shape(0)) + " tokens");
+              badArgument("num_tokens", std::to_string(numTokens) + " for " +
+                                            std::to_string(tokens.shape(0)) +
+                                            " tokens");
             std::shared_ptr<kv::Allocator> a = self.share();
             StatusOr<kv::AddResult> r = [&] {
               nb::gil_scoped_release release; // hashing
@@ -1101,8 +1107,7 @@ void bindKV(nb::module_ &m) {
                   numTokens, nullptr, opts ? *opts : kv::AddOptions()));
             In1D<int32_t> tokens = asVector<int32_t>(tokensObj, "tokens");
             if (int64_t(tokens.shape(0)) < numTokens)
-              badArgument("tokens", "holds " +
-                                        std::to_string(tokens.shape(0)) +
+              badArgument("tokens", "holds " + std::to_string(tokens.shape(0)) +
                                         " ids for num_tokens = " +
                                         std::to_string(numTokens));
             std::shared_ptr<kv::Allocator> a = self.share();
@@ -1218,13 +1223,11 @@ void bindKV(nb::module_ &m) {
           "tier"_a, "block"_a, "ref"_a);
 
   // --- the KV memory --------------------------------------------------------
-  nb::class_<PyMemory>(
-      m, "KVMemory",
-      "The KV tensors of a pool (C++ kv::Memory). Use "
-      "sits_mlir.runtime.kv.KVMemory.")
+  nb::class_<PyMemory>(m, "KVMemory",
+                       "The KV tensors of a pool (C++ kv::Memory). Use "
+                       "sits_mlir.runtime.kv.KVMemory.")
       .def(nb::init<const kv::PoolConfig &>(), "config"_a)
-      .def_prop_ro("config",
-                   [](PyMemory &self) { return self.get().config(); })
+      .def_prop_ro("config", [](PyMemory &self) { return self.get().config(); })
       .def_prop_ro("layout",
                    [](PyMemory &self) { return memoryLayoutDict(self.get()); })
       .def_prop_ro("closed", &PyMemory::closed)

@@ -1,4 +1,5 @@
-//===- PyStatus.h - Status → typed Python exception (module-internal) ------===//
+//===- PyStatus.h - Status → typed Python exception (module-internal)
+//------===//
 //
 // Shared by the sources of sits_mlir._sits_runtime (SitsRuntimeModule.cpp,
 // KVBindings.cpp): a failed `sits::runtime::Status` becomes the typed

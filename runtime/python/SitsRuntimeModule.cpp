@@ -1,4 +1,5 @@
-//===- SitsRuntimeModule.cpp - sits_mlir._sits_runtime ---------------------===//
+//===- SitsRuntimeModule.cpp - sits_mlir._sits_runtime
+//---------------------===//
 //
 // The nanobind module over the runtime: the core here, the KV-cache
 // allocator in KVBindings.cpp (bindKV). It is deliberately thin: every
@@ -60,8 +61,7 @@ void raise(const Status &status, ErrorDomain domain) {
     payload["batch_index"] = info.batch_index;
     nb::object errors = nb::module_::import_("sits_mlir.runtime.errors");
     exc = errors.attr("_from_status")(
-        statusCodeName(info.code), info.message,
-        nb::arg("payload") = payload,
+        statusCodeName(info.code), info.message, nb::arg("payload") = payload,
         nb::arg("kv") = domain == ErrorDomain::kKV);
   } catch (nb::python_error &) {
     // The Python package is not importable: fall back to a builtin.
@@ -89,20 +89,20 @@ std::optional<DType> fromDlpack(nb::dlpack::dtype t) {
     return std::nullopt;
   switch (C(t.code)) {
   case C::Float:
-    return t.bits == 64 ? std::optional(DType::kF64)
+    return t.bits == 64   ? std::optional(DType::kF64)
            : t.bits == 32 ? std::optional(DType::kF32)
            : t.bits == 16 ? std::optional(DType::kF16)
                           : std::nullopt;
   case C::Bfloat:
     return t.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
   case C::Int:
-    return t.bits == 64 ? std::optional(DType::kI64)
+    return t.bits == 64   ? std::optional(DType::kI64)
            : t.bits == 32 ? std::optional(DType::kI32)
            : t.bits == 16 ? std::optional(DType::kI16)
            : t.bits == 8  ? std::optional(DType::kI8)
                           : std::nullopt;
   case C::UInt:
-    return t.bits == 64 ? std::optional(DType::kU64)
+    return t.bits == 64   ? std::optional(DType::kU64)
            : t.bits == 32 ? std::optional(DType::kU32)
            : t.bits == 16 ? std::optional(DType::kU16)
            : t.bits == 8  ? std::optional(DType::kU8)
@@ -169,13 +169,15 @@ std::string dlpackName(nb::dlpack::dtype t) {
 
 [[noreturn]] void notAnArray(const EntryPointSpec &ep, const ArgSpec &arg,
                              size_t pos, nb::handle obj) {
-  std::string given = nb::cast<std::string>(nb::str(obj.type().attr("__name__")));
+  std::string given =
+      nb::cast<std::string>(nb::str(obj.type().attr("__name__")));
   ErrorInfo info;
   info.code = StatusCode::kSignatureMismatch;
   info.message = std::string(argRoleName(arg.role)) + " '" + arg.name + "' (#" +
                  std::to_string(pos) + ") of entry point '" + ep.name +
                  "' must be an array (numpy, or any DLPack tensor on the CPU), "
-                 "not " + given;
+                 "not " +
+                 given;
   info.subject = arg.name;
   info.index = int64_t(pos);
   info.expected = "array";
@@ -237,9 +239,11 @@ struct AllocatedOutput {
 };
 
 nb::object toNumpy(AllocatedOutput out) {
-  nb::capsule owner(out.data, [](void *p) noexcept { AlignedBuffer::freeReleased(p); });
-  return nb::cast(nb::ndarray<nb::numpy>(out.data, out.shape.size(), out.shape.data(),
-                                         owner, nullptr, toDlpack(out.dtype)));
+  nb::capsule owner(out.data,
+                    [](void *p) noexcept { AlignedBuffer::freeReleased(p); });
+  return nb::cast(nb::ndarray<nb::numpy>(out.data, out.shape.size(),
+                                         out.shape.data(), owner, nullptr,
+                                         toDlpack(out.dtype)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -287,7 +291,8 @@ const EntryPointSpec &entryOf(const Module &m, const std::string &name) {
   return *ep;
 }
 
-std::vector<BufferView> inputViews(const EntryPointSpec &ep, const nb::list &inputs,
+std::vector<BufferView> inputViews(const EntryPointSpec &ep,
+                                   const nb::list &inputs,
                                    std::vector<nb::ndarray<nb::ro>> &keep) {
   std::vector<const ArgSpec *> specs = ep.inputs();
   std::vector<BufferView> views;
@@ -306,8 +311,8 @@ std::vector<BufferView> inputViews(const EntryPointSpec &ep, const nb::list &inp
   return views;
 }
 
-nb::list runModule(const Module &m, const std::string &name, const nb::list &inputs,
-                   std::optional<nb::list> outputs) {
+nb::list runModule(const Module &m, const std::string &name,
+                   const nb::list &inputs, std::optional<nb::list> outputs) {
   const EntryPointSpec &ep = entryOf(m, name);
   std::vector<nb::ndarray<nb::ro>> keepIn;
   std::vector<BufferView> in = inputViews(ep, inputs, keepIn);
@@ -329,8 +334,9 @@ nb::list runModule(const Module &m, const std::string &name, const nb::list &inp
         nb::ndarray<nb::ro> ro;
         if (nb::try_cast(obj, ro, false) && ro.is_valid())
           raise(Status(StatusCode::kSignatureMismatch,
-                       "output '" + outSpecs[i]->name + "' (#" + std::to_string(i) +
-                           ") of entry point '" + ep.name + "' is read-only")
+                       "output '" + outSpecs[i]->name + "' (#" +
+                           std::to_string(i) + ") of entry point '" + ep.name +
+                           "' is read-only")
                     .withSubject(outSpecs[i]->name)
                     .withIndex(int64_t(i)));
         notAnArray(ep, *outSpecs[i], i, obj);
@@ -348,7 +354,8 @@ nb::list runModule(const Module &m, const std::string &name, const nb::list &inp
         count *= size_t(d);
         shape.push_back(size_t(d));
       }
-      AlignedBuffer buf = unwrap(AlignedBuffer::allocate(count * dtypeSize(dt)));
+      AlignedBuffer buf =
+          unwrap(AlignedBuffer::allocate(count * dtypeSize(dt)));
       void *p = buf.release();
       std::memset(p, 0, count * dtypeSize(dt));
       allocated.push_back({p, shape, dt});
@@ -386,8 +393,8 @@ struct SectionBuffers {
   }
 };
 
-ArtifactWriter makeWriter(const std::string &manifestJson, const nb::list &sections,
-                          SectionBuffers &buffers) {
+ArtifactWriter makeWriter(const std::string &manifestJson,
+                          const nb::list &sections, SectionBuffers &buffers) {
   ArtifactWriter w;
   check(w.setManifest(manifestJson));
   for (nb::handle item : sections) {
@@ -473,25 +480,32 @@ NB_MODULE(_sits_runtime, m) {
           },
           "data"_a, "device"_a = "cpu", "Loads an artifact held in memory.")
       .def_prop_ro("entry_points", &Module::entryPoints)
-      .def("signature",
-           [](const Module &self, const std::string &name) {
-             return signatureDict(entryOf(self, name));
-           },
-           "name"_a)
-      .def_prop_ro("manifest_json", [](const Module &self) { return self.manifest().json; })
-      .def_prop_ro("content_hash",
-                   [](const Module &self) { return self.manifest().contentHash; })
-      .def_prop_ro("device", [](const Module &self) { return self.device().uri(); })
-      .def_prop_ro("device_description",
-                   [](const Module &self) { return self.device().description(); })
+      .def(
+          "signature",
+          [](const Module &self, const std::string &name) {
+            return signatureDict(entryOf(self, name));
+          },
+          "name"_a)
+      .def_prop_ro("manifest_json",
+                   [](const Module &self) { return self.manifest().json; })
+      .def_prop_ro(
+          "content_hash",
+          [](const Module &self) { return self.manifest().contentHash; })
+      .def_prop_ro("device",
+                   [](const Module &self) { return self.device().uri(); })
+      .def_prop_ro(
+          "device_description",
+          [](const Module &self) { return self.device().description(); })
       .def(
           "output_shapes",
-          [](const Module &self, const std::string &name, const nb::list &inputs) {
+          [](const Module &self, const std::string &name,
+             const nb::list &inputs) {
             const EntryPointSpec &ep = entryOf(self, name);
             std::vector<nb::ndarray<nb::ro>> keep;
             std::vector<BufferView> in = inputViews(ep, inputs, keep);
             nb::list out;
-            for (const std::vector<int64_t> &s : unwrap(self.outputShapes(name, in)))
+            for (const std::vector<int64_t> &s :
+                 unwrap(self.outputShapes(name, in)))
               out.append(nb::tuple(nb::cast(s)));
             return out;
           },
@@ -513,14 +527,16 @@ NB_MODULE(_sits_runtime, m) {
         return infoDict(unwrap(std::move(info)));
       },
       "path"_a, "manifest_json"_a, "sections"_a,
-      "Writes an artifact; returns {content_hash, file_size, sections, manifest_json}.");
+      "Writes an artifact; returns {content_hash, file_size, sections, "
+      "manifest_json}.");
   m.def(
       "serialize_artifact",
       [](const std::string &manifestJson, const nb::list &sections) {
         SectionBuffers buffers;
         ArtifactWriter w = makeWriter(manifestJson, sections, buffers);
         std::vector<uint8_t> bytes = unwrap(w.serialize());
-        return nb::bytes(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+        return nb::bytes(reinterpret_cast<const char *>(bytes.data()),
+                         bytes.size());
       },
       "manifest_json"_a, "sections"_a, "The bytes write_artifact would write.");
   m.def(
@@ -532,12 +548,14 @@ NB_MODULE(_sits_runtime, m) {
         }();
         return readerDict(unwrap(std::move(r)));
       },
-      "path"_a, "Verifies an artifact's integrity (no code runs) and describes it.");
+      "path"_a,
+      "Verifies an artifact's integrity (no code runs) and describes it.");
   m.def(
       "read_artifact_bytes",
       [](nb::handle data) {
         std::vector<uint8_t> bytes = bytesOf(data);
-        return readerDict(unwrap(ArtifactReader::fromMemory(bytes.data(), bytes.size())));
+        return readerDict(
+            unwrap(ArtifactReader::fromMemory(bytes.data(), bytes.size())));
       },
       "data"_a);
   m.def(
@@ -589,7 +607,8 @@ NB_MODULE(_sits_runtime, m) {
         std::shared_ptr<Device> d = unwrap(DeviceRegistry::global().open(uri));
         return nb::make_tuple(d->uri(), d->description());
       },
-      "uri"_a, "Opens a device: (canonical uri, description), or raises DeviceError.");
+      "uri"_a,
+      "Opens a device: (canonical uri, description), or raises DeviceError.");
   m.def("version", [] { return std::string(sitsVersion()); });
   m.def("llvm_version", [] { return std::string(llvmVersion()); });
 

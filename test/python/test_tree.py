@@ -64,3 +64,17 @@ def test_public_runtime_headers_include_only_public_headers():
                 offenders.append(f"{p.relative_to(ROOT)}: {line.strip()}")
     assert not offenders, "public runtime headers include non-public ones:\n" + "\n".join(offenders)
     assert not list(include.rglob("sha256*.h")), "SHA-256 is internal to the runtime"
+
+
+# Big files become folders split by responsibility (Prune/, MixedPrecision/,
+# SitsToLinalg/, the frontend's op families): none grows back past this.
+MAX_LINES = 1000
+
+
+def test_no_compiler_source_is_over_a_thousand_lines():
+    sources = _sources("passes", (".h", ".cpp", ".td")) + \
+        _sources("python/sits_mlir/frontend", (".py",))
+    assert len(sources) > 50
+    too_long = [f"{p.relative_to(ROOT)}: {n} lines" for p in sources
+                if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert not too_long, "split these by responsibility:\n" + "\n".join(too_long)

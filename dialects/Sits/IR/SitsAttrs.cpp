@@ -77,8 +77,7 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef name) {
   if (!target::lookupTarget(name))
     return emitError() << "unknown target '" << name
-                       << "'; known targets: "
-                       << target::getKnownTargetNames();
+                       << "'; known targets: " << target::getKnownTargetNames();
   return success();
 }
 
@@ -91,8 +90,8 @@ const target::TargetInfo *mlir::sits::getModuleTarget(Operation *op) {
   if (!module)
     module = op->getParentOfType<ModuleOp>();
   for (; module; module = module->getParentOfType<ModuleOp>())
-    if (auto attr = module->getAttrOfType<TargetAttr>(
-            SitsDialect::getTargetAttrName()))
+    if (auto attr =
+            module->getAttrOfType<TargetAttr>(SitsDialect::getTargetAttrName()))
       if (const target::TargetInfo *info = attr.getInfo())
         return info;
   return nullptr;
@@ -110,7 +109,6 @@ mlir::sits::resolveTarget(Operation *op, StringRef option) {
     return &getModuleTargetOrHost(op);
   if (const target::TargetInfo *info = target::lookupTarget(option))
     return info;
-  return op->emitError() << "unknown target '" << option
-                         << "'; known targets: "
+  return op->emitError() << "unknown target '" << option << "'; known targets: "
                          << target::getKnownTargetNames();
 }

@@ -113,9 +113,9 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (attr.getName().getValue() == "sits.name") {
     auto name = dyn_cast<StringAttr>(attr.getValue());
     if (!name || name.getValue().empty())
-      return op->emitError() << "'sits.name' on argument " << argIndex
-                             << " must be a non-empty string, got "
-                             << attr.getValue();
+      return op->emitError()
+             << "'sits.name' on argument " << argIndex
+             << " must be a non-empty string, got " << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown SITS argument attribute '"

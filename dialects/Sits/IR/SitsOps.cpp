@@ -113,8 +113,7 @@ SmallVector<int64_t> mergeShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
 }
 
 /// An error reported at `loc`, prefixed like Operation::emitOpError.
-template <typename OpTy>
-InFlightDiagnostic opError(Location loc) {
+template <typename OpTy> InFlightDiagnostic opError(Location loc) {
   return emitError(loc) << "'" << OpTy::getOperationName() << "' op ";
 }
 
@@ -170,11 +169,11 @@ bool compatibleTensorTypes(TypeRange inferred, TypeRange declared) {
 /// Checks one quantization parameter tensor (a scale or a zero point; `what`
 /// names it) against the quantized tensor: its rank selects per-tensor,
 /// per-channel or per-group granularity.
-LogicalResult verifyQuantParamShape(function_ref<InFlightDiagnostic()> emitError,
-                                    StringRef what, ArrayRef<int64_t> shape,
-                                    ArrayRef<int64_t> paramShape,
-                                    std::optional<int64_t> dim,
-                                    std::optional<int64_t> blockSize) {
+LogicalResult
+verifyQuantParamShape(function_ref<InFlightDiagnostic()> emitError,
+                      StringRef what, ArrayRef<int64_t> shape,
+                      ArrayRef<int64_t> paramShape, std::optional<int64_t> dim,
+                      std::optional<int64_t> blockSize) {
   int64_t rank = shape.size();
   if (paramShape.empty()) {
     if (dim || blockSize)
@@ -276,7 +275,8 @@ RankedTensorType rankedOrNull(Value value) {
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
   auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
@@ -287,9 +287,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return inferError<MatmulOp>(loc, "operands must have rank >= 2, got ",
                                 lhs.getRank(), " and ", rhs.getRank());
   if (lhs.getElementType() != rhs.getElementType())
-    return inferError<MatmulOp>(loc, "operand element types differ: ",
-                                lhs.getElementType(), " vs ",
-                                rhs.getElementType());
+    return inferError<MatmulOp>(
+        loc, "operand element types differ: ", lhs.getElementType(), " vs ",
+        rhs.getElementType());
   ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
   int64_t r0 = ls.size() - 2, r1 = ls.size() - 1;
   int64_t m = adaptor.getTransposeLhs() ? ls[r1] : ls[r0];
@@ -304,10 +304,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (failed(broadcastShapes(ls.drop_back(2), rs.drop_back(2), shape)))
     return inferError<MatmulOp>(loc, "batch dimensions ",
                                 ShapeStr{ls.drop_back(2)}, " and ",
-                                ShapeStr{rs.drop_back(2)},
-                                " do not broadcast");
-  if (failed(checkBias<MatmulOp>(loc, adaptor.getBias(), n,
-                                 lhs.getElementType())))
+                                ShapeStr{rs.drop_back(2)}, " do not broadcast");
+  if (failed(
+          checkBias<MatmulOp>(loc, adaptor.getBias(), n, lhs.getElementType())))
     return failure();
   shape.append({m, n});
   inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
@@ -366,17 +365,16 @@ static LogicalResult inferConvResultType(MLIRContext *context,
                             " differs from input rank ", rank);
   if (std::is_same_v<OpTy, ConvOp> &&
       input.getElementType() != filter.getElementType())
-    return inferError<OpTy>(loc, "operand element types differ: ",
-                            input.getElementType(), " vs ",
-                            filter.getElementType());
+    return inferError<OpTy>(
+        loc, "operand element types differ: ", input.getElementType(), " vs ",
+        filter.getElementType());
   size_t k = rank - 2;
   SmallVector<int64_t> strides = valuesOr(adaptor.getStrides(), k, 1);
   SmallVector<int64_t> padding = valuesOr(adaptor.getPadding(), 2 * k, 0);
   SmallVector<int64_t> dilations = valuesOr(adaptor.getDilations(), k, 1);
   if (strides.size() != k || dilations.size() != k || padding.size() != 2 * k)
     return inferError<OpTy>(loc, "expected ", k, " strides, ", k,
-                            " dilations and ", 2 * k,
-                            " padding values for ", k,
+                            " dilations and ", 2 * k, " padding values for ", k,
                             " spatial dimensions");
   if (llvm::any_of(strides, [](int64_t s) { return s <= 0; }) ||
       llvm::any_of(dilations, [](int64_t d) { return d <= 0; }))
@@ -391,14 +389,12 @@ static LogicalResult inferConvResultType(MLIRContext *context,
   if (!ShapedType::isDynamic(w[0]) && w[0] % groups != 0)
     return inferError<OpTy>(loc, "output channels ", w[0],
                             " are not divisible by groups ", groups);
-  int64_t expectedChannels =
-      ShapedType::isDynamic(w[1]) ? w[1] : w[1] * groups;
+  int64_t expectedChannels = ShapedType::isDynamic(w[1]) ? w[1] : w[1] * groups;
   if (!compatibleExtent(in[1], expectedChannels))
-    return inferError<OpTy>(loc, "input has ", ShapeStr{{in[1]}},
-                            " channels but the filter expects ",
-                            ShapeStr{{expectedChannels}}, " (",
-                            ShapeStr{{w[1]}}, " per group x ", groups,
-                            " groups)");
+    return inferError<OpTy>(
+        loc, "input has ", ShapeStr{{in[1]}},
+        " channels but the filter expects ", ShapeStr{{expectedChannels}}, " (",
+        ShapeStr{{w[1]}}, " per group x ", groups, " groups)");
 
   int64_t outChannels = w[0];
   if (failed(checkBias<OpTy>(loc, adaptor.getBias(), outChannels,
@@ -408,8 +404,9 @@ static LogicalResult inferConvResultType(MLIRContext *context,
   for (size_t i = 0; i < k; ++i) {
     int64_t d = in[i + 2], kernel = w[i + 2];
     if (!ShapedType::isDynamic(kernel) && kernel <= 0)
-      return inferError<OpTy>(loc, "filter spatial extents must be "
-                                   "positive, got ",
+      return inferError<OpTy>(loc,
+                              "filter spatial extents must be "
+                              "positive, got ",
                               ShapeStr{w.drop_front(2)});
     if (ShapedType::isDynamic(d) || ShapedType::isDynamic(kernel)) {
       shape.push_back(ShapedType::kDynamic);
@@ -418,10 +415,9 @@ static LogicalResult inferConvResultType(MLIRContext *context,
     int64_t span = dilations[i] * (kernel - 1) + 1;
     int64_t padded = d + padding[i] + padding[i + k];
     if (padded < span)
-      return inferError<OpTy>(loc, "spatial dimension ", i, " of extent ",
-                              d, " (padded to ", padded,
-                              ") is smaller than the dilated kernel extent ",
-                              span);
+      return inferError<OpTy>(
+          loc, "spatial dimension ", i, " of extent ", d, " (padded to ",
+          padded, ") is smaller than the dilated kernel extent ", span);
     shape.push_back((padded - span) / strides[i] + 1);
   }
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
@@ -503,8 +499,9 @@ LogicalResult QMatmulOp::inferReturnTypes(MLIRContext *,
   int64_t n = adaptor.getTransposeWeight() ? ws[0] : ws[1];
   int64_t k = input.getShape().back();
   if (!compatibleExtent(k, kw))
-    return inferError<QMatmulOp>(loc, "contracting dimensions differ: input "
-                                      "has ",
+    return inferError<QMatmulOp>(loc,
+                                 "contracting dimensions differ: input "
+                                 "has ",
                                  ShapeStr{{k}}, ", weight has ",
                                  ShapeStr{{kw}});
   if (failed(checkBias<QMatmulOp>(loc, adaptor.getBias(), n,
@@ -571,12 +568,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return inferError<AttentionOp>(loc, "operands must be ranked tensors");
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return inferError<AttentionOp>(
-        loc, "query, key and value must be 4-D [batch, heads, seq, head_dim], "
-             "got ranks ",
+        loc,
+        "query, key and value must be 4-D [batch, heads, seq, head_dim], "
+        "got ranks ",
         q.getRank(), ", ", k.getRank(), " and ", v.getRank());
   ArrayRef<int64_t> qs = q.getShape();
-  inferred.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], v.getDimSize(3)},
-                                           q.getElementType()));
+  inferred.push_back(RankedTensorType::get(
+      {qs[0], qs[1], qs[2], v.getDimSize(3)}, q.getElementType()));
   return success();
 }
 
@@ -603,9 +601,8 @@ LogicalResult AttentionOp::verify() {
            << ShapeStr{{qs[0]}} << ", key " << ShapeStr{{ks[0]}} << ", value "
            << ShapeStr{{vs[0]}};
   if (!compatibleExtent(ks[1], vs[1]) || !compatibleExtent(ks[2], vs[2]))
-    return emitOpError("key ")
-           << ShapeStr{ks} << " and value " << ShapeStr{vs}
-           << " must agree on heads and sequence length";
+    return emitOpError("key ") << ShapeStr{ks} << " and value " << ShapeStr{vs}
+                               << " must agree on heads and sequence length";
   // Key and value agree; a static extent of either stands for both, so that a
   // dynamic key extent does not hide a static value extent below.
   int64_t batch = mergeExtent(qs[0], mergeExtent(ks[0], vs[0]));
@@ -633,13 +630,12 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("a float mask must have the query's element type ")
              << q.getElementType() << ", got " << et;
     SmallVector<int64_t> scores = {batch, qs[1], qs[2], kvLen}, broadcast;
-    if (m.getRank() > 4 || failed(broadcastShapes(m.getShape(), scores,
-                                                  broadcast)) ||
+    if (m.getRank() > 4 ||
+        failed(broadcastShapes(m.getShape(), scores, broadcast)) ||
         failed(verifyCompatibleShape(broadcast, scores)))
       return emitOpError("mask of shape ")
              << ShapeStr{m.getShape()}
-             << " does not broadcast to the scores' shape "
-             << ShapeStr{scores};
+             << " does not broadcast to the scores' shape " << ShapeStr{scores};
   }
   return success();
 }
@@ -652,9 +648,10 @@ std::optional<double> AttentionOp::getScaleOrDefault() {
 // PagedAttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult PagedAttentionOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+PagedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                   Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
   auto q = dyn_cast<RankedTensorType>(adaptor.getQuery().getType());
   auto pool = dyn_cast<RankedTensorType>(adaptor.getPool().getType());
   if (!q || !pool)
@@ -687,8 +684,8 @@ LogicalResult PagedAttentionOp::verify() {
         {"slot_mapping", slots, 2},
         {"context_lens", lens, 1}})
     if (type.getRank() != rank)
-      return emitOpError(name) << " must have rank " << rank << ", got "
-                               << type.getRank();
+      return emitOpError(name)
+             << " must have rank " << rank << ", got " << type.getRank();
   Type et = q.getElementType();
   if (k.getElementType() != et || v.getElementType() != et ||
       pool.getElementType() != et)
@@ -698,9 +695,10 @@ LogicalResult PagedAttentionOp::verify() {
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(),
                     ps = pool.getShape();
   // Each group of extents must agree: (what, [(shape, dim)...]).
-  auto agree = [&](const char *what,
-                   std::initializer_list<std::pair<ArrayRef<int64_t>, int>>
-                       extents) -> LogicalResult {
+  auto agree =
+      [&](const char *what,
+          std::initializer_list<std::pair<ArrayRef<int64_t>, int>> extents)
+      -> LogicalResult {
     int64_t merged = ShapedType::kDynamic;
     for (auto [shape, dim] : extents) {
       if (!compatibleExtent(merged, shape[dim])) {
@@ -729,8 +727,9 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError("pool dimension 2 must hold K and V (extent 2), got ")
            << ps[2];
   if (!ShapedType::isDynamic(ps[1]) && getLayer() >= uint64_t(ps[1]))
-    return emitOpError("layer ") << getLayer() << " is out of range for a pool of "
-                                 << ps[1] << " layers";
+    return emitOpError("layer ")
+           << getLayer() << " is out of range for a pool of " << ps[1]
+           << " layers";
   if (!ShapedType::isDynamic(ps[4]) && ps[4] <= 0)
     return emitOpError("block size must be positive, got ") << ps[4];
   int64_t kvHeads = mergeExtent(ks[1], mergeExtent(vs[1], ps[3]));
@@ -755,11 +754,10 @@ std::optional<double> PagedAttentionOp::getScaleOrDefault() {
 /// Shared checks: `scale` (and `bias`) have the normalized shape
 /// input.shape[axis:], and epsilon is a usable non-negative number.
 template <typename OpTy>
-static LogicalResult inferNormalization(std::optional<Location> loc,
-                                        Value inputValue, Value scaleValue,
-                                        Value biasValue, int64_t axis,
-                                        double epsilon,
-                                        SmallVectorImpl<Type> &inferred) {
+static LogicalResult
+inferNormalization(std::optional<Location> loc, Value inputValue,
+                   Value scaleValue, Value biasValue, int64_t axis,
+                   double epsilon, SmallVectorImpl<Type> &inferred) {
   auto input = dyn_cast<RankedTensorType>(inputValue.getType());
   if (!input)
     return inferError<OpTy>(loc, "input must be a ranked tensor");
@@ -769,8 +767,9 @@ static LogicalResult inferNormalization(std::optional<Location> loc,
                             " is out of range for an input of rank ",
                             input.getRank());
   SmallVector<int64_t> normalized(input.getShape().drop_front(*dim));
-  for (auto [name, value] : {std::pair<const char *, Value>{"scale", scaleValue},
-                             std::pair<const char *, Value>{"bias", biasValue}}) {
+  for (auto [name, value] :
+       {std::pair<const char *, Value>{"scale", scaleValue},
+        std::pair<const char *, Value>{"bias", biasValue}}) {
     if (!value)
       continue;
     auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -788,8 +787,9 @@ static LogicalResult inferNormalization(std::optional<Location> loc,
       extent = mergeExtent(extent, given);
   }
   if (!std::isfinite(epsilon) || epsilon < 0.0)
-    return inferError<OpTy>(loc, "epsilon must be finite and non-negative, "
-                                 "got ",
+    return inferError<OpTy>(loc,
+                            "epsilon must be finite and non-negative, "
+                            "got ",
                             epsilon);
   inferred.push_back(input);
   return success();

@@ -93,11 +93,12 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   // accumulator; any other is added in the transpose below. Pixels are two
   // M loops (oh, ow): a register block is 8 pixels of one output row.
   auto accType = RankedTensorType::get({n, panels, oh, ow, nr}, element);
-  Value accInit = tensor::EmptyOp::create(rewriter, loc, accType.getShape(), element);
+  Value accInit =
+      tensor::EmptyOp::create(rewriter, loc, accType.getShape(), element);
   auto initFill = init.getDefiningOp<linalg::FillOp>();
   Value seed = initFill ? initFill.getDpsInputOperand(0)->get()
-                        : arith::ConstantOp::create(rewriter, loc,
-                                                    rewriter.getZeroAttr(element))
+                        : arith::ConstantOp::create(
+                              rewriter, loc, rewriter.getZeroAttr(element))
                               .getResult();
   Value acc = linalg::FillOp::create(rewriter, loc, seed, accInit).getResult(0);
   // Loops: 0 = n, 1 = fb, 2 = oh, 3 = ow, 4 = j, 5 = k.
@@ -105,12 +106,12 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
       AffineMap::get(6, 0, {d(0), d(5), d(2), d(3)}, ctx),
       AffineMap::get(6, 0, {d(1), d(5), d(4)}, ctx),
       AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx)};
-  SmallVector<utils::IteratorType> gemmIterators(5, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> gemmIterators(5,
+                                                 utils::IteratorType::parallel);
   gemmIterators.push_back(utils::IteratorType::reduction);
-  linalg::GenericOp gemm =
-      codegen::buildConvGemm(rewriter, conv, accType,
-                             ValueRange{patches, panelsValue}, acc, gemmMaps,
-                             gemmIterators);
+  linalg::GenericOp gemm = codegen::buildConvGemm(
+      rewriter, conv, accType, ValueRange{patches, panelsValue}, acc, gemmMaps,
+      gemmIterators);
 
   // Back to NCHW: Y viewed as [n, fb, j, oh, ow] is a transpose of C, which
   // tiles and fuses like any elementwise op; the view is free.
@@ -123,8 +124,8 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   SmallVector<Value> inputs = {gemm.getResult(0)};
   SmallVector<AffineMap> outMaps = {fromAcc};
   if (!initFill) {
-    inputs.push_back(
-        tensor::ExpandShapeOp::create(rewriter, loc, out5Type, init, splitChannels));
+    inputs.push_back(tensor::ExpandShapeOp::create(rewriter, loc, out5Type,
+                                                   init, splitChannels));
     outMaps.push_back(identity);
   }
   outMaps.push_back(identity);
@@ -152,7 +153,8 @@ struct SitsCpuConvToGemmPass
   void runOnOperation() override {
     cpu::CpuTilingConfig config = cpu::getCpuTilingConfig(getOperation());
     SmallVector<linalg::Conv2DNchwFchwOp> convs;
-    getOperation().walk([&](linalg::Conv2DNchwFchwOp op) { convs.push_back(op); });
+    getOperation().walk(
+        [&](linalg::Conv2DNchwFchwOp op) { convs.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::Conv2DNchwFchwOp conv : convs)
       if (succeeded(rewriteConvAsPanelGemm(rewriter, conv, config.nr)))

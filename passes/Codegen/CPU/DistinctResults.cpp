@@ -29,9 +29,9 @@ Value copyOf(OpBuilder &b, Location loc, Value memref) {
   for (int64_t i = 0, e = type.getRank(); i < e; ++i)
     if (type.isDynamicDim(i))
       dynamicSizes.push_back(memref::DimOp::create(b, loc, memref, i));
-  auto fresh = MemRefType::get(type.getShape(), type.getElementType(),
-                               MemRefLayoutAttrInterface(),
-                               type.getMemorySpace());
+  auto fresh =
+      MemRefType::get(type.getShape(), type.getElementType(),
+                      MemRefLayoutAttrInterface(), type.getMemorySpace());
   Value copy = memref::AllocOp::create(b, loc, fresh, dynamicSizes);
   memref::CopyOp::create(b, loc, memref, copy);
   if (fresh != type)

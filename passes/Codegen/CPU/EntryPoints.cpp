@@ -72,8 +72,7 @@ struct SitsCpuPackEntryPointsPass
       Location loc = iface.getLoc();
       builder.setInsertionPointAfter(iface);
       auto entry = LLVM::LLVMFuncOp::create(
-          builder, loc, name,
-          LLVM::LLVMFunctionType::get(voidType, {ptrType}));
+          builder, loc, name, LLVM::LLVMFunctionType::get(voidType, {ptrType}));
       Block *body = entry.addEntryBlock(builder);
       builder.setInsertionPointToStart(body);
       Value args = body->getArgument(0);

@@ -55,7 +55,7 @@ struct SmallFloatFormat {
   uint32_t width;       // bits, sign included
   int64_t mantissaBits; // explicit mantissa bits
   int64_t bias;
-  uint32_t largest; // bits of the largest finite magnitude
+  uint32_t largest;            // bits of the largest finite magnitude
   std::optional<uint32_t> nan; // bits of the canonical NaN
   std::optional<uint32_t> inf;
   /// NaN is the bit pattern of negative zero (the FNUZ formats): there is no
@@ -192,8 +192,8 @@ struct ExpandSmallFloatExtF : OpRewritePattern<arith::ExtFOp> {
 
     Value bits = arith::BitcastOp::create(
         rewriter, loc, b.like(rewriter.getIntegerType(f->width)), op.getIn());
-    Value x = arith::ExtUIOp::create(rewriter, loc, b.like(rewriter.getI32Type()),
-                                     bits);
+    Value x = arith::ExtUIOp::create(rewriter, loc,
+                                     b.like(rewriter.getI32Type()), bits);
     Value exponent = b.andI(b.shr(x, m), eMask);
     Value mantissa = b.andI(x, mMask);
 
@@ -206,8 +206,7 @@ struct ExpandSmallFloatExtF : OpRewritePattern<arith::ExtFOp> {
         b.f32(std::ldexp(1.0f, int(1 - f->bias - int64_t(m)))));
     Value subnormal = arith::BitcastOp::create(
         rewriter, loc, b.like(rewriter.getI32Type()), subnormalF);
-    Value magnitude =
-        b.select(b.eq(exponent, 0), subnormal, normal);
+    Value magnitude = b.select(b.eq(exponent, 0), subnormal, normal);
 
     Value isNan;
     if (!f->nan) {
@@ -219,9 +218,9 @@ struct ExpandSmallFloatExtF : OpRewritePattern<arith::ExtFOp> {
     } else {
       Value special = b.eq(exponent, eMask);
       Value zeroMantissa = b.eq(mantissa, 0);
-      magnitude = b.select(
-          arith::AndIOp::create(rewriter, loc, special, zeroMantissa),
-          b.i32(0x7f800000), magnitude);
+      magnitude =
+          b.select(arith::AndIOp::create(rewriter, loc, special, zeroMantissa),
+                   b.i32(0x7f800000), magnitude);
       isNan = arith::AndIOp::create(
           rewriter, loc, special,
           b.cmp(arith::CmpIPredicate::ne, mantissa, b.i32(0)));
@@ -249,8 +248,8 @@ struct ExpandSmallFloatTruncF : OpRewritePattern<arith::TruncFOp> {
     std::optional<SmallFloatFormat> f = getSmallFloatFormat(dstElement);
     if (!f)
       return failure();
-    if (op.getRoundingmodeAttr() &&
-        op.getRoundingmodeAttr().getValue() != arith::RoundingMode::to_nearest_even)
+    if (op.getRoundingmodeAttr() && op.getRoundingmodeAttr().getValue() !=
+                                        arith::RoundingMode::to_nearest_even)
       return rewriter.notifyMatchFailure(op, "only round-to-nearest-even");
     Location loc = op.getLoc();
     ElementwiseBuilder b{rewriter, loc, op.getType()};
@@ -266,13 +265,13 @@ struct ExpandSmallFloatTruncF : OpRewritePattern<arith::TruncFOp> {
     // a carry out of the mantissa correctly bumps the exponent.
     Value lsb = b.andI(b.shr(a, shift), 1);
     Value rounded = b.add(b.add(a, b.i32((1u << (shift - 1)) - 1)), lsb);
-    Value normal = b.sub(b.shr(rounded, shift),
-                         b.i32(uint32_t(127 - f->bias) << m));
+    Value normal =
+        b.sub(b.shr(rounded, shift), b.i32(uint32_t(127 - f->bias) << m));
     // Subnormal (|x| below the smallest normal): the mantissa is
     // |x| / 2^(1 - bias - m), rounded to even. It may round up to 2^m, the
     // encoding of the smallest normal.
-    Value absF = arith::BitcastOp::create(
-        rewriter, loc, b.like(rewriter.getF32Type()), a);
+    Value absF = arith::BitcastOp::create(rewriter, loc,
+                                          b.like(rewriter.getF32Type()), a);
     Value scaled = arith::MulFOp::create(
         rewriter, loc, absF, b.f32(std::ldexp(1.0f, int(f->bias - 1 + m))));
     Value subnormal = arith::FPToUIOp::create(
@@ -282,7 +281,10 @@ struct ExpandSmallFloatTruncF : OpRewritePattern<arith::TruncFOp> {
     Value code = b.select(isSubnormal, subnormal, normal);
 
     Value overflow = b.cmp(arith::CmpIPredicate::ugt, code, b.i32(f->largest));
-    code = b.select(overflow, b.i32(f->inf ? *f->inf : f->nan ? *f->nan : f->largest),
+    code = b.select(overflow,
+                    b.i32(f->inf   ? *f->inf
+                          : f->nan ? *f->nan
+                                   : f->largest),
                     code);
     Value signBit = b.shl(sign, f->width - 1);
     if (f->nanIsNegativeZero) // no -0: zero keeps no sign

@@ -45,7 +45,8 @@ struct WidenMixedContraction : OpRewritePattern<vector::ContractionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(vector::ContractionOp contract,
                                 PatternRewriter &rewriter) const override {
-    auto accType = dyn_cast<FloatType>(getElementTypeOrSelf(contract.getAccType()));
+    auto accType =
+        dyn_cast<FloatType>(getElementTypeOrSelf(contract.getAccType()));
     if (!accType)
       return rewriter.notifyMatchFailure(contract, "not a float accumulator");
     auto widen = [&](Value v) -> Value {

@@ -19,8 +19,9 @@ namespace {
 /// A private constant byte array: a string no one outside the module names.
 bool isPrivateString(LLVM::GlobalOp global) {
   auto array = dyn_cast<LLVM::LLVMArrayType>(global.getGlobalType());
-  return global.getConstant() && global.getLinkage() == LLVM::Linkage::Private &&
-         array && array.getElementType().isInteger(8);
+  return global.getConstant() &&
+         global.getLinkage() == LLVM::Linkage::Private && array &&
+         array.getElementType().isInteger(8);
 }
 
 /// `name` without a trailing `_<digits>`.
@@ -45,8 +46,8 @@ struct SitsCpuNumberStringsPass
     SymbolTable table(module);
     auto rename = [&](LLVM::GlobalOp global, StringRef name) -> LogicalResult {
       if (table.lookup(name))
-        return global.emitError() << "cannot rename to '" << name
-                                  << "': the name is taken";
+        return global.emitError()
+               << "cannot rename to '" << name << "': the name is taken";
       return table.rename(global, StringAttr::get(&getContext(), name));
     };
     // Out of the way first, so that no final name is taken by a string

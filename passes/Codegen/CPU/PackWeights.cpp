@@ -40,9 +40,12 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   auto dim = [&](unsigned d) { return getAffineDimExpr(d, ctx); };
   OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
   OpOperand *init = op.getDpsInitOperand(0);
-  if (op.getMatchingIndexingMap(lhs) != AffineMap::get(3, 0, {dim(m), dim(k)}, ctx) ||
-      op.getMatchingIndexingMap(rhs) != AffineMap::get(3, 0, {dim(k), dim(n)}, ctx) ||
-      op.getMatchingIndexingMap(init) != AffineMap::get(3, 0, {dim(m), dim(n)}, ctx))
+  if (op.getMatchingIndexingMap(lhs) !=
+          AffineMap::get(3, 0, {dim(m), dim(k)}, ctx) ||
+      op.getMatchingIndexingMap(rhs) !=
+          AffineMap::get(3, 0, {dim(k), dim(n)}, ctx) ||
+      op.getMatchingIndexingMap(init) !=
+          AffineMap::get(3, 0, {dim(m), dim(n)}, ctx))
     return failure();
 
   auto constant = rhs->get().getDefiningOp<arith::ConstantOp>();
@@ -94,10 +97,9 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
       rewriter, loc, expandedType, init->get(), split, outputShape);
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   // Loops: 0 = m, 1 = nb, 2 = j, 3 = k.
-  SmallVector<AffineMap> maps = {
-      AffineMap::get(4, 0, {d(0), d(3)}, ctx),
-      AffineMap::get(4, 0, {d(1), d(3), d(2)}, ctx),
-      AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)};
+  SmallVector<AffineMap> maps = {AffineMap::get(4, 0, {d(0), d(3)}, ctx),
+                                 AffineMap::get(4, 0, {d(1), d(3), d(2)}, ctx),
+                                 AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)};
   SmallVector<utils::IteratorType> iterators = {
       utils::IteratorType::parallel, utils::IteratorType::parallel,
       utils::IteratorType::parallel, utils::IteratorType::reduction};

@@ -18,8 +18,8 @@
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
-#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -46,11 +46,11 @@ using namespace mlir::sits::cpu;
 //===----------------------------------------------------------------------===//
 
 CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
-                                                   int64_t threadsOverride) {
+                                                    int64_t threadsOverride) {
   const target::TargetInfo &info = getModuleTargetOrHost(op);
   CpuTilingConfig config;
-  config.threads = threadsOverride > 0 ? threadsOverride
-                                       : target::getComputeUnits(info);
+  config.threads =
+      threadsOverride > 0 ? threadsOverride : target::getComputeUnits(info);
   config.lanes = std::max<int64_t>(4, info.simdWidth);
   // A register block of mr rows x 2 vectors of accumulators, leaving
   // registers for the two rhs vectors and the broadcast lhs element: 8 rows
@@ -81,12 +81,13 @@ namespace {
 bool isDequantizing(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalg::isElementwise(linalgOp) &&
-         llvm::any_of(linalgOp.getDpsInputs(), [](Value v) {
-           return isa<IntegerType>(getElementTypeOrSelf(v.getType()));
-         }) &&
+         llvm::any_of(linalgOp.getDpsInputs(),
+                      [](Value v) {
+                        return isa<IntegerType>(
+                            getElementTypeOrSelf(v.getType()));
+                      }) &&
          isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
 }
-
 
 /// Number of tiles `sizes` cuts `ranges` into (0 means not tiled).
 int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
@@ -229,7 +230,6 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
   return sizes;
 }
 
-
 //===----------------------------------------------------------------------===//
 // Tiling inside a distributed tile
 //===----------------------------------------------------------------------===//
@@ -246,8 +246,8 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   unsigned numLoops = op.getNumLoops();
   // Weights dequantized from integer codes are computed tile by tile inside
   // the loops, so the widened values live in cache and then in registers.
-  auto tile = [&](linalg::LinalgOp target, ArrayRef<int64_t> sizes)
-      -> FailureOr<linalg::LinalgOp> {
+  auto tile = [&](linalg::LinalgOp target,
+                  ArrayRef<int64_t> sizes) -> FailureOr<linalg::LinalgOp> {
     if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
       return target;
     scf::SCFTileAndFuseOptions options;
@@ -343,8 +343,8 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
       regs[k] = config.kr;
   // Several m or n dimensions (e.g. after im2col) keep the register block on
   // the innermost of each and step the others one at a time.
-  for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(dims->m),
-                                   ArrayRef<unsigned>(dims->n)})
+  for (ArrayRef<unsigned> group :
+       {ArrayRef<unsigned>(dims->m), ArrayRef<unsigned>(dims->n)})
     for (unsigned i = 0; i + 1 < group.size(); ++i)
       regs[group[i]] = 1;
 
@@ -429,8 +429,7 @@ linalg::LinalgOp findNextRoot(func::FuncOp func,
                               const llvm::DenseSet<Operation *> &skipped) {
   for (Operation &op : llvm::reverse(func.getBody().front())) {
     auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
-    if (linalgOp && linalgOp.hasPureTensorSemantics() &&
-        !skipped.contains(&op))
+    if (linalgOp && linalgOp.hasPureTensorSemantics() && !skipped.contains(&op))
       return linalgOp;
   }
   return nullptr;
@@ -523,8 +522,8 @@ struct SitsCpuTileAndFusePass
       ++numGroups;
       numFused += result->fusedProducers.size();
       if (!result->loops.empty())
-        if (auto forall = dyn_cast<scf::ForallOp>(
-                result->loops.front().getOperation()))
+        if (auto forall =
+                dyn_cast<scf::ForallOp>(result->loops.front().getOperation()))
           tiles.push_back(forall);
     }
 

@@ -76,8 +76,8 @@ struct SitsCpuVectorizePass
     {
       RewritePatternSet patterns(&getContext());
       linalg::ControlDropUnitDims options;
-      options.rankReductionStrategy =
-          linalg::ControlDropUnitDims::RankReductionStrategy::ExtractInsertSlice;
+      options.rankReductionStrategy = linalg::ControlDropUnitDims::
+          RankReductionStrategy::ExtractInsertSlice;
       linalg::populateFoldUnitExtentDimsPatterns(patterns, options);
       if (failed(applyPatternsGreedily(func, std::move(patterns))))
         return signalPassFailure();
@@ -107,8 +107,8 @@ struct SitsCpuVectorizePass
           rewriter, op, /*inputVectorSizes=*/{}, /*inputScalableVecDims=*/{},
           /*vectorizeNDExtract=*/true, /*flatten1DDepthwiseConv=*/false,
           /*assumeDynamicDimsMatchVecSizes=*/false,
-          /*createNamedContraction=*/!(mixedInputs &&
-                                       linalg::isaContractionOpInterface(op)));
+          /*createNamedContraction=*/
+          !(mixedInputs && linalg::isaContractionOpInterface(op)));
       if (failed(result))
         continue;
       rewriter.replaceOp(op, result->replacements);

@@ -49,8 +49,8 @@ Value codegen::buildPatchGather(OpBuilder &builder, Location loc, Value input,
   auto idx = [&](OpBuilder &b, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
-  auto patchesType = RankedTensorType::get(
-      {gemm.n, gemm.k, gemm.oh, gemm.ow}, inputType.getElementType());
+  auto patchesType = RankedTensorType::get({gemm.n, gemm.k, gemm.oh, gemm.ow},
+                                           inputType.getElementType());
   Value patchesInit = tensor::EmptyOp::create(
       builder, loc, patchesType.getShape(), patchesType.getElementType());
   SmallVector<utils::IteratorType> par4(4, utils::IteratorType::parallel);
@@ -75,10 +75,10 @@ Value codegen::buildPatchGather(OpBuilder &builder, Location loc, Value input,
           return p ? arith::SubIOp::create(b, loc, sum, idx(b, p)).getResult()
                    : sum;
         };
-        Value ih = at(ohIdx, gemm.strides[0], khIdx, gemm.dilations[0],
-                      padding[0]);
-        Value iw = at(owIdx, gemm.strides[1], kwIdx, gemm.dilations[1],
-                      padding[1]);
+        Value ih =
+            at(ohIdx, gemm.strides[0], khIdx, gemm.dilations[0], padding[0]);
+        Value iw =
+            at(owIdx, gemm.strides[1], kwIdx, gemm.dilations[1], padding[1]);
         if (!padded) {
           Value v = tensor::ExtractOp::create(b, loc, input,
                                               ValueRange{nIdx, cIdx, ih, iw});
@@ -87,10 +87,10 @@ Value codegen::buildPatchGather(OpBuilder &builder, Location loc, Value input,
         }
         // Outside the image: read element 0 (always there) and yield 0.
         auto inside = [&](Value i, int64_t extent) {
-          Value lo = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
-                                           i, idx(b, 0));
-          Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                           i, idx(b, extent));
+          Value lo = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i,
+                                           idx(b, 0));
+          Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i,
+                                           idx(b, extent));
           return arith::AndIOp::create(b, loc, lo, hi).getResult();
         };
         Value valid =

@@ -138,7 +138,6 @@ codegen::computeFusionGroup(linalg::LinalgOp root) {
 SmallVector<OpFoldResult> codegen::asFoldResults(MLIRContext *ctx,
                                                  ArrayRef<int64_t> sizes) {
   Builder b(ctx);
-  return llvm::map_to_vector(sizes, [&](int64_t s) -> OpFoldResult {
-    return b.getIndexAttr(s);
-  });
+  return llvm::map_to_vector(
+      sizes, [&](int64_t s) -> OpFoldResult { return b.getIndexAttr(s); });
 }

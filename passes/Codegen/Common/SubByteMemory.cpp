@@ -58,8 +58,8 @@ void sits::codegen::lowerSubByteMemoryAccesses(
       Type element = load.getType();
       if (element.isInteger(1)) {
         Value zero = arith::ConstantIntOp::create(rewriter, loc, i8, 0);
-        rewriter.replaceOpWithNewOp<arith::CmpIOp>(
-            op, arith::CmpIPredicate::ne, byte, zero);
+        rewriter.replaceOpWithNewOp<arith::CmpIOp>(op, arith::CmpIPredicate::ne,
+                                                   byte, zero);
         continue;
       }
       Type bits = rewriter.getIntegerType(element.getIntOrFloatBitWidth());
@@ -70,9 +70,9 @@ void sits::codegen::lowerSubByteMemoryAccesses(
       continue;
     }
     auto store = cast<memref::StoreOp>(op);
-    Value ptr = byteAddress(rewriter, loc, store.getMemRef(),
-                            store.getIndices(),
-                            addressSpace(store.getMemRefType()));
+    Value ptr =
+        byteAddress(rewriter, loc, store.getMemRef(), store.getIndices(),
+                    addressSpace(store.getMemRefType()));
     Value value = store.getValueToStore();
     Type bits =
         rewriter.getIntegerType(value.getType().getIntOrFloatBitWidth());

@@ -56,8 +56,7 @@ struct SitsGpuAllocaAddressSpacePass
     IRRewriter rewriter(&getContext());
     for (LLVM::AllocaOp alloca : allocas) {
       rewriter.setInsertionPoint(alloca);
-      auto privateType =
-          LLVM::LLVMPointerType::get(&getContext(), allocaSpace);
+      auto privateType = LLVM::LLVMPointerType::get(&getContext(), allocaSpace);
       auto moved = LLVM::AllocaOp::create(
           rewriter, alloca.getLoc(), privateType, alloca.getArraySize(),
           alloca.getAlignmentAttr(), alloca.getElemType(),

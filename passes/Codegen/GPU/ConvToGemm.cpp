@@ -79,10 +79,9 @@ LogicalResult rewriteConvAsGemm(RewriterBase &rewriter,
 
   // The gather of patches. A 1x1, stride-1, unpadded convolution reads the
   // input as it is: I is X viewed as [n, c, oh, ow].
-  bool pointwise = match->kh == 1 && match->kw == 1 &&
-                   match->strides[0] == 1 && match->strides[1] == 1 &&
-                   padding[0] == 0 && padding[1] == 0 &&
-                   inputType.getDimSize(2) == match->oh &&
+  bool pointwise = match->kh == 1 && match->kw == 1 && match->strides[0] == 1 &&
+                   match->strides[1] == 1 && padding[0] == 0 &&
+                   padding[1] == 0 && inputType.getDimSize(2) == match->oh &&
                    inputType.getDimSize(3) == match->ow;
   Value patches = pointwise ? input
                             : sits::codegen::buildPatchGather(
@@ -103,8 +102,8 @@ LogicalResult rewriteConvAsGemm(RewriterBase &rewriter,
   SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
   iterators.push_back(utils::IteratorType::reduction);
   linalg::GenericOp gemm = sits::codegen::buildConvGemm(
-      rewriter, conv, match->initType, ValueRange{patches, matrix},
-      match->init, maps, iterators);
+      rewriter, conv, match->initType, ValueRange{patches, matrix}, match->init,
+      maps, iterators);
   rewriter.replaceOp(conv, gemm.getResults());
   return success();
 }

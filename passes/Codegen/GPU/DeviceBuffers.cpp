@@ -81,7 +81,8 @@ struct SitsGpuDeviceBuffersPass
 
     // Constants read by kernels live in the GPU module: each kernel reads
     // its own get_global, which outlining copies along with the global.
-    SmallVector<memref::GetGlobalOp> globals(body.getOps<memref::GetGlobalOp>());
+    SmallVector<memref::GetGlobalOp> globals(
+        body.getOps<memref::GetGlobalOp>());
     for (memref::GetGlobalOp get : globals) {
       for (OpOperand &use : llvm::make_early_inc_range(get->getUses())) {
         auto launch = use.getOwner()->getParentOfType<mlir::gpu::LaunchOp>();
@@ -108,7 +109,8 @@ struct SitsGpuDeviceBuffersPass
     for (memref::GetGlobalOp get : body.getOps<memref::GetGlobalOp>()) {
       bool hostOnly = llvm::all_of(get->getUsers(), [](Operation *user) {
         auto reshape = dyn_cast<memref::ReshapeOp>(user);
-        return reshape && reshape.getShape().getDefiningOp<memref::GetGlobalOp>();
+        return reshape &&
+               reshape.getShape().getDefiningOp<memref::GetGlobalOp>();
       });
       if (!hostOnly) {
         get.emitError() << "a constant used outside GPU kernels";

@@ -175,8 +175,8 @@ LogicalResult distribute(RewriterBase &rewriter, linalg::CopyOp copy,
 
   rewriter.setInsertionPoint(copy);
   mlir::gpu::BarrierOp::create(rewriter, loc);
-  Value tid = mlir::gpu::ThreadIdOp::create(rewriter, loc,
-                                            mlir::gpu::Dimension::x);
+  Value tid =
+      mlir::gpu::ThreadIdOp::create(rewriter, loc, mlir::gpu::Dimension::x);
   Value step = arith::ConstantIndexOp::create(rewriter, loc, *threads);
   Value end = arith::ConstantIndexOp::create(rewriter, loc, elements / width);
   auto loop = scf::ForOp::create(rewriter, loc, tid, end, step);
@@ -232,7 +232,8 @@ void eraseRepeatedBarriers(Operation *root, RewriterBase &rewriter) {
 }
 
 struct SitsGpuDistributeCopiesPass
-    : sits::gpu::impl::SitsGpuDistributeCopiesBase<SitsGpuDistributeCopiesPass> {
+    : sits::gpu::impl::SitsGpuDistributeCopiesBase<
+          SitsGpuDistributeCopiesPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     SmallVector<std::pair<linalg::CopyOp, mlir::gpu::LaunchOp>> copies;

@@ -49,7 +49,8 @@ struct SitsGpuLowerVectorsPass
     MLIRContext *ctx = &getContext();
 
     // Accumulators that bufferization left as memory round trips.
-    root->walk([](func::FuncOp func) { linalg::hoistRedundantVectorTransfers(func); });
+    root->walk(
+        [](func::FuncOp func) { linalg::hoistRedundantVectorTransfers(func); });
 
     {
       RewritePatternSet patterns(ctx);
@@ -67,7 +68,8 @@ struct SitsGpuLowerVectorsPass
       vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
       vector::populateVectorGatherLoweringPatterns(patterns);
       vector::populateVectorStepLoweringPatterns(patterns);
-      if (failed(applyPatternsGreedily(root, std::move(patterns), boundedRewrites())))
+      if (failed(applyPatternsGreedily(root, std::move(patterns),
+                                       boundedRewrites())))
         return signalPassFailure();
     }
     {
@@ -75,7 +77,8 @@ struct SitsGpuLowerVectorsPass
       patterns.add<StridedCopyToLoops>(ctx);
       vector::populateVectorTransferLoweringPatterns(patterns,
                                                      /*maxTransferRank=*/1);
-      if (failed(applyPatternsGreedily(root, std::move(patterns), boundedRewrites())))
+      if (failed(applyPatternsGreedily(root, std::move(patterns),
+                                       boundedRewrites())))
         return signalPassFailure();
     }
   }

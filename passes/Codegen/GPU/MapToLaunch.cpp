@@ -70,9 +70,8 @@ SmallVector<unsigned> slowestFirst(scf::ForallOp forall) {
 
 /// Replaces block loop `forall` by a gpu.launch whose grid enumerates its
 /// iterations and whose blocks have `threads` threads.
-FailureOr<mlir::gpu::LaunchOp> createLaunch(RewriterBase &rewriter,
-                                            scf::ForallOp forall,
-                                            int64_t threads) {
+FailureOr<mlir::gpu::LaunchOp>
+createLaunch(RewriterBase &rewriter, scf::ForallOp forall, int64_t threads) {
   Location loc = forall.getLoc();
   rewriter.setInsertionPoint(forall);
   SmallVector<OpFoldResult> lbs = forall.getMixedLowerBound();
@@ -207,11 +206,11 @@ void runBlockWritesOnOneThread(RewriterBase &rewriter,
       continue;
     }
     rewriter.setInsertionPoint(op);
-    Value tid = mlir::gpu::ThreadIdOp::create(rewriter, loc,
-                                              mlir::gpu::Dimension::x);
+    Value tid =
+        mlir::gpu::ThreadIdOp::create(rewriter, loc, mlir::gpu::Dimension::x);
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value first = arith::CmpIOp::create(rewriter, loc,
-                                        arith::CmpIPredicate::eq, tid, zero);
+    Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                        tid, zero);
     auto guard = scf::IfOp::create(rewriter, loc, first);
     rewriter.moveOpBefore(op, guard.thenBlock()->getTerminator());
     rewriter.setInsertionPointAfter(guard);

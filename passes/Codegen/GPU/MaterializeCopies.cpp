@@ -56,7 +56,8 @@ struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
             Value i = linalg::IndexOp::create(b, loc, d);
             Value lo = getValueOrCreateConstantIndexOp(b, loc, low[d]);
             Value s = arith::SubIOp::create(b, loc, i, lo);
-            Value extent = arith::ConstantIndexOp::create(b, loc, sourceShape[d]);
+            Value extent =
+                arith::ConstantIndexOp::create(b, loc, sourceShape[d]);
             Value ge = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
                                              s, zero);
             Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
@@ -71,7 +72,8 @@ struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
             index = arith::SelectOp::create(b, loc, valid, index, zero);
           Value v = tensor::ExtractOp::create(b, loc, source, indices);
           linalg::YieldOp::create(
-              b, loc, arith::SelectOp::create(b, loc, valid, v, padding).getResult());
+              b, loc,
+              arith::SelectOp::create(b, loc, valid, v, padding).getResult());
         });
     rewriter.replaceOp(pad, generic.getResults());
     return success();
@@ -85,8 +87,7 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
   LogicalResult matchAndRewrite(tensor::ConcatOp concat,
                                 PatternRewriter &rewriter) const override {
     RankedTensorType type = concat.getResultType();
-    if (!type.hasStaticShape() ||
-        llvm::any_of(concat.getInputs(), [](Value v) {
+    if (!type.hasStaticShape() || llvm::any_of(concat.getInputs(), [](Value v) {
           return !cast<RankedTensorType>(v.getType()).hasStaticShape();
         }))
       return rewriter.notifyMatchFailure(concat, "needs static shapes");
@@ -117,7 +118,8 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
           Value result;
           for (unsigned i = starts.size(); i-- > 0;) {
             Value input = concat.getInputs()[i];
-            int64_t extent = cast<RankedTensorType>(input.getType()).getDimSize(dim);
+            int64_t extent =
+                cast<RankedTensorType>(input.getType()).getDimSize(dim);
             Value start = arith::ConstantIndexOp::create(b, loc, starts[i]);
             Value last = arith::ConstantIndexOp::create(b, loc, extent - 1);
             // Clamped into the input, so the read is always in bounds.
@@ -131,7 +133,8 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
               result = v;
               continue;
             }
-            Value end = arith::ConstantIndexOp::create(b, loc, starts[i] + extent);
+            Value end =
+                arith::ConstantIndexOp::create(b, loc, starts[i] + extent);
             Value inside = arith::CmpIOp::create(
                 b, loc, arith::CmpIPredicate::slt, position, end);
             result = arith::SelectOp::create(b, loc, inside, v, result);
@@ -174,7 +177,8 @@ struct SitsGpuMaterializeCopiesPass
     // Parts inserted into a larger tensor that no kernel computes.
     func.walk([&](tensor::InsertSliceOp insert) {
       Value source = insert.getSource();
-      if (isComputedByLinalg(source) || !isa<RankedTensorType>(source.getType()))
+      if (isComputedByLinalg(source) ||
+          !isa<RankedTensorType>(source.getType()))
         return;
       b.setInsertionPoint(insert);
       Value copy = copyOf(b, insert.getLoc(), source);

@@ -32,7 +32,8 @@ struct SitsGpuMergeKernelModulesPass
     // bytes at a time (st.shared.v4), and the NVVM lowering would otherwise
     // align them to their element only.
     for (mlir::gpu::GPUModuleOp kernelModule : kernels)
-      for (mlir::gpu::GPUFuncOp func : kernelModule.getOps<mlir::gpu::GPUFuncOp>())
+      for (mlir::gpu::GPUFuncOp func :
+           kernelModule.getOps<mlir::gpu::GPUFuncOp>())
         for (unsigned i = 0; i < func.getNumWorkgroupAttributions(); ++i)
           func.setWorkgroupAttributionAttr(
               i, LLVM::LLVMDialect::getAlignAttrName(),
@@ -48,7 +49,8 @@ struct SitsGpuMergeKernelModulesPass
 
     auto renameKernels = [&](mlir::gpu::GPUModuleOp from) {
       // Kernels take the name of their module, which is unique.
-      SmallVector<mlir::gpu::GPUFuncOp> funcs(from.getOps<mlir::gpu::GPUFuncOp>());
+      SmallVector<mlir::gpu::GPUFuncOp> funcs(
+          from.getOps<mlir::gpu::GPUFuncOp>());
       for (mlir::gpu::GPUFuncOp func : funcs) {
         if (!func.isKernel())
           continue;
@@ -74,7 +76,8 @@ struct SitsGpuMergeKernelModulesPass
       if (failed(renameKernels(from)))
         return signalPassFailure();
       SymbolTable fromSymbols(from);
-      for (Operation &op : llvm::make_early_inc_range(from.getBody()->getOperations())) {
+      for (Operation &op :
+           llvm::make_early_inc_range(from.getBody()->getOperations())) {
         auto symbol = dyn_cast<SymbolOpInterface>(&op);
         if (symbol) {
           Operation *existing = targetSymbols.lookup(symbol.getNameAttr());

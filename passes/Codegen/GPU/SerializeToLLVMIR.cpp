@@ -95,8 +95,7 @@ FailureOr<std::string> serialize(mlir::gpu::GPUModuleOp gpuModule,
   // The data layout is the one convert-gpu-to-rocdl attached to the module,
   // which the translation carried over.
   module->setTargetTriple(llvm::Triple(target.getTriple()));
-  module->addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version",
-                        abi);
+  module->addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", abi);
 
   libraries.assign(deviceLibraries(*module));
   if (!libraries.empty()) {
@@ -147,8 +146,8 @@ struct SitsGpuSerializeToLLVMIRPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Builder builder(&getContext());
-    for (auto gpuModule : llvm::make_early_inc_range(
-             module.getOps<mlir::gpu::GPUModuleOp>())) {
+    for (auto gpuModule :
+         llvm::make_early_inc_range(module.getOps<mlir::gpu::GPUModuleOp>())) {
       ArrayAttr targets = gpuModule.getTargetsAttr();
       if (!targets || targets.empty()) {
         gpuModule.emitError() << "has no target: attach a #rocdl.target "
@@ -159,10 +158,9 @@ struct SitsGpuSerializeToLLVMIRPass
       for (Attribute attr : targets) {
         auto target = dyn_cast<ROCDL::ROCDLTargetAttr>(attr);
         if (!target) {
-          gpuModule.emitError()
-              << "target " << attr
-              << " is not a #rocdl.target: serialize it with "
-                 "gpu-module-to-binary";
+          gpuModule.emitError() << "target " << attr
+                                << " is not a #rocdl.target: serialize it with "
+                                   "gpu-module-to-binary";
           return signalPassFailure();
         }
         SmallVector<StringRef> libraries;

@@ -71,10 +71,9 @@ GpuTilingConfig sits::gpu::getGpuTilingConfig(Operation *op,
   // An AMD workgroup may allocate the whole LDS of its CU.
   double perUnitKB = info ? info->sharedMemoryPerUnitKB : 228;
   int64_t perUnitBytes = int64_t(perUnitKB * 1024);
-  config.sharedMemoryBytes =
-      info && info->vendor == target::Vendor::Amd
-          ? perUnitBytes
-          : std::min<int64_t>(48 * 1024, perUnitBytes);
+  config.sharedMemoryBytes = info && info->vendor == target::Vendor::Amd
+                                 ? perUnitBytes
+                                 : std::min<int64_t>(48 * 1024, perUnitBytes);
   config.mmaSync = !info || sits::gpu::hasMmaSync(*info);
   return config;
 }
@@ -378,8 +377,8 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
     for (unsigned idx = parallel.size(); idx-- > 0;) {
       unsigned i = parallel[idx];
       int64_t perThread = std::max<int64_t>(1, thread[i]);
-      int64_t threads =
-          largestDivisorAtMost(ranges[i] / perThread, std::max<int64_t>(1, budget));
+      int64_t threads = largestDivisorAtMost(ranges[i] / perThread,
+                                             std::max<int64_t>(1, budget));
       sizes[i] = threads * perThread;
       budget = std::max<int64_t>(1, budget / threads);
     }
@@ -536,9 +535,9 @@ LogicalResult tileOverWarps(RewriterBase &rewriter, linalg::LinalgOp op,
   steps.push_back(rewriter.getIndexAttr(1));
   SmallVector<Attribute> mapping = linearMapping(ctx, lbs.size(), true);
   rewriter.setInsertionPoint(forall);
-  auto warps = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps,
-                                     forall.getOutputs(),
-                                     rewriter.getArrayAttr(mapping));
+  auto warps =
+      scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, forall.getOutputs(),
+                            rewriter.getArrayAttr(mapping));
   Block *body = warps.getBody();
   rewriter.eraseOp(body->getTerminator());
   SmallVector<Value> args(warps.getInductionVars());
@@ -586,9 +585,8 @@ LogicalResult tileInsideThread(RewriterBase &rewriter, linalg::LinalgOp op,
     if (mmaWarps(op, ranges, config) == 1)
       step = mmaK(op, config);
     for (auto [idx, k] : llvm::enumerate(dims->k))
-      sizes[k] = idx + 1 == dims->k.size()
-                     ? largestDivisorAtMost(ranges[k], step)
-                     : 1;
+      sizes[k] =
+          idx + 1 == dims->k.size() ? largestDivisorAtMost(ranges[k], step) : 1;
     // A reduction shorter than a step needs no loop.
     for (unsigned k : dims->k)
       if (sizes[k] == ranges[k])
@@ -627,7 +625,8 @@ LogicalResult tileInsideThread(RewriterBase &rewriter, linalg::LinalgOp op,
       [](tensor::ExtractSliceOp slice, OpResult producer, bool isDestination)
           -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
         auto loop = slice->getParentOfType<scf::ForOp>();
-        if (isDestination || !loop || !isCheapToRecompute(producer.getOwner()) ||
+        if (isDestination || !loop ||
+            !isCheapToRecompute(producer.getOwner()) ||
             !isSafelyTileable(producer.getOwner()))
           return std::nullopt;
         bool steps = llvm::any_of(slice.getOffsets(), [&](Value offset) {
@@ -715,8 +714,8 @@ LogicalResult splitAcrossLanes(RewriterBase &rewriter, linalg::LinalgOp op,
 
   unsigned index = op.getNumLoops() - 1;
   rewriter.setInsertionPoint(op);
-  FailureOr<linalg::SplitReductionResult> split = linalg::splitReduction(
-      rewriter, op, [&](linalg::LinalgOp) {
+  FailureOr<linalg::SplitReductionResult> split =
+      linalg::splitReduction(rewriter, op, [&](linalg::LinalgOp) {
         return linalg::SplitReductionOptions{lanes, index,
                                              /*innerParallel=*/true};
       });
@@ -744,8 +743,7 @@ linalg::LinalgOp findNextRoot(Block &block,
                               const llvm::DenseSet<Operation *> &skipped) {
   for (Operation &op : llvm::reverse(block)) {
     auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
-    if (linalgOp && linalgOp.hasPureTensorSemantics() &&
-        !skipped.contains(&op))
+    if (linalgOp && linalgOp.hasPureTensorSemantics() && !skipped.contains(&op))
       return linalgOp;
   }
   return nullptr;
@@ -767,7 +765,8 @@ struct SitsGpuTileAndFusePass
     // Level 1: fusion groups over blocks, last group first.
     SmallVector<scf::ForallOp> blocks;
     llvm::DenseSet<Operation *> skipped;
-    while (linalg::LinalgOp root = findNextRoot(func.getBody().front(), skipped)) {
+    while (linalg::LinalgOp root =
+               findNextRoot(func.getBody().front(), skipped)) {
       skipped.insert(root);
       if (!isSafelyTileable(root) || !isStaticallyShaped(root))
         continue;
@@ -780,7 +779,8 @@ struct SitsGpuTileAndFusePass
         continue;
       ++numGroups;
       numFused += result->fusedProducers.size();
-      blocks.push_back(cast<scf::ForallOp>(result->loops.front().getOperation()));
+      blocks.push_back(
+          cast<scf::ForallOp>(result->loops.front().getOperation()));
     }
 
     // Level 2: inside each block, thread loops, last op first. (Blocks are
@@ -810,10 +810,9 @@ struct SitsGpuTileAndFusePass
         done.insert(op);
         if (!isSafelyTileable(op))
           continue;
-        SmallVector<int64_t> sizes =
-            selectThreadTiles(op, op.getStaticLoopRanges(), config,
-                              /*wholeRows=*/op->hasAttr(kLanesAttrName) &&
-                                  isContraction(op));
+        SmallVector<int64_t> sizes = selectThreadTiles(
+            op, op.getStaticLoopRanges(), config,
+            /*wholeRows=*/op->hasAttr(kLanesAttrName) && isContraction(op));
         if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
           continue;
         if (mmaWarps(op, op.getStaticLoopRanges(), config) > 0) {
@@ -821,7 +820,8 @@ struct SitsGpuTileAndFusePass
             ++numThreadLoops;
           continue;
         }
-        if (succeeded(tileAndFuse(rewriter, op, sizes, /*threads=*/true, config)))
+        if (succeeded(
+                tileAndFuse(rewriter, op, sizes, /*threads=*/true, config)))
           ++numThreadLoops;
       }
     }

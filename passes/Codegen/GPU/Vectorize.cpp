@@ -79,8 +79,8 @@ struct SitsGpuVectorizePass
     {
       RewritePatternSet patterns(&getContext());
       linalg::ControlDropUnitDims options;
-      options.rankReductionStrategy =
-          linalg::ControlDropUnitDims::RankReductionStrategy::ExtractInsertSlice;
+      options.rankReductionStrategy = linalg::ControlDropUnitDims::
+          RankReductionStrategy::ExtractInsertSlice;
       auto defaultControl = options.controlFn;
       options.controlFn = [=](Operation *op) -> SmallVector<unsigned> {
         if (isCooperative(op))
@@ -88,7 +88,8 @@ struct SitsGpuVectorizePass
         return defaultControl(op);
       };
       linalg::populateFoldUnitExtentDimsPatterns(patterns, options);
-      if (failed(applyPatternsGreedily(func, std::move(patterns), boundedRewrites())))
+      if (failed(applyPatternsGreedily(func, std::move(patterns),
+                                       boundedRewrites())))
         return signalPassFailure();
     }
 
@@ -122,7 +123,8 @@ struct SitsGpuVectorizePass
                                                         &getContext());
     vector::TransferWriteOp::getCanonicalizationPatterns(patterns,
                                                          &getContext());
-    if (failed(applyPatternsGreedily(func, std::move(patterns), boundedRewrites())))
+    if (failed(applyPatternsGreedily(func, std::move(patterns),
+                                     boundedRewrites())))
       return signalPassFailure();
 
     // Vectors of a thread are 1-D where possible (a row of a register
@@ -132,7 +134,8 @@ struct SitsGpuVectorizePass
     {
       RewritePatternSet castAway(&getContext());
       vector::populateCastAwayVectorLeadingOneDimPatterns(castAway);
-      if (failed(applyPatternsGreedily(func, std::move(castAway), boundedRewrites())))
+      if (failed(applyPatternsGreedily(func, std::move(castAway),
+                                       boundedRewrites())))
         return signalPassFailure();
     }
 

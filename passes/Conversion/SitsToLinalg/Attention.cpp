@@ -72,7 +72,7 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
   } else {
     heads.push_back(qHeads);
   }
-  int64_t nh = heads.size();     // head loops: (b, h) or (b, hk, g)
+  int64_t nh = heads.size(); // head loops: (b, h) or (b, hk, g)
   int64_t iDim = nh, jDim = nh + 1;
   auto d = [&](unsigned pos) { return getAffineDimExpr(pos, ctx); };
   SmallVector<AffineExpr> headExprs, kvHeadExprs = {d(0), d(1)};
@@ -93,15 +93,15 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
     outExprs.append({d(iDim), d(jDim)});
     SmallVector<IteratorType> iterators(nh + 2, kParallel);
     iterators.push_back(kReduction);
-    scores = buildGeneric(
-        b, loc, {query, key},
-        {AffineMap::get(numLoops, 0, qExprs, ctx),
-         AffineMap::get(numLoops, 0, kExprs, ctx)},
-        filledTensor(b, loc, scoreSizes, zero),
-        AffineMap::get(numLoops, 0, outExprs, ctx), iterators,
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          return multiplyAccumulate(nb, l, args[0], args[1], args[2]);
-        });
+    scores = buildGeneric(b, loc, {query, key},
+                          {AffineMap::get(numLoops, 0, qExprs, ctx),
+                           AffineMap::get(numLoops, 0, kExprs, ctx)},
+                          filledTensor(b, loc, scoreSizes, zero),
+                          AffineMap::get(numLoops, 0, outExprs, ctx), iterators,
+                          [](OpBuilder &nb, Location l, ValueRange args) {
+                            return multiplyAccumulate(nb, l, args[0], args[1],
+                                                      args[2]);
+                          });
   }
 
   // Scale and masks.
@@ -155,8 +155,7 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
                       : position == 2 ? d(iDim)
                                       : d(jDim));
     }
-    maskInputs.push_back(
-        expand(b, loc, collapsed, splitGroups, expandedSizes));
+    maskInputs.push_back(expand(b, loc, collapsed, splitGroups, expandedSizes));
     maskMaps.push_back(AffineMap::get(scoreRank, 0, exprs, ctx));
   }
   // Masked scores follow onnxruntime's CPU Attention kernel: a `false` mask
@@ -197,8 +196,8 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
             offset = args[offsetArg];
           }
           Value last = arith::AddIOp::create(nb, l, i, offset);
-          Value hidden = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::sgt, j, last);
+          Value hidden =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, j, last);
           s = arith::SelectOp::create(nb, l, hidden, lowest, s);
         }
         return s;
@@ -212,8 +211,8 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
   rowIterators.back() = kReduction;
   Value rowMax = buildGeneric(
       b, loc, {masked}, {scoreIdentity},
-      filledTensor(b, loc, rowSizes, negInfConst(b, loc, computeType)),
-      rowMap, rowIterators, [](OpBuilder &nb, Location l, ValueRange args) {
+      filledTensor(b, loc, rowSizes, negInfConst(b, loc, computeType)), rowMap,
+      rowIterators, [](OpBuilder &nb, Location l, ValueRange args) {
         return arith::MaximumFOp::create(nb, l, args[0], args[1]);
       });
   Value exps = buildElementwise(
@@ -256,8 +255,7 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
       b, loc, {weighted, rowSum},
       {b.getMultiDimIdentityMap(scoreRank),
        withoutDims(ctx, scoreRank, scoreRank - 1, scoreRank)},
-      outSizes, resultElement,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
+      outSizes, resultElement, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value normalized = arith::DivFOp::create(nb, l, args[0], args[1]);
         return castFloat(nb, l, normalized, resultElement);
       });
@@ -270,9 +268,8 @@ Value buildAttention(OpBuilder &b, Location loc, Value query, Value key,
 
 FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
                                               AttentionOp::Adaptor operands) {
-  return buildAttention(b, op.getLoc(), operands.getQuery(),
-                        operands.getKey(), operands.getValue(),
-                        operands.getMask(), op.getType(),
+  return buildAttention(b, op.getLoc(), operands.getQuery(), operands.getKey(),
+                        operands.getValue(), operands.getMask(), op.getType(),
                         op.getScaleOrDefault(),
                         CausalPlacement{op.getCausal(), Value()});
 }
@@ -283,8 +280,8 @@ namespace {
 /// `pool` at the slots of `slots` (`[B, S]` i64), skipping negative and
 /// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, D]` slice
 /// per kind, which bufferizes in place when the pool is.
-Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
-                 Value value, Value slots, int64_t layer) {
+Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
+                 Value slots, int64_t layer) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   OpFoldResult blockSize = dimOf(b, loc, pool, 4);
@@ -306,10 +303,10 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
               Value zero = arith::ConstantIntOp::create(ib, il, 0, 64);
               Value inRange = arith::AndIOp::create(
                   ib, il,
-                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::sge,
-                                        slot, zero),
-                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::slt,
-                                        slot, capacity));
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::sge, slot,
+                                        zero),
+                  arith::CmpIOp::create(ib, il, arith::CmpIPredicate::slt, slot,
+                                        capacity));
               auto write = scf::IfOp::create(
                   ib, il, inRange,
                   [&](OpBuilder &tb, Location tl) {
@@ -319,28 +316,30 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key,
                     Value block = arith::DivUIOp::create(tb, tl, index, bs);
                     Value offset = arith::RemUIOp::create(tb, tl, index, bs);
                     Value updated = current;
-                    for (auto [kind, source] : llvm::enumerate(
-                             std::array<Value, 2>{key, value})) {
+                    for (auto [kind, source] :
+                         llvm::enumerate(std::array<Value, 2>{key, value})) {
                       SmallVector<OpFoldResult> one(4, tb.getIndexAttr(1));
-                      SmallVector<OpFoldResult> from = {
-                          bi, tb.getIndexAttr(0), si, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> from = {bi, tb.getIndexAttr(0),
+                                                        si, tb.getIndexAttr(0)};
                       SmallVector<OpFoldResult> sizes = {
                           tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
                           headDim};
-                      auto sliceType =
-                          tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+                      auto sliceType = tensor::ExtractSliceOp::
+                          inferCanonicalRankReducedResultType(
                               2, cast<RankedTensorType>(source.getType()),
                               sizes);
                       Value slice = tensor::ExtractSliceOp::create(
                           tb, tl, sliceType, source, from, sizes, one);
-                      SmallVector<OpFoldResult> to = {
-                          block, tb.getIndexAttr(layer),
-                          tb.getIndexAttr(kind), tb.getIndexAttr(0),
-                          offset, tb.getIndexAttr(0)};
+                      SmallVector<OpFoldResult> to = {block,
+                                                      tb.getIndexAttr(layer),
+                                                      tb.getIndexAttr(kind),
+                                                      tb.getIndexAttr(0),
+                                                      offset,
+                                                      tb.getIndexAttr(0)};
                       SmallVector<OpFoldResult> toSizes = {
                           tb.getIndexAttr(1), tb.getIndexAttr(1),
-                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
-                          headDim};
+                          tb.getIndexAttr(1), heads,
+                          tb.getIndexAttr(1), headDim};
                       updated = tensor::InsertSliceOp::create(
                           tb, tl, slice, updated, to, toSizes,
                           SmallVector<OpFoldResult>(6, tb.getIndexAttr(1)));
@@ -368,8 +367,7 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
                     int64_t layer, int64_t kind) {
   auto poolType = cast<RankedTensorType>(pool.getType());
   OpFoldResult batch = dimOf(b, loc, tables, 0),
-               width = dimOf(b, loc, tables, 1),
-               heads = dimOf(b, loc, pool, 3),
+               width = dimOf(b, loc, tables, 1), heads = dimOf(b, loc, pool, 3),
                blockSize = dimOf(b, loc, pool, 4),
                headDim = dimOf(b, loc, pool, 5);
   Value numBlocks = indexValue(b, loc, dimOf(b, loc, pool, 0));
@@ -384,17 +382,20 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
         auto inner = scf::ForOp::create(
             ob, l, c0, indexValue(ob, l, width), c1, outerArgs,
             [&](OpBuilder &ib, Location il, Value mi, ValueRange innerArgs) {
-              Value entry = tensor::ExtractOp::create(ib, il, tables,
-                                                      ValueRange{bi, mi});
-              Value block = arith::IndexCastOp::create(
-                  ib, il, ib.getIndexType(), entry);
+              Value entry =
+                  tensor::ExtractOp::create(ib, il, tables, ValueRange{bi, mi});
+              Value block =
+                  arith::IndexCastOp::create(ib, il, ib.getIndexType(), entry);
               // Unsigned compare: a negative block number is huge.
               Value inRange = arith::CmpIOp::create(
                   ib, il, arith::CmpIPredicate::ult, block, numBlocks);
               block = arith::SelectOp::create(ib, il, inRange, block, c0);
-              SmallVector<OpFoldResult> from = {
-                  block, ib.getIndexAttr(layer), ib.getIndexAttr(kind),
-                  zero,  zero,                   zero};
+              SmallVector<OpFoldResult> from = {block,
+                                                ib.getIndexAttr(layer),
+                                                ib.getIndexAttr(kind),
+                                                zero,
+                                                zero,
+                                                zero};
               SmallVector<OpFoldResult> sizes = {one,   one,       one,
                                                  heads, blockSize, headDim};
               auto chunkType =
@@ -423,9 +424,9 @@ mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
                                   PagedAttentionOp::Adaptor operands) {
   Location loc = op.getLoc();
   int64_t layer = static_cast<int64_t>(op.getLayer());
-  Value pool = writeSlots(b, loc, operands.getPool(), operands.getKey(),
-                          operands.getValue(), operands.getSlotMapping(),
-                          layer);
+  Value pool =
+      writeSlots(b, loc, operands.getPool(), operands.getKey(),
+                 operands.getValue(), operands.getSlotMapping(), layer);
   Value key = gatherContext(b, loc, pool, operands.getBlockTables(), layer, 0);
   Value value =
       gatherContext(b, loc, pool, operands.getBlockTables(), layer, 1);
@@ -435,16 +436,15 @@ mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
       b, loc, b.getI64Type(),
       indexValue(b, loc, dimOf(b, loc, operands.getQuery(), 2)));
   Value offsets = buildElementwise(
-      b, loc, {lens}, {b.getMultiDimIdentityMap(1)},
-      {dimOf(b, loc, lens, 0)}, b.getI64Type(),
-      [&](OpBuilder &nb, Location l, ValueRange args) {
+      b, loc, {lens}, {b.getMultiDimIdentityMap(1)}, {dimOf(b, loc, lens, 0)},
+      b.getI64Type(), [&](OpBuilder &nb, Location l, ValueRange args) {
         Value len = arith::ExtSIOp::create(nb, l, nb.getI64Type(), args[0]);
         return arith::SubIOp::create(nb, l, len, newTokens);
       });
-  Value out = buildAttention(
-      b, loc, operands.getQuery(), key, value, Value(),
-      cast<RankedTensorType>(op.getResult().getType()),
-      op.getScaleOrDefault(), CausalPlacement{true, offsets});
+  Value out =
+      buildAttention(b, loc, operands.getQuery(), key, value, Value(),
+                     cast<RankedTensorType>(op.getResult().getType()),
+                     op.getScaleOrDefault(), CausalPlacement{true, offsets});
   return SmallVector<Value>{out, pool};
 }
 

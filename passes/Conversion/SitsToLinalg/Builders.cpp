@@ -40,10 +40,10 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double value) {
 /// The most negative finite value of a float type: what masked attention
 /// scores are set to.
 Value lowestConst(OpBuilder &b, Location loc, Type type) {
-  return floatConst(b, loc, type,
-                    APFloat::getLargest(
-                        cast<FloatType>(type).getFloatSemantics(),
-                        /*Negative=*/true));
+  return floatConst(
+      b, loc, type,
+      APFloat::getLargest(cast<FloatType>(type).getFloatSemantics(),
+                          /*Negative=*/true));
 }
 
 Value negInfConst(OpBuilder &b, Location loc, Type type) {
@@ -281,8 +281,7 @@ Value expand(OpBuilder &b, Location loc, Value source,
   return tensor::ExpandShapeOp::create(b, loc, type, source, groups, sizes);
 }
 
-AffineMap dimsMap(MLIRContext *ctx, unsigned numDims,
-                  ArrayRef<int64_t> dims) {
+AffineMap dimsMap(MLIRContext *ctx, unsigned numDims, ArrayRef<int64_t> dims) {
   SmallVector<AffineExpr> exprs = llvm::map_to_vector(
       dims, [&](int64_t d) { return getAffineDimExpr(d, ctx); });
   return AffineMap::get(numDims, 0, exprs, ctx);
@@ -426,8 +425,7 @@ Value readQuantized(OpBuilder &b, Location loc, Value arg,
   if (PackedEncodingAttr packed = getPackedEncoding(logicalType)) {
     IntegerType storage = packed.getStorage();
     int64_t factor = packed.getPackingFactor(element);
-    Value index =
-        evalIndexExpr(b, loc, logicalMap.getResult(packed.getAxis()));
+    Value index = evalIndexExpr(b, loc, logicalMap.getResult(packed.getAxis()));
     Value field = arith::RemUIOp::create(
         b, loc, index, arith::ConstantIndexOp::create(b, loc, factor));
     Value fieldIndex = arith::IndexCastUIOp::create(b, loc, storage, field);
@@ -465,10 +463,9 @@ SmallVector<OpFoldResult> logicalSizes(OpBuilder &b, Location loc, Value value,
         return b.getIndexAttr(logicalType.getDimSize(d));
       OpFoldResult stored = dimOf(b, loc, value, d);
       if (packed && packed.getAxis() == d)
-        return mulSizes(
-            b, loc, stored,
-            b.getIndexAttr(
-                packed.getPackingFactor(logicalType.getElementType())));
+        return mulSizes(b, loc, stored,
+                        b.getIndexAttr(packed.getPackingFactor(
+                            logicalType.getElementType())));
       return stored;
     }));
   }
@@ -490,8 +487,7 @@ Value buildDequantize(OpBuilder &b, Location loc, const DequantizeOperands &q,
   auto scaleType = cast<RankedTensorType>(q.scale.getType());
 
   AffineMap identity = b.getMultiDimIdentityMap(rank);
-  AffineMap paramMap =
-      quantParamMap(ctx, rank, scaleType, q.axis, q.blockSize);
+  AffineMap paramMap = quantParamMap(ctx, rank, scaleType, q.axis, q.blockSize);
   SmallVector<Value> inputs = {q.input, q.scale};
   SmallVector<AffineMap> maps = {storageMap(identity, q.inputType), paramMap};
   if (q.zeroPoint) {

@@ -43,16 +43,16 @@ Value buildEpilogue(OpBuilder &b, Location loc, Value acc,
     inputs.push_back(bias);
     maps.push_back(biasMap);
   }
-  return buildElementwise(
-      b, loc, inputs, maps, sizes, resultElementType,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value v = args[0];
-        if (bias)
-          v = arith::AddFOp::create(nb, l, v,
-                                    castFloat(nb, l, args[1], computeType));
-        v = buildActivation(nb, l, activation, v);
-        return castFloat(nb, l, v, resultElementType);
-      });
+  return buildElementwise(b, loc, inputs, maps, sizes, resultElementType,
+                          [&](OpBuilder &nb, Location l, ValueRange args) {
+                            Value v = args[0];
+                            if (bias)
+                              v = arith::AddFOp::create(
+                                  nb, l, v,
+                                  castFloat(nb, l, args[1], computeType));
+                            v = buildActivation(nb, l, activation, v);
+                            return castFloat(nb, l, v, resultElementType);
+                          });
 }
 
 /// The matmul of all contractions: `act(op(lhs) x op(rhs) + bias)` with
@@ -125,32 +125,32 @@ Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
   if ((effective.empty() || (rhsNone && !transposeLhs)) && mergeIntoM) {
     // No batch left, or only the lhs has one and it folds into M: a 2-D
     // linalg.matmul on [batch... * M, K] x [K, N].
-    Value lhs2 = lhsBatch > 0
-                     ? collapse(b, loc, lhs,
-                                groupsMergingLeading(lhsType.getRank(),
-                                                     lhsBatch + 1))
-                     : lhs;
-    Value rhs2 = rhsBatch > 0
-                     ? collapse(b, loc, rhs,
-                                groupsMergingLeading(rhsType.getRank(),
-                                                     rhsBatch + 1))
-                     : rhs;
+    Value lhs2 =
+        lhsBatch > 0
+            ? collapse(b, loc, lhs,
+                       groupsMergingLeading(lhsType.getRank(), lhsBatch + 1))
+            : lhs;
+    Value rhs2 =
+        rhsBatch > 0
+            ? collapse(b, loc, rhs,
+                       groupsMergingLeading(rhsType.getRank(), rhsBatch + 1))
+            : rhs;
     accSizes = {productOf(b, loc, ArrayRef(resultSizes).drop_back()), n};
     Value init = filledTensor(b, loc, accSizes, zero);
     // (m, n, k)
-    AffineMap lhsMap = AffineMap::get(
-        3, 0,
-        transposeLhs ? SmallVector<AffineExpr>{d(2), d(0)}
-                     : SmallVector<AffineExpr>{d(0), d(2)},
-        ctx);
-    AffineMap rhsMap = AffineMap::get(
-        3, 0,
-        transposeRhs ? SmallVector<AffineExpr>{d(1), d(2)}
-                     : SmallVector<AffineExpr>{d(2), d(1)},
-        ctx);
-    auto matmul = linalg::MatmulOp::create(b, loc, TypeRange{init.getType()},
-                                           ValueRange{lhs2, rhs2},
-                                           ValueRange{init});
+    AffineMap lhsMap =
+        AffineMap::get(3, 0,
+                       transposeLhs ? SmallVector<AffineExpr>{d(2), d(0)}
+                                    : SmallVector<AffineExpr>{d(0), d(2)},
+                       ctx);
+    AffineMap rhsMap =
+        AffineMap::get(3, 0,
+                       transposeRhs ? SmallVector<AffineExpr>{d(1), d(2)}
+                                    : SmallVector<AffineExpr>{d(2), d(1)},
+                       ctx);
+    auto matmul =
+        linalg::MatmulOp::create(b, loc, TypeRange{init.getType()},
+                                 ValueRange{lhs2, rhs2}, ValueRange{init});
     if (transposeLhs || transposeRhs)
       matmul.setIndexingMapsAttr(b.getAffineMapArrayAttr(
           {lhsMap, rhsMap, AffineMap::get(3, 0, {d(0), d(1)}, ctx)}));
@@ -164,16 +164,14 @@ Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
     auto toBatched = [&](Value operand, RankedTensorType type,
                          int64_t operandBatch, bool all) -> Value {
       if (all)
-        return operandBatch > 1
-                   ? collapse(b, loc, operand,
-                              groupsMergingLeading(type.getRank(),
-                                                   operandBatch))
-                   : operand;
-      return operandBatch > 0
-                 ? collapse(b, loc, operand,
-                            groupsMergingLeading(type.getRank(),
-                                                 operandBatch + 1))
-                 : operand;
+        return operandBatch > 1 ? collapse(b, loc, operand,
+                                           groupsMergingLeading(type.getRank(),
+                                                                operandBatch))
+                                : operand;
+      return operandBatch > 0 ? collapse(b, loc, operand,
+                                         groupsMergingLeading(type.getRank(),
+                                                              operandBatch + 1))
+                              : operand;
     };
     Value lhs3 = toBatched(lhs, lhsType, lhsBatch, lhsAll);
     Value rhs3 = toBatched(rhs, rhsType, rhsBatch, rhsAll);
@@ -189,9 +187,9 @@ Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
       rhsExprs.push_back(d(0));
     rhsExprs.append(transposeRhs ? SmallVector<AffineExpr>{d(2), d(3)}
                                  : SmallVector<AffineExpr>{d(3), d(2)});
-    auto batchMatmul = linalg::BatchMatmulOp::create(
-        b, loc, TypeRange{init.getType()}, ValueRange{lhs3, rhs3},
-        ValueRange{init});
+    auto batchMatmul =
+        linalg::BatchMatmulOp::create(b, loc, TypeRange{init.getType()},
+                                      ValueRange{lhs3, rhs3}, ValueRange{init});
     if (!lhsAll || !rhsAll || transposeLhs || transposeRhs)
       batchMatmul.setIndexingMapsAttr(b.getAffineMapArrayAttr(
           {AffineMap::get(4, 0, lhsExprs, ctx),
@@ -334,26 +332,26 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
   // (g, w, f, n).
   Value storage = operands.getWeight();
   SmallVector<OpFoldResult> storageSizes =
-      transposed ? SmallVector<OpFoldResult>{b.getIndexAttr(n),
-                                             b.getIndexAttr(groups),
-                                             b.getIndexAttr(perWord)}
-                 : SmallVector<OpFoldResult>{b.getIndexAttr(groups),
-                                             b.getIndexAttr(perWord),
-                                             b.getIndexAttr(n)};
+      transposed
+          ? SmallVector<OpFoldResult>{b.getIndexAttr(n), b.getIndexAttr(groups),
+                                      b.getIndexAttr(perWord)}
+          : SmallVector<OpFoldResult>{b.getIndexAttr(groups),
+                                      b.getIndexAttr(perWord),
+                                      b.getIndexAttr(n)};
   storage = expand(b, loc, storage,
                    transposed ? SmallVector<ReassociationIndices>{{0}, {1, 2}}
                               : SmallVector<ReassociationIndices>{{0, 1}, {2}},
                    storageSizes);
-  AffineMap storageMap = AffineMap::get(
-      4, 0,
-      transposed ? SmallVector<AffineExpr>{d(3), d(0), d(1)}
-                 : SmallVector<AffineExpr>{d(0), d(1), d(3)},
-      ctx);
-  AffineMap paramMap = AffineMap::get(
-      4, 0,
-      transposed ? SmallVector<AffineExpr>{d(3), d(0)}
-                 : SmallVector<AffineExpr>{d(0), d(3)},
-      ctx);
+  AffineMap storageMap =
+      AffineMap::get(4, 0,
+                     transposed ? SmallVector<AffineExpr>{d(3), d(0), d(1)}
+                                : SmallVector<AffineExpr>{d(0), d(1), d(3)},
+                     ctx);
+  AffineMap paramMap =
+      AffineMap::get(4, 0,
+                     transposed ? SmallVector<AffineExpr>{d(3), d(0)}
+                                : SmallVector<AffineExpr>{d(0), d(3)},
+                     ctx);
   SmallVector<Value> inputs = {storage, operands.getScale()};
   SmallVector<AffineMap> maps = {storageMap, paramMap};
   if (zeroPoint) {
@@ -364,8 +362,8 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
   bool isUnsigned = integer.isUnsigned();
   Value weight = buildElementwise(
       b, loc, inputs, maps,
-      {b.getIndexAttr(groups), b.getIndexAttr(perWord),
-       b.getIndexAttr(factor), b.getIndexAttr(n)},
+      {b.getIndexAttr(groups), b.getIndexAttr(perWord), b.getIndexAttr(factor),
+       b.getIndexAttr(n)},
       computeType, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Type i32 = nb.getI32Type();
         Value code;
@@ -399,14 +397,15 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
 
   // x [M, K] seen as [M, K / G, G / F, F]; loops (m, n, g, w, f).
   OpFoldResult m = productOf(b, loc, leading);
-  Value x = collapse(b, loc, operands.getInput(),
-                     groupsMergingLeading(inputType.getRank(),
-                                          inputType.getRank() - 1));
+  Value x = collapse(
+      b, loc, operands.getInput(),
+      groupsMergingLeading(inputType.getRank(), inputType.getRank() - 1));
   x = expand(b, loc, x, {{0}, {1, 2, 3}},
              {m, b.getIndexAttr(groups), b.getIndexAttr(perWord),
               b.getIndexAttr(factor)});
   SmallVector<OpFoldResult> accSizes = {m, b.getIndexAttr(n)};
-  Value init = filledTensor(b, loc, accSizes, floatConst(b, loc, computeType, 0.0));
+  Value init =
+      filledTensor(b, loc, accSizes, floatConst(b, loc, computeType, 0.0));
   Value acc = buildGeneric(
       b, loc, {x, weight},
       {AffineMap::get(5, 0, {d(0), d(2), d(3), d(4)}, ctx),
@@ -421,10 +420,10 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
                           resultType.getElementType());
   SmallVector<OpFoldResult> resultSizes(leading);
   resultSizes.push_back(b.getIndexAttr(n));
-  y = expand(b, loc, y,
-             groupsMergingLeading(resultType.getRank(),
-                                  resultType.getRank() - 1),
-             resultSizes);
+  y = expand(
+      b, loc, y,
+      groupsMergingLeading(resultType.getRank(), resultType.getRank() - 1),
+      resultSizes);
   return castToType(b, loc, y, resultType);
 }
 
@@ -453,9 +452,8 @@ FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
   Type weightElement = weightType.getElementType();
   int64_t nAxis = op.getTransposeWeight() ? 0 : 1;
   bool perChannel =
-      !q.blockSize &&
-      (scaleType.getRank() == 0 ||
-       (q.axis && (*q.axis == nAxis || *q.axis == nAxis - 2)));
+      !q.blockSize && (scaleType.getRank() == 0 ||
+                       (q.axis && (*q.axis == nAxis || *q.axis == nAxis - 2)));
   auto integer = dyn_cast<IntegerType>(weightElement);
   if (perChannel && !q.zeroPoint && !getPackedEncoding(weightType) &&
       weightElement.getIntOrFloatBitWidth() == 8 && integer &&
@@ -469,9 +467,8 @@ FailureOr<Value> mlir::sits::lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
     SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, acc);
     AffineMap lastDim =
         AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)}, ctx);
-    AffineMap scaleMap = scaleType.getRank() == 0
-                             ? AffineMap::get(rank, 0, {}, ctx)
-                             : lastDim;
+    AffineMap scaleMap =
+        scaleType.getRank() == 0 ? AffineMap::get(rank, 0, {}, ctx) : lastDim;
     Value scaled = buildElementwise(
         b, loc, {acc, q.scale}, {b.getMultiDimIdentityMap(rank), scaleMap},
         sizes, resultType.getElementType(),
@@ -569,17 +566,16 @@ FailureOr<Value> lowerConvolution(OpBuilder &b, OpTy op,
       sizeOr(b, resultType, 1, [&] { return dimOf(b, loc, filter, 0); })};
   for (int64_t i = 0; i < k; ++i) {
     sizes.push_back(sizeOr(b, resultType, i + 2, [&] {
-      OpFoldResult span = addSizes(
-          b, loc,
-          mulSizes(b, loc,
-                   subSizes(b, loc, dimOf(b, loc, filter, i + 2),
-                            b.getIndexAttr(1)),
-                   b.getIndexAttr(dilations[i])),
-          b.getIndexAttr(1));
-      OpFoldResult room =
-          subSizes(b, loc, dimOf(b, loc, input, i + 2), span);
-      return addSizes(b, loc, divSizes(b, loc, room,
-                                       b.getIndexAttr(strides[i])),
+      OpFoldResult span =
+          addSizes(b, loc,
+                   mulSizes(b, loc,
+                            subSizes(b, loc, dimOf(b, loc, filter, i + 2),
+                                     b.getIndexAttr(1)),
+                            b.getIndexAttr(dilations[i])),
+                   b.getIndexAttr(1));
+      OpFoldResult room = subSizes(b, loc, dimOf(b, loc, input, i + 2), span);
+      return addSizes(b, loc,
+                      divSizes(b, loc, room, b.getIndexAttr(strides[i])),
                       b.getIndexAttr(1));
     }));
   }
@@ -592,22 +588,19 @@ FailureOr<Value> lowerConvolution(OpBuilder &b, OpTy op,
     Type accType = init.getType();
     Value acc;
     if (k == 1)
-      acc = linalg::Conv1DNcwFcwOp::create(b, loc, TypeRange{accType},
-                                           ValueRange{input, filter},
-                                           ValueRange{init}, stridesAttr,
-                                           dilationsAttr)
+      acc = linalg::Conv1DNcwFcwOp::create(
+                b, loc, TypeRange{accType}, ValueRange{input, filter},
+                ValueRange{init}, stridesAttr, dilationsAttr)
                 .getResult(0);
     else if (k == 2)
-      acc = linalg::Conv2DNchwFchwOp::create(b, loc, TypeRange{accType},
-                                             ValueRange{input, filter},
-                                             ValueRange{init}, stridesAttr,
-                                             dilationsAttr)
+      acc = linalg::Conv2DNchwFchwOp::create(
+                b, loc, TypeRange{accType}, ValueRange{input, filter},
+                ValueRange{init}, stridesAttr, dilationsAttr)
                 .getResult(0);
     else
-      acc = linalg::Conv3DNcdhwFcdhwOp::create(b, loc, TypeRange{accType},
-                                               ValueRange{input, filter},
-                                               ValueRange{init}, stridesAttr,
-                                               dilationsAttr)
+      acc = linalg::Conv3DNcdhwFcdhwOp::create(
+                b, loc, TypeRange{accType}, ValueRange{input, filter},
+                ValueRange{init}, stridesAttr, dilationsAttr)
                 .getResult(0);
     acc = scaleAccumulator(b, loc, acc, sizes, scale, dimsMap(ctx, k + 2, {1}));
     Value y = buildEpilogue(b, loc, acc, sizes, operands.getBias(),
@@ -657,15 +650,14 @@ FailureOr<Value> lowerConvolution(OpBuilder &b, OpTy op,
     }
     SmallVector<IteratorType> iterators(3 + k, kParallel);
     iterators.append(1 + k, kReduction);
-    acc = buildGeneric(b, loc, {groupedInput, groupedFilter},
-                       {AffineMap::get(numLoops, 0, inExprs, ctx),
-                        AffineMap::get(numLoops, 0, filterExprs, ctx)},
-                       init, AffineMap::get(numLoops, 0, outExprs, ctx),
-                       iterators,
-                       [](OpBuilder &nb, Location l, ValueRange args) {
-                         return multiplyAccumulateCode(nb, l, args[0], args[1],
-                                                       args[2]);
-                       });
+    acc = buildGeneric(
+        b, loc, {groupedInput, groupedFilter},
+        {AffineMap::get(numLoops, 0, inExprs, ctx),
+         AffineMap::get(numLoops, 0, filterExprs, ctx)},
+        init, AffineMap::get(numLoops, 0, outExprs, ctx), iterators,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return multiplyAccumulateCode(nb, l, args[0], args[1], args[2]);
+        });
   }
   if (scale)
     acc = scaleAccumulator(b, loc, acc, accSizes,
@@ -674,9 +666,9 @@ FailureOr<Value> lowerConvolution(OpBuilder &b, OpTy op,
   Value bias = operands.getBias();
   if (bias)
     bias = expand(b, loc, bias, {{0, 1}}, {g, outPerGroup});
-  Value y = buildEpilogue(b, loc, acc, accSizes, bias,
-                          dimsMap(ctx, k + 3, {1, 2}), op.getActivation(),
-                          resultElement);
+  Value y =
+      buildEpilogue(b, loc, acc, accSizes, bias, dimsMap(ctx, k + 3, {1, 2}),
+                    op.getActivation(), resultElement);
   SmallVector<ReassociationIndices> outGroups = {{0}, {1, 2}};
   for (int64_t i = 0; i < k; ++i)
     outGroups.push_back({3 + i});

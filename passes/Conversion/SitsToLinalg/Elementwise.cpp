@@ -70,9 +70,8 @@ Value mlir::sits::buildActivation(OpBuilder &b, Location loc,
 // Per-op lowerings
 //===----------------------------------------------------------------------===//
 
-FailureOr<Value>
-mlir::sits::lowerActivationOp(OpBuilder &b, ActivationOp op,
-                              ActivationOp::Adaptor operands) {
+FailureOr<Value> mlir::sits::lowerActivationOp(OpBuilder &b, ActivationOp op,
+                                               ActivationOp::Adaptor operands) {
   Location loc = op.getLoc();
   Value input = operands.getInput();
   RankedTensorType type = op.getType();

@@ -44,8 +44,8 @@ NormalizationLayout getNormalizationLayout(OpBuilder &b, Location loc,
   layout.rank = resultType.getRank();
   layout.axis = axis < 0 ? axis + layout.rank : axis;
   for (int64_t dim = 0; dim < layout.rank; ++dim)
-    layout.sizes.push_back(sizeOr(
-        b, resultType, dim, [&] { return dimOf(b, loc, input, dim); }));
+    layout.sizes.push_back(
+        sizeOr(b, resultType, dim, [&] { return dimOf(b, loc, input, dim); }));
   layout.identity = b.getMultiDimIdentityMap(layout.rank);
   layout.outer = withoutDims(ctx, layout.rank, layout.axis, layout.rank);
   layout.inner = withoutDims(ctx, layout.rank, 0, layout.axis);
@@ -53,8 +53,7 @@ NormalizationLayout getNormalizationLayout(OpBuilder &b, Location loc,
   for (int64_t dim = layout.axis; dim < layout.rank; ++dim)
     layout.reductionIterators[dim] = kReduction;
   layout.count = sizeAsFloat(
-      b, loc,
-      productOf(b, loc, ArrayRef(layout.sizes).drop_front(layout.axis)),
+      b, loc, productOf(b, loc, ArrayRef(layout.sizes).drop_front(layout.axis)),
       computeType);
   return layout;
 }
@@ -93,14 +92,14 @@ FailureOr<Value> mlir::sits::lowerLayerNormOp(OpBuilder &b, LayerNormOp op,
   Value zero = floatConst(b, loc, computeType, 0.0);
 
   // Two passes: the mean, then the mean of squared deviations from it.
-  Value sums = buildGeneric(
-      b, loc, {input}, {layout.identity},
-      filledTensor(b, loc, outerSizes, zero), layout.outer,
-      layout.reductionIterators,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        return arith::AddFOp::create(nb, l, args[1],
-                                     castFloat(nb, l, args[0], computeType));
-      });
+  Value sums = buildGeneric(b, loc, {input}, {layout.identity},
+                            filledTensor(b, loc, outerSizes, zero),
+                            layout.outer, layout.reductionIterators,
+                            [&](OpBuilder &nb, Location l, ValueRange args) {
+                              return arith::AddFOp::create(
+                                  nb, l, args[1],
+                                  castFloat(nb, l, args[0], computeType));
+                            });
   Value means = buildElementwise(
       b, loc, {sums}, {b.getMultiDimIdentityMap(layout.axis)}, outerSizes,
       computeType, [&](OpBuilder &nb, Location l, ValueRange args) {
@@ -211,8 +210,7 @@ FailureOr<Value> mlir::sits::lowerSoftmaxOp(OpBuilder &b, SoftmaxOp op,
       [&](OpBuilder &nb, Location l, ValueRange args) {
         return math::ExpOp::create(
             nb, l,
-            arith::SubFOp::create(nb, l,
-                                  castFloat(nb, l, args[0], computeType),
+            arith::SubFOp::create(nb, l, castFloat(nb, l, args[0], computeType),
                                   args[1]));
       });
   Value rowSum = buildGeneric(

@@ -36,8 +36,8 @@ struct SitsOpLoweringImpl : OpConversionPattern<OpTy> {
   }
 };
 
-template <typename OpTy, FailureOr<Value> (*Lower)(OpBuilder &, OpTy,
-                                                   typename OpTy::Adaptor)>
+template <typename OpTy,
+          FailureOr<Value> (*Lower)(OpBuilder &, OpTy, typename OpTy::Adaptor)>
 using SitsOpLowering = SitsOpLoweringImpl<OpTy, Value, Lower>;
 
 /// MatmulOp, ConvOp, QConvOp and QMatmulOp (Contraction.cpp).

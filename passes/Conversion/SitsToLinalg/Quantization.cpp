@@ -122,9 +122,9 @@ FailureOr<Value> mlir::sits::lowerQuantizeOp(OpBuilder &b, QuantizeOp op,
     Value y = buildElementwise(
         b, loc, inputs, maps, sizes, storageType.getElementType(),
         [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value z = zeroPoint ? readQuantized(nb, l, args[2], zeroPointType,
-                                              paramMap)
-                              : Value();
+          Value z = zeroPoint
+                        ? readQuantized(nb, l, args[2], zeroPointType, paramMap)
+                        : Value();
           return quantizeScalar(nb, l, args[0], args[1], z, element);
         });
     return castToType(b, loc, y, storageType);
@@ -162,8 +162,8 @@ FailureOr<Value> mlir::sits::lowerQuantizeOp(OpBuilder &b, QuantizeOp op,
       logical.push_back(getAffineDimExpr(d + 1, ctx));
   }
   AffineMap logicalMap = AffineMap::get(numLoops, 0, logical, ctx);
-  AffineMap paramMap = quantParamMap(ctx, rank, scaleType, axis, blockSize)
-                           .compose(logicalMap);
+  AffineMap paramMap =
+      quantParamMap(ctx, rank, scaleType, axis, blockSize).compose(logicalMap);
   SmallVector<Value> inputs = {expanded, scale};
   SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(numLoops), paramMap};
   if (zeroPoint) {

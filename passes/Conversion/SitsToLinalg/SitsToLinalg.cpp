@@ -73,17 +73,15 @@ SitsToLinalgTypeConverter::convertTensorType(RankedTensorType type) {
   if (!integer || integer.isSignless())
     return type;
   return RankedTensorType::get(
-      type.getShape(),
-      IntegerType::get(type.getContext(), integer.getWidth()),
+      type.getShape(), IntegerType::get(type.getContext(), integer.getWidth()),
       type.getEncoding());
 }
 
 SitsToLinalgTypeConverter::SitsToLinalgTypeConverter() {
   // Tried last: everything else is legal as is.
   addConversion([](Type type) { return type; });
-  addConversion([](RankedTensorType type) -> Type {
-    return convertTensorType(type);
-  });
+  addConversion(
+      [](RankedTensorType type) -> Type { return convertTensorType(type); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -247,8 +245,8 @@ FailureOr<TypedAttr> convertConstantValue(Attribute value,
     for (int64_t f = 0; f < factor; ++f) {
       int64_t linear = 0;
       for (size_t d = 0; d < shape.size(); ++d) {
-        int64_t i = static_cast<int64_t>(d) == axis ? index[d] * factor + f
-                                                    : index[d];
+        int64_t i =
+            static_cast<int64_t>(d) == axis ? index[d] * factor + f : index[d];
         linear += i * strides[d];
       }
       APInt field = (dense.isSplat() ? toBits(0) : toBits(linear))
@@ -276,8 +274,7 @@ struct ConvertConstant : OpConversionPattern<arith::ConstantOp> {
     auto type = dyn_cast<RankedTensorType>(op.getType());
     if (!type)
       return failure();
-    auto converted =
-        getTypeConverter()->convertType<RankedTensorType>(type);
+    auto converted = getTypeConverter()->convertType<RankedTensorType>(type);
     if (!converted || converted == type)
       return failure();
     FailureOr<TypedAttr> value =
@@ -323,8 +320,8 @@ void mlir::sits::populateSitsToLinalgConversionPatterns(
   detail::populateElementwisePatterns(typeConverter, patterns);
   detail::populateQuantizationPatterns(typeConverter, patterns);
   patterns.add<ConvertConstant, RetypeTensorOp>(typeConverter, ctx);
-  populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(
-      patterns, typeConverter);
+  populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                 typeConverter);
   populateCallOpTypeConversionPattern(patterns, typeConverter);
   populateReturnOpTypeConversionPattern(patterns, typeConverter);
 }

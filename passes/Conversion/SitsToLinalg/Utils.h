@@ -71,8 +71,7 @@ Value collapse(OpBuilder &b, Location loc, Value source,
 Value expand(OpBuilder &b, Location loc, Value source,
              ArrayRef<ReassociationIndices> groups,
              ArrayRef<OpFoldResult> sizes);
-AffineMap dimsMap(MLIRContext *ctx, unsigned numDims,
-                  ArrayRef<int64_t> dims);
+AffineMap dimsMap(MLIRContext *ctx, unsigned numDims, ArrayRef<int64_t> dims);
 AffineMap withoutDims(MLIRContext *ctx, unsigned numDims, int64_t from,
                       int64_t to);
 Value buildGeneric(OpBuilder &b, Location loc, ValueRange inputs,
@@ -101,10 +100,10 @@ Value quantizedToI32(OpBuilder &b, Location loc, Value value,
 
 /// The operands of a dequantization, as a lowering sees them.
 struct DequantizeOperands {
-  Value input;                 // converted
-  RankedTensorType inputType;  // logical
+  Value input;                // converted
+  RankedTensorType inputType; // logical
   Value scale;
-  Value zeroPoint;             // converted, may be null
+  Value zeroPoint; // converted, may be null
   RankedTensorType zeroPointType;
   std::optional<int64_t> axis, blockSize;
 };

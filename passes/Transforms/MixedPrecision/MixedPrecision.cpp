@@ -60,7 +60,8 @@ struct SitsMixedPrecisionPass
         weighted.push_back(op);
     });
     SmallVector<Attribute> report;
-    if (auto existing = module->getAttrOfType<ArrayAttr>("sits.report.precision"))
+    if (auto existing =
+            module->getAttrOfType<ArrayAttr>("sits.report.precision"))
       report.append(existing.begin(), existing.end());
     IRRewriter rewriter(ctx);
     Builder b(ctx);
@@ -82,8 +83,9 @@ struct SitsMixedPrecisionPass
         struct Reasons : RewriterBase::Listener {
           std::string &reason;
           explicit Reasons(std::string &r) : reason(r) {}
-          void notifyMatchFailure(
-              Location loc, function_ref<void(Diagnostic &)> fn) override {
+          void
+          notifyMatchFailure(Location loc,
+                             function_ref<void(Diagnostic &)> fn) override {
             Diagnostic diag(loc, DiagnosticSeverity::Remark);
             fn(diag);
             reason = diag.str();
@@ -106,8 +108,8 @@ struct SitsMixedPrecisionPass
       }
       SmallVector<Attribute> formats, blockErrors;
       for (size_t i = 0; i < plan->blockCandidate.size(); ++i) {
-        formats.push_back(b.getStringAttr(stringifyWeightFormat(
-            plan->candidates[plan->blockCandidate[i]])));
+        formats.push_back(b.getStringAttr(
+            stringifyWeightFormat(plan->candidates[plan->blockCandidate[i]])));
         blockErrors.push_back(
             b.getF64FloatAttr(plan->relativeError(plan->blockNoise[i])));
       }
@@ -157,14 +159,12 @@ struct SitsMixedPrecisionPass
       if (!config.allowFp8)
         return module.emitError()
                << "precision 'fp8' needs a target with FP8 E4M3 support; '"
-               << info.name
-               << "' has none (FP8 targets: h100, h200, mi300x)";
+               << info.name << "' has none (FP8 targets: h100, h200, mi300x)";
     } else if (precision == "auto") {
       config.autoSelect = true;
     } else if (precision != "fp32") {
-      return module.emitError()
-             << "unknown precision '" << precision
-             << "'; expected fp32, int8, int4, fp8 or auto";
+      return module.emitError() << "unknown precision '" << precision
+                                << "'; expected fp32, int8, int4, fp8 or auto";
     }
     if (groupSize != 32 && groupSize != 64 && groupSize != 128)
       return module.emitError()
@@ -180,8 +180,8 @@ struct SitsMixedPrecisionPass
              << ") must be a multiple of group-size (" << int64_t(groupSize)
              << ") so that INT4 blocks hold whole groups";
     if (!(errorBudget >= 0.0))
-      return module.emitError()
-             << "error-budget must be non-negative, got " << double(errorBudget);
+      return module.emitError() << "error-budget must be non-negative, got "
+                                << double(errorBudget);
     return success();
   }
 };

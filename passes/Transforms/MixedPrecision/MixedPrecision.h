@@ -40,14 +40,13 @@ struct ConstantMaker {
 
   Value bytes(OpBuilder &b, Location loc, RankedTensorType type,
               ArrayRef<char> data, StringRef what) const {
-    AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-        data, /*align=*/64);
+    AsmResourceBlob blob =
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(data, /*align=*/64);
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(original))
       return arith::ConstantOp::create(
           b, loc,
           DenseResourceElementsAttr::get(
-              type,
-              (resource.getRawHandle().getKey() + suffix + what).str(),
+              type, (resource.getRawHandle().getKey() + suffix + what).str(),
               std::move(blob)));
     return arith::ConstantOp::create(
         b, loc, DenseElementsAttr::getFromRawBuffer(type, blob.getData()));

@@ -32,8 +32,8 @@ using namespace mlir::sits::mixed_precision;
 std::optional<std::vector<float>>
 mixed_precision::constantVector(Value value, int64_t size) {
   auto constant = value ? value.getDefiningOp<arith::ConstantOp>() : nullptr;
-  auto elements = constant ? dyn_cast<ElementsAttr>(constant.getValue())
-                           : ElementsAttr();
+  auto elements =
+      constant ? dyn_cast<ElementsAttr>(constant.getValue()) : ElementsAttr();
   if (!elements || !elements.getElementType().isF32() ||
       elements.getNumElements() != size)
     return std::nullopt;
@@ -143,8 +143,8 @@ int64_t pieceBytes(WeightFormat format, int64_t rows, int64_t cols,
 
 } // namespace
 
-PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
-                                              int64_t k, int64_t n,
+PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight, int64_t k,
+                                              int64_t n,
                                               const InputStats &stats,
                                               const PrecisionConfig &config) {
   PrecisionPlan plan;
@@ -162,13 +162,14 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
   for (int64_t r = 0; r < k; ++r) {
     rowSignal[r] = std::max(stats.meanSquare[r], 0.0);
     double variance = stats.meanSquare[r] - stats.mean[r] * stats.mean[r];
-    rowWeight[r] = config.biasCorrection ? std::max(variance, 0.0)
-                                         : rowSignal[r];
+    rowWeight[r] =
+        config.biasCorrection ? std::max(variance, 0.0) : rowSignal[r];
   }
   plan.signal = 0.0;
   for (int64_t r = 0; r < k; ++r)
     for (int64_t c = 0; c < n; ++c)
-      plan.signal += rowSignal[r] * double(weight[r * n + c]) * weight[r * n + c];
+      plan.signal +=
+          rowSignal[r] * double(weight[r * n + c]) * weight[r * n + c];
 
   // The quantizations the blocks can take, each over the whole weight: 8-bit
   // formats per output channel, INT4 per group. A piece cut from a block
@@ -191,16 +192,15 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight,
     plan.quantized.push_back(quantizeWeight(weight, k, n, f, groupOf(f)));
 
   // noise[b][i]: estimated squared output error of block b in candidate i.
-  std::vector<std::vector<double>> noise(numBlocks,
-                                         std::vector<double>(candidates.size()));
-  std::vector<std::vector<int64_t>> bytes(numBlocks,
-                                          std::vector<int64_t>(candidates.size()));
+  std::vector<std::vector<double>> noise(
+      numBlocks, std::vector<double>(candidates.size()));
+  std::vector<std::vector<int64_t>> bytes(
+      numBlocks, std::vector<int64_t>(candidates.size()));
   auto blockRange = [&](int64_t b) {
     int64_t bk = b / plan.blocksN, bn = b % plan.blocksN;
-    return std::array<int64_t, 4>{bk * plan.blockK,
-                                  std::min(k, (bk + 1) * plan.blockK),
-                                  bn * config.blockN,
-                                  std::min(n, (bn + 1) * config.blockN)};
+    return std::array<int64_t, 4>{
+        bk * plan.blockK, std::min(k, (bk + 1) * plan.blockK),
+        bn * config.blockN, std::min(n, (bn + 1) * config.blockN)};
   };
   for (int64_t b = 0; b < numBlocks; ++b) {
     auto [k0, k1, n0, n1] = blockRange(b);

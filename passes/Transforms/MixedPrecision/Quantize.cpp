@@ -39,8 +39,8 @@ const std::array<double, 127> &fp8E4M3Values() {
   static const std::array<double, 127> values = [] {
     std::array<double, 127> v;
     for (unsigned code = 0; code < 127; ++code)
-      v[code] = APFloat(APFloat::Float8E4M3FN(), APInt(8, code))
-                    .convertToDouble();
+      v[code] =
+          APFloat(APFloat::Float8E4M3FN(), APInt(8, code)).convertToDouble();
     return v;
   }();
   return values;

@@ -53,8 +53,7 @@ mlir::sits::quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
   for (int64_t o = 0; o < n; ++o)
     for (int64_t r = 0; r < k; ++r)
       weight[r * n + o] = raw[o * k + r];
-  InputStats channelStats =
-      estimateInputStats(conv, inputType.getDimSize(1));
+  InputStats channelStats = estimateInputStats(conv, inputType.getDimSize(1));
   auto channelOf = [&](int64_t r, int64_t o) {
     return (o / outPerGroup) * channelsPerGroup + r / window;
   };
@@ -65,7 +64,8 @@ mlir::sits::quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
   stats.meanSquare.assign(k, 0.0);
   for (int64_t r = 0; r < k; ++r)
     for (int64_t g = 0; g < groups; ++g) {
-      stats.mean[r] += channelStats.mean[channelOf(r, g * outPerGroup)] / groups;
+      stats.mean[r] +=
+          channelStats.mean[channelOf(r, g * outPerGroup)] / groups;
       stats.meanSquare[r] +=
           channelStats.meanSquare[channelOf(r, g * outPerGroup)] / groups;
     }
@@ -104,12 +104,14 @@ mlir::sits::quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
   for (int64_t o = 0; o < n; ++o)
     for (int64_t r = 0; r < k; ++r)
       codes[o * k + r] = static_cast<char>(q.codes[r * n + o]);
-  Value filter = maker.bytes(
-      rewriter, loc, RankedTensorType::get(type.getShape(), rewriter.getI8Type()),
-      codes, ".qint8");
+  Value filter =
+      maker.bytes(rewriter, loc,
+                  RankedTensorType::get(type.getShape(), rewriter.getI8Type()),
+                  codes, ".qint8");
   auto vectorType = RankedTensorType::get({n}, rewriter.getF32Type());
-  Value scale = maker.floats(rewriter, loc, vectorType,
-                             ArrayRef<float>(q.scales.data(), n), ".qint8.scale");
+  Value scale =
+      maker.floats(rewriter, loc, vectorType,
+                   ArrayRef<float>(q.scales.data(), n), ".qint8.scale");
 
   // The bias, corrected: a constant bias gets the correction folded in,
   // any other an addition.
@@ -128,10 +130,10 @@ mlir::sits::quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
       bias = arith::AddFOp::create(rewriter, loc, bias, correction);
     }
   }
-  auto qconv = QConvOp::create(
-      rewriter, loc, conv.getType(), conv.getInput(), filter, scale, bias,
-      conv.getStridesAttr(), conv.getPaddingAttr(), conv.getDilationsAttr(),
-      conv.getGroupsAttr(), conv.getActivationAttr());
+  auto qconv = QConvOp::create(rewriter, loc, conv.getType(), conv.getInput(),
+                               filter, scale, bias, conv.getStridesAttr(),
+                               conv.getPaddingAttr(), conv.getDilationsAttr(),
+                               conv.getGroupsAttr(), conv.getActivationAttr());
   Value oldBias = conv.getBias();
   rewriter.replaceOp(conv, qconv.getResult());
   if (constant->use_empty())

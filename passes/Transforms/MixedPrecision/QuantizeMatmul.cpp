@@ -46,7 +46,8 @@ static Value makePieceWeight(OpBuilder &b, Location loc,
     for (int64_t r = p.k0; r < p.k1; ++r)
       for (int64_t c = p.n0; c < p.n1; ++c)
         values.push_back(weight[r * n + c]);
-    return maker.floats(b, loc, RankedTensorType::get({rows, cols}, b.getF32Type()),
+    return maker.floats(b, loc,
+                        RankedTensorType::get({rows, cols}, b.getF32Type()),
                         values, name);
   }
   case WeightFormat::Int8:
@@ -82,7 +83,8 @@ static Value makePieceWeight(OpBuilder &b, Location loc,
     for (int64_t r = p.k0; r < p.k1; ++r)
       for (int64_t c = p.n0; c < p.n1; ++c)
         values.push_back(APInt(4, q.codes[r * n + c], /*isSigned=*/true));
-    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
+    return arith::ConstantOp::create(b, loc,
+                                     DenseElementsAttr::get(type, values));
   }
   }
   llvm_unreachable("unknown weight format");
@@ -124,8 +126,7 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
   if (type.getRank() != 2 || !type.getElementType().isF32() ||
       !lhsType.getElementType().isF32() || type.getEncoding())
-    return rewriter.notifyMatchFailure(matmul,
-                                       "rhs is not a 2-D f32 weight");
+    return rewriter.notifyMatchFailure(matmul, "rhs is not a 2-D f32 weight");
   std::optional<ArrayRef<char>> bytes =
       value ? getConstantBytes(value) : std::nullopt;
   if (!bytes)
@@ -152,8 +153,8 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   // chosen blocks' dequantized values.
   plan.biasDelta.assign(n, 0.0);
   auto candidateOf = [&](int64_t r, int64_t c) {
-    return plan.blockCandidate[(r / plan.blockK) * plan.blocksN +
-                               c / plan.blockN];
+    return plan
+        .blockCandidate[(r / plan.blockK) * plan.blocksN + c / plan.blockN];
   };
   if (config.biasCorrection)
     for (int64_t r = 0; r < k; ++r) {
@@ -161,11 +162,12 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
         continue;
       for (int64_t c = 0; c < n; ++c) {
         const QuantizedWeight &q = plan.quantized[candidateOf(r, c)];
-        plan.biasDelta[c] +=
-            stats.mean[r] * (double(weight[r * n + c]) - q.dequantized[r * n + c]);
+        plan.biasDelta[c] += stats.mean[r] * (double(weight[r * n + c]) -
+                                              q.dequantized[r * n + c]);
       }
     }
-  bool correctBias = llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
+  bool correctBias =
+      llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
 
   // Pieces: strips of block columns with the same formats down K, cut into
   // runs of equal-format blocks along K.
@@ -288,12 +290,11 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
                 ? RankedTensorType::get({p.n1 - p.n0}, rewriter.getF32Type())
                 : RankedTensorType::get({g1 - g0, p.n1 - p.n0},
                                         rewriter.getF32Type());
-        Value scale = maker.floats(rewriter, loc, scaleType, scales,
-                                   name + ".scale");
+        Value scale =
+            maker.floats(rewriter, loc, scaleType, scales, name + ".scale");
         auto qmatmul = QMatmulOp::create(
             rewriter, loc, pieceType, pieceX, w, scale, /*zero_point=*/Value(),
-            pieceBias,
-            rewriter.getI64IntegerAttr(perChannel ? 1 : 0),
+            pieceBias, rewriter.getI64IntegerAttr(perChannel ? 1 : 0),
             perChannel ? IntegerAttr() : rewriter.getI64IntegerAttr(q.group),
             /*transpose_weight=*/false, activation);
         result = qmatmul;
@@ -312,7 +313,8 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   rewriter.replaceOp(matmul, result);
   if (constant->use_empty())
     rewriter.eraseOp(constant);
-  if (Operation *biasOp = bias ? bias.getDefiningOp<arith::ConstantOp>() : nullptr;
+  if (Operation *biasOp =
+          bias ? bias.getDefiningOp<arith::ConstantOp>() : nullptr;
       biasOp && biasOp->use_empty())
     rewriter.eraseOp(biasOp);
   return plan;

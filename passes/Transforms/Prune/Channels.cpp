@@ -59,16 +59,18 @@ static std::optional<ChannelContraction> getChannelContraction(Operation *op) {
     c.outDim = 0;
     c.inDim = 1;
     c.activation = conv.getActivation();
-    c.positionInvariant =
-        llvm::all_of(conv.getPaddingOrDefault(), [](int64_t p) { return p == 0; });
+    c.positionInvariant = llvm::all_of(conv.getPaddingOrDefault(),
+                                       [](int64_t p) { return p == 0; });
   } else {
     return std::nullopt;
   }
   c.input = op->getOperand(0);
   c.weight = getConstantElements(op->getOperand(1));
-  if (!c.weight || cast<ShapedType>(c.weight.getType()).getRank() <
-                       (isa<MatmulOp>(op) ? 2 : 3) ||
-      (isa<MatmulOp>(op) && cast<ShapedType>(c.weight.getType()).getRank() != 2))
+  if (!c.weight ||
+      cast<ShapedType>(c.weight.getType()).getRank() <
+          (isa<MatmulOp>(op) ? 2 : 3) ||
+      (isa<MatmulOp>(op) &&
+       cast<ShapedType>(c.weight.getType()).getRank() != 2))
     return std::nullopt;
   if (op->getNumOperands() > 2 &&
       !(c.bias = getConstantElements(op->getOperand(2))))
@@ -95,7 +97,8 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
                                      double threshold, int64_t multiple) {
   std::optional<ChannelContraction> producer = getChannelContraction(op);
   if (!producer)
-    return rewriter.notifyMatchFailure(op, "not a contraction with constant weights");
+    return rewriter.notifyMatchFailure(
+        op, "not a contraction with constant weights");
   // Follow the single-use chain producer -> [sits.activation] -> consumer.
   Value channels = op->getResult(0);
   SmallVector<ActivationKind> activations = {producer->activation};
@@ -134,12 +137,15 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
       (b1 && int64_t(b1->size()) != n))
     return rewriter.notifyMatchFailure(op, "weights are not readable floats");
   // Pruning a copy of a weight another op keeps would add bytes.
-  if (!isOwnedConstant(op->getOperand(1)) || !isOwnedConstant(user->getOperand(1)) ||
+  if (!isOwnedConstant(op->getOperand(1)) ||
+      !isOwnedConstant(user->getOperand(1)) ||
       (producer->bias && !isOwnedConstant(op->getOperand(2))))
     return rewriter.notifyMatchFailure(op, "weights are shared with other ops");
 
-  SmallVector<double> written = maxAbsAlong(*w1, w1Type.getShape(), producer->outDim);
-  SmallVector<double> read = maxAbsAlong(*w2, w2Type.getShape(), consumer->inDim);
+  SmallVector<double> written =
+      maxAbsAlong(*w1, w1Type.getShape(), producer->outDim);
+  SmallVector<double> read =
+      maxAbsAlong(*w2, w2Type.getShape(), consumer->inDim);
   PrunedStructure result;
   result.total = n;
   SmallVector<int64_t> live;
@@ -176,8 +182,10 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
       return rewriter.notifyMatchFailure(
           op, "a multiple of the channel granule keeps every channel");
     SmallVector<int64_t> byWeight(result.removed);
-    llvm::stable_sort(byWeight, [&](int64_t a, int64_t b) { return read[a] > read[b]; });
-    for (int64_t j : ArrayRef<int64_t>(byWeight).take_front(keep - live.size())) {
+    llvm::stable_sort(byWeight,
+                      [&](int64_t a, int64_t b) { return read[a] > read[b]; });
+    for (int64_t j :
+         ArrayRef<int64_t>(byWeight).take_front(keep - live.size())) {
       live.push_back(j);
       llvm::erase(result.removed, j);
       if (constantValue[j] != 0.0)
@@ -208,13 +216,17 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
     }
   }
 
-  FailureOr<TypedAttr> newW1 = gatherConstant(producer->weight, producer->outDim, live);
-  FailureOr<TypedAttr> newW2 = gatherConstant(consumer->weight, consumer->inDim, live);
-  FailureOr<TypedAttr> newB1 =
-      producer->bias ? gatherConstant(producer->bias, 0, live) : FailureOr<TypedAttr>(TypedAttr());
+  FailureOr<TypedAttr> newW1 =
+      gatherConstant(producer->weight, producer->outDim, live);
+  FailureOr<TypedAttr> newW2 =
+      gatherConstant(consumer->weight, consumer->inDim, live);
+  FailureOr<TypedAttr> newB1 = producer->bias
+                                   ? gatherConstant(producer->bias, 0, live)
+                                   : FailureOr<TypedAttr>(TypedAttr());
   if (failed(newW1) || failed(newW2) || failed(newB1))
     return rewriter.notifyMatchFailure(op, "weights are not plain dense data");
-  int64_t before = getStorageBytes(producer->weight) + getStorageBytes(consumer->weight) +
+  int64_t before = getStorageBytes(producer->weight) +
+                   getStorageBytes(consumer->weight) +
                    (producer->bias ? getStorageBytes(producer->bias) : 0);
   int64_t after = getStorageBytes(cast<ElementsAttr>(*newW1)) +
                   getStorageBytes(cast<ElementsAttr>(*newW2)) +
@@ -222,26 +234,31 @@ mlir::sits::pruneContractionChannels(RewriterBase &rewriter, Operation *op,
   result.bytesRemoved = before - after;
 
   rewriter.setInsertionPoint(op);
-  setWeightOrBias(rewriter, op, 1, createConstant(rewriter, op->getLoc(), *newW1));
+  setWeightOrBias(rewriter, op, 1,
+                  createConstant(rewriter, op->getLoc(), *newW1));
   if (*newB1)
-    setWeightOrBias(rewriter, op, 2, createConstant(rewriter, op->getLoc(), *newB1));
+    setWeightOrBias(rewriter, op, 2,
+                    createConstant(rewriter, op->getLoc(), *newB1));
   int64_t kept = live.size();
   rewriter.modifyOpInPlace(op, [&] {
-    op->getResult(0).setType(withDim(op->getResult(0).getType(), channelDim, kept));
+    op->getResult(0).setType(
+        withDim(op->getResult(0).getType(), channelDim, kept));
   });
   if (between)
     rewriter.modifyOpInPlace(between, [&] {
       between->getResult(0).setType(op->getResult(0).getType());
     });
   rewriter.setInsertionPoint(user);
-  setWeightOrBias(rewriter, user, 1, createConstant(rewriter, user->getLoc(), *newW2));
+  setWeightOrBias(rewriter, user, 1,
+                  createConstant(rewriter, user->getLoc(), *newW2));
   if (newBias) {
-    auto biasType = RankedTensorType::get(
-        {outChannels}, w2Type.getElementType());
+    auto biasType =
+        RankedTensorType::get({outChannels}, w2Type.getElementType());
     ElementsAttr like = consumer->bias ? consumer->bias : consumer->weight;
-    setWeightOrBias(rewriter, user, 2,
-                    createConstant(rewriter, user->getLoc(),
-                                   writeFloats(like, biasType, *newBias, ".bias")));
+    setWeightOrBias(
+        rewriter, user, 2,
+        createConstant(rewriter, user->getLoc(),
+                       writeFloats(like, biasType, *newBias, ".bias")));
   }
   return result;
 }

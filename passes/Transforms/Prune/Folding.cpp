@@ -30,7 +30,8 @@ using namespace mlir::sits::prune;
 //===----------------------------------------------------------------------===//
 
 /// Transposes row-major `bytes` of `shape` by `permutation`.
-static AsmResourceBlob transposeBytes(ArrayRef<char> bytes, int64_t elementBytes,
+static AsmResourceBlob transposeBytes(ArrayRef<char> bytes,
+                                      int64_t elementBytes,
                                       ArrayRef<int64_t> shape,
                                       ArrayRef<int64_t> permutation) {
   int64_t rank = shape.size();
@@ -82,9 +83,9 @@ FailureOr<Value> mlir::sits::foldConstantSubgraph(RewriterBase &rewriter,
       !isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::ReshapeOp,
            tensor::CastOp, tensor::ExtractSliceOp>(op))
     return failure();
-  SmallVector<Value> inputs =
-      transpose ? SmallVector<Value>{transpose.getInput()}
-                : SmallVector<Value>(op->getOperands());
+  SmallVector<Value> inputs = transpose
+                                  ? SmallVector<Value>{transpose.getInput()}
+                                  : SmallVector<Value>(op->getOperands());
   SmallVector<Attribute> operands;
   for (Value input : inputs) {
     Attribute attr;
@@ -112,11 +113,11 @@ FailureOr<Value> mlir::sits::foldConstantSubgraph(RewriterBase &rewriter,
       if (!bytes)
         return failure();
       auto type = cast<RankedTensorType>(value.getType());
-      folded = makeConstantLike(
-          value, resultType,
-          transposeBytes(*bytes, getElementBytes(type), type.getShape(),
-                         transpose.getPermutation()),
-          ".t");
+      folded = makeConstantLike(value, resultType,
+                                transposeBytes(*bytes, getElementBytes(type),
+                                               type.getShape(),
+                                               transpose.getPermutation()),
+                                ".t");
     }
   } else {
     for (Attribute &attr : operands)
@@ -125,8 +126,8 @@ FailureOr<Value> mlir::sits::foldConstantSubgraph(RewriterBase &rewriter,
     SmallVector<OpFoldResult> results;
     if (failed(op->fold(operands, results)) || results.size() != 1)
       return failure();
-    auto value = dyn_cast_or_null<DenseElementsAttr>(
-        dyn_cast<Attribute>(results[0]));
+    auto value =
+        dyn_cast_or_null<DenseElementsAttr>(dyn_cast<Attribute>(results[0]));
     if (!value || value.getType() != resultType)
       return failure();
     folded = value;
@@ -138,9 +139,8 @@ FailureOr<Value> mlir::sits::foldConstantSubgraph(RewriterBase &rewriter,
       auto &manager =
           DenseResourceElementsHandle::getManagerInterface(op->getContext());
       folded = DenseResourceElementsAttr::get(
-          resultType,
-          manager.insert(getReportName(op->getLoc()) + suffix.str(),
-                         std::move(blob)));
+          resultType, manager.insert(getReportName(op->getLoc()) + suffix.str(),
+                                     std::move(blob)));
     }
   }
   rewriter.setInsertionPoint(op);
@@ -170,7 +170,9 @@ static Value getIdentitySource(Operation *op) {
   if (op->getNumResults() != 1)
     return {};
   Type type = op->getResult(0).getType();
-  auto sameType = [&](Value v) { return v && v.getType() == type ? v : Value(); };
+  auto sameType = [&](Value v) {
+    return v && v.getType() == type ? v : Value();
+  };
   if (isa<tensor::ReshapeOp, tensor::CastOp, tensor::ExpandShapeOp,
           tensor::CollapseShapeOp, arith::ExtFOp, arith::TruncFOp>(op))
     return sameType(op->getOperand(0));
@@ -193,8 +195,10 @@ static Value getIdentitySource(Operation *op) {
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     auto sourceType = slice.getSourceType();
     bool full = sourceType.hasStaticShape() &&
-                llvm::all_of(slice.getStaticOffsets(), [](int64_t o) { return o == 0; }) &&
-                llvm::all_of(slice.getStaticStrides(), [](int64_t s) { return s == 1; }) &&
+                llvm::all_of(slice.getStaticOffsets(),
+                             [](int64_t o) { return o == 0; }) &&
+                llvm::all_of(slice.getStaticStrides(),
+                             [](int64_t s) { return s == 1; }) &&
                 slice.getStaticSizes() == sourceType.getShape();
     return full ? sameType(slice.getSource()) : Value();
   }

@@ -35,7 +35,7 @@ namespace {
 /// which the attention reads directly or after a KV cache: `tensor.concat`
 /// along the sequence of past heads and these.
 struct HeadProjection {
-  Value read;  // what the attention reads: `heads` or the cache
+  Value read; // what the attention reads: `heads` or the cache
   Value heads;
   tensor::ConcatOp cache; // null without a KV cache
   Value past;
@@ -44,8 +44,8 @@ struct HeadProjection {
   tensor::ExtractSliceOp slice; // null when the matmul's result is used whole
   MatmulOp source;
   ElementsAttr weight, bias;
-  int64_t outDim;  // weight dimension of the columns
-  int64_t offset;  // first column in the source
+  int64_t outDim; // weight dimension of the columns
+  int64_t offset; // first column in the source
   int64_t numHeads, headDim;
 };
 
@@ -56,7 +56,8 @@ static bool isHeadTranspose(linalg::TransposeOp op) {
 }
 
 static bool isSplitLastDim(ArrayRef<ReassociationIndices> reassociation) {
-  return reassociation.size() == 3 && reassociation[0] == ReassociationIndices{0} &&
+  return reassociation.size() == 3 &&
+         reassociation[0] == ReassociationIndices{0} &&
          reassociation[1] == ReassociationIndices{1} &&
          reassociation[2] == ReassociationIndices{2, 3};
 }
@@ -79,7 +80,8 @@ static std::optional<HeadProjection> matchHeadProjection(Value read) {
   if (!isHeadTranspose(p.transpose))
     return std::nullopt;
   p.expand = p.transpose.getInput().getDefiningOp<tensor::ExpandShapeOp>();
-  if (!p.expand || !p.expand->hasOneUse() || !p.expand.getResultType().hasStaticShape() ||
+  if (!p.expand || !p.expand->hasOneUse() ||
+      !p.expand.getResultType().hasStaticShape() ||
       !isSplitLastDim(p.expand.getReassociationIndices()))
     return std::nullopt;
   p.numHeads = p.expand.getResultType().getDimSize(2);
@@ -90,9 +92,10 @@ static std::optional<HeadProjection> matchHeadProjection(Value read) {
     ArrayRef<int64_t> offsets = p.slice.getStaticOffsets();
     if (!p.slice->hasOneUse() || p.slice.getSourceType().getRank() != 3 ||
         !p.slice.getSourceType().hasStaticShape() ||
-        p.slice.getType().getRank() != 3 || offsets[0] != 0 || offsets[1] != 0 ||
-        ShapedType::isDynamic(offsets[2]) ||
-        !llvm::all_of(p.slice.getStaticStrides(), [](int64_t s) { return s == 1; }) ||
+        p.slice.getType().getRank() != 3 || offsets[0] != 0 ||
+        offsets[1] != 0 || ShapedType::isDynamic(offsets[2]) ||
+        !llvm::all_of(p.slice.getStaticStrides(),
+                      [](int64_t s) { return s == 1; }) ||
         p.slice.getStaticSizes().take_front(2) !=
             p.slice.getSourceType().getShape().take_front(2))
       return std::nullopt;
@@ -104,7 +107,8 @@ static std::optional<HeadProjection> matchHeadProjection(Value read) {
       p.source.getActivation() != ActivationKind::None)
     return std::nullopt;
   p.weight = getConstantElements(p.source.getRhs());
-  p.bias = p.source.getBias() ? getConstantElements(p.source.getBias()) : ElementsAttr();
+  p.bias = p.source.getBias() ? getConstantElements(p.source.getBias())
+                              : ElementsAttr();
   if (!p.weight || cast<ShapedType>(p.weight.getType()).getRank() != 2 ||
       (p.source.getBias() && !p.bias))
     return std::nullopt;
@@ -113,7 +117,8 @@ static std::optional<HeadProjection> matchHeadProjection(Value read) {
 }
 
 /// Max-abs of each head's columns in a projection's weight and bias.
-static std::optional<SmallVector<double>> headMagnitudes(const HeadProjection &p) {
+static std::optional<SmallVector<double>>
+headMagnitudes(const HeadProjection &p) {
   std::optional<std::vector<double>> w = readFloats(p.weight);
   std::optional<std::vector<double>> b;
   if (p.bias && !(b = readFloats(p.bias)))
@@ -134,7 +139,8 @@ static std::optional<SmallVector<double>> headMagnitudes(const HeadProjection &p
 }
 
 /// Runs of consecutive equal values of `keep`: (first, count, value).
-static SmallVector<std::tuple<int64_t, int64_t, bool>> getRuns(ArrayRef<bool> keep) {
+static SmallVector<std::tuple<int64_t, int64_t, bool>>
+getRuns(ArrayRef<bool> keep) {
   SmallVector<std::tuple<int64_t, int64_t, bool>> runs;
   for (int64_t h = 0, e = keep.size(); h < e; ++h) {
     if (!runs.empty() && std::get<2>(runs.back()) == keep[h])
@@ -150,16 +156,20 @@ static Value sliceHeads(RewriterBase &rewriter, Location loc, Value heads,
   auto type = cast<RankedTensorType>(heads.getType());
   if (first == 0 && count == type.getDimSize(1))
     return heads;
-  SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0)), strides(4, rewriter.getIndexAttr(1)), sizes;
+  SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0)),
+      strides(4, rewriter.getIndexAttr(1)), sizes;
   offsets[1] = rewriter.getIndexAttr(first);
   for (int64_t d = 0; d < 4; ++d)
     sizes.push_back(rewriter.getIndexAttr(d == 1 ? count : type.getDimSize(d)));
-  return tensor::ExtractSliceOp::create(rewriter, loc, heads, offsets, sizes, strides);
+  return tensor::ExtractSliceOp::create(rewriter, loc, heads, offsets, sizes,
+                                        strides);
 }
 
-static Value concatHeads(RewriterBase &rewriter, Location loc, ValueRange pieces) {
-  return pieces.size() == 1 ? pieces[0]
-                            : tensor::ConcatOp::create(rewriter, loc, 1, pieces).getResult();
+static Value concatHeads(RewriterBase &rewriter, Location loc,
+                         ValueRange pieces) {
+  return pieces.size() == 1
+             ? pieces[0]
+             : tensor::ConcatOp::create(rewriter, loc, 1, pieces).getResult();
 }
 
 /// The heads `live` of `heads` ([B, H, T, D]), in order.
@@ -187,7 +197,8 @@ static Value reconstructHeads(RewriterBase &rewriter, Location loc,
     auto zerosType = withDim(type, 1, count);
     pieces.push_back(createConstant(
         rewriter, loc,
-        DenseElementsAttr::get(zerosType, rewriter.getZeroAttr(type.getElementType()))));
+        DenseElementsAttr::get(zerosType,
+                               rewriter.getZeroAttr(type.getElementType()))));
   }
   // Whole-tensor slices of the live heads fold away in canonicalization.
   return concatHeads(rewriter, loc, pieces);
@@ -201,48 +212,62 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   auto resultType = cast<RankedTensorType>(result.getType());
   if (!resultType.hasStaticShape() || resultType.getRank() != 4)
     return rewriter.notifyMatchFailure(attention, "not static [B, H, T, D]");
-  int64_t numHeads = resultType.getDimSize(1), valueDim = resultType.getDimSize(3);
+  int64_t numHeads = resultType.getDimSize(1),
+          valueDim = resultType.getDimSize(3);
   // Grouped-query attention: query head h reads key/value head h / group.
-  int64_t numKVHeads = cast<ShapedType>(attention.getKey().getType()).getDimSize(1);
-  if (ShapedType::isDynamic(numKVHeads) || numKVHeads <= 0 || numHeads % numKVHeads)
-    return rewriter.notifyMatchFailure(attention, "key/value heads do not divide query heads");
+  int64_t numKVHeads =
+      cast<ShapedType>(attention.getKey().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numKVHeads) || numKVHeads <= 0 ||
+      numHeads % numKVHeads)
+    return rewriter.notifyMatchFailure(
+        attention, "key/value heads do not divide query heads");
   int64_t group = numHeads / numKVHeads;
   linalg::TransposeOp outTranspose;
   tensor::CollapseShapeOp collapse;
   MatmulOp projection;
   ElementsAttr projectionWeight;
   if (result.hasOneUse() &&
-      isHeadTranspose(outTranspose = dyn_cast<linalg::TransposeOp>(*result.getUsers().begin())) &&
+      isHeadTranspose(outTranspose = dyn_cast<linalg::TransposeOp>(
+                          *result.getUsers().begin())) &&
       outTranspose->getResult(0).hasOneUse() &&
-      (collapse = dyn_cast<tensor::CollapseShapeOp>(*outTranspose->getResult(0).getUsers().begin())) &&
-      isSplitLastDim(collapse.getReassociationIndices()) && collapse->hasOneUse() &&
+      (collapse = dyn_cast<tensor::CollapseShapeOp>(
+           *outTranspose->getResult(0).getUsers().begin())) &&
+      isSplitLastDim(collapse.getReassociationIndices()) &&
+      collapse->hasOneUse() &&
       (projection = dyn_cast<MatmulOp>(*collapse->getUsers().begin())) &&
-      projection.getLhs() == collapse.getResult() && !projection.getTransposeLhs())
+      projection.getLhs() == collapse.getResult() &&
+      !projection.getTransposeLhs())
     projectionWeight = getConstantElements(projection.getRhs());
-  if (projectionWeight && cast<ShapedType>(projectionWeight.getType()).getRank() != 2)
+  if (projectionWeight &&
+      cast<ShapedType>(projectionWeight.getType()).getRank() != 2)
     projectionWeight = {};
 
-  std::optional<HeadProjection> query = matchHeadProjection(attention.getQuery());
+  std::optional<HeadProjection> query =
+      matchHeadProjection(attention.getQuery());
   std::optional<HeadProjection> key = matchHeadProjection(attention.getKey());
-  std::optional<HeadProjection> value = matchHeadProjection(attention.getValue());
+  std::optional<HeadProjection> value =
+      matchHeadProjection(attention.getValue());
 
   // Heads contributing nothing: zero rows of the output projection, or zero
   // value columns and bias (softmax-weighted averages of zero vectors).
   // `magnitude[h]` bounds what head h contributes (the smaller of its
   // output rows' and its value head's max-abs).
   SmallVector<bool> live(numHeads, true);
-  SmallVector<double> magnitude(numHeads, std::numeric_limits<double>::infinity());
+  SmallVector<double> magnitude(numHeads,
+                                std::numeric_limits<double>::infinity());
   std::optional<std::vector<double>> wo;
   int64_t projectionInDim = projection && projection.getTransposeRhs() ? 1 : 0;
   if (projectionWeight && (wo = readFloats(projectionWeight))) {
     auto type = cast<RankedTensorType>(projectionWeight.getType());
-    SmallVector<double> rows = maxAbsAlong(*wo, type.getShape(), projectionInDim);
+    SmallVector<double> rows =
+        maxAbsAlong(*wo, type.getShape(), projectionInDim);
     for (int64_t h = 0; h < numHeads; ++h)
       magnitude[h] = *std::max_element(rows.begin() + h * valueDim,
                                        rows.begin() + (h + 1) * valueDim);
   }
   std::optional<SmallVector<double>> valueMagnitudes;
-  if (value && value->numHeads == numKVHeads && (valueMagnitudes = headMagnitudes(*value)))
+  if (value && value->numHeads == numKVHeads &&
+      (valueMagnitudes = headMagnitudes(*value)))
     for (int64_t h = 0; h < numHeads; ++h)
       magnitude[h] = std::min(magnitude[h], (*valueMagnitudes)[h / group]);
   for (int64_t h = 0; h < numHeads; ++h)
@@ -262,18 +287,21 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   if (numLive == 0)
     return remark("the attention would have no head left");
   if (!projectionWeight || !wo)
-    return remark("the output is not read by a recognised output projection "
-                  "(transpose, collapse_shape, sits.matmul with constant weights)");
+    return remark(
+        "the output is not read by a recognised output projection "
+        "(transpose, collapse_shape, sits.matmul with constant weights)");
   if (!query || !key || !value)
     return remark("the query, key and value are not recognised head "
                   "projections (sits.matmul, extract_slice, expand_shape, "
                   "transpose)");
   if (query->numHeads != numHeads || key->numHeads != numKVHeads ||
       value->numHeads != numKVHeads)
-    return rewriter.notifyMatchFailure(attention, "projections disagree with the head counts");
+    return rewriter.notifyMatchFailure(
+        attention, "projections disagree with the head counts");
   if (Value mask = attention.getMask()) {
     auto maskType = cast<ShapedType>(mask.getType());
-    if (maskType.getRank() >= 3 && maskType.getDimSize(maskType.getRank() - 3) != 1)
+    if (maskType.getRank() >= 3 &&
+        maskType.getDimSize(maskType.getRank() - 3) != 1)
       return remark("the mask differs per head");
   }
   SmallVector<HeadProjection *> projections = {&*query, &*key, &*value};
@@ -307,7 +335,9 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     for (int64_t h = j * group; h < (j + 1) * group; ++h)
       if (!live[h])
         prunable.push_back(h);
-    llvm::stable_sort(prunable, [&](int64_t a, int64_t b) { return magnitude[a] > magnitude[b]; });
+    llvm::stable_sort(prunable, [&](int64_t a, int64_t b) {
+      return magnitude[a] > magnitude[b];
+    });
     for (int64_t h : ArrayRef(prunable).take_front(keepPerGroup - groupLive[j]))
       live[h] = true;
     putBack += keepPerGroup - groupLive[j];
@@ -322,7 +352,9 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     kvLive[j] = groupLive[j] > 0;
   int64_t numKVLive = llvm::count(kvLive, true);
   // The heads kept of projection i (query, key, value).
-  auto liveOf = [&](unsigned i) -> ArrayRef<bool> { return i == 0 ? live : kvLive; };
+  auto liveOf = [&](unsigned i) -> ArrayRef<bool> {
+    return i == 0 ? live : kvLive;
+  };
   auto numLiveOf = [&](unsigned i) { return i == 0 ? numLive : numKVLive; };
 
   // Per projection: drop the pruned heads' columns ("shrink") unless other
@@ -337,9 +369,11 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     bool exactZero = false;
     if (othersUsers) {
       std::optional<SmallVector<double>> magnitudes = headMagnitudes(*p);
-      exactZero = magnitudes && llvm::all_of(llvm::seq<int64_t>(0, p->numHeads), [&](int64_t h) {
-                    return kept[h] || (*magnitudes)[h] == 0.0;
-                  });
+      exactZero =
+          magnitudes &&
+          llvm::all_of(llvm::seq<int64_t>(0, p->numHeads), [&](int64_t h) {
+            return kept[h] || (*magnitudes)[h] == 0.0;
+          });
     }
     shrink.push_back(!othersUsers || exactZero);
   }
@@ -380,10 +414,13 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
     if (live[h])
       for (int64_t d = 0; d < valueDim; ++d)
         rows.push_back(h * valueDim + d);
-  FailureOr<TypedAttr> newWo = gatherConstant(projectionWeight, projectionInDim, rows);
+  FailureOr<TypedAttr> newWo =
+      gatherConstant(projectionWeight, projectionInDim, rows);
   if (failed(newWo))
-    return rewriter.notifyMatchFailure(attention, "weights are not plain dense data");
-  pruned.bytesRemoved += getStorageBytes(projectionWeight) - getStorageBytes(cast<ElementsAttr>(*newWo));
+    return rewriter.notifyMatchFailure(attention,
+                                       "weights are not plain dense data");
+  pruned.bytesRemoved += getStorageBytes(projectionWeight) -
+                         getStorageBytes(cast<ElementsAttr>(*newWo));
 
   Location loc = attention.getLoc();
   SmallVector<Value> liveInputs(3);
@@ -393,7 +430,8 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       // Keep the columns; the attention reads the live heads out of them.
       rewriter.setInsertionPoint(attention);
       for (unsigned i : members)
-        liveInputs[i] = selectHeads(rewriter, loc, projections[i]->read, liveOf(i));
+        liveInputs[i] =
+            selectHeads(rewriter, loc, projections[i]->read, liveOf(i));
       continue;
     }
     // Columns still needed, projection by projection.
@@ -412,19 +450,25 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
           for (int64_t d = 0; d < p.headDim; ++d)
             columns.push_back(p.offset + h * p.headDim + d);
     }
-    FailureOr<TypedAttr> weight = gatherConstant(first.weight, first.outDim, columns);
-    FailureOr<TypedAttr> bias =
-        first.bias ? gatherConstant(first.bias, 0, columns) : FailureOr<TypedAttr>(TypedAttr());
+    FailureOr<TypedAttr> weight =
+        gatherConstant(first.weight, first.outDim, columns);
+    FailureOr<TypedAttr> bias = first.bias
+                                    ? gatherConstant(first.bias, 0, columns)
+                                    : FailureOr<TypedAttr>(TypedAttr());
     if (failed(weight) || failed(bias))
-      return rewriter.notifyMatchFailure(attention, "weights are not plain dense data");
-    pruned.bytesRemoved += getStorageBytes(first.weight) - getStorageBytes(cast<ElementsAttr>(*weight));
+      return rewriter.notifyMatchFailure(attention,
+                                         "weights are not plain dense data");
+    pruned.bytesRemoved += getStorageBytes(first.weight) -
+                           getStorageBytes(cast<ElementsAttr>(*weight));
     if (first.bias)
-      pruned.bytesRemoved += getStorageBytes(first.bias) - getStorageBytes(cast<ElementsAttr>(*bias));
+      pruned.bytesRemoved += getStorageBytes(first.bias) -
+                             getStorageBytes(cast<ElementsAttr>(*bias));
 
     rewriter.setInsertionPoint(source);
     Location sourceLoc = source.getLoc();
     Value weightConstant = createConstant(rewriter, sourceLoc, *weight);
-    Value biasConstant = *bias ? createConstant(rewriter, sourceLoc, *bias) : Value();
+    Value biasConstant =
+        *bias ? createConstant(rewriter, sourceLoc, *bias) : Value();
     auto newSource = cast<MatmulOp>(rewriter.clone(*source));
     newSource.getRhsMutable().assign(weightConstant);
     if (biasConstant)
@@ -436,41 +480,49 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
       int64_t count = shrink[i] ? numLiveOf(i) : p.numHeads;
       Value slice = newSource.getResult();
       if (count * p.headDim != int64_t(columns.size())) {
-        SmallVector<OpFoldResult> offsets = {rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
-                                             rewriter.getIndexAttr(newOffset[i])};
-        SmallVector<OpFoldResult> sizes = {rewriter.getIndexAttr(columnsType.getDimSize(0)),
-                                           rewriter.getIndexAttr(columnsType.getDimSize(1)),
-                                           rewriter.getIndexAttr(count * p.headDim)};
+        SmallVector<OpFoldResult> offsets = {
+            rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
+            rewriter.getIndexAttr(newOffset[i])};
+        SmallVector<OpFoldResult> sizes = {
+            rewriter.getIndexAttr(columnsType.getDimSize(0)),
+            rewriter.getIndexAttr(columnsType.getDimSize(1)),
+            rewriter.getIndexAttr(count * p.headDim)};
         SmallVector<OpFoldResult> strides(3, rewriter.getIndexAttr(1));
-        slice = tensor::ExtractSliceOp::create(rewriter, p.expand.getLoc(), slice, offsets,
-                                               sizes, strides);
+        slice = tensor::ExtractSliceOp::create(rewriter, p.expand.getLoc(),
+                                               slice, offsets, sizes, strides);
       }
       auto expandedType = withDim(p.expand.getResultType(), 2, count);
       Value expanded = tensor::ExpandShapeOp::create(
-          rewriter, p.expand.getLoc(), expandedType, slice, p.expand.getReassociationIndices());
+          rewriter, p.expand.getLoc(), expandedType, slice,
+          p.expand.getReassociationIndices());
       auto headsType = withDim(p.heads.getType(), 1, count);
-      Value init = tensor::EmptyOp::create(rewriter, p.transpose.getLoc(), headsType.getShape(),
+      Value init = tensor::EmptyOp::create(rewriter, p.transpose.getLoc(),
+                                           headsType.getShape(),
                                            headsType.getElementType());
-      Value heads = linalg::TransposeOp::create(rewriter, p.transpose.getLoc(), expanded, init,
-                                                ArrayRef<int64_t>{0, 2, 1, 3})
-                        ->getResult(0);
+      Value heads =
+          linalg::TransposeOp::create(rewriter, p.transpose.getLoc(), expanded,
+                                      init, ArrayRef<int64_t>{0, 2, 1, 3})
+              ->getResult(0);
       bool otherUsers = llvm::any_of(p.read.getUsers(), [&](Operation *user) {
         return user != attention.getOperation();
       });
       Value all = heads;
       if (shrink[i] && otherUsers)
-        all = reconstructHeads(rewriter, p.transpose.getLoc(), heads, liveOf(i));
+        all =
+            reconstructHeads(rewriter, p.transpose.getLoc(), heads, liveOf(i));
       {
         // The attention reads the live heads, after the live heads of the
         // cache when there is one.
         OpBuilder::InsertionGuard guard(rewriter);
         rewriter.setInsertionPoint(attention);
-        Value liveHeads = shrink[i] ? heads : selectHeads(rewriter, loc, heads, liveOf(i));
+        Value liveHeads =
+            shrink[i] ? heads : selectHeads(rewriter, loc, heads, liveOf(i));
         liveInputs[i] = liveHeads;
         if (p.cache)
           liveInputs[i] = tensor::ConcatOp::create(
               rewriter, p.cache.getLoc(), 2,
-              ValueRange{selectHeads(rewriter, loc, p.past, liveOf(i)), liveHeads});
+              ValueRange{selectHeads(rewriter, loc, p.past, liveOf(i)),
+                         liveHeads});
       }
       // Everyone else (returned keys and values) sees every head, as before.
       // (A cache with other users was refused above.)
@@ -489,15 +541,19 @@ mlir::sits::pruneAttentionHeads(RewriterBase &rewriter, AttentionOp attention,
   newAttention.getKeyMutable().assign(liveInputs[1]);
   newAttention.getValueMutable().assign(liveInputs[2]);
   newAttention->getResult(0).setType(withDim(resultType, 1, numLive));
-  auto transposedType = withDim(outTranspose->getResult(0).getType(), 2, numLive);
-  Value init = tensor::EmptyOp::create(rewriter, outTranspose.getLoc(), transposedType.getShape(),
+  auto transposedType =
+      withDim(outTranspose->getResult(0).getType(), 2, numLive);
+  Value init = tensor::EmptyOp::create(rewriter, outTranspose.getLoc(),
+                                       transposedType.getShape(),
                                        transposedType.getElementType());
-  Value transposed = linalg::TransposeOp::create(rewriter, outTranspose.getLoc(),
-                                                 newAttention.getResult(), init,
-                                                 ArrayRef<int64_t>{0, 2, 1, 3})
-                         ->getResult(0);
-  Value collapsed = tensor::CollapseShapeOp::create(rewriter, collapse.getLoc(), transposed,
-                                                    collapse.getReassociationIndices());
+  Value transposed =
+      linalg::TransposeOp::create(rewriter, outTranspose.getLoc(),
+                                  newAttention.getResult(), init,
+                                  ArrayRef<int64_t>{0, 2, 1, 3})
+          ->getResult(0);
+  Value collapsed =
+      tensor::CollapseShapeOp::create(rewriter, collapse.getLoc(), transposed,
+                                      collapse.getReassociationIndices());
   rewriter.setInsertionPoint(projection);
   Value woConstant = createConstant(rewriter, projection.getLoc(), *newWo);
   rewriter.modifyOpInPlace(projection, [&] {

@@ -40,7 +40,8 @@ std::optional<std::vector<double>> prune::readFloats(ElementsAttr value) {
     return std::nullopt;
   auto floatType = cast<FloatType>(type.getElementType());
   std::vector<double> out(type.getNumElements());
-  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && dense.isSplat()) {
+  if (auto dense = dyn_cast<DenseElementsAttr>(value);
+      dense && dense.isSplat()) {
     std::fill(out.begin(), out.end(), toDouble(dense.getSplatValue<APFloat>()));
     return out;
   }
@@ -59,7 +60,8 @@ std::optional<std::vector<double>> prune::readFloats(ElementsAttr value) {
     } else {
       uint64_t bits = 0;
       std::memcpy(&bits, element, width / 8);
-      out[i] = toDouble(APFloat(floatType.getFloatSemantics(), APInt(width, bits)));
+      out[i] =
+          toDouble(APFloat(floatType.getFloatSemantics(), APInt(width, bits)));
     }
   }
   return out;
@@ -133,13 +135,15 @@ FailureOr<TypedAttr> prune::gatherConstant(ElementsAttr value, int64_t dim,
     return failure();
   int64_t elementBytes = getElementBytes(type);
   int64_t inner = getStrides(type.getShape())[dim] * elementBytes;
-  int64_t outer = type.getNumElements() * elementBytes / (inner * type.getDimSize(dim));
+  int64_t outer =
+      type.getNumElements() * elementBytes / (inner * type.getDimSize(dim));
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
       outer * indices.size() * inner, /*align=*/64);
   char *out = blob.getMutableData().data();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t index : indices) {
-      std::memcpy(out, bytes->data() + (o * type.getDimSize(dim) + index) * inner,
+      std::memcpy(out,
+                  bytes->data() + (o * type.getDimSize(dim) + index) * inner,
                   inner);
       out += inner;
     }
@@ -172,7 +176,8 @@ double mlir::sits::evaluateActivation(ActivationKind kind, double x) {
     return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   case ActivationKind::GeluTanh:
     return 0.5 * x *
-           (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+           (1.0 +
+            std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
   case ActivationKind::Silu:
     return x / (1.0 + std::exp(-x));
   case ActivationKind::Sigmoid:

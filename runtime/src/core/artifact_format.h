@@ -1,4 +1,5 @@
-//===- artifact_format.h - Byte layout of .sitsm files (internal) ----------===//
+//===- artifact_format.h - Byte layout of .sitsm files (internal)
+//----------===//
 //
 // See ARTIFACT.md in this folder for the specification; this header is its
 // code. All integers are little-endian.
@@ -16,7 +17,8 @@ namespace sits::runtime::format {
 
 /// "\x89SITSM\r\n": a non-ASCII first byte, then a name, then CR LF, so
 /// text-mode transfers and truncation to 7 bits are detected at once.
-inline constexpr uint8_t kMagic[8] = {0x89, 'S', 'I', 'T', 'S', 'M', '\r', '\n'};
+inline constexpr uint8_t kMagic[8] = {0x89, 'S', 'I',  'T',
+                                      'S',  'M', '\r', '\n'};
 
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr size_t kSectionEntrySize = 64;

@@ -1,4 +1,5 @@
-//===- artifact_internal.h - Reader internals shared with Module (internal) ===//
+//===- artifact_internal.h - Reader internals shared with Module (internal)
+//===//
 #ifndef SITS_RUNTIME_CORE_ARTIFACT_INTERNAL_H
 #define SITS_RUNTIME_CORE_ARTIFACT_INTERNAL_H
 

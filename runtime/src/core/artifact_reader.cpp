@@ -1,4 +1,5 @@
-//===- artifact_reader.cpp - Opening and verifying .sitsm files ------------===//
+//===- artifact_reader.cpp - Opening and verifying .sitsm files
+//------------===//
 //
 // The checks run in the order of ARTIFACT.md §"Verification"; each failure
 // is a kCorruptArtifact (or kUnsupportedVersion) naming what is wrong, and
@@ -67,7 +68,8 @@ verify(std::shared_ptr<const Storage> storage) {
 
   uint32_t version = load32(d + kOffVersion);
   if (version == 0)
-    return corrupt("format version 0 is invalid", "format_version", kOffVersion);
+    return corrupt("format version 0 is invalid", "format_version",
+                   kOffVersion);
   if (version > kArtifactFormatVersion)
     return Status(StatusCode::kUnsupportedVersion,
                   "artifact format version " + std::to_string(version) +
@@ -84,17 +86,19 @@ verify(std::shared_ptr<const Storage> storage) {
   uint64_t fileSize = load64(d + kOffFileSize);
   if (count == 0 || count > kMaxSections)
     return corrupt("section count " + std::to_string(count) +
-                       " is out of range (1.." + std::to_string(kMaxSections) + ")",
+                       " is out of range (1.." + std::to_string(kMaxSections) +
+                       ")",
                    "header", kOffSectionCount);
   if (headerSize != kHeaderSize + uint64_t(count) * kSectionEntrySize)
     return corrupt("header size " + std::to_string(headerSize) +
                        " does not match " + std::to_string(count) + " sections",
                    "header", kOffHeaderSize);
   if (fileSize != actualSize)
-    return corrupt("file is " + std::to_string(actualSize) +
-                       " bytes but its header says " + std::to_string(fileSize) +
-                       (actualSize < fileSize ? " (truncated)" : " (extra bytes)"),
-                   "file_size", kOffFileSize)
+    return corrupt(
+               "file is " + std::to_string(actualSize) +
+                   " bytes but its header says " + std::to_string(fileSize) +
+                   (actualSize < fileSize ? " (truncated)" : " (extra bytes)"),
+               "file_size", kOffFileSize)
         .withExpected(std::to_string(fileSize), std::to_string(actualSize));
   if (headerSize > actualSize)
     return corrupt("section table runs past the end of the file", "header",
@@ -107,11 +111,13 @@ verify(std::shared_ptr<const Storage> storage) {
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t *e = d + kHeaderSize + size_t(i) * kSectionEntrySize;
     int64_t entryOffset = int64_t(kHeaderSize + size_t(i) * kSectionEntrySize);
-    size_t nameLen = strnlen(reinterpret_cast<const char *>(e), kSectionNameBytes);
+    size_t nameLen =
+        strnlen(reinterpret_cast<const char *>(e), kSectionNameBytes);
     std::string name(reinterpret_cast<const char *>(e), nameLen);
     std::string label = "section #" + std::to_string(i);
     if (nameLen == kSectionNameBytes || !isValidSectionName(name))
-      return corrupt(label + " has an invalid name", "section_table", entryOffset);
+      return corrupt(label + " has an invalid name", "section_table",
+                     entryOffset);
     for (size_t k = nameLen; k < kSectionNameBytes; ++k)
       if (e[k] != 0)
         return corrupt(label + " ('" + name + "') has bytes after its name",
@@ -124,16 +130,17 @@ verify(std::shared_ptr<const Storage> storage) {
       return corrupt("section '" + name + "' has reserved fields set", name,
                      entryOffset);
     if (offset % kSectionAlignment != 0)
-      return corrupt("section '" + name + "' at offset " + std::to_string(offset) +
-                         " is not 64-byte aligned",
+      return corrupt("section '" + name + "' at offset " +
+                         std::to_string(offset) + " is not 64-byte aligned",
                      name, entryOffset);
     if (offset < headerSize)
-      return corrupt("section '" + name + "' at offset " + std::to_string(offset) +
-                         " overlaps the header",
+      return corrupt("section '" + name + "' at offset " +
+                         std::to_string(offset) + " overlaps the header",
                      name, entryOffset);
     if (offset > actualSize || size > actualSize - offset)
-      return corrupt("section '" + name + "' [" + std::to_string(offset) + ", +" +
-                         std::to_string(size) + ") lies outside the file (" +
+      return corrupt("section '" + name + "' [" + std::to_string(offset) +
+                         ", +" + std::to_string(size) +
+                         ") lies outside the file (" +
                          std::to_string(actualSize) + " bytes)",
                      name, entryOffset);
     ranges.emplace_back(offset, size);
@@ -144,7 +151,8 @@ verify(std::shared_ptr<const Storage> storage) {
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i - 1].first + sorted[i - 1].second > sorted[i].first)
-      return corrupt("sections overlap at offset " + std::to_string(sorted[i].first),
+      return corrupt("sections overlap at offset " +
+                         std::to_string(sorted[i].first),
                      "section_table", int64_t(sorted[i].first));
 
   const SectionInfo *manifestSection = nullptr;
@@ -218,8 +226,10 @@ verify(std::shared_ptr<const Storage> storage) {
     int64_t declared = ep.args.front().shape[0];
     if (declared >= 0 && uint64_t(declared) != weights->size)
       return corrupt("entry point '" + ep.name + "' expects " +
-                         std::to_string(declared) + " bytes of weights, the "
-                         "weights section holds " + std::to_string(weights->size),
+                         std::to_string(declared) +
+                         " bytes of weights, the "
+                         "weights section holds " +
+                         std::to_string(weights->size),
                      "weights");
   }
   impl->manifest = std::move(manifest).value();
@@ -268,11 +278,13 @@ StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
   return ArtifactReader(std::move(impl).value());
 }
 
-StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data, size_t size) {
+StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data,
+                                                    size_t size) {
   auto storage = std::make_shared<HeapStorage>();
   size_t rounded = format::alignUp(size ? size : 1, kBufferAlignment);
-  void *copy = std::aligned_alloc(format::kWeightsAlignment,
-                                  format::alignUp(rounded, format::kWeightsAlignment));
+  void *copy =
+      std::aligned_alloc(format::kWeightsAlignment,
+                         format::alignUp(rounded, format::kWeightsAlignment));
   if (!copy)
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(size) + " bytes")
@@ -289,7 +301,9 @@ StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data, size_t siz
 
 const Manifest &ArtifactReader::manifest() const { return impl_->manifest; }
 uint32_t ArtifactReader::formatVersion() const { return impl_->formatVersion; }
-const std::string &ArtifactReader::contentHash() const { return impl_->contentHash; }
+const std::string &ArtifactReader::contentHash() const {
+  return impl_->contentHash;
+}
 uint64_t ArtifactReader::fileSize() const { return impl_->storage->size; }
 const std::vector<SectionInfo> &ArtifactReader::sections() const {
   return impl_->sections;

@@ -1,4 +1,5 @@
-//===- artifact_writer.cpp - Writing .sitsm files ---------------------------===//
+//===- artifact_writer.cpp - Writing .sitsm files
+//---------------------------===//
 //
 // The writer completes the manifest (versions, target name, symbols, the
 // content hash), validates it with the same schema the reader applies,
@@ -57,7 +58,8 @@ template <typename Sink> bool emit(const Layout &layout, Sink &&sink) {
   uint64_t pos = layout.header.size();
   for (size_t i = 0; i < layout.sections.size(); ++i) {
     while (pos < layout.offsets[i]) {
-      size_t n = size_t(std::min<uint64_t>(sizeof(kZeros), layout.offsets[i] - pos));
+      size_t n =
+          size_t(std::min<uint64_t>(sizeof(kZeros), layout.offsets[i] - pos));
       if (!sink(kZeros, n))
         return false;
       pos += n;
@@ -65,8 +67,9 @@ template <typename Sink> bool emit(const Layout &layout, Sink &&sink) {
     const PendingSection &s = layout.sections[i];
     // The manifest is read from the layout's own string (it is patched with
     // the hash after layout, and moves with the layout).
-    const uint8_t *data = i == 0 ? reinterpret_cast<const uint8_t *>(layout.manifest.data())
-                                 : s.data;
+    const uint8_t *data =
+        i == 0 ? reinterpret_cast<const uint8_t *>(layout.manifest.data())
+               : s.data;
     if (s.size && !sink(data, s.size))
       return false;
     pos += s.size;
@@ -115,8 +118,8 @@ Status ArtifactWriter::addSection(std::string_view name, const void *data,
                                   size_t size) {
   std::string n(name);
   if (!format::isValidSectionName(n))
-    return invalid("section name '" + n + "' must be 1-39 characters of [a-z0-9_.-]",
-                   n);
+    return invalid(
+        "section name '" + n + "' must be 1-39 characters of [a-z0-9_.-]", n);
   if (n == "manifest")
     return invalid("the manifest section is written from setManifest()", n);
   if (impl_->find(n))
@@ -161,7 +164,8 @@ Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
     for (json::Value &ep : eps->items())
       if (ep.isObject() && !ep.find("symbol"))
         if (const json::Value *name = ep.find("name"); name && name->isString())
-          ep.set("symbol", json::Value::string(kEntrySymbolPrefix + name->asString()));
+          ep.set("symbol",
+                 json::Value::string(kEntrySymbolPrefix + name->asString()));
 
   // Canonical order: what a reader looks at first, then anything else the
   // compiler recorded, the hash last.
@@ -190,7 +194,8 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
     return invalid("the manifest's target is '" + m.target.name +
                        "' but there is no '" + codeName + "' section",
                    codeName);
-  StatusOr<ElfSummary> elf = inspectSharedObject({code->data, code->size}, codeName);
+  StatusOr<ElfSummary> elf =
+      inspectSharedObject({code->data, code->size}, codeName);
   if (!elf.ok())
     return invalid(elf.status().message(), codeName);
   if (elf->arch != m.target.arch())
@@ -200,7 +205,8 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
   for (const EntryPointSpec &ep : m.entryPoints)
     if (!elf->exportedFunctions.count(ep.symbol))
       return invalid("entry point '" + ep.name + "': section '" + codeName +
-                         "' does not export a function named '" + ep.symbol + "'",
+                         "' does not export a function named '" + ep.symbol +
+                         "'",
                      ep.symbol);
   const PendingSection *weights = find("weights");
   for (const EntryPointSpec &ep : m.entryPoints) {
@@ -213,8 +219,10 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
     int64_t declared = ep.args.front().shape[0];
     if (declared >= 0 && uint64_t(declared) != weights->size)
       return invalid("entry point '" + ep.name + "' declares " +
-                         std::to_string(declared) + " bytes of weights but the "
-                         "weights section has " + std::to_string(weights->size),
+                         std::to_string(declared) +
+                         " bytes of weights but the "
+                         "weights section has " +
+                         std::to_string(weights->size),
                      "weights");
   }
   return Status::OK();
@@ -238,7 +246,8 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
   }
   SITS_RETURN_IF_ERROR(crossCheck(parsed));
 
-  std::string needle = "\"content_hash\": \"" + std::string(kContentHashHexChars, '0');
+  std::string needle =
+      "\"content_hash\": \"" + std::string(kContentHashHexChars, '0');
   size_t at = layout.manifest.rfind(needle);
   if (at == std::string::npos)
     return Status(StatusCode::kInternal, "content_hash placeholder not found");
@@ -257,7 +266,8 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
   uint64_t headerSize = kHeaderSize + uint64_t(count) * kSectionEntrySize;
   uint64_t pos = headerSize;
   for (const PendingSection &s : layout.sections) {
-    pos = alignUp(pos, s.name == "weights" ? kWeightsAlignment : kSectionAlignment);
+    pos = alignUp(pos,
+                  s.name == "weights" ? kWeightsAlignment : kSectionAlignment);
     layout.offsets.push_back(pos);
     pos += s.size;
   }
@@ -306,7 +316,8 @@ ArtifactInfo infoOf(const Layout &layout) {
 }
 } // namespace
 
-StatusOr<std::vector<uint8_t>> ArtifactWriter::serialize(ArtifactInfo *info) const {
+StatusOr<std::vector<uint8_t>>
+ArtifactWriter::serialize(ArtifactInfo *info) const {
   StatusOr<Layout> layout = impl_->build();
   if (!layout.ok())
     return layout.status();

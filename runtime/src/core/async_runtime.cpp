@@ -1,4 +1,5 @@
-//===- async_runtime.cpp - MLIR's async runtime ABI on the SITS pool -------===//
+//===- async_runtime.cpp - MLIR's async runtime ABI on the SITS pool
+//-------===//
 //
 // Compiled code lowered from MLIR's `async` dialect (async-to-async-runtime,
 // convert-async-to-llvm; `async-parallel-for` for multi-threaded loops)
@@ -82,8 +83,10 @@ struct Value : Token {
     bytes = (bytes + 63) / 64 * 64;
     storage = static_cast<std::byte *>(std::aligned_alloc(64, bytes));
     if (!storage) {
-      std::fprintf(stderr, "sits runtime: cannot allocate an async value of %lld bytes\n",
-                   static_cast<long long>(size));
+      std::fprintf(
+          stderr,
+          "sits runtime: cannot allocate an async value of %lld bytes\n",
+          static_cast<long long>(size));
       std::abort();
     }
   }
@@ -283,7 +286,8 @@ SITS_ASYNC_API int64_t mlirAsyncRuntimeAddTokenToGroup(void *tokenPtr,
     }
   }
   if (readyNow)
-    groupMemberReady(group, token->state.load(std::memory_order_acquire) == kError);
+    groupMemberReady(group,
+                     token->state.load(std::memory_order_acquire) == kError);
   return rank;
 }
 
@@ -339,13 +343,14 @@ SITS_ASYNC_API std::byte *mlirAsyncRuntimeGetValueStorage(void *value) {
   return static_cast<Value *>(static_cast<RefCounted *>(value))->storage;
 }
 
-SITS_ASYNC_API void mlirAsyncRuntimeExecute(void *handle, void (*resume)(void *)) {
+SITS_ASYNC_API void mlirAsyncRuntimeExecute(void *handle,
+                                            void (*resume)(void *)) {
   pool::submit({resume, handle});
 }
 
-SITS_ASYNC_API void mlirAsyncRuntimeAwaitTokenAndExecute(void *tokenPtr,
-                                                         void *handle,
-                                                         void (*resume)(void *)) {
+SITS_ASYNC_API void
+mlirAsyncRuntimeAwaitTokenAndExecute(void *tokenPtr, void *handle,
+                                     void (*resume)(void *)) {
   auto *token = static_cast<Token *>(static_cast<RefCounted *>(tokenPtr));
   awaitAndExecute(
       token->mu, token->awaiters,
@@ -353,9 +358,9 @@ SITS_ASYNC_API void mlirAsyncRuntimeAwaitTokenAndExecute(void *tokenPtr,
       resume);
 }
 
-SITS_ASYNC_API void mlirAsyncRuntimeAwaitValueAndExecute(void *valuePtr,
-                                                         void *handle,
-                                                         void (*resume)(void *)) {
+SITS_ASYNC_API void
+mlirAsyncRuntimeAwaitValueAndExecute(void *valuePtr, void *handle,
+                                     void (*resume)(void *)) {
   auto *value = static_cast<Value *>(static_cast<RefCounted *>(valuePtr));
   awaitAndExecute(
       value->mu, value->awaiters,
@@ -363,13 +368,15 @@ SITS_ASYNC_API void mlirAsyncRuntimeAwaitValueAndExecute(void *valuePtr,
       resume);
 }
 
-SITS_ASYNC_API void mlirAsyncRuntimeAwaitAllInGroupAndExecute(
-    void *groupPtr, void *handle, void (*resume)(void *)) {
+SITS_ASYNC_API void
+mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *groupPtr, void *handle,
+                                          void (*resume)(void *)) {
   auto *group = static_cast<Group *>(static_cast<RefCounted *>(groupPtr));
   awaitAndExecute(
       group->mu, group->awaiters,
       [](void *g) {
-        return static_cast<Group *>(g)->pending.load(std::memory_order_acquire) <= 0;
+        return static_cast<Group *>(g)->pending.load(
+                   std::memory_order_acquire) <= 0;
       },
       group, handle, resume);
 }

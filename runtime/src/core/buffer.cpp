@@ -1,4 +1,5 @@
-//===- buffer.cpp - BufferView and AlignedBuffer ---------------------------===//
+//===- buffer.cpp - BufferView and AlignedBuffer
+//---------------------------===//
 #include "sits/runtime/buffer.h"
 
 #include <cstdlib>
@@ -56,8 +57,8 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
   AlignedBuffer buffer;
   // aligned_alloc wants a multiple of the alignment; never allocate 0 bytes
   // so the pointer is always valid and aligned.
-  size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment *
-                   kBufferAlignment;
+  size_t rounded =
+      (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   if (rounded == 0)
     rounded = kBufferAlignment;
   if (rounded < bytes)

@@ -1,4 +1,5 @@
-//===- code_loader.cpp - Loading a code section into the process -----------===//
+//===- code_loader.cpp - Loading a code section into the process
+//-----------===//
 #include "code_loader.h"
 
 #include <cerrno>
@@ -10,8 +11,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <vector>
 #include <unistd.h>
+#include <vector>
 
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 0x0001U
@@ -73,7 +74,8 @@ Status promoteRuntimeToGlobalScope() {
   static Status result;
   std::call_once(once, [] {
     Dl_info info;
-    if (!dladdr(reinterpret_cast<void *>(&mlirAsyncRuntimeCreateToken), &info) ||
+    if (!dladdr(reinterpret_cast<void *>(&mlirAsyncRuntimeCreateToken),
+                &info) ||
         !info.dli_fname) {
       result = Status(StatusCode::kInternal,
                       "cannot find the file SitsRuntime was loaded from");
@@ -94,8 +96,8 @@ Status promoteRuntimeToGlobalScope() {
   return result;
 }
 
-StatusOr<std::unique_ptr<LoadedCode>> LoadedCode::load(ByteSpan bytes,
-                                                       const std::string &label) {
+StatusOr<std::unique_ptr<LoadedCode>>
+LoadedCode::load(ByteSpan bytes, const std::string &label) {
   SITS_RETURN_IF_ERROR(promoteRuntimeToGlobalScope());
   std::unique_ptr<LoadedCode> code(new LoadedCode());
 
@@ -103,7 +105,8 @@ StatusOr<std::unique_ptr<LoadedCode>> LoadedCode::load(ByteSpan bytes,
   int fd = createMemfd(label);
   if (fd >= 0) {
     if (!writeAll(fd, bytes.data, bytes.size)) {
-      memfdError = std::string("writing the memfd failed: ") + std::strerror(errno);
+      memfdError =
+          std::string("writing the memfd failed: ") + std::strerror(errno);
       ::close(fd);
     } else {
       // Nobody, not even this process, can change the bytes from now on.
@@ -131,13 +134,15 @@ StatusOr<std::unique_ptr<LoadedCode>> LoadedCode::load(ByteSpan bytes,
   // Fallback: a file in a fresh directory only this user can enter, removed
   // as soon as the loader has mapped it.
   const char *tmp = std::getenv("TMPDIR");
-  std::string dirTemplate = std::string(tmp && *tmp ? tmp : "/tmp") + "/sits-code-XXXXXX";
+  std::string dirTemplate =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/sits-code-XXXXXX";
   std::vector<char> dir(dirTemplate.begin(), dirTemplate.end());
   dir.push_back('\0');
   if (!::mkdtemp(dir.data()))
     return Status(StatusCode::kLoadFailed,
                   "cannot load compiled code: " + memfdError +
-                      "; and no private temporary directory: " + std::strerror(errno))
+                      "; and no private temporary directory: " +
+                      std::strerror(errno))
         .withSubject(label);
   std::string path = std::string(dir.data()) + "/code.so";
   int tfd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
@@ -153,7 +158,8 @@ StatusOr<std::unique_ptr<LoadedCode>> LoadedCode::load(ByteSpan bytes,
     if (!handle)
       err = dlerrorString();
   } else {
-    err = std::string("cannot write ") + path + ": " + std::strerror(savedErrno);
+    err =
+        std::string("cannot write ") + path + ": " + std::strerror(savedErrno);
   }
   ::unlink(path.c_str());
   ::rmdir(dir.data());

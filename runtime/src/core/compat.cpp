@@ -1,4 +1,5 @@
-//===- compat.cpp - Can this artifact run on this host? --------------------===//
+//===- compat.cpp - Can this artifact run on this host?
+//--------------------===//
 #include "elf.h"
 
 #include "sits/runtime/artifact.h"
@@ -22,8 +23,9 @@ std::string tripleOs(const std::string &triple) {
     if (parts[i].rfind("linux", 0) == 0)
       return "linux";
   for (size_t i = 1; i < parts.size(); ++i)
-    for (const char *os : {"darwin", "macos", "ios", "windows", "freebsd",
-                           "netbsd", "openbsd", "wasi", "none", "cuda", "amdhsa"})
+    for (const char *os :
+         {"darwin", "macos", "ios", "windows", "freebsd", "netbsd", "openbsd",
+          "wasi", "none", "cuda", "amdhsa"})
       if (parts[i].rfind(os, 0) == 0)
         return os;
   return "";
@@ -92,8 +94,8 @@ Status checkHostCompatibility(const ArtifactReader &reader) {
   std::optional<ByteSpan> code = reader.section(codeName);
   if (!code)
     return Status(StatusCode::kCorruptArtifact,
-                  "the artifact has no '" + codeName + "' section for its target '" +
-                      m.target.name + "'")
+                  "the artifact has no '" + codeName +
+                      "' section for its target '" + m.target.name + "'")
         .withSubject(codeName);
   StatusOr<ElfSummary> elf = inspectSharedObject(*code, codeName);
   if (!elf.ok())

@@ -1,4 +1,5 @@
-//===- device.cpp - The device registry and its built-in drivers -----------===//
+//===- device.cpp - The device registry and its built-in drivers
+//-----------===//
 //
 // cpu: always present, runs code. cuda / hip (gpu_driver.cpp): the vendor
 // driver library is dlopen'ed on first use (never linked), initialised and
@@ -40,7 +41,8 @@ StatusOr<DeviceUri> DeviceUri::parse(std::string_view text) {
   auto bad = [&] {
     return Status(StatusCode::kInvalidArgument,
                   "malformed device URI '" + std::string(text) +
-                      "': expected <scheme>[:<ordinal>] such as cpu, cuda:0, hip:1")
+                      "': expected <scheme>[:<ordinal>] such as cpu, cuda:0, "
+                      "hip:1")
         .withSubject(std::string(text));
   };
   DeviceUri uri;
@@ -97,7 +99,8 @@ public:
   Status probe() override { return Status::OK(); }
   std::vector<DeviceInfo> enumerate() override {
     const HostCpuInfo &host = hostCpuInfo();
-    return {{"cpu", host.modelName.empty() ? host.arch + " CPU" : host.modelName,
+    return {{"cpu",
+             host.modelName.empty() ? host.arch + " CPU" : host.modelName,
              DeviceKind::kCpu}};
   }
   StatusOr<std::shared_ptr<Device>> open(int ordinal) override {
@@ -158,7 +161,8 @@ Driver *DeviceRegistry::driver(std::string_view scheme) const {
   return nullptr;
 }
 
-StatusOr<std::shared_ptr<Device>> DeviceRegistry::open(std::string_view text) const {
+StatusOr<std::shared_ptr<Device>>
+DeviceRegistry::open(std::string_view text) const {
   StatusOr<DeviceUri> uri = DeviceUri::parse(text);
   if (!uri.ok())
     return uri.status();

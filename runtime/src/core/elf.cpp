@@ -1,4 +1,5 @@
-//===- elf.cpp - Reading an ELF shared object's exports --------------------===//
+//===- elf.cpp - Reading an ELF shared object's exports
+//--------------------===//
 #include "elf.h"
 
 #include <cstring>
@@ -9,7 +10,8 @@ namespace {
 
 Status bad(const std::string &what, const std::string &why) {
   return Status(StatusCode::kCorruptArtifact,
-                "section '" + what + "' is not a loadable shared object: " + why)
+                "section '" + what +
+                    "' is not a loadable shared object: " + why)
       .withSubject(what);
 }
 
@@ -38,7 +40,8 @@ std::string machineArch(uint16_t machine) {
 
 } // namespace
 
-StatusOr<ElfSummary> inspectSharedObject(ByteSpan bytes, const std::string &what) {
+StatusOr<ElfSummary> inspectSharedObject(ByteSpan bytes,
+                                         const std::string &what) {
   if (bytes.size < sizeof(Elf64_Ehdr))
     return bad(what, "too small for an ELF header");
   Elf64_Ehdr eh;
@@ -59,12 +62,14 @@ StatusOr<ElfSummary> inspectSharedObject(ByteSpan bytes, const std::string &what
     return bad(what, "no section headers");
   if (eh.e_shentsize != sizeof(Elf64_Shdr))
     return bad(what, "unexpected section header size");
-  if (!inBounds(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr), bytes.size))
+  if (!inBounds(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr),
+                bytes.size))
     return bad(what, "section headers outside the object");
 
   auto section = [&](size_t i) {
     Elf64_Shdr sh;
-    std::memcpy(&sh, bytes.data + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof(sh));
+    std::memcpy(&sh, bytes.data + eh.e_shoff + i * sizeof(Elf64_Shdr),
+                sizeof(sh));
     return sh;
   };
 

@@ -1,4 +1,5 @@
-//===- elf.h - Reading an ELF shared object's exports without loading it ---===//
+//===- elf.h - Reading an ELF shared object's exports without loading it
+//---===//
 //
 // The loader must know a code section exports every entry symbol before the
 // dynamic loader runs any of it (constructors run inside dlopen), so the
@@ -26,7 +27,8 @@ struct ElfSummary {
 /// Parses a 64-bit little-endian ELF shared object (ET_DYN). Fails with
 /// kCorruptArtifact (subject = `what`) when the bytes are not one or any
 /// table lies outside them.
-StatusOr<ElfSummary> inspectSharedObject(ByteSpan bytes, const std::string &what);
+StatusOr<ElfSummary> inspectSharedObject(ByteSpan bytes,
+                                         const std::string &what);
 
 } // namespace sits::runtime
 

@@ -1,4 +1,5 @@
-//===- gpu_device.h - GPU devices and the call context of mgpu* (internal) -===//
+//===- gpu_device.h - GPU devices and the call context of mgpu* (internal)
+//-===//
 //
 // `GpuDevice` is what the cuda and hip drivers open: one device of a vendor
 // driver library (libcuda.so.1 / libamdhip64.so, dlopen'ed, never linked)
@@ -62,12 +63,14 @@ public:
   /// A fatbin / cubin / code object image.
   virtual StatusOr<ModuleHandle> loadModule(const void *image) = 0;
   /// NUL-terminated PTX, compiled by the driver (CUDA only).
-  virtual StatusOr<ModuleHandle> loadModuleJit(const char *ptx, int optLevel) = 0;
+  virtual StatusOr<ModuleHandle> loadModuleJit(const char *ptx,
+                                               int optLevel) = 0;
   virtual Status unloadModule(ModuleHandle module) = 0;
-  virtual StatusOr<Function> function(ModuleHandle module, const char *name) = 0;
+  virtual StatusOr<Function> function(ModuleHandle module,
+                                      const char *name) = 0;
   virtual Status launch(Function function, const int64_t grid[3],
-                        const int64_t block[3], int32_t sharedBytes, Stream stream,
-                        void **params, void **extra) = 0;
+                        const int64_t block[3], int32_t sharedBytes,
+                        Stream stream, void **params, void **extra) = 0;
 };
 
 /// What the mgpu* functions act on while a model call (or a code load) runs

@@ -1,4 +1,5 @@
-//===- gpu_driver.cpp - The cuda and hip drivers over the vendor libraries -===//
+//===- gpu_driver.cpp - The cuda and hip drivers over the vendor libraries
+//-===//
 //
 // One driver and one device class, templated over a vendor's table of
 // driver functions (`CudaApi`, `HipApi`): the CUDA driver API and HIP's
@@ -32,7 +33,8 @@ namespace {
 class Symbols {
 public:
   explicit Symbols(void *library) : library_(library) {}
-  template <typename F> void get(F &slot, const char *name, bool required = true) {
+  template <typename F>
+  void get(F &slot, const char *name, bool required = true) {
     slot = reinterpret_cast<F>(dlsym(library_, name));
     if (!slot && required)
       missing_ += (missing_.empty() ? "" : ", ") + std::string(name);
@@ -64,7 +66,9 @@ struct CudaApi {
   static constexpr const char *kEnvVar = "SITS_CUDA_DRIVER";
   static constexpr DeviceKind kKind = DeviceKind::kCuda;
   static constexpr bool kJitsPtx = true;
-  static std::vector<const char *> libraries() { return {"libcuda.so.1", "libcuda.so"}; }
+  static std::vector<const char *> libraries() {
+    return {"libcuda.so.1", "libcuda.so"};
+  }
 
   using DevicePtr = unsigned long long; // CUdeviceptr
   struct Functions {
@@ -91,8 +95,8 @@ struct CudaApi {
     int (*moduleLoadDataEx)(void **, const void *, unsigned, int *, void **);
     int (*moduleUnload)(void *);
     int (*moduleGetFunction)(void **, void *, const char *);
-    int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, unsigned, void *, void **, void **);
+    int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, unsigned, unsigned, void *, void **, void **);
     int (*getErrorName)(int, const char **);
     int (*getErrorString)(int, const char **);
   };
@@ -126,10 +130,13 @@ struct CudaApi {
     s.get(f.getErrorString, "cuGetErrorString", false);
   }
   static DevicePtr toDevice(const void *p) { return DevicePtr(uintptr_t(p)); }
-  static void *fromDevice(DevicePtr p) { return reinterpret_cast<void *>(uintptr_t(p)); }
+  static void *fromDevice(DevicePtr p) {
+    return reinterpret_cast<void *>(uintptr_t(p));
+  }
   static std::string errorName(const Functions &f, int rc) {
     const char *s = nullptr;
-    return f.getErrorName && f.getErrorName(rc, &s) == 0 && s ? s : "CUDA error";
+    return f.getErrorName && f.getErrorName(rc, &s) == 0 && s ? s
+                                                              : "CUDA error";
   }
   static std::string errorString(const Functions &f, int rc) {
     const char *s = nullptr;
@@ -138,7 +145,8 @@ struct CudaApi {
   /// "sm_90" from CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR.
   static std::string chip(const Functions &f, int device) {
     int major = 0, minor = 0;
-    if (!f.deviceGetAttribute || f.deviceGetAttribute(&major, 75, device) != 0 ||
+    if (!f.deviceGetAttribute ||
+        f.deviceGetAttribute(&major, 75, device) != 0 ||
         f.deviceGetAttribute(&minor, 76, device) != 0)
       return "";
     return "sm_" + std::to_string(major) + std::to_string(minor);
@@ -179,8 +187,8 @@ struct HipApi {
     int (*moduleLoadDataEx)(void **, const void *, unsigned, int *, void **);
     int (*moduleUnload)(void *);
     int (*moduleGetFunction)(void **, void *, const char *);
-    int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, unsigned, void *, void **, void **);
+    int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, unsigned, unsigned, void *, void **, void **);
     const char *(*getErrorName)(int);
     const char *(*getErrorString)(int);
   };
@@ -328,16 +336,18 @@ public:
     return Status::OK();
   }
 
-  Status copyToDevice(void *dst, const void *src, size_t bytes, Stream stream) override {
+  Status copyToDevice(void *dst, const void *src, size_t bytes,
+                      Stream stream) override {
     if (bytes == 0)
       return Status::OK();
-    if (int rc = fns_.memcpyHtoDAsync(Api::toDevice(dst), const_cast<void *>(src),
-                                      bytes, stream))
+    if (int rc = fns_.memcpyHtoDAsync(Api::toDevice(dst),
+                                      const_cast<void *>(src), bytes, stream))
       return error("memcpyHtoDAsync", rc, bytes);
     return Status::OK();
   }
 
-  Status copyToHost(void *dst, const void *src, size_t bytes, Stream stream) override {
+  Status copyToHost(void *dst, const void *src, size_t bytes,
+                    Stream stream) override {
     if (bytes == 0)
       return Status::OK();
     if (int rc = fns_.memcpyDtoHAsync(dst, Api::toDevice(src), bytes, stream))
@@ -383,17 +393,20 @@ public:
     if (!Api::kJitsPtx)
       return Status(StatusCode::kUnimplemented,
                     uri_ + ": the " + std::string(Api::kVendor) +
-                        " driver cannot compile PTX; this artifact is for NVIDIA GPUs")
+                        " driver cannot compile PTX; this artifact is for "
+                        "NVIDIA GPUs")
           .withSubject(uri_);
     char log[4096] = {0};
-    int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize, kJitOptimizationLevel};
+    int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize,
+                     kJitOptimizationLevel};
     void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log) - 1)),
                       reinterpret_cast<void *>(intptr_t(optLevel))};
     ModuleHandle m = nullptr;
     if (int rc = fns_.moduleLoadDataEx(&m, ptx, 3, options, values)) {
       Status s = error("moduleLoadDataEx", rc);
       if (log[0])
-        s.mutableInfo().message += "; the PTX compiler says: " + std::string(log);
+        s.mutableInfo().message +=
+            "; the PTX compiler says: " + std::string(log);
       return s;
     }
     return m;
@@ -415,9 +428,9 @@ public:
     return f;
   }
 
-  Status launch(Function function, const int64_t grid[3], const int64_t block[3],
-                int32_t sharedBytes, Stream stream, void **params,
-                void **extra) override {
+  Status launch(Function function, const int64_t grid[3],
+                const int64_t block[3], int32_t sharedBytes, Stream stream,
+                void **params, void **extra) override {
     // An empty grid (a dynamic extent of 0) has no work; the driver would
     // call it invalid.
     if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
@@ -426,17 +439,20 @@ public:
     for (int i = 0; i < 3; ++i) {
       if (grid[i] < 1 || block[i] < 1 ||
           grid[i] > int64_t(std::numeric_limits<unsigned>::max()) ||
-          block[i] > int64_t(std::numeric_limits<unsigned>::max()) || sharedBytes < 0)
+          block[i] > int64_t(std::numeric_limits<unsigned>::max()) ||
+          sharedBytes < 0)
         return Status(StatusCode::kInternal,
                       uri_ + ": compiled code launched a kernel with grid (" +
                           dims(grid) + "), block (" + dims(block) + ") and " +
-                          std::to_string(sharedBytes) + " bytes of shared memory")
+                          std::to_string(sharedBytes) +
+                          " bytes of shared memory")
             .withSubject(uri_);
       g[i] = unsigned(grid[i]);
       b[i] = unsigned(block[i]);
     }
-    if (int rc = fns_.launchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2],
-                                   unsigned(sharedBytes), stream, params, extra))
+    if (int rc =
+            fns_.launchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2],
+                              unsigned(sharedBytes), stream, params, extra))
       return error("launchKernel", rc);
     return Status::OK();
   }
@@ -448,12 +464,14 @@ private:
   /// maps it again. Keep it cached instead (what CUDA's guide recommends for
   /// repeated allocations); best effort, the pool works either way.
   void keepPoolMemory() {
-    if (!asyncAlloc_ || !fns_.deviceGetDefaultMemPool || !fns_.memPoolSetAttribute)
+    if (!asyncAlloc_ || !fns_.deviceGetDefaultMemPool ||
+        !fns_.memPoolSetAttribute)
       return;
     void *pool = nullptr;
     uint64_t threshold = std::numeric_limits<uint64_t>::max();
     if (fns_.deviceGetDefaultMemPool(&pool, handle_) == 0 && pool)
-      (void)fns_.memPoolSetAttribute(pool, kMemPoolReleaseThreshold, &threshold);
+      (void)fns_.memPoolSetAttribute(pool, kMemPoolReleaseThreshold,
+                                     &threshold);
   }
 
   /// The vendor's name of the function that failed: "cuMemAlloc_v2",
@@ -463,7 +481,8 @@ private:
       const char *op, *cuda, *hip;
     };
     static const Name names[] = {
-        {"primaryCtxRetain", "cuDevicePrimaryCtxRetain", "hipDevicePrimaryCtxRetain"},
+        {"primaryCtxRetain", "cuDevicePrimaryCtxRetain",
+         "hipDevicePrimaryCtxRetain"},
         {"ctxSetCurrent", "cuCtxSetCurrent", "hipCtxSetCurrent"},
         {"memAlloc", "cuMemAlloc_v2", "hipMalloc"},
         {"memFree", "cuMemFree_v2", "hipFree"},
@@ -496,8 +515,9 @@ private:
     const char *function = vendorName(op);
     std::string name = Api::errorName(fns_, rc);
     std::string text = Api::errorString(fns_, rc);
-    std::string message = uri_ + " (" + name_ + "): " + function + " failed with " +
-                          name + " (" + std::to_string(rc) + ")";
+    std::string message = uri_ + " (" + name_ + "): " + function +
+                          " failed with " + name + " (" + std::to_string(rc) +
+                          ")";
     if (!text.empty())
       message += ": " + text;
     if (rc == kErrorOutOfMemory && bytes)
@@ -550,8 +570,8 @@ public:
     if (ordinal < 0 || size_t(ordinal) >= lib->devices.size())
       return Status(StatusCode::kDeviceUnavailable,
                     uri + " does not exist: found " +
-                        std::to_string(lib->devices.size()) + " " + Api::kVendor +
-                        " device(s)")
+                        std::to_string(lib->devices.size()) + " " +
+                        Api::kVendor + " device(s)")
           .withSubject(uri);
     if (opened_.size() < lib->devices.size())
       opened_.resize(lib->devices.size());
@@ -597,11 +617,10 @@ private:
       tried += (tried.empty() ? "" : "; ") + (e ? std::string(e) : name);
     }
     if (!handle)
-      return unavailable(std::string("no ") + Api::kVendor + " driver found (" +
-                         tried + ")" +
-                         (override && *override ? std::string(" [") + Api::kEnvVar +
-                                                      " is set]"
-                                                : ""));
+      return unavailable(
+          std::string("no ") + Api::kVendor + " driver found (" + tried + ")" +
+          (override && *override ? std::string(" [") + Api::kEnvVar + " is set]"
+                                 : ""));
     Symbols symbols(handle);
     Api::resolve(symbols, lib.fns);
     if (!symbols.missing().empty())
@@ -610,14 +629,18 @@ private:
                          symbols.missing() + " (driver too old?)");
     const auto &f = lib.fns;
     if (int rc = f.init(0))
-      return unavailable(std::string(Api::kVendor) + " driver found but its init "
-                         "failed with " + Api::errorName(f, rc) + " (" +
-                         std::to_string(rc) + "): no usable GPU?");
+      return unavailable(std::string(Api::kVendor) +
+                         " driver found but its init "
+                         "failed with " +
+                         Api::errorName(f, rc) + " (" + std::to_string(rc) +
+                         "): no usable GPU?");
     int n = 0;
     if (int rc = f.deviceGetCount(&n))
-      return unavailable(std::string(Api::kVendor) + " driver found but counting "
-                         "devices failed with " + Api::errorName(f, rc) + " (" +
-                         std::to_string(rc) + ")");
+      return unavailable(std::string(Api::kVendor) +
+                         " driver found but counting "
+                         "devices failed with " +
+                         Api::errorName(f, rc) + " (" + std::to_string(rc) +
+                         ")");
     for (int i = 0; i < n; ++i) {
       int device = i;
       if (f.deviceGet(&device, i) != 0)
@@ -626,7 +649,8 @@ private:
       if (f.deviceGetName(buf, int(sizeof(buf) - 1), device) != 0)
         buf[0] = '\0';
       DeviceInfo info;
-      info.uri = std::string(Api::kScheme) + ":" + std::to_string(lib.devices.size());
+      info.uri =
+          std::string(Api::kScheme) + ":" + std::to_string(lib.devices.size());
       info.name = buf[0] ? buf : std::string(Api::kVendor) + " device";
       info.kind = Api::kKind;
       info.arch = Api::chip(f, device);

@@ -1,4 +1,5 @@
-//===- gpu_runtime.cpp - MLIR's GPU runtime ABI over the SITS GPU drivers --===//
+//===- gpu_runtime.cpp - MLIR's GPU runtime ABI over the SITS GPU drivers
+//--===//
 //
 // Compiled GPU host code (gpu-to-llvm, #gpu.select_object) calls the C
 // functions below, which upstream implements in
@@ -69,8 +70,8 @@ SITS_RUNTIME_API void *mgpuModuleLoad(void *data, size_t /*size*/) {
 
 SITS_RUNTIME_API void *mgpuModuleLoadJIT(void *data, int optLevel) {
   GpuCall *call = activeCall();
-  return call ? loaded(call->device->loadModuleJit(static_cast<const char *>(data),
-                                                   optLevel),
+  return call ? loaded(call->device->loadModuleJit(
+                           static_cast<const char *>(data), optLevel),
                        *call)
               : nullptr;
 }
@@ -127,29 +128,33 @@ SITS_RUNTIME_API void mgpuStreamSynchronize(void *stream) {
       call->fail(std::move(s));
 }
 
-SITS_RUNTIME_API void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
-                                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                                       intptr_t blockZ, int32_t smem, void *stream,
-                                       void **params, void **extra,
-                                       size_t /*paramsCount*/) {
+SITS_RUNTIME_API void mgpuLaunchKernel(void *function, intptr_t gridX,
+                                       intptr_t gridY, intptr_t gridZ,
+                                       intptr_t blockX, intptr_t blockY,
+                                       intptr_t blockZ, int32_t smem,
+                                       void *stream, void **params,
+                                       void **extra, size_t /*paramsCount*/) {
   GpuCall *call = activeCall();
   if (!call || !function)
     return;
   const int64_t grid[3] = {gridX, gridY, gridZ};
   const int64_t block[3] = {blockX, blockY, blockZ};
-  if (Status s = call->device->launch(function, grid, block, smem, stream, params, extra);
+  if (Status s = call->device->launch(function, grid, block, smem, stream,
+                                      params, extra);
       !s.ok())
     call->fail(std::move(s));
 }
 
-SITS_RUNTIME_API void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
+SITS_RUNTIME_API void *mgpuMemAlloc(uint64_t bytes, void *stream,
+                                    bool hostShared) {
   GpuCall *call = activeCall();
   if (!call)
     return nullptr;
   if (hostShared) {
     call->fail(Status(StatusCode::kUnimplemented,
-                      call->device->uri() + ": compiled code asked for host-shared "
-                                            "memory, which SITS does not provide")
+                      call->device->uri() +
+                          ": compiled code asked for host-shared "
+                          "memory, which SITS does not provide")
                    .withSubject(call->device->uri()));
     return nullptr;
   }

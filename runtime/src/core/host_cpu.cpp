@@ -1,4 +1,5 @@
-//===- host_cpu.cpp - Host architecture and CPU features -------------------===//
+//===- host_cpu.cpp - Host architecture and CPU features
+//-------------------===//
 //
 // x86-64: the cpuid bits LLVM's sys::getHostCPUFeatures reads (LLVM 22,
 // llvm/lib/TargetParser/Host.cpp), including the XCR0 checks that make
@@ -213,7 +214,8 @@ std::map<std::string, bool> detectX86() {
   f["usermsr"] = bit(edx71, 15);
   bool hasAvx10 = bit(edx71, 19);
   bool apxf = bit(edx71, 21);
-  for (const char *n : {"egpr", "push2pop2", "ppx", "ndd", "ccmp", "nf", "cf", "zu"})
+  for (const char *n :
+       {"egpr", "push2pop2", "ppx", "ndd", "ccmp", "nf", "cf", "zu"})
     f[n] = apxf;
 
   bool leafD = maxLevel >= 0xd && cpuid(0xd, 1, r);
@@ -253,11 +255,11 @@ std::map<std::string, bool> detectX86() {
 std::map<std::string, bool> detectAArch64(const CpuInfoFile &info) {
   std::map<std::string, bool> f;
   static const std::pair<const char *, const char *> kMap[] = {
-      {"asimd", "neon"}, {"fp", "fp-armv8"}, {"crc32", "crc"},
-      {"atomics", "lse"}, {"sha3", "sha3"},  {"sm4", "sm4"},
-      {"sve", "sve"},     {"sve2", "sve2"},  {"sveaes", "sve-aes"},
+      {"asimd", "neon"},       {"fp", "fp-armv8"},    {"crc32", "crc"},
+      {"atomics", "lse"},      {"sha3", "sha3"},      {"sm4", "sm4"},
+      {"sve", "sve"},          {"sve2", "sve2"},      {"sveaes", "sve-aes"},
       {"svesha3", "sve-sha3"}, {"svesm4", "sve-sm4"}, {"asimddp", "dotprod"},
-      {"asimdhp", "fullfp16"}, {"bf16", "bf16"}, {"i8mm", "i8mm"},
+      {"asimdhp", "fullfp16"}, {"bf16", "bf16"},      {"i8mm", "i8mm"},
       {"fphp", "fullfp16"}};
   for (const auto &[linuxName, llvmName] : kMap)
     f[llvmName] = f[llvmName] || info.flags.count(linuxName) != 0;

@@ -1,4 +1,5 @@
-//===- json.cpp - A small JSON value, parser and printer -------------------===//
+//===- json.cpp - A small JSON value, parser and printer
+//-------------------===//
 #include "json.h"
 
 #include <cerrno>
@@ -252,9 +253,9 @@ private:
     default:
       if (c == '-' || (c >= '0' && c <= '9'))
         return parseNumber(out);
-      return fail(std::string("unexpected character '") +
-                  (c >= 0x20 && c < 0x7f ? std::string(1, c) : std::string("?")) +
-                  "'");
+      return fail(
+          std::string("unexpected character '") +
+          (c >= 0x20 && c < 0x7f ? std::string(1, c) : std::string("?")) + "'");
     }
   }
 

@@ -1,4 +1,5 @@
-//===- json.h - A small JSON value, parser and printer (internal) ----------===//
+//===- json.h - A small JSON value, parser and printer (internal)
+//----------===//
 //
 // Enough JSON for manifests: objects keep their key order, integers that fit
 // stay int64, duplicate keys and nesting deeper than 64 are errors, and the
@@ -20,7 +21,15 @@ namespace sits::runtime::json {
 
 class Value {
 public:
-  enum class Kind : uint8_t { kNull, kBool, kInt, kDouble, kString, kArray, kObject };
+  enum class Kind : uint8_t {
+    kNull,
+    kBool,
+    kInt,
+    kDouble,
+    kString,
+    kArray,
+    kObject
+  };
   using Member = std::pair<std::string, Value>;
 
   Value() = default;
@@ -35,14 +44,18 @@ public:
   bool isNull() const { return kind_ == Kind::kNull; }
   bool isBool() const { return kind_ == Kind::kBool; }
   bool isInt() const { return kind_ == Kind::kInt; }
-  bool isNumber() const { return kind_ == Kind::kInt || kind_ == Kind::kDouble; }
+  bool isNumber() const {
+    return kind_ == Kind::kInt || kind_ == Kind::kDouble;
+  }
   bool isString() const { return kind_ == Kind::kString; }
   bool isArray() const { return kind_ == Kind::kArray; }
   bool isObject() const { return kind_ == Kind::kObject; }
 
   bool asBool() const { return bool_; }
   int64_t asInt() const { return int_; }
-  double asDouble() const { return kind_ == Kind::kInt ? double(int_) : double_; }
+  double asDouble() const {
+    return kind_ == Kind::kInt ? double(int_) : double_;
+  }
   const std::string &asString() const { return string_; }
 
   const std::vector<Value> &items() const { return items_; }

@@ -1,4 +1,5 @@
-//===- manifest.cpp - The manifest schema ----------------------------------===//
+//===- manifest.cpp - The manifest schema
+//----------------------------------===//
 //
 // parseManifest() is the one definition of what a valid manifest is; the
 // reader applies it to every file and the writer to what it is about to
@@ -25,7 +26,8 @@ Status schemaError(const std::string &field, const std::string &why) {
 }
 
 bool isIdentifier(const std::string &s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+  if (s.empty() ||
+      !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
     return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
@@ -65,7 +67,8 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
     arg.role = ArgRole::kOutput;
   else
     return schemaError(path + ".role", "must be \"weights\", \"input\" or "
-                                       "\"output\", not \"" + role + "\"");
+                                       "\"output\", not \"" +
+                                           role + "\"");
   SITS_RETURN_IF_ERROR(getString(a, path, "name", arg.name));
   std::string dtype;
   SITS_RETURN_IF_ERROR(getString(a, path, "dtype", dtype));
@@ -101,7 +104,8 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
         arg.dimNames.push_back(n.asString());
         any = any || !n.asString().empty();
       } else {
-        return schemaError(path + ".dim_names", "entries must be strings or null");
+        return schemaError(path + ".dim_names",
+                           "entries must be strings or null");
       }
     }
     if (!any)
@@ -118,7 +122,8 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
   if (arg.role == ArgRole::kWeights &&
       (arg.dtype != DType::kI8 || arg.shape.size() != 1))
     return schemaError(path, "is the weights argument, which must be a rank-1 "
-                             "i8 memref, not " + arg.typeString());
+                             "i8 memref, not " +
+                                 arg.typeString());
   return Status::OK();
 }
 
@@ -128,9 +133,10 @@ Status parseEntryPoint(const json::Value &e, const std::string &path,
     return schemaError(path, "must be an object");
   SITS_RETURN_IF_ERROR(getString(e, path, "name", ep.name));
   if (!isIdentifier(ep.name))
-    return schemaError(path + ".name",
-                       "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), not \"" +
-                           ep.name + "\"");
+    return schemaError(
+        path + ".name",
+        "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), not \"" + ep.name +
+            "\"");
   SITS_RETURN_IF_ERROR(getString(e, path, "symbol", ep.symbol));
   if (!isIdentifier(ep.symbol))
     return schemaError(path + ".symbol",
@@ -242,7 +248,8 @@ Status manifestFromJson(const json::Value &root, Manifest &m) {
 
 StatusOr<Manifest> parseManifest(std::string_view text) {
   if (!json::isValidUtf8(text))
-    return Status(StatusCode::kCorruptArtifact, "the manifest is not valid UTF-8")
+    return Status(StatusCode::kCorruptArtifact,
+                  "the manifest is not valid UTF-8")
         .withSubject("manifest");
   json::Value root;
   std::string error;

@@ -1,4 +1,5 @@
-//===- manifest_internal.h - Manifest helpers shared by reader and writer --===//
+//===- manifest_internal.h - Manifest helpers shared by reader and writer
+//--===//
 #ifndef SITS_RUNTIME_CORE_MANIFEST_INTERNAL_H
 #define SITS_RUNTIME_CORE_MANIFEST_INTERNAL_H
 

@@ -1,4 +1,5 @@
-//===- memref_runtime.cpp - Runtime helpers MLIR's memref lowering calls ---===//
+//===- memref_runtime.cpp - Runtime helpers MLIR's memref lowering calls
+//---===//
 //
 // `memref.copy` between memrefs that are not both contiguous lowers to a
 // call of `memrefCopy` (upstream: mlir/lib/ExecutionEngine/CRunnerUtils.cpp,
@@ -38,9 +39,8 @@ RankedView view(const UnrankedMemRef *m) {
 }
 } // namespace
 
-extern "C" SITS_RUNTIME_API void memrefCopy(int64_t elemSize,
-                                            UnrankedMemRef *srcArg,
-                                            UnrankedMemRef *dstArg) {
+extern "C" SITS_RUNTIME_API void
+memrefCopy(int64_t elemSize, UnrankedMemRef *srcArg, UnrankedMemRef *dstArg) {
   int64_t rank = srcArg->rank;
   RankedView src = view(srcArg), dst = view(dstArg);
   char *s = src.aligned + src.offset * elemSize;

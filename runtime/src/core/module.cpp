@@ -1,4 +1,5 @@
-//===- module.cpp - Loading and running compiled models --------------------===//
+//===- module.cpp - Loading and running compiled models
+//--------------------===//
 #include "artifact_internal.h"
 #include "code_loader.h"
 #include "gpu_device.h"
@@ -55,7 +56,8 @@ Status mismatch(std::string message, const ArgSpec &arg, int64_t index,
       .withExpected(std::move(expected), std::move(actual));
 }
 
-std::string argLabel(const EntryPointSpec &ep, const ArgSpec &arg, int64_t pos) {
+std::string argLabel(const EntryPointSpec &ep, const ArgSpec &arg,
+                     int64_t pos) {
   return std::string(argRoleName(arg.role)) + " '" + arg.name + "' (#" +
          std::to_string(pos) + ") of entry point '" + ep.name + "'";
 }
@@ -76,15 +78,16 @@ public:
                bool bindNames) {
     std::string label = argLabel(ep_, arg, pos);
     if (view.dtype != arg.dtype)
-      return mismatch(label + " has dtype " + std::string(dtypeName(view.dtype)) +
-                          ", expected " + std::string(dtypeName(arg.dtype)),
+      return mismatch(label + " has dtype " +
+                          std::string(dtypeName(view.dtype)) + ", expected " +
+                          std::string(dtypeName(arg.dtype)),
                       arg, pos, std::string(dtypeName(arg.dtype)),
                       std::string(dtypeName(view.dtype)));
     if (view.rank() != arg.rank())
       return mismatch(label + " has shape " + shapeToString(view.shape) +
                           " (rank " + std::to_string(view.rank()) +
-                          "), expected " + shapeToString(arg.shape) + " (rank " +
-                          std::to_string(arg.rank()) + ")",
+                          "), expected " + shapeToString(arg.shape) +
+                          " (rank " + std::to_string(arg.rank()) + ")",
                       arg, pos, shapeToString(arg.shape),
                       shapeToString(view.shape));
     if (!view.strides.empty() && view.strides.size() != view.shape.size())
@@ -102,12 +105,11 @@ public:
                         arg, pos, shapeToString(arg.shape),
                         shapeToString(view.shape));
       if (arg.shape[d] >= 0 && got != arg.shape[d])
-        return mismatch(label + " has shape " + shapeToString(view.shape) +
-                            ", expected " + shapeToString(arg.shape) +
-                            " (dimension " + std::to_string(d) + " must be " +
-                            std::to_string(arg.shape[d]) + ")",
-                        arg, pos, shapeToString(arg.shape),
-                        shapeToString(view.shape));
+        return mismatch(
+            label + " has shape " + shapeToString(view.shape) + ", expected " +
+                shapeToString(arg.shape) + " (dimension " + std::to_string(d) +
+                " must be " + std::to_string(arg.shape[d]) + ")",
+            arg, pos, shapeToString(arg.shape), shapeToString(view.shape));
       if (d < arg.dimNames.size() && !arg.dimNames[d].empty()) {
         const std::string &dn = arg.dimNames[d];
         auto it = bound_.find(dn);
@@ -115,13 +117,13 @@ public:
           if (bindNames)
             bound_[dn] = {got, arg.name};
         } else if (it->second.first != got) {
-          return mismatch(label + " has shape " + shapeToString(view.shape) +
-                              ": dimension " + std::to_string(d) + " ('" + dn +
-                              "') is " + std::to_string(got) + " but '" +
-                              it->second.second + "' has " + dn + " = " +
-                              std::to_string(it->second.first),
-                          arg, pos, dn + " = " + std::to_string(it->second.first),
-                          dn + " = " + std::to_string(got));
+          return mismatch(
+              label + " has shape " + shapeToString(view.shape) +
+                  ": dimension " + std::to_string(d) + " ('" + dn + "') is " +
+                  std::to_string(got) + " but '" + it->second.second +
+                  "' has " + dn + " = " + std::to_string(it->second.first),
+              arg, pos, dn + " = " + std::to_string(it->second.first),
+              dn + " = " + std::to_string(got));
         }
       }
     }
@@ -163,10 +165,12 @@ Status checkCounts(const EntryPointSpec &ep, size_t want, size_t got,
       .withExpected(std::to_string(want), std::to_string(got));
 }
 
-Status validateInputs(const EntryPointSpec &ep, const std::vector<BufferView> &inputs,
+Status validateInputs(const EntryPointSpec &ep,
+                      const std::vector<BufferView> &inputs,
                       SignatureChecker &checker) {
   std::vector<const ArgSpec *> specs = ep.inputs();
-  SITS_RETURN_IF_ERROR(checkCounts(ep, specs.size(), inputs.size(), "input", specs));
+  SITS_RETURN_IF_ERROR(
+      checkCounts(ep, specs.size(), inputs.size(), "input", specs));
   for (size_t i = 0; i < specs.size(); ++i)
     SITS_RETURN_IF_ERROR(checker.check(*specs[i], int64_t(i), inputs[i], true));
   return Status::OK();
@@ -235,18 +239,20 @@ Status checkDeviceCompatibility(const Manifest &m, const Device &device) {
   };
   if (device.kind() == DeviceKind::kCpu) {
     if (m.device)
-      return incompatible("artifact was compiled for " + m.device->kind + " GPUs (target '" +
-                              m.target.name + "'" +
-                              (m.device->chip.empty() ? "" : ", " + m.device->chip) +
-                              "): load it on a " + m.device->kind + " device (e.g. \"" +
-                              m.device->kind + ":0\"), not on " + device.uri(),
-                          "device.kind")
+      return incompatible(
+                 "artifact was compiled for " + m.device->kind +
+                     " GPUs (target '" + m.target.name + "'" +
+                     (m.device->chip.empty() ? "" : ", " + m.device->chip) +
+                     "): load it on a " + m.device->kind + " device (e.g. \"" +
+                     m.device->kind + ":0\"), not on " + device.uri(),
+                 "device.kind")
           .withExpected(m.device->kind, "cpu");
     return Status::OK();
   }
   std::string kind(deviceKindName(device.kind()));
   if (!m.device)
-    return incompatible("artifact was compiled for the CPU (target '" + m.target.name +
+    return incompatible("artifact was compiled for the CPU (target '" +
+                            m.target.name +
                             "'): compile it for a GPU target to run it on " +
                             device.uri(),
                         "device")
@@ -258,7 +264,8 @@ Status checkDeviceCompatibility(const Manifest &m, const Device &device) {
         .withExpected(kind, m.device->kind);
   if (m.device->abi != "mlir-gpu-runtime")
     return incompatible("artifact's host code calls the GPU runtime ABI '" +
-                            m.device->abi + "', which this runtime does not provide "
+                            m.device->abi +
+                            "', which this runtime does not provide "
                             "(it provides 'mlir-gpu-runtime')",
                         "device.abi")
         .withExpected("mlir-gpu-runtime", m.device->abi);
@@ -282,7 +289,8 @@ Status uploadWeights(GpuDevice &gpu, ByteSpan weights, void *&out) {
 
 } // namespace
 
-StatusOr<Module> Module::load(const std::string &path, const LoadOptions &options) {
+StatusOr<Module> Module::load(const std::string &path,
+                              const LoadOptions &options) {
   // Resolve the device first: a bad URI should not cost a full hash.
   StatusOr<std::shared_ptr<Device>> device =
       DeviceRegistry::global().open(options.device);
@@ -336,13 +344,14 @@ StatusOr<Module> Module::load(const ArtifactReader &reader,
   std::optional<GpuCallScope> scope;
   if (gpu) {
     SITS_RETURN_IF_ERROR(gpu->makeCurrent());
-    SITS_RETURN_IF_ERROR(uploadWeights(*gpu, impl->weights, impl->deviceWeights));
+    SITS_RETURN_IF_ERROR(
+        uploadWeights(*gpu, impl->weights, impl->deviceWeights));
     loadCall.device = gpu;
     scope.emplace(loadCall);
   }
   std::optional<ByteSpan> code = impl->reader.section(m.codeSectionName());
-  StatusOr<std::unique_ptr<LoadedCode>> loaded =
-      LoadedCode::load(*code, m.target.name + ":" + m.contentHash.substr(0, 16));
+  StatusOr<std::unique_ptr<LoadedCode>> loaded = LoadedCode::load(
+      *code, m.target.name + ":" + m.contentHash.substr(0, 16));
   scope.reset();
   if (!loaded.ok())
     return loaded.status();
@@ -353,7 +362,8 @@ StatusOr<Module> Module::load(const ArtifactReader &reader,
     if (function.find("ModuleLoad") != std::string::npos && m.device)
       s.mutableInfo().message +=
           " (the artifact's device image is " +
-          (m.device->imageFormat.empty() ? std::string("code") : m.device->imageFormat) +
+          (m.device->imageFormat.empty() ? std::string("code")
+                                         : m.device->imageFormat) +
           (m.device->chip.empty() ? "" : " for " + m.device->chip) +
           (gpu->chip().empty() ? "" : "; this device is " + gpu->chip()) + ")";
     return s;
@@ -391,9 +401,9 @@ Status unknownEntry(const Module &m, std::string_view name) {
   std::string known;
   for (const std::string &n : m.entryPoints())
     known += (known.empty() ? "" : ", ") + n;
-  return Status(StatusCode::kInvalidArgument,
-                "no entry point named '" + std::string(name) +
-                    "'; the model has: " + known)
+  return Status(StatusCode::kInvalidArgument, "no entry point named '" +
+                                                  std::string(name) +
+                                                  "'; the model has: " + known)
       .withSubject(std::string(name));
 }
 } // namespace
@@ -415,11 +425,12 @@ Module::outputShapes(std::string_view name,
       if (shape[d] < 0)
         return mismatch("output '" + outputs[i]->name + "' of entry point '" +
                             ep.name + "' has shape " +
-                            shapeToString(outputs[i]->shape) + " and no input "
-                            "determines dimension " + std::to_string(d) +
-                            "; pass preallocated outputs",
-                        *outputs[i], int64_t(i), shapeToString(outputs[i]->shape),
-                        "unknown");
+                            shapeToString(outputs[i]->shape) +
+                            " and no input "
+                            "determines dimension " +
+                            std::to_string(d) + "; pass preallocated outputs",
+                        *outputs[i], int64_t(i),
+                        shapeToString(outputs[i]->shape), "unknown");
     out.push_back(std::move(shape));
   }
   return out;
@@ -456,7 +467,8 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
   std::vector<std::vector<uint8_t>> staged; // non-contiguous host views
   descs.reserve(ep.args.size());
   if (ep.hasWeights())
-    descs.push_back(descriptor(impl.deviceWeights, {int64_t(impl.weights.size)}));
+    descs.push_back(
+        descriptor(impl.deviceWeights, {int64_t(impl.weights.size)}));
   auto deviceBuffer = [&](const BufferView &view) -> StatusOr<void *> {
     size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
     StatusOr<void *> p = gpu.allocateAsync(bytes, stream);
@@ -536,7 +548,8 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
       checkCounts(ep, outSpecs.size(), outputs.size(), "output", outSpecs));
   // Outputs: static extents and names bound by the inputs must match.
   for (size_t i = 0; i < outSpecs.size(); ++i)
-    SITS_RETURN_IF_ERROR(checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
+    SITS_RETURN_IF_ERROR(
+        checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
   if (impl_->gpu)
     return runOnGpu(*impl_, entry->fn, ep, inputs, outputs);
 
@@ -597,7 +610,8 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
 
   for (auto &[view, p] : copyBack) {
     if (view->isContiguous())
-      std::memcpy(view->data, p, size_t(view->numElements()) * dtypeSize(view->dtype));
+      std::memcpy(view->data, p,
+                  size_t(view->numElements()) * dtypeSize(view->dtype));
     else
       copyStrided(*view, static_cast<uint8_t *>(p), true);
   }

@@ -1,11 +1,13 @@
-//===- version.cpp - Versions this runtime was built with ------------------===//
+//===- version.cpp - Versions this runtime was built with
+//------------------===//
 #include "sits/runtime/runtime.h"
 
 #ifndef SITS_VERSION_STRING
 #error "SITS_VERSION_STRING must be defined by the build (from pyproject.toml)"
 #endif
 #ifndef SITS_LLVM_VERSION_STRING
-#error "SITS_LLVM_VERSION_STRING must be defined by the build (from pyproject.toml)"
+#error                                                                         \
+    "SITS_LLVM_VERSION_STRING must be defined by the build (from pyproject.toml)"
 #endif
 
 namespace sits::runtime {

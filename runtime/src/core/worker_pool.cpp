@@ -1,4 +1,5 @@
-//===- worker_pool.cpp - The process-wide worker threads -------------------===//
+//===- worker_pool.cpp - The process-wide worker threads
+//-------------------===//
 #include "worker_pool.h"
 
 #include "sits/runtime/thread_pool.h"
@@ -122,7 +123,8 @@ void workerMain(State *s, int id) {
     }
     ++s->parked;
     s->workCv.wait(lock, [&] {
-      return id >= s->target.load(std::memory_order_relaxed) || !s->queue.empty();
+      return id >= s->target.load(std::memory_order_relaxed) ||
+             !s->queue.empty();
     });
     --s->parked;
   }
@@ -199,7 +201,8 @@ Status resize(int n) {
   if (n < 0 || n > kMaxThreads)
     return Status(StatusCode::kInvalidArgument,
                   "thread count must be between 0 (the default) and " +
-                      std::to_string(kMaxThreads) + ", got " + std::to_string(n))
+                      std::to_string(kMaxThreads) + ", got " +
+                      std::to_string(n))
         .withSubject("threads");
   if (onWorkerThread())
     return Status(StatusCode::kInvalidArgument,

@@ -1,4 +1,5 @@
-//===- worker_pool.h - The process-wide worker threads (internal) ----------===//
+//===- worker_pool.h - The process-wide worker threads (internal)
+//----------===//
 //
 // One FIFO queue of plain (function, argument) tasks served by N std::threads.
 // The async runtime ABI submits coroutine resumptions here. A worker that

@@ -1,4 +1,5 @@
-//===- engine.cpp - Continuous batching over the paged KV pool -------------===//
+//===- engine.cpp - Continuous batching over the paged KV pool
+//-------------===//
 //
 // See engine.h for the step. Bookkeeping: a `Seq` is one sample of one
 // request while it is waiting or running (a fresh request with n > 1 is a
@@ -103,21 +104,20 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig &config,
   if (!runner)
     return invalidArgument("runner", "runner is null");
   if (config.max_batch_size < 1)
-    return invalidArgument("max_batch_size",
-                           "max_batch_size = " +
-                               std::to_string(config.max_batch_size) +
-                               ": must be >= 1");
+    return invalidArgument(
+        "max_batch_size",
+        "max_batch_size = " + std::to_string(config.max_batch_size) +
+            ": must be >= 1");
   if (config.preemption != PreemptionMode::kRecompute &&
       config.preemption != PreemptionMode::kSwap)
-    return invalidArgument("preemption", "preemption = " +
-                                             std::to_string(static_cast<int>(
-                                                 config.preemption)) +
-                                             ": use recompute or swap");
+    return invalidArgument(
+        "preemption",
+        "preemption = " + std::to_string(static_cast<int>(config.preemption)) +
+            ": use recompute or swap");
   if (config.preemption == PreemptionMode::kSwap &&
       allocator->config().num_host_blocks == 0)
-    return invalidArgument("preemption",
-                           "preemption = swap needs a host tier "
-                           "(num_host_blocks > 0)");
+    return invalidArgument("preemption", "preemption = swap needs a host tier "
+                                         "(num_host_blocks > 0)");
   if (allocator->config().copy_ordering != kv::CopyOrdering::kStreamOrdered)
     return Status(StatusCode::kUnimplemented,
                   "the engine runs the KV pool with copy_ordering = "
@@ -145,18 +145,18 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
                                      "needed to compute logits");
   for (size_t i = 0; i < request.prompt.size(); ++i)
     if (request.prompt[i] < 0) {
-      Status st = invalidArgument(
-          "prompt", "prompt[" + std::to_string(i) +
-                        "] = " + std::to_string(request.prompt[i]) +
-                        ": token ids must be >= 0");
+      Status st =
+          invalidArgument("prompt", "prompt[" + std::to_string(i) + "] = " +
+                                        std::to_string(request.prompt[i]) +
+                                        ": token ids must be >= 0");
       st.withIndex(static_cast<int64_t>(i));
       return st;
     }
   if (request.max_new_tokens < 1)
-    return invalidArgument("max_new_tokens",
-                           "max_new_tokens = " +
-                               std::to_string(request.max_new_tokens) +
-                               ": must be >= 1");
+    return invalidArgument(
+        "max_new_tokens",
+        "max_new_tokens = " + std::to_string(request.max_new_tokens) +
+            ": must be >= 1");
   if (request.n < 1 || request.n > config_.max_batch_size)
     return invalidArgument("n", "n = " + std::to_string(request.n) +
                                     ": must be in [1, max_batch_size = " +
@@ -164,21 +164,20 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
                                     "]");
   SITS_RETURN_IF_ERROR(validateSamplingParams(request.sampling));
   if (request.stop_token && *request.stop_token < 0)
-    return invalidArgument("stop_token",
-                           "stop_token = " +
-                               std::to_string(*request.stop_token) +
-                               ": token ids must be >= 0");
+    return invalidArgument(
+        "stop_token", "stop_token = " + std::to_string(*request.stop_token) +
+                          ": token ids must be >= 0");
   const int64_t promptLen = static_cast<int64_t>(request.prompt.size());
   if (request.max_new_tokens > maxSeqLen_ ||
       promptLen + request.max_new_tokens > maxSeqLen_) {
-    const int64_t total =
-        request.max_new_tokens > maxSeqLen_
-            ? request.max_new_tokens
-            : promptLen + request.max_new_tokens;
-    return capacityExceeded("max_seq_len", total, maxSeqLen_,
-                            "prompt + max_new_tokens = " +
-                                std::to_string(total) + " exceeds max_seq_len = " +
-                                std::to_string(maxSeqLen_) + " (can never fit)");
+    const int64_t total = request.max_new_tokens > maxSeqLen_
+                              ? request.max_new_tokens
+                              : promptLen + request.max_new_tokens;
+    return capacityExceeded(
+        "max_seq_len", total, maxSeqLen_,
+        "prompt + max_new_tokens = " + std::to_string(total) +
+            " exceeds max_seq_len = " + std::to_string(maxSeqLen_) +
+            " (can never fit)");
   }
   // The longest sequence held in the pool: the last token never gets a
   // slot. Admission (also after a preemption) must leave the watermark.
@@ -220,9 +219,9 @@ bool Engine::hasUnfinished() const {
 StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
   auto it = requests_.find(requestId);
   if (it == requests_.end()) {
-    Status st = invalidArgument("request_id", "request_id = " +
-                                                  std::to_string(requestId) +
-                                                  ": no such request");
+    Status st = invalidArgument("request_id",
+                                "request_id = " + std::to_string(requestId) +
+                                    ": no such request");
     st.withValue(static_cast<int64_t>(requestId));
     return st;
   }
@@ -232,13 +231,13 @@ StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
 Status Engine::release(uint64_t requestId) {
   auto it = requests_.find(requestId);
   if (it == requests_.end())
-    return invalidArgument("request_id", "request_id = " +
-                                             std::to_string(requestId) +
-                                             ": no such request");
+    return invalidArgument("request_id",
+                           "request_id = " + std::to_string(requestId) +
+                               ": no such request");
   if (!it->second->result.finished)
-    return invalidArgument("request_id", "request_id = " +
-                                             std::to_string(requestId) +
-                                             ": the request has not finished");
+    return invalidArgument("request_id",
+                           "request_id = " + std::to_string(requestId) +
+                               ": the request has not finished");
   requests_.erase(it);
   return Status::OK();
 }
@@ -579,15 +578,14 @@ Status Engine::stepImpl() {
   // 4. Run the model.
   StepOutput out;
   Status rs = runner_->execute(stepBatch, &out);
-  if (rs.ok() && (out.vocab_size <= 0 ||
-                  out.logits.size() != batch.size() *
-                                           static_cast<size_t>(out.vocab_size)))
-    rs = invalidArgument("logits",
-                         "runner returned " +
-                             std::to_string(out.logits.size()) +
-                             " logits with vocab_size = " +
-                             std::to_string(out.vocab_size) + " for " +
-                             std::to_string(batch.size()) + " sequences");
+  if (rs.ok() &&
+      (out.vocab_size <= 0 ||
+       out.logits.size() != batch.size() * static_cast<size_t>(out.vocab_size)))
+    rs = invalidArgument(
+        "logits",
+        "runner returned " + std::to_string(out.logits.size()) +
+            " logits with vocab_size = " + std::to_string(out.vocab_size) +
+            " for " + std::to_string(batch.size()) + " sequences");
   if (!rs.ok()) {
     for (Seq *s : batch)
       failRequest(s->req, rs);

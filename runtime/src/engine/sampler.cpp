@@ -1,4 +1,5 @@
-//===- sampler.cpp - Token sampling ----------------------------------------===//
+//===- sampler.cpp - Token sampling
+//----------------------------------------===//
 #include "sits/runtime/engine/sampler.h"
 
 #include "errors.h"
@@ -24,14 +25,15 @@ uint64_t mix64(uint64_t x) {
 Status validateSamplingParams(const SamplingParams &p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
     return invalidArgument("temperature",
-                   "temperature = " + std::to_string(p.temperature) +
-                       ": must be finite and >= 0 (0 is greedy)");
+                           "temperature = " + std::to_string(p.temperature) +
+                               ": must be finite and >= 0 (0 is greedy)");
   if (p.top_k < 0)
     return invalidArgument("top_k", "top_k = " + std::to_string(p.top_k) +
-                                ": must be >= 0 (0 disables top-k)");
+                                        ": must be >= 0 (0 disables top-k)");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    return invalidArgument("top_p", "top_p = " + std::to_string(p.top_p) +
-                                ": must be in (0, 1] (1 disables top-p)");
+    return invalidArgument("top_p",
+                           "top_p = " + std::to_string(p.top_p) +
+                               ": must be in (0, 1] (1 disables top-p)");
   return Status::OK();
 }
 
@@ -50,14 +52,15 @@ StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
     return invalidArgument("logits", "logits row is null");
   if (vocab <= 0 || vocab > std::numeric_limits<int32_t>::max())
     return invalidArgument("vocab", "vocab = " + std::to_string(vocab) +
-                                ": must be in [1, 2^31)");
+                                        ": must be in [1, 2^31)");
   // One pass: reject NaN / +inf, find the argmax (lowest id on ties).
   int64_t best = -1;
   int64_t finite = 0;
   for (int64_t i = 0; i < vocab; ++i) {
     const float l = logits[i];
     if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
-      Status st = invalidArgument("logits", "logits[" + std::to_string(i) + "] is " +
+      Status st =
+          invalidArgument("logits", "logits[" + std::to_string(i) + "] is " +
                                         (std::isnan(l) ? "NaN" : "+inf"));
       st.withIndex(i);
       return st;
@@ -82,8 +85,8 @@ StatusOr<int32_t> Sampler::sample(const float *logits, int64_t vocab,
   auto ranks = [logits](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  const bool topK =
-      params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size();
+  const bool topK = params.top_k > 0 &&
+                    static_cast<size_t>(params.top_k) < candidates_.size();
   const bool topP = params.top_p < 1.0f;
   if (topK) {
     std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k,

@@ -1,4 +1,5 @@
-//===- allocator.cpp - The paged KV-cache allocator ------------------------===//
+//===- allocator.cpp - The paged KV-cache allocator
+//------------------------===//
 //
 // Operations O1–O13 of spec `kv-allocator.md`. Every mutating operation
 // validates and computes the capacity it needs before its first store, so a
@@ -278,8 +279,7 @@ bool Allocator::Impl::appendBatchCannotFail(const AppendRequest *reqs,
   return needed <= allocatable();
 }
 
-bool Allocator::Impl::addBatchCannotFail(const AddRequest *reqs,
-                                         size_t count) {
+bool Allocator::Impl::addBatchCannotFail(const AddRequest *reqs, size_t count) {
   int64_t blocks = 0;
   for (size_t i = 0; i < count; ++i) {
     const AddRequest &r = reqs[i];
@@ -392,8 +392,8 @@ int64_t Allocator::Impl::allocatable(int64_t cachedHits) const {
 
 Status Allocator::Impl::outOfBlocks(int64_t needed, int64_t available,
                                     int64_t cachedHits, bool admission) const {
-  const int64_t evictable = asyncHost_ ? dev_.numCached
-                                       : dev_.numCached - cachedHits;
+  const int64_t evictable =
+      asyncHost_ ? dev_.numCached : dev_.numCached - cachedHits;
   return errors::outOfBlocks(needed, available, evictable, dev_.numEvicting,
                              admission ? config_.watermark_blocks : 0);
 }
@@ -627,8 +627,7 @@ void Allocator::Impl::addSeqRef(int32_t b) {
   }
   if (dev_.state(b) != BlockState::kActive)
     throw InternalError(1, "reference to block " + std::to_string(b) +
-                               " in state " +
-                               blockStateName(dev_.state(b)));
+                               " in state " + blockStateName(dev_.state(b)));
   dev_.setRef(b, dev_.ref(b) + 1);
   if (dev_.seqRefs(b) == 2)
     dev_.put(dev_.numShared, dev_.numShared + 1);
@@ -692,8 +691,8 @@ void Allocator::Impl::releaseRun(const int32_t *blocks, size_t count) {
     physical += (m & detail::kFilledMask) >> detail::kFilledShift;
     if ((m & detail::kSealedBit) && caching_) {
       // CACHED at the LRU tail.
-      p.meta[size_t(b)] = uint16_t((m & ~detail::kStateMask) |
-                                   uint16_t(BlockState::kCached));
+      p.meta[size_t(b)] =
+          uint16_t((m & ~detail::kStateMask) | uint16_t(BlockState::kCached));
       p.link0[size_t(b)] = p.cachedTail;
       p.next[size_t(b)] = kNil;
       if (p.cachedTail == kNil)
@@ -1203,8 +1202,8 @@ Status Allocator::Impl::fork(uint64_t parent, uint64_t child, int64_t pos) {
     const int64_t at = pos == -1 ? p->n : pos;
     if (at > p->n)
       return errors::invalidArgument(
-          "pos", pos, "must be in [-1, n of parent = " + std::to_string(p->n) +
-                          "]");
+          "pos", pos,
+          "must be in [-1, n of parent = " + std::to_string(p->n) + "]");
     if (findSeq(child))
       return errors::sequenceExists(child);
     const int64_t shared = blocksFor(at);
@@ -1336,9 +1335,9 @@ Status Allocator::Impl::writeBlockTables(const uint64_t *seqs, size_t count,
       longest = std::max<int64_t>(longest, int64_t(s->table.size()));
     }
     if (stride < longest)
-      return errors::invalidArgument(
-          "stride", stride,
-          "must be >= the longest table (" + std::to_string(longest) + ")");
+      return errors::invalidArgument("stride", stride,
+                                     "must be >= the longest table (" +
+                                         std::to_string(longest) + ")");
     for (size_t i = 0; i < count; ++i) {
       const Sequence *s = findSeq(seqs[i]);
       int32_t *row = out + ptrdiff_t(i) * stride;
@@ -1373,12 +1372,12 @@ Status Allocator::Impl::slotMapping(uint64_t seq, int64_t start, int64_t count,
     // unsealed block, or a sealed block this sequence filled itself (its
     // prefill, even if a later request already hit it). Never a shared
     // partial block, a prefix-cache hit or a block inherited from a fork.
-    for (int64_t p = start; p < start + count; p = ((p >> bsShift_) + 1)
-                                                       << bsShift_) {
+    for (int64_t p = start; p < start + count;
+         p = ((p >> bsShift_) + 1) << bsShift_) {
       const int64_t j = p >> bsShift_;
       const int32_t b = s->table[size_t(j)];
-      const bool ok = dev_.sealed(b) ? j >= s->firstOwned
-                                     : dev_.seqRefs(b) == 1;
+      const bool ok =
+          dev_.sealed(b) ? j >= s->firstOwned : dev_.seqRefs(b) == 1;
       if (!ok) {
         Status st = errors::invalidSeqState(
             seq, dev_.sealed(b) ? "INHERITED_BLOCK" : "SHARED_BLOCK",
@@ -1392,8 +1391,7 @@ Status Allocator::Impl::slotMapping(uint64_t seq, int64_t start, int64_t count,
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t p = start + i;
-      out[i] = int64_t(s->table[size_t(p >> bsShift_)]) * bs_ +
-               (p & (bs_ - 1));
+      out[i] = int64_t(s->table[size_t(p >> bsShift_)]) * bs_ + (p & (bs_ - 1));
     }
     return Status::OK();
   });
@@ -1668,9 +1666,9 @@ Status Allocator::Impl::resetPrefixCache() {
           "EVICTING", std::to_string(dev_.numEvicting) +
                           " device blocks wait for complete(epoch)");
     if (host_.numActive > 0)
-      return errors::invalidState(
-          "ACTIVE", std::to_string(host_.numActive) +
-                        " host blocks hold swapped sequences");
+      return errors::invalidState("ACTIVE",
+                                  std::to_string(host_.numActive) +
+                                      " host blocks hold swapped sequences");
     dev_.resetToInitial();
     host_.resetToInitial();
     return Status::OK();

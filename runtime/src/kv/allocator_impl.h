@@ -1,4 +1,5 @@
-//===- allocator_impl.h - Allocator internals (internal) -------------------===//
+//===- allocator_impl.h - Allocator internals (internal)
+//-------------------===//
 #ifndef SITS_RUNTIME_SRC_KV_ALLOCATOR_IMPL_H
 #define SITS_RUNTIME_SRC_KV_ALLOCATOR_IMPL_H
 
@@ -7,8 +8,8 @@
 #include "sits/runtime/kv/allocator.h"
 
 #include <atomic>
-#include <exception>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <string_view>
 
@@ -43,7 +44,8 @@ struct Sequence {
 /// Thrown by internals that find an impossible state; `guarded` turns it
 /// into a poisoned pool and an `Internal` error.
 struct InternalError : std::exception {
-  InternalError(int inv, std::string msg) : invariant(inv), text(std::move(msg)) {}
+  InternalError(int inv, std::string msg)
+      : invariant(inv), text(std::move(msg)) {}
   const char *what() const noexcept override { return text.c_str(); }
   int invariant;
   std::string text;
@@ -99,8 +101,8 @@ public:
                                   int64_t n, const AddOptions *opts);
   Status addSequences(const AddRequest *reqs, size_t count,
                       std::vector<AddResult> *results);
-  Status append(uint64_t seq, const int32_t *tokens, int64_t k,
-                bool withTokens, AppendResult *out);
+  Status append(uint64_t seq, const int32_t *tokens, int64_t k, bool withTokens,
+                AppendResult *out);
   Status appendBatch(const AppendRequest *reqs, size_t count,
                      std::vector<AppendResult> *results);
   Status reserve(uint64_t seq, int64_t lookahead, AppendResult *out);
@@ -111,8 +113,7 @@ public:
   StatusOr<std::vector<int32_t>> blockTable(uint64_t seq);
   Status writeBlockTables(const uint64_t *seqs, size_t count, int32_t *out,
                           int64_t stride, int32_t pad);
-  Status slotMapping(uint64_t seq, int64_t start, int64_t count,
-                     int64_t *out);
+  Status slotMapping(uint64_t seq, int64_t start, int64_t count, int64_t *out);
   StatusOr<int64_t> lookupPrefix(const int32_t *tokens, int64_t n,
                                  const AddOptions &opts);
   StatusOr<bool> canAdd(int64_t n, const int32_t *tokens,
@@ -133,7 +134,8 @@ public:
   StatusOr<SequenceInfo> sequenceInfo(uint64_t seq);
   double metadataBytesPerDeviceBlock() const;
 
-  // --- everything below runs with mu_ held ------------------------------------
+  // --- everything below runs with mu_ held
+  // ------------------------------------
   Status addLocked(const detail::AddArgs &args,
                    const detail::ChainHashes &chain, AddResult *out);
   Status appendLocked(uint64_t seq, const int32_t *tokens, int64_t k,
@@ -245,8 +247,7 @@ public:
   Status poisonWith(const Status &st);
   /// Runs `fn` and converts an escaping exception (std::bad_alloc) into a
   /// poisoned pool: the state may be half-changed, so no call may trust it.
-  template <typename Fn>
-  SITS_KV_INLINE auto guarded(Fn &&fn) -> decltype(fn());
+  template <typename Fn> SITS_KV_INLINE auto guarded(Fn &&fn) -> decltype(fn());
   /// Runs `fn` (returning a Status or StatusOr) under the lock: a poisoned
   /// pool fails fast with Internal, and any other error `fn` returns goes
   /// through fail() (the failure counters). Callers wrap it in guarded().

@@ -1,7 +1,7 @@
 //===- block_hasher.cpp - Chained block hashes ----------------------------===//
-#include "sits/runtime/kv/hash.h"
 #include "sha256.h"
 #include "sha256_compress.h"
+#include "sits/runtime/kv/hash.h"
 #include "xxh3.h"
 
 #include <cstring>
@@ -132,7 +132,8 @@ Hash128 BlockHasher::block(const Hash128 &parent, const int32_t *tokens,
     for (int i = 0; i < 8; ++i)
       msg[total - 1 - i] = uint8_t(bits >> (8 * i));
     uint32_t state[8];
-    std::memcpy(state, ::sits::runtime::detail::kSha256InitialState, sizeof(state));
+    std::memcpy(state, ::sits::runtime::detail::kSha256InitialState,
+                sizeof(state));
     ::sits::runtime::detail::sha256Compress(state, msg, blocks);
     // Key = digest bytes 0..15 = state[0..3] big-endian, read little-endian.
     auto be = [](uint32_t w) { return uint64_t(__builtin_bswap32(w)); };

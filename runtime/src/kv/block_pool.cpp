@@ -1,4 +1,5 @@
-//===- block_pool.cpp - Per-tier block metadata ----------------------------===//
+//===- block_pool.cpp - Per-tier block metadata
+//----------------------------===//
 #include "block_pool.h"
 
 #include <algorithm>
@@ -47,8 +48,8 @@ void BlockPool::resetToInitial() {
   std::fill(slots.begin(), slots.end(), kEmptySlot);
   indexSize = 0;
   for (int32_t b = 0; b < numBlocks; ++b)
-    meta[size_t(b)] = uint16_t(b < firstUsable ? BlockState::kReserved
-                                               : BlockState::kFree);
+    meta[size_t(b)] =
+        uint16_t(b < firstUsable ? BlockState::kReserved : BlockState::kFree);
   // Ascending ids: link every usable block in order.
   for (int32_t b = firstUsable; b < numBlocks; ++b) {
     link0[size_t(b)] = b == firstUsable ? kNil : b - 1;

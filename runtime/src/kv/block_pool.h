@@ -1,4 +1,5 @@
-//===- block_pool.h - Per-tier block metadata (internal) -------------------===//
+//===- block_pool.h - Per-tier block metadata (internal)
+//-------------------===//
 //
 // One `BlockPool` per tier (device, host). Struct-of-arrays metadata, an
 // intrusive doubly linked free list in two parts (FREE then CACHED, spec
@@ -101,7 +102,8 @@ public:
   /// Back to the initial state (used by resetPrefixCache).
   void resetToInitial();
 
-  template <typename T> __attribute__((always_inline)) void put(T &field, T value) {
+  template <typename T>
+  __attribute__((always_inline)) void put(T &field, T value) {
     if (log_->active())
       log_->record(&field, sizeof(T));
     field = value;
@@ -115,22 +117,36 @@ public:
     BlockState s = state(b);
     return s == BlockState::kFree || s == BlockState::kCached;
   }
-  __attribute__((always_inline)) bool sealed(int32_t b) const { return (meta[b] & kSealedBit) != 0; }
+  __attribute__((always_inline)) bool sealed(int32_t b) const {
+    return (meta[b] & kSealedBit) != 0;
+  }
   __attribute__((always_inline)) int32_t filled(int32_t b) const {
     return (meta[b] & kFilledMask) >> kFilledShift;
   }
-  __attribute__((always_inline)) int32_t ref(int32_t b) const { return listed(b) ? 0 : link0[b]; }
-  __attribute__((always_inline)) int32_t pinCount(int32_t b) const { return pins.empty() ? 0 : pins[b]; }
-  __attribute__((always_inline)) int32_t seqRefs(int32_t b) const { return ref(b) - pinCount(b); }
-  __attribute__((always_inline)) bool writable(int32_t b) const { return seqRefs(b) == 1 && !sealed(b); }
-  __attribute__((always_inline)) bool marked(int32_t b) const { return (meta[b] & kMarkBit) != 0; }
+  __attribute__((always_inline)) int32_t ref(int32_t b) const {
+    return listed(b) ? 0 : link0[b];
+  }
+  __attribute__((always_inline)) int32_t pinCount(int32_t b) const {
+    return pins.empty() ? 0 : pins[b];
+  }
+  __attribute__((always_inline)) int32_t seqRefs(int32_t b) const {
+    return ref(b) - pinCount(b);
+  }
+  __attribute__((always_inline)) bool writable(int32_t b) const {
+    return seqRefs(b) == 1 && !sealed(b);
+  }
+  __attribute__((always_inline)) bool marked(int32_t b) const {
+    return (meta[b] & kMarkBit) != 0;
+  }
 
-  // --- meta stores ------------------------------------------------------------
+  // --- meta stores
+  // ------------------------------------------------------------
   __attribute__((always_inline)) void setStateRaw(int32_t b, BlockState s) {
     put(meta[b], uint16_t((meta[b] & ~kStateMask) | uint16_t(s)));
   }
   __attribute__((always_inline)) void setSealed(int32_t b, bool on) {
-    put(meta[b], uint16_t(on ? (meta[b] | kSealedBit) : (meta[b] & ~kSealedBit)));
+    put(meta[b],
+        uint16_t(on ? (meta[b] | kSealedBit) : (meta[b] & ~kSealedBit)));
   }
   /// Sets filled(b), keeping physicalTokens in step for ACTIVE blocks.
   __attribute__((always_inline)) void setFilled(int32_t b, int32_t f) {
@@ -139,17 +155,25 @@ public:
       return;
     if (state(b) == BlockState::kActive)
       put(physicalTokens, physicalTokens + (f - old));
-    put(meta[b], uint16_t((meta[b] & ~kFilledMask) | uint16_t(f << kFilledShift)));
+    put(meta[b],
+        uint16_t((meta[b] & ~kFilledMask) | uint16_t(f << kFilledShift)));
   }
   __attribute__((always_inline)) void raiseFilled(int32_t b, int32_t f) {
     if (f > filled(b))
       setFilled(b, f);
   }
-  __attribute__((always_inline)) void setMark(int32_t b) { meta[b] = uint16_t(meta[b] | kMarkBit); }
-  __attribute__((always_inline)) void clearMark(int32_t b) { meta[b] = uint16_t(meta[b] & ~kMarkBit); }
-  __attribute__((always_inline)) void setRef(int32_t b, int32_t r) { put(link0[b], r); }
+  __attribute__((always_inline)) void setMark(int32_t b) {
+    meta[b] = uint16_t(meta[b] | kMarkBit);
+  }
+  __attribute__((always_inline)) void clearMark(int32_t b) {
+    meta[b] = uint16_t(meta[b] & ~kMarkBit);
+  }
+  __attribute__((always_inline)) void setRef(int32_t b, int32_t r) {
+    put(link0[b], r);
+  }
 
-  // --- free list ----------------------------------------------------------------
+  // --- free list
+  // ----------------------------------------------------------------
   void pushFreeHead(int32_t b);
   void pushFreeTail(int32_t b);
   void pushCachedTail(int32_t b);
@@ -157,7 +181,8 @@ public:
   /// state; the caller sets it (and link0 becomes the ref word again).
   void unlink(int32_t b);
 
-  // --- hash index ---------------------------------------------------------------
+  // --- hash index
+  // ---------------------------------------------------------------
   /// First entry for `key` that is not marked and, when verifying, whose
   /// stored parent and tokens match. kNil if none.
   int32_t find(const Hash128 &key, const Hash128 &parent,
@@ -272,8 +297,9 @@ template <bool kLogged> SITS_KV_INLINE bool BlockPool::eraseEntry(int32_t b) {
 }
 
 // Hot list operations, inline so they fold into the allocator's loops.
-SITS_KV_INLINE void BlockPool::linkAfter(int32_t b, int32_t prevB, int32_t nextB,
-                          int32_t &head, int32_t &tail) {
+SITS_KV_INLINE void BlockPool::linkAfter(int32_t b, int32_t prevB,
+                                         int32_t nextB, int32_t &head,
+                                         int32_t &tail) {
   put(link0[size_t(b)], prevB);
   put(next[size_t(b)], nextB);
   if (prevB == kNil)

@@ -51,10 +51,10 @@ StatusOr<DType> parseDType(std::string_view name) {
   for (const DTypeEntry &e : kDTypes)
     if (name == e.name)
       return e.dtype;
-  Status st = errors::invalidArgument(
-      "dtype", -1,
-      "unsupported dtype '" + std::string(name) + "'; supported: " +
-          supportedDTypes());
+  Status st =
+      errors::invalidArgument("dtype", -1,
+                              "unsupported dtype '" + std::string(name) +
+                                  "'; supported: " + supportedDTypes());
   return st;
 }
 

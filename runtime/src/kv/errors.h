@@ -104,7 +104,9 @@ inline Status internal(int invariant, std::string detail) {
   ErrorInfo e;
   e.code = StatusCode::kInternal;
   if (invariant > 0)
-    e.message.append("I").append(std::to_string(invariant)).append(" violated: ");
+    e.message.append("I")
+        .append(std::to_string(invariant))
+        .append(" violated: ");
   else
     e.message.append("impossible state: ");
   e.message.append(detail).append(" (pool poisoned)");

@@ -1,4 +1,5 @@
-//===- inspect.cpp - stats, snapshot, checkInvariants (O14) ----------------===//
+//===- inspect.cpp - stats, snapshot, checkInvariants (O14)
+//----------------===//
 #include "allocator_impl.h"
 #include "errors.h"
 
@@ -34,15 +35,14 @@ Stats Allocator::Impl::statsLocked() const {
   s.logical_tokens = logicalTokens_;
   s.physical_tokens = dev_.physicalTokens;
   s.internal_frag_waste_slots = s.active_blocks * bs_ - s.physical_tokens;
-  s.waste_pct = s.active_blocks
-                    ? 100.0 * double(s.internal_frag_waste_slots) /
-                          double(s.active_blocks * bs_)
-                    : 0.0;
+  s.waste_pct = s.active_blocks ? 100.0 * double(s.internal_frag_waste_slots) /
+                                      double(s.active_blocks * bs_)
+                                : 0.0;
   s.sharing_factor =
       s.active_blocks ? double(tableRefs_) / double(s.active_blocks) : 0.0;
-  s.hit_rate = s.prefix_query_tokens ? double(s.prefix_hit_tokens) /
-                                           double(s.prefix_query_tokens)
-                                     : 0.0;
+  s.hit_rate = s.prefix_query_tokens
+                   ? double(s.prefix_hit_tokens) / double(s.prefix_query_tokens)
+                   : 0.0;
   return s;
 }
 
@@ -92,7 +92,8 @@ void snapshotTier(const detail::BlockPool &pool,
     o.hash = pool.hash[size_t(b)];
   }
   order->clear();
-  for (int32_t b = pool.freeHead; b != kNil && order->size() <= size_t(pool.numBlocks);
+  for (int32_t b = pool.freeHead;
+       b != kNil && order->size() <= size_t(pool.numBlocks);
        b = pool.next[size_t(b)])
     order->push_back(b);
   for (int32_t b = pool.cachedHead;
@@ -133,18 +134,18 @@ StatusOr<StateSnapshot> Allocator::Impl::snapshot() {
         o.extra_data.push_back(e.data);
       }
       snap.sequences.push_back(std::move(o));
-  });
-  std::sort(snap.sequences.begin(), snap.sequences.end(),
-            [](const StateSnapshot::Sequence &a,
-               const StateSnapshot::Sequence &b) { return a.id < b.id; });
-  snap.pending_copies = pending_;
-  snap.inflight_copies.assign(inflight_.begin(), inflight_.end());
-  snap.epoch = epoch_;
-  snap.stats = statsLocked();
-  snap.stats.out_of_blocks_failures = 0;
-  snap.stats.failed_calls = 0;
-  snap.stats.lookups = 0;
-  return snap;
+    });
+    std::sort(snap.sequences.begin(), snap.sequences.end(),
+              [](const StateSnapshot::Sequence &a,
+                 const StateSnapshot::Sequence &b) { return a.id < b.id; });
+    snap.pending_copies = pending_;
+    snap.inflight_copies.assign(inflight_.begin(), inflight_.end());
+    snap.epoch = epoch_;
+    snap.stats = statsLocked();
+    snap.stats.out_of_blocks_failures = 0;
+    snap.stats.failed_calls = 0;
+    snap.stats.lookups = 0;
+    return snap;
   });
 }
 
@@ -165,8 +166,8 @@ template <typename T>
 std::string firstMismatch(const char *name, const std::vector<T> &a,
                           const std::vector<T> &b) {
   if (a.size() != b.size())
-    return std::string(name) + ": size " + std::to_string(a.size()) +
-           " vs " + std::to_string(b.size());
+    return std::string(name) + ": size " + std::to_string(a.size()) + " vs " +
+           std::to_string(b.size());
   for (size_t i = 0; i < a.size(); ++i)
     if (!(a[i] == b[i]))
       return std::string(name) + "[" + std::to_string(i) + "] differs";
@@ -222,11 +223,11 @@ Status checkTier(const detail::BlockPool &p, const std::vector<int32_t> &expRef,
   for (int32_t b = 0; b < n; ++b) {
     const BlockState st = p.state(b);
     const bool reservedSlot = b < p.firstUsable;
-    const bool ok = reservedSlot
-                        ? st == BlockState::kReserved
-                        : (st == BlockState::kFree || st == BlockState::kCached ||
-                           st == BlockState::kActive ||
-                           (st == BlockState::kEvicting && allowEvicting));
+    const bool ok =
+        reservedSlot ? st == BlockState::kReserved
+                     : (st == BlockState::kFree || st == BlockState::kCached ||
+                        st == BlockState::kActive ||
+                        (st == BlockState::kEvicting && allowEvicting));
     if (!ok)
       return bad(1, "block " + std::to_string(b) + " has state " +
                         std::to_string(int(st)));
@@ -280,15 +281,15 @@ Status checkTier(const detail::BlockPool &p, const std::vector<int32_t> &expRef,
     if (prev != tail)
       return bad(3, "free list tail mismatch");
     if (len != count)
-      return bad(3, "free list length " + std::to_string(len) +
-                        " != counter " + std::to_string(count));
+      return bad(3, "free list length " + std::to_string(len) + " != counter " +
+                        std::to_string(count));
     return Status::OK();
   };
   if (Status st = walk(p.freeHead, p.freeTail, p.numFree, BlockState::kFree);
       !st.ok())
     return st;
-  if (Status st = walk(p.cachedHead, p.cachedTail, p.numCached,
-                       BlockState::kCached);
+  if (Status st =
+          walk(p.cachedHead, p.cachedTail, p.numCached, BlockState::kCached);
       !st.ok())
     return st;
   for (int32_t b = p.firstUsable; b < n; ++b)
@@ -315,8 +316,8 @@ Status checkTier(const detail::BlockPool &p, const std::vector<int32_t> &expRef,
                       ", physical " + std::to_string(p.physicalTokens) +
                       ") disagree with a recount (" + std::to_string(active) +
                       ", " + std::to_string(evicting) + ", " +
-                      std::to_string(shared) + ", " +
-                      std::to_string(physical) + ")");
+                      std::to_string(shared) + ", " + std::to_string(physical) +
+                      ")");
   if (p.numFree + p.numCached + active + evicting + p.firstUsable != n)
     return bad(4, "free + cached + active + evicting + reserved != total");
   // I6 (index part).
@@ -388,9 +389,9 @@ Status Allocator::Impl::checkInvariantsLocked() {
       const int32_t b = s.table[j];
       if (b < dev_.firstUsable || b >= nd) {
         if (tableProblem.ok())
-          tableProblem = errors::internal(
-              5, "seq " + std::to_string(s.id) + " names invalid block " +
-                     std::to_string(b));
+          tableProblem = errors::internal(5, "seq " + std::to_string(s.id) +
+                                                 " names invalid block " +
+                                                 std::to_string(b));
         continue;
       }
       ++expDev[size_t(b)];
@@ -423,15 +424,15 @@ Status Allocator::Impl::checkInvariantsLocked() {
     const Sequence &s = seqSlots_[slot];
     const int64_t want = blocksFor(s.n + s.lookahead);
     if (int64_t(s.table.size()) != want) {
-      st = errors::internal(5, "seq " + std::to_string(id) + " has " +
-                                   std::to_string(s.table.size()) +
-                                   " blocks, ceil((n + lookahead)/bs) = " +
-                                   std::to_string(want));
+      st = errors::internal(
+          5, "seq " + std::to_string(id) + " has " +
+                 std::to_string(s.table.size()) +
+                 " blocks, ceil((n + lookahead)/bs) = " + std::to_string(want));
       return;
     }
     if (s.tokensKnown && int64_t(s.tokens.size()) != s.n) {
-      st = errors::internal(5, "seq " + std::to_string(id) +
-                                   " token count != n");
+      st = errors::internal(5,
+                            "seq " + std::to_string(id) + " token count != n");
       return;
     }
     ++round;
@@ -441,9 +442,8 @@ Status Allocator::Impl::checkInvariantsLocked() {
         continue;
       const int32_t b = s.table[j];
       if (stamp[size_t(b)] == round) {
-        st = errors::internal(5, "seq " + std::to_string(id) +
-                                     " names block " + std::to_string(b) +
-                                     " twice");
+        st = errors::internal(5, "seq " + std::to_string(id) + " names block " +
+                                     std::to_string(b) + " twice");
         return;
       }
       stamp[size_t(b)] = round;
@@ -462,12 +462,12 @@ Status Allocator::Impl::checkInvariantsLocked() {
     Hash128 parent = s.root;
     const int64_t full = s.n >> bsShift_;
     for (int64_t j = 0; j < full; ++j) {
-      const bool onHost = s.state == SeqState::kSwapped &&
-                          s.hostTable[size_t(j)] != kNil;
+      const bool onHost =
+          s.state == SeqState::kSwapped && s.hostTable[size_t(j)] != kNil;
       const detail::BlockPool &pool = onHost ? host_ : dev_;
       const int32_t b = onHost ? s.hostTable[size_t(j)] : s.table[size_t(j)];
-      const Hash128 want =
-          hasher_.block(parent, &s.tokens[size_t(j) << bsShift_], s.extraFor(j));
+      const Hash128 want = hasher_.block(
+          parent, &s.tokens[size_t(j) << bsShift_], s.extraFor(j));
       if (!pool.sealed(b) || pool.hash[size_t(b)] != want) {
         st = errors::internal(6, "seq " + std::to_string(id) + " block " +
                                      std::to_string(j) +
@@ -487,8 +487,8 @@ Status Allocator::Impl::checkInvariantsLocked() {
     const Sequence &s = seqSlots_[slot];
     if (s.state != SeqState::kActive || s.lookahead == 0)
       return;
-    for (int64_t j = s.n >> bsShift_;
-         j <= (s.n + s.lookahead - 1) >> bsShift_; ++j)
+    for (int64_t j = s.n >> bsShift_; j <= (s.n + s.lookahead - 1) >> bsShift_;
+         ++j)
       if (!dev_.writable(s.table[size_t(j)])) {
         st = errors::internal(7, "seq " + std::to_string(id) +
                                      " has reserved slots in a block it may "
@@ -530,8 +530,7 @@ Status Allocator::Impl::checkInvariantsLocked() {
       }
       if (onHost && host_.ref(s.hostTable[j]) != 1) {
         st = errors::internal(10, "host block of SWAPPED seq " +
-                                      std::to_string(id) +
-                                      " is not exclusive");
+                                      std::to_string(id) + " is not exclusive");
         return;
       }
     }

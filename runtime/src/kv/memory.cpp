@@ -1,4 +1,5 @@
-//===- memory.cpp - The KV tensors and the copies on them ------------------===//
+//===- memory.cpp - The KV tensors and the copies on them
+//------------------===//
 #include "sits/runtime/kv/memory.h"
 
 #include "errors.h"
@@ -52,8 +53,8 @@ public:
 #endif
     return p;
 #else
-    void *p = ::operator new(bytes, std::align_val_t(kMinAlignment),
-                             std::nothrow);
+    void *p =
+        ::operator new(bytes, std::align_val_t(kMinAlignment), std::nothrow);
     if (!p)
       return errors::outOfMemory(int64_t(bytes));
     std::memset(p, 0, bytes);
@@ -167,8 +168,8 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
     m->config_ = config;
     m->geometry_ = *geometry;
     m->layout_ = MemoryLayout::of(config);
-    m->device_.backend = options.device_backend ? options.device_backend
-                                                : hostMemoryBackend();
+    m->device_.backend =
+        options.device_backend ? options.device_backend : hostMemoryBackend();
     m->host_.backend =
         options.host_backend ? options.host_backend : hostMemoryBackend();
     struct Want {
@@ -250,9 +251,7 @@ void *Memory::blockLayer(Tier tier, int64_t block, int64_t layer) const {
   return static_cast<char *>(b) + layer * layout_.layer_stride;
 }
 
-MemoryBackend &Memory::backend(Tier tier) const {
-  return *pool(tier).backend;
-}
+MemoryBackend &Memory::backend(Tier tier) const { return *pool(tier).backend; }
 
 Status Memory::apply(const BlockCopy *copies, size_t count) {
   if (count == 0)
@@ -284,8 +283,7 @@ Status Memory::apply(const BlockCopy *copies, size_t count) {
       return badCopy(i, "dst", c.dst, "the null block is never written");
     if (c.tokens < 0 || c.tokens > bs)
       return badCopy(i, "tokens", c.tokens,
-                     "must be in [0, block_size = " + std::to_string(bs) +
-                         "]");
+                     "must be in [0, block_size = " + std::to_string(bs) + "]");
   }
   try {
     std::vector<CopyRegion> regions;

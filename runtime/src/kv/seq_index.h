@@ -1,4 +1,5 @@
-//===- seq_index.h - Sequence id → slot map (internal) ---------------------===//
+//===- seq_index.h - Sequence id → slot map (internal)
+//---------------------===//
 //
 // Open addressing with linear probing and backward-shift deletion; keys are
 // arbitrary uint64 ids, values slot numbers (UINT32_MAX marks an empty
@@ -47,7 +48,8 @@ public:
         break;
     }
     size_t hole = pos;
-    for (size_t j = (pos + 1) & mask_; vals_[j] != kEmpty; j = (j + 1) & mask_) {
+    for (size_t j = (pos + 1) & mask_; vals_[j] != kEmpty;
+         j = (j + 1) & mask_) {
       const size_t k = home(keys_[j]);
       const bool homeBetween =
           hole <= j ? (k > hole && k <= j) : (k > hole || k <= j);

@@ -1,4 +1,5 @@
-//===- testing.cpp - Test hooks --------------------------------------------===//
+//===- testing.cpp - Test hooks
+//--------------------------------------------===//
 #include "sits/runtime/kv/testing.h"
 
 #include "allocator_impl.h"

@@ -1,4 +1,5 @@
-//===- xxh3.cpp - XXH3 128-bit hash from the vendored xxHash ---------------===//
+//===- xxh3.cpp - XXH3 128-bit hash from the vendored xxHash
+//---------------===//
 //
 // The one translation unit that includes runtime/third_party/xxhash/xxhash.h.
 // XXH_INLINE_ALL makes every xxHash function static to this file: the

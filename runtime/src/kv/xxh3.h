@@ -1,4 +1,5 @@
-//===- xxh3.h - XXH3 128-bit hash (internal) -------------------------------===//
+//===- xxh3.h - XXH3 128-bit hash (internal)
+//-------------------------------===//
 //
 // The KV allocator's fast, non-cryptographic block hash: XXH3_128bits
 // (seed 0) of the vendored xxHash (runtime/third_party/xxhash), compiled in

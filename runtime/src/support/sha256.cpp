@@ -97,17 +97,17 @@ compressShaNi(uint32_t state[8], const uint8_t *data, size_t blocks) {
   __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&state[0]));
   __m128i state1 =
       _mm_loadu_si128(reinterpret_cast<const __m128i *>(&state[4]));
-  tmp = _mm_shuffle_epi32(tmp, 0xB1);          // CDAB
-  state1 = _mm_shuffle_epi32(state1, 0x1B);    // EFGH
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);               // CDAB
+  state1 = _mm_shuffle_epi32(state1, 0x1B);         // EFGH
   __m128i state0 = _mm_alignr_epi8(tmp, state1, 8); // ABEF
   state1 = _mm_blend_epi16(state1, tmp, 0xF0);      // CDGH
 
   // Four rounds on message words w (sha256rnds2 twice).
 #define SITS_SHA_ROUNDS4(g, w)                                                 \
   do {                                                                         \
-    __m128i msg = _mm_add_epi32(                                               \
-        w, _mm_loadu_si128(                                                    \
-               reinterpret_cast<const __m128i *>(&kRoundConstants[4 * (g)]))); \
+    __m128i msg =                                                              \
+        _mm_add_epi32(w, _mm_loadu_si128(reinterpret_cast<const __m128i *>(    \
+                             &kRoundConstants[4 * (g)])));                     \
     state1 = _mm_sha256rnds2_epu32(state1, state0, msg);                       \
     msg = _mm_shuffle_epi32(msg, 0x0E);                                        \
     state0 = _mm_sha256rnds2_epu32(state0, state1, msg);                       \
@@ -233,9 +233,9 @@ void sha256With(CompressFn compress, const void *data, size_t len,
 } // namespace
 
 namespace detail {
-const uint32_t kSha256InitialState[8] = {
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+const uint32_t kSha256InitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+                                         0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                         0x1f83d9ab, 0x5be0cd19};
 
 void sha256Compress(uint32_t state[8], const uint8_t *data, size_t blocks) {
   gCompress.load(std::memory_order_relaxed)(state, data, blocks);

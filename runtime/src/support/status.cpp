@@ -1,4 +1,5 @@
-//===- status.cpp - Status helpers -----------------------------------------===//
+//===- status.cpp - Status helpers
+//-----------------------------------------===//
 #include "sits/runtime/status.h"
 
 #include <cstdio>

@@ -1,4 +1,5 @@
-//===- artifact.h - The .sitsm compiled-artifact format ---------------------===//
+//===- artifact.h - The .sitsm compiled-artifact format
+//---------------------===//
 //
 // One file holds everything a compiled model needs: a manifest (UTF-8 JSON),
 // the code for each target (`code.<target>`: a host shared object today,

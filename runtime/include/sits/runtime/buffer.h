@@ -1,4 +1,5 @@
-//===- buffer.h - Caller-owned tensors passed to compiled code -------------===//
+//===- buffer.h - Caller-owned tensors passed to compiled code
+//-------------===//
 //
 // A `BufferView` describes memory the caller owns: a pointer, an element
 // type, a shape and strides in elements (empty strides = contiguous

@@ -1,4 +1,5 @@
-//===- device.h - Devices addressed by URI, behind a driver registry -------===//
+//===- device.h - Devices addressed by URI, behind a driver registry
+//-------===//
 //
 // A device is named by a URI `<scheme>[:<ordinal>]`: "cpu", "cuda:0",
 // "hip:1" (the ordinal defaults to 0). Each scheme belongs to a `Driver`

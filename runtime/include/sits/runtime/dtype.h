@@ -1,4 +1,5 @@
-//===- dtype.h - Element types of entry-point arguments --------------------===//
+//===- dtype.h - Element types of entry-point arguments
+//--------------------===//
 //
 // The element types an artifact's manifest can name, spelled as in MLIR
 // ("f32", "bf16", "i64", "u8", "bool"). `bool` is MLIR's i1, stored one byte

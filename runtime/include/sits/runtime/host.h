@@ -1,4 +1,5 @@
-//===- host.h - What this machine can run ----------------------------------===//
+//===- host.h - What this machine can run
+//----------------------------------===//
 //
 // The host's architecture, OS and CPU features in LLVM's spelling (the
 // names `-mattr` and the target table use: "avx512f", "sse4.1", "amx-bf16"),

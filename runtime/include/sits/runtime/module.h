@@ -1,4 +1,5 @@
-//===- module.h - A loaded compiled model ----------------------------------===//
+//===- module.h - A loaded compiled model
+//----------------------------------===//
 //
 // `Module::load` verifies an artifact (integrity, then compatibility with
 // this host), loads its code from memory and resolves its entry points.

@@ -1,4 +1,5 @@
-//===- runtime.h - The SITS runtime core, everything in one include --------===//
+//===- runtime.h - The SITS runtime core, everything in one include
+//--------===//
 //
 //   #include "sits/runtime/runtime.h"
 //

@@ -223,8 +223,9 @@ public:
   StatusOr(T value) : value_(std::move(value)) {}
   StatusOr(Status status) : status_(std::move(status)) {
     if (status_.ok())
-      status_ = Status(StatusCode::kInternal,
-                       "StatusOr constructed from an OK status without a value");
+      status_ =
+          Status(StatusCode::kInternal,
+                 "StatusOr constructed from an OK status without a value");
   }
 
   bool ok() const { return status_.ok(); }
@@ -257,7 +258,8 @@ private:
 };
 
 namespace detail {
-[[noreturn]] SITS_RUNTIME_API void abortOnBadStatusOrAccess(const Status &status);
+[[noreturn]] SITS_RUNTIME_API void
+abortOnBadStatusOrAccess(const Status &status);
 } // namespace detail
 
 template <typename T> void StatusOr<T>::checkValue() const {

@@ -1,4 +1,5 @@
-//===- thread_pool.h - The worker threads compiled code runs on ------------===//
+//===- thread_pool.h - The worker threads compiled code runs on
+//------------===//
 //
 // Compiled code that splits work across threads does so through MLIR's async
 // runtime ABI (`mlirAsyncRuntimeExecute`, `...AwaitAllInGroup`, ...), which

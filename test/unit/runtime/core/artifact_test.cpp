@@ -1,4 +1,5 @@
-//===- artifact_test.cpp - Writer/reader round trips and the schema --------===//
+//===- artifact_test.cpp - Writer/reader round trips and the schema
+//--------===//
 #include "core_test_util.h"
 #include "json.h"
 
@@ -17,13 +18,15 @@ TEST(Artifact, RoundTripThroughMemory) {
   std::string manifest = manifestJson(
       {addEntry(), entryJson("scale", {{"input", "x", "f32", {-1}, {}},
                                        {"output", "out", "f32", {-1}, {}}})},
-      {"+sse2", "-avx512f"}, hostTriple(), ", \"compiler\": {\"pipeline\": \"cpu-default\"}");
+      {"+sse2", "-avx512f"}, hostTriple(),
+      ", \"compiler\": {\"pipeline\": \"cpu-default\"}");
   ArtifactInfo info;
   std::vector<uint8_t> bytes = writeArtifact(manifest, code, &weights, &info);
   ASSERT_FALSE(bytes.empty());
   EXPECT_EQ(info.fileSize, bytes.size());
 
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes.data(), bytes.size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes.data(), bytes.size());
   ASSERT_TRUE(r.ok()) << r.status().toString();
   const Manifest &m = r->manifest();
   EXPECT_EQ(m.formatVersion, kArtifactFormatVersion);
@@ -87,7 +90,8 @@ TEST(Artifact, RoundTripThroughAFile) {
   EXPECT_EQ(r->contentHash(), info->contentHash);
   EXPECT_EQ(r->fileSize(), onDisk.size());
   // No temporary files are left next to the artifact.
-  EXPECT_EQ(std::system(("ls " + path + ".tmp.* >/dev/null 2>&1").c_str()) == 0, false);
+  EXPECT_EQ(std::system(("ls " + path + ".tmp.* >/dev/null 2>&1").c_str()) == 0,
+            false);
 }
 
 TEST(Artifact, WriterOutputMatchesTheIndependentEncoder) {
@@ -95,17 +99,18 @@ TEST(Artifact, WriterOutputMatchesTheIndependentEncoder) {
   // produced must give the same bytes, hash included.
   std::vector<uint8_t> code = kernelBytes("weights");
   std::vector<uint8_t> weights(16, 1);
-  std::string manifest = manifestJson({entryJson(
-      "main", {{"weights", "weights", "i8", {16}, {}},
-               {"input", "x", "f32", {4}, {}},
-               {"output", "y", "f32", {4}, {}}})});
+  std::string manifest =
+      manifestJson({entryJson("main", {{"weights", "weights", "i8", {16}, {}},
+                                       {"input", "x", "f32", {4}, {}},
+                                       {"output", "y", "f32", {4}, {}}})});
   std::vector<uint8_t> bytes = writeArtifact(manifest, code, &weights);
   ASSERT_FALSE(bytes.empty());
   EXPECT_EQ(encode(decode(bytes)), bytes);
 }
 
 TEST(Artifact, HashIsOverTheWholeFile) {
-  std::vector<uint8_t> bytes = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
   // Recompute by hand: zero the header hash and the manifest's 64 digits.
   std::vector<uint8_t> copy = bytes;
   std::memset(&copy[32], 0, 32);
@@ -115,18 +120,22 @@ TEST(Artifact, HashIsOverTheWholeFile) {
   Sha256 sha;
   sha.update(copy.data(), copy.size());
   std::string hex = Sha256::hex(sha.finish());
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes.data(), bytes.size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes.data(), bytes.size());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->contentHash(), hex);
-  EXPECT_EQ(std::string(reinterpret_cast<const char *>(&bytes[manifestOffset + pos]), 64),
-            hex);
+  EXPECT_EQ(
+      std::string(reinterpret_cast<const char *>(&bytes[manifestOffset + pos]),
+                  64),
+      hex);
 }
 
 TEST(Artifact, WriterFillsVersionsButKeepsExplicitOnes) {
   std::string manifest = manifestJson({addEntry()}, {}, hostTriple(),
                                       ", \"llvm_version\": \"22.1.8-custom\"");
   std::vector<uint8_t> bytes = writeArtifact(manifest, kernelBytes("add"));
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes.data(), bytes.size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes.data(), bytes.size());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->manifest().llvmVersion, "22.1.8-custom");
   EXPECT_EQ(r->manifest().sitsVersion, sitsVersion());
@@ -141,7 +150,8 @@ TEST(Artifact, WriterInfersTheTargetNameFromTheCodeSection) {
   SITS_ASSERT_OK(w.addSection("code.host", code.data(), code.size()));
   StatusOr<std::vector<uint8_t>> bytes = w.serialize();
   ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes->data(), bytes->size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes->data(), bytes->size());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->manifest().target.name, "host");
   EXPECT_EQ(r->manifest().target.cpu, "generic");
@@ -157,7 +167,8 @@ Status writeWith(const std::string &manifest, const std::vector<uint8_t> &code,
   if (!code.empty())
     SITS_RETURN_IF_ERROR(w.addSection(codeName, code.data(), code.size()));
   if (weights)
-    SITS_RETURN_IF_ERROR(w.addSection("weights", weights->data(), weights->size()));
+    SITS_RETURN_IF_ERROR(
+        w.addSection("weights", weights->data(), weights->size()));
   StatusOr<std::vector<uint8_t>> out = w.serialize();
   return out.ok() ? Status::OK() : out.status();
 }
@@ -172,34 +183,46 @@ TEST(Artifact, WriterRefusesInconsistentInput) {
   expectInvalid(writeWith("[1, 2]", code), "JSON object");
   expectInvalid(writeWith(manifestJson({addEntry()}), code, "code.gpu"),
                 "no 'code.cpu' section");
-  expectInvalid(writeWith(manifestJson({addEntry("main", "sits_entry_nope")}), code),
-                "does not export a function named 'sits_entry_nope'");
+  expectInvalid(
+      writeWith(manifestJson({addEntry("main", "sits_entry_nope")}), code),
+      "does not export a function named 'sits_entry_nope'");
   std::vector<uint8_t> garbage(100, 0x42);
-  expectInvalid(writeWith(manifestJson({addEntry()}), garbage), "not a loadable shared object");
-  expectInvalid(writeWith(manifestJson({addEntry()}, {}, "aarch64-unknown-linux-gnu"), code),
-                "holds " + hostCpuInfo().arch + " code");
-  std::string weightsEntry = entryJson("main", {{"weights", "w", "i8", {16}, {}},
-                                                {"input", "x", "f32", {4}, {}},
-                                                {"output", "y", "f32", {4}, {}}});
+  expectInvalid(writeWith(manifestJson({addEntry()}), garbage),
+                "not a loadable shared object");
+  expectInvalid(
+      writeWith(manifestJson({addEntry()}, {}, "aarch64-unknown-linux-gnu"),
+                code),
+      "holds " + hostCpuInfo().arch + " code");
+  std::string weightsEntry =
+      entryJson("main", {{"weights", "w", "i8", {16}, {}},
+                         {"input", "x", "f32", {4}, {}},
+                         {"output", "y", "f32", {4}, {}}});
   std::vector<uint8_t> wcode = kernelBytes("weights");
-  expectInvalid(writeWith(manifestJson({weightsEntry}), wcode), "no weights section");
+  expectInvalid(writeWith(manifestJson({weightsEntry}), wcode),
+                "no weights section");
   std::vector<uint8_t> eight(8);
-  expectInvalid(writeWith(manifestJson({weightsEntry}), wcode, "code.cpu", &eight),
-                "declares 16 bytes of weights");
+  expectInvalid(
+      writeWith(manifestJson({weightsEntry}), wcode, "code.cpu", &eight),
+      "declares 16 bytes of weights");
   expectInvalid(writeWith("{\"format_version\": 7, \"target\": {}}", code),
                 "format_version");
   // Schema errors surface as the writer's InvalidArgument with the field.
-  Status s = writeWith(manifestJson({entryJson("main", {{"input", "x", "f99", {4}, {}}})}),
-                       code);
+  Status s = writeWith(
+      manifestJson({entryJson("main", {{"input", "x", "f99", {4}, {}}})}),
+      code);
   expectInvalid(s, "unknown element type \"f99\"");
   EXPECT_EQ(s.info().subject, "entry_points[0].args[0].dtype");
 
   ArtifactWriter w;
-  expectInvalid(w.addSection("Code.CPU", code.data(), code.size()), "[a-z0-9_.-]");
-  expectInvalid(w.addSection("manifest", code.data(), code.size()), "setManifest");
+  expectInvalid(w.addSection("Code.CPU", code.data(), code.size()),
+                "[a-z0-9_.-]");
+  expectInvalid(w.addSection("manifest", code.data(), code.size()),
+                "setManifest");
   SITS_ASSERT_OK(w.addSection("code.cpu", code.data(), code.size()));
-  expectInvalid(w.addSection("code.cpu", code.data(), code.size()), "already added");
-  expectInvalid(w.addSection(std::string(40, 'a'), code.data(), code.size()), "1-39");
+  expectInvalid(w.addSection("code.cpu", code.data(), code.size()),
+                "already added");
+  expectInvalid(w.addSection(std::string(40, 'a'), code.data(), code.size()),
+                "1-39");
   expectInvalid(w.serialize().status(), "no manifest");
 }
 
@@ -212,7 +235,8 @@ TEST(Artifact, DeviceSectionsTravelUntouched) {
   SITS_ASSERT_OK(w.addSection("device.sm_90", ptx.data(), ptx.size()));
   StatusOr<std::vector<uint8_t>> bytes = w.serialize();
   ASSERT_TRUE(bytes.ok());
-  StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes->data(), bytes->size());
+  StatusOr<ArtifactReader> r =
+      ArtifactReader::fromMemory(bytes->data(), bytes->size());
   ASSERT_TRUE(r.ok());
   std::optional<ByteSpan> d = r->section("device.sm_90");
   ASSERT_TRUE(d.has_value());
@@ -224,14 +248,17 @@ TEST(Artifact, DeviceSectionsTravelUntouched) {
 //===----------------------------------------------------------------------===//
 
 std::string validManifest() {
-  return "{\"format_version\": 1, \"sits_version\": \"0.1.0\", \"llvm_version\": "
+  return "{\"format_version\": 1, \"sits_version\": \"0.1.0\", "
+         "\"llvm_version\": "
          "\"22.1.8\", \"target\": {\"name\": \"cpu\", \"triple\": "
          "\"x86_64-unknown-linux-gnu\", \"cpu\": \"generic\", \"features\": "
          "[\"+sse2\"]}, \"entry_points\": [{\"name\": \"main\", \"symbol\": "
-         "\"sits_entry_main\", \"args\": [{\"role\": \"input\", \"name\": \"x\", "
+         "\"sits_entry_main\", \"args\": [{\"role\": \"input\", \"name\": "
+         "\"x\", "
          "\"dtype\": \"f32\", \"shape\": [-1, 4]}, {\"role\": \"output\", "
          "\"name\": \"y\", \"dtype\": \"bool\", \"shape\": []}]}], "
-         "\"content_hash\": \"" + std::string(64, 'a') + "\"}";
+         "\"content_hash\": \"" +
+         std::string(64, 'a') + "\"}";
 }
 
 void expectSchemaError(const std::string &from, const std::string &to,
@@ -258,16 +285,20 @@ TEST(Manifest, ValidOneParses) {
 }
 
 TEST(Manifest, EveryFieldIsChecked) {
-  expectSchemaError("\"format_version\": 1", "\"format_version\": \"1\"", "format_version");
+  expectSchemaError("\"format_version\": 1", "\"format_version\": \"1\"",
+                    "format_version");
   expectSchemaError("\"sits_version\": \"0.1.0\", ", "", "sits_version");
-  expectSchemaError("\"llvm_version\": \"22.1.8\"", "\"llvm_version\": 22", "llvm_version");
+  expectSchemaError("\"llvm_version\": \"22.1.8\"", "\"llvm_version\": 22",
+                    "llvm_version");
   expectSchemaError("\"name\": \"cpu\"", "\"name\": \"CPU!\"", "target.name");
-  expectSchemaError("\"triple\": \"x86_64-unknown-linux-gnu\"", "\"triple\": \"\"",
-                    "target.triple");
+  expectSchemaError("\"triple\": \"x86_64-unknown-linux-gnu\"",
+                    "\"triple\": \"\"", "target.triple");
   expectSchemaError("[\"+sse2\"]", "[\"sse2\"]", "target.features");
   expectSchemaError("[\"+sse2\"]", "\"+sse2\"", "target.features");
-  expectSchemaError("\"entry_points\": [", "\"entry_points\": [], \"x\": [", "entry_points");
-  expectSchemaError("\"name\": \"main\"", "\"name\": \"main-1\"", "entry_points[0].name");
+  expectSchemaError("\"entry_points\": [", "\"entry_points\": [], \"x\": [",
+                    "entry_points");
+  expectSchemaError("\"name\": \"main\"", "\"name\": \"main-1\"",
+                    "entry_points[0].name");
   expectSchemaError("\"symbol\": \"sits_entry_main\"", "\"symbol\": \"a b\"",
                     "entry_points[0].symbol");
   expectSchemaError("\"role\": \"input\"", "\"role\": \"inout\"",
@@ -276,16 +307,20 @@ TEST(Manifest, EveryFieldIsChecked) {
                     "entry_points[0].args[0].dtype");
   expectSchemaError("[-1, 4]", "[-2, 4]", "entry_points[0].args[0].shape");
   expectSchemaError("[-1, 4]", "[1.5, 4]", "entry_points[0].args[0].shape");
-  expectSchemaError("\"shape\": [-1, 4]", "\"shape\": [-1, 4], \"dim_names\": [\"b\"]",
+  expectSchemaError("\"shape\": [-1, 4]",
+                    "\"shape\": [-1, 4], \"dim_names\": [\"b\"]",
                     "entry_points[0].args[0].dim_names");
-  expectSchemaError("\"name\": \"y\"", "\"name\": \"x\"", "entry_points[0].args[1].name");
-  expectSchemaError("{\"role\": \"input\", \"name\": \"x\"",
-                    "{\"role\": \"output\", \"name\": \"x0\", \"dtype\": \"f32\", "
-                    "\"shape\": []}, {\"role\": \"input\", \"name\": \"x\"",
-                    "entry_points[0].args[1]");
-  expectSchemaError("{\"role\": \"input\", \"name\": \"x\", \"dtype\": \"f32\"",
-                    "{\"role\": \"weights\", \"name\": \"x\", \"dtype\": \"f32\"",
-                    "entry_points[0].args[0]");
+  expectSchemaError("\"name\": \"y\"", "\"name\": \"x\"",
+                    "entry_points[0].args[1].name");
+  expectSchemaError(
+      "{\"role\": \"input\", \"name\": \"x\"",
+      "{\"role\": \"output\", \"name\": \"x0\", \"dtype\": \"f32\", "
+      "\"shape\": []}, {\"role\": \"input\", \"name\": \"x\"",
+      "entry_points[0].args[1]");
+  expectSchemaError(
+      "{\"role\": \"input\", \"name\": \"x\", \"dtype\": \"f32\"",
+      "{\"role\": \"weights\", \"name\": \"x\", \"dtype\": \"f32\"",
+      "entry_points[0].args[0]");
   expectSchemaError(std::string(64, 'a'), std::string(63, 'a'), "content_hash");
   expectSchemaError(std::string(64, 'a'), std::string(64, 'A'), "content_hash");
 }
@@ -303,7 +338,8 @@ TEST(Manifest, RejectsDuplicateEntryPointsAndBadText) {
 
   EXPECT_EQ(parseManifest("").code(), StatusCode::kCorruptArtifact);
   EXPECT_EQ(parseManifest("\xff\xfe").code(), StatusCode::kCorruptArtifact);
-  EXPECT_EQ(parseManifest("{\"a\": 1, \"a\": 2}").code(), StatusCode::kCorruptArtifact);
+  EXPECT_EQ(parseManifest("{\"a\": 1, \"a\": 2}").code(),
+            StatusCode::kCorruptArtifact);
 }
 
 //===----------------------------------------------------------------------===//
@@ -313,9 +349,9 @@ TEST(Manifest, RejectsDuplicateEntryPointsAndBadText) {
 TEST(Json, ParsesAndPrints) {
   json::Value v;
   std::string err;
-  ASSERT_TRUE(json::parse(
-      " {\"a\": [1, -2, 3.5, 1e3, true, false, null], \"b\": {\"c\": \"x\\n\\u00e9\\ud83d\\ude00\"}} ",
-      v, err))
+  ASSERT_TRUE(json::parse(" {\"a\": [1, -2, 3.5, 1e3, true, false, null], "
+                          "\"b\": {\"c\": \"x\\n\\u00e9\\ud83d\\ude00\"}} ",
+                          v, err))
       << err;
   EXPECT_EQ(v.find("a")->items()[1].asInt(), -2);
   EXPECT_TRUE(v.find("a")->items()[2].kind() == json::Value::Kind::kDouble);
@@ -325,15 +361,16 @@ TEST(Json, ParsesAndPrints) {
   ASSERT_TRUE(json::parse(json::print(v), back, err)) << err;
   EXPECT_EQ(json::print(back), json::print(v));
   EXPECT_EQ(json::print(json::Value::number(2.0)), "2.0\n");
-  EXPECT_EQ(json::print(json::Value::integer(9007199254740993LL)), "9007199254740993\n");
+  EXPECT_EQ(json::print(json::Value::integer(9007199254740993LL)),
+            "9007199254740993\n");
 }
 
 TEST(Json, RejectsHostileInput) {
   json::Value v;
   std::string err;
-  for (const char *bad :
-       {"", "{", "[1,]", "{\"a\" 1}", "\"\\x\"", "\"abc", "01", "-", "1.", "1e",
-        "nul", "[1] 2", "\"\\ud800\"", "\"\x01\"", "{\"a\":1,\"a\":2}", "1e999"}) {
+  for (const char *bad : {"", "{", "[1,]", "{\"a\" 1}", "\"\\x\"", "\"abc",
+                          "01", "-", "1.", "1e", "nul", "[1] 2", "\"\\ud800\"",
+                          "\"\x01\"", "{\"a\":1,\"a\":2}", "1e999"}) {
     EXPECT_FALSE(json::parse(bad, v, err)) << bad;
   }
   std::string deep(100, '[');
@@ -355,8 +392,10 @@ TEST(Json, DeepNestingIsAnErrorNotAStackOverflow) {
     EXPECT_NE(err.find("deeper than 64"), std::string::npos) << err;
   }
   // 65 levels of arrays are the most there may be (depth 0..64).
-  EXPECT_TRUE(json::parse(std::string(65, '[') + std::string(65, ']'), v, err)) << err;
-  EXPECT_FALSE(json::parse(std::string(66, '[') + std::string(66, ']'), v, err));
+  EXPECT_TRUE(json::parse(std::string(65, '[') + std::string(65, ']'), v, err))
+      << err;
+  EXPECT_FALSE(
+      json::parse(std::string(66, '[') + std::string(66, ']'), v, err));
 }
 
 TEST(Json, ManyKeysTakeNearLinearTime) {
@@ -365,7 +404,8 @@ TEST(Json, ManyKeysTakeNearLinearTime) {
   const int n = 100000;
   std::string text = "{";
   for (int i = 0; i < n; ++i)
-    text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+    text +=
+        (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
   const auto t0 = std::chrono::steady_clock::now();
   json::Value v;
   std::string err;
@@ -374,13 +414,15 @@ TEST(Json, ManyKeysTakeNearLinearTime) {
   EXPECT_EQ(v.members()[12345].first, "k12345"); // the order is kept
   // A duplicate is found however late it comes, and wherever the first is.
   for (int dup : {0, 16, n / 2, n - 1}) {
-    EXPECT_FALSE(json::parse(text + ",\"k" + std::to_string(dup) + "\":0}", v, err));
+    EXPECT_FALSE(
+        json::parse(text + ",\"k" + std::to_string(dup) + "\":0}", v, err));
     EXPECT_NE(err.find("duplicate key \"k" + std::to_string(dup) + "\""),
               std::string::npos)
         << err;
   }
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LT(seconds, 20.0); // well under 1 s; with the scan, minutes
   // Small objects (the linear scan) and the switch to the index.
   for (int size = 1; size <= 40; ++size) {
@@ -389,7 +431,8 @@ TEST(Json, ManyKeysTakeNearLinearTime) {
       small += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
     ASSERT_TRUE(json::parse(small + "}", v, err)) << small << ": " << err;
     for (int i = 0; i < size; ++i)
-      EXPECT_FALSE(json::parse(small + ",\"k" + std::to_string(i) + "\":2}", v, err))
+      EXPECT_FALSE(
+          json::parse(small + ",\"k" + std::to_string(i) + "\":2}", v, err))
           << size << " " << i;
   }
 }

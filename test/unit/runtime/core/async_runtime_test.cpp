@@ -1,4 +1,5 @@
-//===- async_runtime_test.cpp - The MLIR async runtime ABI -----------------===//
+//===- async_runtime_test.cpp - The MLIR async runtime ABI
+//-----------------===//
 //
 // Calls the C functions exactly as compiled code does (through their
 // unmangled names), checking tokens, values, groups, errors, continuations
@@ -35,7 +36,8 @@ std::byte *mlirAsyncRuntimeGetValueStorage(void *);
 void mlirAsyncRuntimeExecute(void *, void (*)(void *));
 void mlirAsyncRuntimeAwaitTokenAndExecute(void *, void *, void (*)(void *));
 void mlirAsyncRuntimeAwaitValueAndExecute(void *, void *, void (*)(void *));
-void mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *, void *, void (*)(void *));
+void mlirAsyncRuntimeAwaitAllInGroupAndExecute(void *, void *,
+                                               void (*)(void *));
 void mlirAsyncRuntimeAddRef(void *, int64_t);
 void mlirAsyncRuntimeDropRef(void *, int64_t);
 int64_t mlirAsyncRuntimGetNumWorkerThreads();
@@ -91,7 +93,8 @@ TEST_F(AsyncRuntime, ReferenceCounting) {
   mlirAsyncRuntimeAddRef(t, 3);
   mlirAsyncRuntimeDropRef(t, 2);
   mlirAsyncRuntimeDropRef(t, 1);
-  EXPECT_EQ(live(), baseline_ + 1) << "still one caller and one producer reference";
+  EXPECT_EQ(live(), baseline_ + 1)
+      << "still one caller and one producer reference";
   mlirAsyncRuntimeEmplaceToken(t);
   EXPECT_EQ(live(), baseline_ + 1);
   mlirAsyncRuntimeDropRef(t, 1);
@@ -106,7 +109,8 @@ TEST_F(AsyncRuntime, ReferenceCounting) {
 
 TEST_F(AsyncRuntime, ValuesCarryTheirPayload) {
   void *v = mlirAsyncRuntimeCreateValue(sizeof(double) * 3);
-  auto *storage = reinterpret_cast<double *>(mlirAsyncRuntimeGetValueStorage(v));
+  auto *storage =
+      reinterpret_cast<double *>(mlirAsyncRuntimeGetValueStorage(v));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(storage) % 64, 0u);
   std::thread producer([v, storage] {
     storage[0] = 1.5;

@@ -1,4 +1,5 @@
-//===- core_test_util.h - Helpers of the runtime-core unit tests -----------===//
+//===- core_test_util.h - Helpers of the runtime-core unit tests
+//-----------===//
 //
 // * kernelPath(): compiles a C kernel of kernels/ into a shared object once
 //   per test process (with the C compiler CMake found).
@@ -44,7 +45,8 @@ namespace sits::runtime::test {
 inline std::string tempDir() {
   static std::string dir = [] {
     const char *base = std::getenv("TMPDIR");
-    std::string t = std::string(base && *base ? base : "/tmp") + "/sits-core-test-XXXXXX";
+    std::string t =
+        std::string(base && *base ? base : "/tmp") + "/sits-core-test-XXXXXX";
     std::vector<char> buf(t.begin(), t.end());
     buf.push_back('\0');
     if (!mkdtemp(buf.data()))
@@ -60,9 +62,11 @@ inline std::vector<uint8_t> readBytes(const std::string &path) {
                               std::istreambuf_iterator<char>());
 }
 
-inline void writeBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
+inline void writeBytes(const std::string &path,
+                       const std::vector<uint8_t> &bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            std::streamsize(bytes.size()));
 }
 
 /// Compiles kernels/<name>.c to a shared object (once) and returns its path.
@@ -103,7 +107,8 @@ inline std::string jsonShape(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-inline std::string entryJson(const std::string &name, const std::vector<Arg> &args,
+inline std::string entryJson(const std::string &name,
+                             const std::vector<Arg> &args,
                              const std::string &symbol = "") {
   std::string s = "{\"name\": \"" + name + "\"";
   if (!symbol.empty())
@@ -117,8 +122,9 @@ inline std::string entryJson(const std::string &name, const std::vector<Arg> &ar
     if (!a.dimNames.empty()) {
       s += ", \"dim_names\": [";
       for (size_t k = 0; k < a.dimNames.size(); ++k)
-        s += (k ? ", " : "") +
-             (a.dimNames[k].empty() ? std::string("null") : "\"" + a.dimNames[k] + "\"");
+        s += (k ? ", " : "") + (a.dimNames[k].empty()
+                                    ? std::string("null")
+                                    : "\"" + a.dimNames[k] + "\"");
       s += "]";
     }
     s += "}";
@@ -131,10 +137,11 @@ inline std::string hostTriple() {
 }
 
 /// A manifest for `entries` (JSON objects) compiled for the host.
-inline std::string manifestJson(const std::vector<std::string> &entries,
-                                const std::vector<std::string> &features = {"+sse2"},
-                                const std::string &triple = hostTriple(),
-                                const std::string &extra = "") {
+inline std::string
+manifestJson(const std::vector<std::string> &entries,
+             const std::vector<std::string> &features = {"+sse2"},
+             const std::string &triple = hostTriple(),
+             const std::string &extra = "") {
   std::string s = "{\"target\": {\"name\": \"cpu\", \"triple\": \"" + triple +
                   "\", \"cpu\": \"generic\", \"features\": [";
   for (size_t i = 0; i < features.size(); ++i)
@@ -157,10 +164,10 @@ inline std::string addEntry(const std::string &name = "main",
 }
 
 /// Serialises an artifact with the library's writer; fails the test on error.
-inline std::vector<uint8_t> writeArtifact(const std::string &manifest,
-                                          const std::vector<uint8_t> &code,
-                                          const std::vector<uint8_t> *weights = nullptr,
-                                          ArtifactInfo *info = nullptr) {
+inline std::vector<uint8_t>
+writeArtifact(const std::string &manifest, const std::vector<uint8_t> &code,
+              const std::vector<uint8_t> *weights = nullptr,
+              ArtifactInfo *info = nullptr) {
   ArtifactWriter w;
   Status s = w.setManifest(manifest);
   EXPECT_TRUE(s.ok()) << s.toString();
@@ -230,8 +237,9 @@ inline RawArtifact decode(const std::vector<uint8_t> &b) {
     size_t e = 64 + size_t(i) * 64;
     std::string name(reinterpret_cast<const char *>(&b[e]));
     uint64_t off = get64(b, e + 40), size = get64(b, e + 48);
-    a.sections.emplace_back(name, std::vector<uint8_t>(b.begin() + long(off),
-                                                       b.begin() + long(off + size)));
+    a.sections.emplace_back(name,
+                            std::vector<uint8_t>(b.begin() + long(off),
+                                                 b.begin() + long(off + size)));
   }
   return a;
 }
@@ -275,7 +283,8 @@ inline std::vector<uint8_t> encode(RawArtifact a) {
     put64(b, e + 40, offsets[i]);
     put64(b, e + 48, a.sections[i].second.size());
     if (!a.sections[i].second.empty())
-      std::memcpy(&b[offsets[i]], a.sections[i].second.data(), a.sections[i].second.size());
+      std::memcpy(&b[offsets[i]], a.sections[i].second.data(),
+                  a.sections[i].second.size());
     if (a.sections[i].first == "manifest")
       manifestOffset = offsets[i];
   }

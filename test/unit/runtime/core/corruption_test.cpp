@@ -1,4 +1,5 @@
-//===- corruption_test.cpp - Damaged and incompatible artifacts ------------===//
+//===- corruption_test.cpp - Damaged and incompatible artifacts
+//------------===//
 //
 // Every refusal has its own error code and message, and none of them runs
 // code from the file: the code section used here has an ELF constructor
@@ -54,7 +55,8 @@ TEST_F(Corruption, EveryFlippedByteIsRefused) {
   for (size_t i = 0; i < good_.size(); ++i) {
     std::vector<uint8_t> bad = good_;
     bad[i] ^= uint8_t(1u << (i % 8));
-    StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bad.data(), bad.size());
+    StatusOr<ArtifactReader> r =
+        ArtifactReader::fromMemory(bad.data(), bad.size());
     ASSERT_FALSE(r.ok()) << "flipping byte " << i << " went unnoticed";
     if (i >= 8 && i < 12) {
       // The format version: a damaged one reads as "some other version".
@@ -83,7 +85,8 @@ TEST_F(Corruption, FlippedCodeByteIsAHashMismatch) {
 TEST_F(Corruption, TruncationAtAnyLengthIsRefused) {
   for (size_t len = 0; len < good_.size(); len += (len < 200 ? 1 : 61)) {
     std::vector<uint8_t> bad(good_.begin(), good_.begin() + long(len));
-    StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bad.data(), bad.size());
+    StatusOr<ArtifactReader> r =
+        ArtifactReader::fromMemory(bad.data(), bad.size());
     ASSERT_FALSE(r.ok()) << len;
     ASSERT_EQ(r.code(), StatusCode::kCorruptArtifact) << len;
   }
@@ -98,19 +101,23 @@ TEST_F(Corruption, TruncationAtAnyLengthIsRefused) {
 
 TEST_F(Corruption, BadMagic) {
   std::vector<uint8_t> bad = good_;
-  std::memcpy(bad.data(), "\x7f" "ELF", 4);
+  std::memcpy(bad.data(),
+              "\x7f"
+              "ELF",
+              4);
   Status s = refuse(bad, StatusCode::kCorruptArtifact, "bad magic");
   EXPECT_EQ(s.info().subject, "magic");
   // A plain text file is not an artifact either.
   std::string text(200, 'x');
-  refuse(std::vector<uint8_t>(text.begin(), text.end()), StatusCode::kCorruptArtifact,
-         "bad magic");
+  refuse(std::vector<uint8_t>(text.begin(), text.end()),
+         StatusCode::kCorruptArtifact, "bad magic");
 }
 
 TEST_F(Corruption, NewerFormatVersion) {
   std::vector<uint8_t> bad = good_;
   put32(bad, 8, kArtifactFormatVersion + 1);
-  Status s = refuse(bad, StatusCode::kUnsupportedVersion, "newer than this runtime");
+  Status s =
+      refuse(bad, StatusCode::kUnsupportedVersion, "newer than this runtime");
   EXPECT_EQ(s.info().expected, std::to_string(kArtifactFormatVersion));
   EXPECT_EQ(s.info().actual, std::to_string(kArtifactFormatVersion + 1));
   // Also when the rest of the file is consistent with that version.
@@ -150,7 +157,8 @@ TEST_F(Corruption, SectionOutOfBounds) {
   std::memcpy(&bad[e], "CODE", 4);
   refuse(bad, StatusCode::kCorruptArtifact, "invalid name");
   bad = good_;
-  put32(bad, 20, uint32_t(get64(good_, 64 + 48))); // hash position past manifest
+  put32(bad, 20,
+        uint32_t(get64(good_, 64 + 48))); // hash position past manifest
   refuse(bad, StatusCode::kCorruptArtifact, "out of bounds");
 }
 
@@ -166,8 +174,9 @@ TEST_F(Corruption, DuplicateOrMissingSections) {
 TEST_F(Corruption, ManifestThatIsNotJsonOrBreaksTheSchema) {
   refuse(patchManifest(good_, "\"entry_points\": [", "\"entry_points\": [[["),
          StatusCode::kCorruptArtifact, "not valid JSON");
-  Status s = refuse(patchManifest(good_, "\"dtype\": \"f32\"", "\"dtype\": \"f33\""),
-                    StatusCode::kCorruptArtifact, "unknown element type");
+  Status s =
+      refuse(patchManifest(good_, "\"dtype\": \"f32\"", "\"dtype\": \"f33\""),
+             StatusCode::kCorruptArtifact, "unknown element type");
   EXPECT_EQ(s.info().subject, "entry_points[0].args[0].dtype");
   refuse(patchManifest(good_, "\"format_version\": 1", "\"format_version\": 2"),
          StatusCode::kCorruptArtifact, "header says 1");
@@ -186,12 +195,13 @@ TEST_F(Corruption, CodeSectionThatIsNotASharedObject) {
 
 TEST_F(Corruption, WrongArchitecture) {
   std::string other = hostCpuInfo().arch == "x86_64" ? "aarch64" : "x86_64";
-  Status s = refuse(patchManifest(good_, hostTriple(), other + "-unknown-linux-gnu"),
-                    StatusCode::kIncompatibleTarget,
-                    "artifact was built for " + other);
+  Status s = refuse(
+      patchManifest(good_, hostTriple(), other + "-unknown-linux-gnu"),
+      StatusCode::kIncompatibleTarget, "artifact was built for " + other);
   EXPECT_EQ(s.info().expected, other);
   EXPECT_EQ(s.info().actual, hostCpuInfo().arch);
-  refuse(patchManifest(good_, hostTriple(), hostCpuInfo().arch + "-apple-darwin23"),
+  refuse(patchManifest(good_, hostTriple(),
+                       hostCpuInfo().arch + "-apple-darwin23"),
          StatusCode::kIncompatibleTarget, "built for darwin");
 }
 
@@ -219,16 +229,17 @@ TEST_F(Corruption, MissingCpuFeature) {
 }
 
 TEST_F(Corruption, UnknownCpuFeatureIsRefusedToo) {
-  std::vector<uint8_t> bad =
-      writeArtifact(manifestJson({addEntry()}, {"+sse2", "+quantum-tunnelling"}), code_);
+  std::vector<uint8_t> bad = writeArtifact(
+      manifestJson({addEntry()}, {"+sse2", "+quantum-tunnelling"}), code_);
   Status s = refuse(bad, StatusCode::kIncompatibleTarget, "cannot detect");
   EXPECT_EQ(s.info().missing, std::vector<std::string>{"+quantum-tunnelling"});
 }
 
 TEST_F(Corruption, MissingEntrySymbol) {
   // Same length, so only the symbol changes; the hash is recomputed.
-  Status s = refuse(patchManifest(good_, "\"sits_entry_main\"", "\"sits_entry_mair\""),
-                    StatusCode::kMissingSymbol, "sits_entry_mair");
+  Status s =
+      refuse(patchManifest(good_, "\"sits_entry_main\"", "\"sits_entry_mair\""),
+             StatusCode::kMissingSymbol, "sits_entry_mair");
   EXPECT_EQ(s.info().subject, "sits_entry_mair");
 }
 
@@ -241,7 +252,8 @@ TEST_F(Corruption, CodeTheDynamicLoaderRefuses) {
 TEST_F(Corruption, MissingFileAndNonArtifactPaths) {
   StatusOr<Module> m = Module::load(tempDir() + "/does-not-exist.sitsm");
   EXPECT_EQ(m.code(), StatusCode::kNotFound);
-  EXPECT_NE(m.status().message().find("does-not-exist.sitsm"), std::string::npos);
+  EXPECT_NE(m.status().message().find("does-not-exist.sitsm"),
+            std::string::npos);
   StatusOr<Module> d = Module::load(tempDir());
   EXPECT_EQ(d.code(), StatusCode::kIoError);
   std::string path = tempDir() + "/bad.sitsm";
@@ -270,7 +282,8 @@ TEST_F(Corruption, RandomManifestDamageWithAValidHashNeverCrashes) {
     seed ^= seed << 17;
     return seed;
   };
-  const char alphabet[] = "{}[]\":,-0123456789.eE+ abcdefnulltrue\\u\x01\xff\xc3";
+  const char alphabet[] =
+      "{}[]\":,-0123456789.eE+ abcdefnulltrue\\u\x01\xff\xc3";
   int accepted = 0;
   for (int iter = 0; iter < 400; ++iter) {
     std::string m = manifest;
@@ -298,7 +311,8 @@ TEST_F(Corruption, RandomManifestDamageWithAValidHashNeverCrashes) {
     RawArtifact damaged = a;
     damaged.setManifest(m);
     std::vector<uint8_t> bytes = encode(damaged);
-    StatusOr<ArtifactReader> r = ArtifactReader::fromMemory(bytes.data(), bytes.size());
+    StatusOr<ArtifactReader> r =
+        ArtifactReader::fromMemory(bytes.data(), bytes.size());
     if (r.ok()) {
       ++accepted; // harmless edits (whitespace) may leave it valid
       continue;

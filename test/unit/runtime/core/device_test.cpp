@@ -1,4 +1,5 @@
-//===- device_test.cpp - Device URIs, the registry, the host CPU -----------===//
+//===- device_test.cpp - Device URIs, the registry, the host CPU
+//-----------===//
 #include "core_test_util.h"
 
 #include <algorithm>
@@ -21,9 +22,10 @@ TEST(DeviceUri, ParsesAndPrints) {
   EXPECT_EQ(u->ordinal, 1);
   EXPECT_EQ(u->str(), "cuda:1");
   EXPECT_EQ(DeviceUri::parse("hip")->str(), "hip:0");
-  for (const char *bad : {"", ":0", "cuda:", "cuda:-1", "cuda:x", "cu da:0", "cuda:1:2",
-                          "cuda:12345678"})
-    EXPECT_EQ(DeviceUri::parse(bad).code(), StatusCode::kInvalidArgument) << bad;
+  for (const char *bad : {"", ":0", "cuda:", "cuda:-1", "cuda:x", "cu da:0",
+                          "cuda:1:2", "cuda:12345678"})
+    EXPECT_EQ(DeviceUri::parse(bad).code(), StatusCode::kInvalidArgument)
+        << bad;
 }
 
 TEST(DeviceRegistry, CpuIsAlwaysThere) {
@@ -45,16 +47,16 @@ TEST(DeviceRegistry, CpuIsAlwaysThere) {
 
 TEST(DeviceRegistry, GpuDriversReportWhyTheyCannotRun) {
   DeviceRegistry &r = DeviceRegistry::global();
-  bool haveCuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) ||
-                  [] {
-                    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-                    return h != nullptr;
-                  }();
+  bool haveCuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) || [] {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    return h != nullptr;
+  }();
   StatusOr<std::shared_ptr<Device>> cuda = r.open("cuda:0");
   if (!haveCuda) {
     ASSERT_FALSE(cuda.ok());
     EXPECT_EQ(cuda.code(), StatusCode::kDeviceUnavailable);
-    EXPECT_NE(cuda.status().message().find("no CUDA driver found"), std::string::npos)
+    EXPECT_NE(cuda.status().message().find("no CUDA driver found"),
+              std::string::npos)
         << cuda.status().toString();
     EXPECT_EQ(cuda.status().info().subject, "cuda:0");
   } else {
@@ -66,18 +68,21 @@ TEST(DeviceRegistry, GpuDriversReportWhyTheyCannotRun) {
   ASSERT_FALSE(hip.ok());
   if (hip.code() == StatusCode::kDeviceUnavailable &&
       !dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL)) {
-    EXPECT_NE(hip.status().message().find("no HIP driver found"), std::string::npos);
+    EXPECT_NE(hip.status().message().find("no HIP driver found"),
+              std::string::npos);
   }
   EXPECT_EQ(r.open("tpu:0").code(), StatusCode::kDeviceUnavailable);
-  EXPECT_NE(r.open("tpu:0").status().message().find("known schemes: cpu, cuda, hip"),
-            std::string::npos);
+  EXPECT_NE(
+      r.open("tpu:0").status().message().find("known schemes: cpu, cuda, hip"),
+      std::string::npos);
   EXPECT_EQ(r.open("cuda:zero").code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DeviceRegistry, ModuleLoadRejectsUnavailableDevicesBeforeReading) {
   LoadOptions options;
   options.device = "cuda:0";
-  StatusOr<Module> m = Module::load(tempDir() + "/does-not-exist.sitsm", options);
+  StatusOr<Module> m =
+      Module::load(tempDir() + "/does-not-exist.sitsm", options);
   // No GPU: the device error comes before the missing file's.
   EXPECT_TRUE(m.code() == StatusCode::kDeviceUnavailable ||
               (DeviceRegistry::global().open("cuda:0").ok() &&
@@ -89,7 +94,9 @@ class FakeDriver : public Driver {
 public:
   std::string_view scheme() const override { return "fake"; }
   Status probe() override { return Status::OK(); }
-  std::vector<DeviceInfo> enumerate() override { return {{"fake:0", "Fake", DeviceKind::kCpu}}; }
+  std::vector<DeviceInfo> enumerate() override {
+    return {{"fake:0", "Fake", DeviceKind::kCpu}};
+  }
   StatusOr<std::shared_ptr<Device>> open(int) override {
     return Status(StatusCode::kUnimplemented, "fake");
   }
@@ -122,9 +129,14 @@ TEST(HostCpu, DetectsArchitectureAndFeatures) {
       break;
     }
   for (auto [llvm, procName] : std::vector<std::pair<std::string, std::string>>{
-           {"avx2", "avx2"}, {"avx512f", "avx512f"}, {"sse4.2", "sse4_2"},
-           {"avx512bf16", "avx512_bf16"}, {"fma", "fma"}, {"sha", "sha_ni"}})
-    EXPECT_EQ(*h.hasFeature(llvm), flags.find(" " + procName + " ") != std::string::npos)
+           {"avx2", "avx2"},
+           {"avx512f", "avx512f"},
+           {"sse4.2", "sse4_2"},
+           {"avx512bf16", "avx512_bf16"},
+           {"fma", "fma"},
+           {"sha", "sha_ni"}})
+    EXPECT_EQ(*h.hasFeature(llvm),
+              flags.find(" " + procName + " ") != std::string::npos)
         << llvm;
 #endif
   EXPECT_EQ(h.hasFeature("definitely-not-a-feature"), std::nullopt);

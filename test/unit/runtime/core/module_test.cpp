@@ -1,9 +1,10 @@
-//===- module_test.cpp - Loading and running real shared objects -----------===//
+//===- module_test.cpp - Loading and running real shared objects
+//-----------===//
 #include "core_test_util.h"
 
 #include <atomic>
-#include <dlfcn.h>
 #include <cmath>
+#include <dlfcn.h>
 #include <thread>
 
 using namespace sits::runtime;
@@ -13,8 +14,9 @@ namespace {
 
 StatusOr<Module> loadAdd() {
   std::vector<uint8_t> bytes = writeArtifact(
-      manifestJson({addEntry(), entryJson("scale", {{"input", "x", "f32", {-1}, {}},
-                                                    {"output", "out", "f32", {-1}, {}}})}),
+      manifestJson({addEntry(),
+                    entryJson("scale", {{"input", "x", "f32", {-1}, {}},
+                                        {"output", "out", "f32", {-1}, {}}})}),
       kernelBytes("add"));
   return Module::load(bytes.data(), bytes.size());
 }
@@ -41,9 +43,10 @@ TEST(Module, RunsAnEntryPoint) {
   EXPECT_EQ(m->device().uri(), "cpu");
 
   Floats x(12, 0), y(12, 100), z(12, -1);
-  BufferView xv(x.data(), DType::kF32, {3, 4}), yv(y.data(), DType::kF32, {3, 4}),
-      zv(z.data(), DType::kF32, {3, 4});
-  StatusOr<std::vector<std::vector<int64_t>>> shapes = m->outputShapes("main", {xv, yv});
+  BufferView xv(x.data(), DType::kF32, {3, 4}),
+      yv(y.data(), DType::kF32, {3, 4}), zv(z.data(), DType::kF32, {3, 4});
+  StatusOr<std::vector<std::vector<int64_t>>> shapes =
+      m->outputShapes("main", {xv, yv});
   ASSERT_TRUE(shapes.ok()) << shapes.status().toString();
   EXPECT_EQ(shapes->at(0), (std::vector<int64_t>{3, 4}));
   SITS_ASSERT_OK(m->run("main", {xv, yv}, {zv}));
@@ -71,9 +74,10 @@ TEST(Module, StagesMisalignedAndStridedBuffers) {
     x[i] = float(i);
     y[i] = 10.0f * float(i);
   }
-  SITS_ASSERT_OK(m->run("main",
-                        {BufferView(x, DType::kF32, {2, 4}), BufferView(y, DType::kF32, {2, 4})},
-                        {BufferView(z, DType::kF32, {2, 4})}));
+  SITS_ASSERT_OK(m->run(
+      "main",
+      {BufferView(x, DType::kF32, {2, 4}), BufferView(y, DType::kF32, {2, 4})},
+      {BufferView(z, DType::kF32, {2, 4})}));
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(z[i], 11.0f * float(i));
 
@@ -103,10 +107,11 @@ TEST(Module, StagesMisalignedAndStridedBuffers) {
     rev.data()[i] = float(i);
     zeros.data()[i] = 0;
   }
-  SITS_ASSERT_OK(m->run("main",
-                        {BufferView(rev.data() + 3, DType::kF32, {1, 4}, {4, -1}),
-                         BufferView(zeros.data(), DType::kF32, {1, 4})},
-                        {BufferView(out4.data(), DType::kF32, {1, 4})}));
+  SITS_ASSERT_OK(
+      m->run("main",
+             {BufferView(rev.data() + 3, DType::kF32, {1, 4}, {4, -1}),
+              BufferView(zeros.data(), DType::kF32, {1, 4})},
+             {BufferView(out4.data(), DType::kF32, {1, 4})}));
   EXPECT_EQ(out4.data()[0], 3.0f);
   EXPECT_EQ(out4.data()[3], 0.0f);
 }
@@ -120,30 +125,35 @@ TEST(Module, SignatureMismatchesNameExpectedAndGiven) {
 
   Status s = m->run("main", {x}, {z});
   EXPECT_EQ(s.code(), StatusCode::kSignatureMismatch);
-  EXPECT_NE(s.message().find("takes 2 inputs (x, y), got 1"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find("takes 2 inputs (x, y), got 1"), std::string::npos)
+      << s.toString();
   EXPECT_EQ(s.info().expected, "2");
   EXPECT_EQ(s.info().actual, "1");
 
   s = m->run("main", {x, y}, {});
-  EXPECT_NE(s.message().find("takes 1 output (z), got 0"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find("takes 1 output (z), got 0"), std::string::npos)
+      << s.toString();
 
   BufferView yd = y;
   yd.dtype = DType::kF64;
   s = m->run("main", {x, yd}, {z});
   EXPECT_EQ(s.code(), StatusCode::kSignatureMismatch);
-  EXPECT_EQ(s.message(), "input 'y' (#1) of entry point 'main' has dtype f64, expected f32");
+  EXPECT_EQ(s.message(),
+            "input 'y' (#1) of entry point 'main' has dtype f64, expected f32");
   EXPECT_EQ(s.info().subject, "y");
   EXPECT_EQ(s.info().index, 1);
   EXPECT_EQ(s.info().expected, "f32");
   EXPECT_EQ(s.info().actual, "f64");
 
   s = m->run("main", {BufferView(a.data(), DType::kF32, {8}), y}, {z});
-  EXPECT_NE(s.message().find("has shape [8] (rank 1), expected [?, 4] (rank 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find("has shape [8] (rank 1), expected [?, 4] (rank 2)"),
+      std::string::npos)
       << s.toString();
 
   s = m->run("main", {BufferView(a.data(), DType::kF32, {4, 2}), y}, {z});
-  EXPECT_NE(s.message().find("has shape [4, 2], expected [?, 4] (dimension 1 must be 4)"),
+  EXPECT_NE(s.message().find(
+                "has shape [4, 2], expected [?, 4] (dimension 1 must be 4)"),
             std::string::npos)
       << s.toString();
   EXPECT_EQ(s.info().expected, "[?, 4]");
@@ -152,7 +162,8 @@ TEST(Module, SignatureMismatchesNameExpectedAndGiven) {
   // The named dimension "batch" must agree across inputs and outputs.
   Floats big(16);
   s = m->run("main", {x, BufferView(big.data(), DType::kF32, {4, 4})}, {z});
-  EXPECT_NE(s.message().find("('batch') is 4 but 'x' has batch = 2"), std::string::npos)
+  EXPECT_NE(s.message().find("('batch') is 4 but 'x' has batch = 2"),
+            std::string::npos)
       << s.toString();
   s = m->run("main", {x, y}, {BufferView(big.data(), DType::kF32, {4, 4})});
   EXPECT_EQ(s.code(), StatusCode::kSignatureMismatch) << s.toString();
@@ -189,11 +200,12 @@ TEST(Module, WeightsArePassedFromTheArtifact) {
   float w[4] = {2.0f, 3.0f, 0.5f, -1.0f};
   std::vector<uint8_t> weights(reinterpret_cast<uint8_t *>(w),
                                reinterpret_cast<uint8_t *>(w) + sizeof(w));
-  std::string manifest = manifestJson({entryJson(
-      "main", {{"weights", "weights", "i8", {16}, {}},
-               {"input", "x", "f32", {4}, {}},
-               {"output", "y", "f32", {4}, {}}})});
-  std::vector<uint8_t> bytes = writeArtifact(manifest, kernelBytes("weights"), &weights);
+  std::string manifest =
+      manifestJson({entryJson("main", {{"weights", "weights", "i8", {16}, {}},
+                                       {"input", "x", "f32", {4}, {}},
+                                       {"output", "y", "f32", {4}, {}}})});
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifest, kernelBytes("weights"), &weights);
   std::string path = tempDir() + "/weights.sitsm";
   writeBytes(path, bytes);
   StatusOr<Module> m = Module::load(path); // weights served from the mapping
@@ -204,7 +216,8 @@ TEST(Module, WeightsArePassedFromTheArtifact) {
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(y.data()[i], float(i + 1) * w[i] + w[i]);
   // The artifact can be replaced (renamed over) while loaded.
-  std::vector<uint8_t> other = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::vector<uint8_t> other =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
   writeBytes(path + ".new", other);
   ASSERT_EQ(std::rename((path + ".new").c_str(), path.c_str()), 0);
   SITS_ASSERT_OK(m->run("main", {BufferView(x.data(), DType::kF32, {4})},
@@ -213,12 +226,13 @@ TEST(Module, WeightsArePassedFromTheArtifact) {
 }
 
 TEST(Module, AsyncKernelSplitsWorkAcrossThreads) {
-  std::string manifest = manifestJson({entryJson(
-      "main", {{"input", "x", "f32", {-1}, {"n"}},
-               {"input", "y", "f32", {-1}, {"n"}},
-               {"output", "z", "f32", {-1}, {"n"}},
-               {"output", "threads", "i64", {1}, {}}})});
-  std::vector<uint8_t> bytes = writeArtifact(manifest, kernelBytes("async_add"));
+  std::string manifest = manifestJson(
+      {entryJson("main", {{"input", "x", "f32", {-1}, {"n"}},
+                          {"input", "y", "f32", {-1}, {"n"}},
+                          {"output", "z", "f32", {-1}, {"n"}},
+                          {"output", "threads", "i64", {1}, {}}})});
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifest, kernelBytes("async_add"));
   StatusOr<Module> m = Module::load(bytes.data(), bytes.size());
   ASSERT_TRUE(m.ok()) << m.status().toString();
   const int n = 1 << 16;
@@ -242,12 +256,13 @@ TEST(Module, AsyncKernelSplitsWorkAcrossThreads) {
 }
 
 TEST(Module, ConcurrentRunsFromManyThreads) {
-  std::string manifest = manifestJson({entryJson(
-      "main", {{"input", "x", "f32", {-1}, {"n"}},
-               {"input", "y", "f32", {-1}, {"n"}},
-               {"output", "z", "f32", {-1}, {"n"}},
-               {"output", "threads", "i64", {1}, {}}})});
-  std::vector<uint8_t> bytes = writeArtifact(manifest, kernelBytes("async_add"));
+  std::string manifest = manifestJson(
+      {entryJson("main", {{"input", "x", "f32", {-1}, {"n"}},
+                          {"input", "y", "f32", {-1}, {"n"}},
+                          {"output", "z", "f32", {-1}, {"n"}},
+                          {"output", "threads", "i64", {1}, {}}})});
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifest, kernelBytes("async_add"));
   StatusOr<Module> loaded = Module::load(bytes.data(), bytes.size());
   ASSERT_TRUE(loaded.ok());
   Module m = *loaded; // copies share the code
@@ -279,14 +294,17 @@ TEST(Module, ReloadingNeverReturnsAnEarlierModulesCode) {
   // Each load gets its own in-memory file; the dynamic loader identifies
   // objects by name (/proc/self/fd/N), so a reused N must never hand back
   // an earlier module.
-  std::vector<uint8_t> add = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
-  std::string wm = manifestJson({entryJson("main", {{"weights", "w", "i8", {16}, {}},
-                                                    {"input", "x", "f32", {4}, {}},
-                                                    {"output", "y", "f32", {4}, {}}})});
+  std::vector<uint8_t> add =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::string wm =
+      manifestJson({entryJson("main", {{"weights", "w", "i8", {16}, {}},
+                                       {"input", "x", "f32", {4}, {}},
+                                       {"output", "y", "f32", {4}, {}}})});
   float w[4] = {1, 1, 1, 1};
   std::vector<uint8_t> weights(reinterpret_cast<uint8_t *>(w),
                                reinterpret_cast<uint8_t *>(w) + 16);
-  std::vector<uint8_t> mul = writeArtifact(wm, kernelBytes("weights"), &weights);
+  std::vector<uint8_t> mul =
+      writeArtifact(wm, kernelBytes("weights"), &weights);
   for (int i = 0; i < 20; ++i) {
     bool useAdd = i % 2 == 0;
     const std::vector<uint8_t> &bytes = useAdd ? add : mul;
@@ -306,7 +324,8 @@ TEST(Module, ReloadingNeverReturnsAnEarlierModulesCode) {
 }
 
 TEST(Module, LoadsFromAFileAndFromAReader) {
-  std::vector<uint8_t> bytes = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
   std::string path = tempDir() + "/add.sitsm";
   writeBytes(path, bytes);
   StatusOr<ArtifactReader> r = ArtifactReader::open(path);
@@ -328,11 +347,22 @@ TEST(Module, MemrefCopyHelperCopiesStridedMemrefs) {
   float *sp = src, *dp = dst;
   std::memcpy(&sd[0], &sp, 8);
   std::memcpy(&sd[1], &sp, 8);
-  sd[2] = 0; sd[3] = 2; sd[4] = 3; sd[5] = 3; sd[6] = 1;
+  sd[2] = 0;
+  sd[3] = 2;
+  sd[4] = 3;
+  sd[5] = 3;
+  sd[6] = 1;
   std::memcpy(&dd[0], &dp, 8);
   std::memcpy(&dd[1], &dp, 8);
-  dd[2] = 0; dd[3] = 2; dd[4] = 3; dd[5] = 1; dd[6] = 2;
-  struct { int64_t rank; void *desc; } s{2, sd}, d{2, dd};
+  dd[2] = 0;
+  dd[3] = 2;
+  dd[4] = 3;
+  dd[5] = 1;
+  dd[6] = 2;
+  struct {
+    int64_t rank;
+    void *desc;
+  } s{2, sd}, d{2, dd};
   copy(sizeof(float), &s, &d);
   for (int r = 0; r < 2; ++r)
     for (int c = 0; c < 3; ++c)
@@ -344,12 +374,14 @@ TEST(Module, MemrefCopyHelperCopiesStridedMemrefs) {
 namespace {
 
 TEST(Module, CodeIsLoadedFromAnAnonymousInMemoryFile) {
-  std::vector<uint8_t> bytes = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
   std::string path = tempDir() + "/memfd.sitsm";
   writeBytes(path, bytes);
   StatusOr<Module> m = Module::load(path);
   ASSERT_TRUE(m.ok()) << m.status().toString();
-  std::string label = "memfd:sits:cpu:" + m->manifest().contentHash.substr(0, 16);
+  std::string label =
+      "memfd:sits:cpu:" + m->manifest().contentHash.substr(0, 16);
   std::ifstream maps("/proc/self/maps");
   std::string line;
   bool executableFromMemfd = false;
@@ -357,13 +389,15 @@ TEST(Module, CodeIsLoadedFromAnAnonymousInMemoryFile) {
     std::istringstream fields(line);
     std::string range, perms;
     fields >> range >> perms;
-    if (line.find(label) != std::string::npos && perms.find('x') != std::string::npos)
+    if (line.find(label) != std::string::npos &&
+        perms.find('x') != std::string::npos)
       executableFromMemfd = true;
     // The .sitsm itself is only mapped read-only (for the weights).
     if (line.find(path) != std::string::npos) {
       EXPECT_EQ(perms, "r--p") << line;
     }
-    EXPECT_EQ(line.find("sits-code-"), std::string::npos) << "temp-file fallback used";
+    EXPECT_EQ(line.find("sits-code-"), std::string::npos)
+        << "temp-file fallback used";
   }
   EXPECT_TRUE(executableFromMemfd) << "no executable mapping named " << label;
 }

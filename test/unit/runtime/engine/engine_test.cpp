@@ -92,11 +92,11 @@ void runAll(const kv::PoolConfig &pool, int64_t maxBatch,
                 "decodes=%lld computed=%lld out=%lld preempt=%lld (swap "
                 "%lld/%lld) hits=%lld kv_peak=%lld util peak=%.2f mean=%.2f\n",
                 (long long)pool.num_blocks, (long long)pool.num_host_blocks,
-                (long long)maxBatch, (long long)m.steps,
-                (long long)m.prefills, (long long)m.decodes,
-                (long long)m.computed_tokens, (long long)m.output_tokens,
-                (long long)m.preemptions, (long long)m.swap_outs,
-                (long long)m.swap_ins, (long long)m.prefix_cache_hit_tokens,
+                (long long)maxBatch, (long long)m.steps, (long long)m.prefills,
+                (long long)m.decodes, (long long)m.computed_tokens,
+                (long long)m.output_tokens, (long long)m.preemptions,
+                (long long)m.swap_outs, (long long)m.swap_ins,
+                (long long)m.prefix_cache_hit_tokens,
                 (long long)m.kv_blocks_peak, m.kv_utilization_peak,
                 m.kv_utilization_mean);
   }
@@ -145,8 +145,8 @@ void expectMatchesReference(const std::vector<Request> &reqs,
       const auto &sample = res.samples[static_cast<size_t>(k)];
       const uint64_t seed = reqs[i].sampling.seed ? *reqs[i].sampling.seed : 0;
       ASSERT_TRUE(reqs[i].sampling.seed || reqs[i].sampling.isGreedy());
-      const auto expected = referenceGenerate(reqs[i], kVocab, seed,
-                                              static_cast<uint64_t>(k));
+      const auto expected =
+          referenceGenerate(reqs[i], kVocab, seed, static_cast<uint64_t>(k));
       EXPECT_EQ(sample.tokens, expected) << "request " << i << " sample " << k;
       const bool stopped = reqs[i].stop_token && !expected.empty() &&
                            expected.back() == *reqs[i].stop_token;
@@ -156,8 +156,7 @@ void expectMatchesReference(const std::vector<Request> &reqs,
   }
 }
 
-std::vector<std::vector<std::vector<int32_t>>>
-tokensOf(const RunOutput &out) {
+std::vector<std::vector<std::vector<int32_t>>> tokensOf(const RunOutput &out) {
   std::vector<std::vector<std::vector<int32_t>>> t;
   for (const auto &r : out.results) {
     t.emplace_back();
@@ -219,8 +218,9 @@ TEST(Engine, PreemptionByRecomputeKeepsTheTokens) {
   EXPECT_LE(small.metrics.kv_blocks_peak, 13);
   EXPECT_GT(small.metrics.kv_utilization_peak, 0.7);
   // Recompute costs prefill work.
-  EXPECT_GT(small.metrics.computed_tokens, large.metrics.computed_tokens -
-                                               large.metrics.prefix_cache_hit_tokens);
+  EXPECT_GT(small.metrics.computed_tokens,
+            large.metrics.computed_tokens -
+                large.metrics.prefix_cache_hit_tokens);
 }
 
 TEST(Engine, PreemptionWithoutPrefixCachingKeepsTheTokens) {

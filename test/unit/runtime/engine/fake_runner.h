@@ -1,4 +1,5 @@
-//===- fake_runner.h - A deterministic ModelRunner that checks the KV flow -===//
+//===- fake_runner.h - A deterministic ModelRunner that checks the KV flow
+//-===//
 //
 // `FakeRunner` simulates the KV tensors: every slot remembers the (token,
 // position) written there; block copies move those records. The logits of
@@ -43,7 +44,8 @@ inline uint64_t historyHash(const int32_t *tokens, int64_t n) {
 /// Logits in [-3, 3) drawn from the history hash.
 inline void logitsFor(uint64_t h, int64_t vocab, float *row) {
   for (int64_t v = 0; v < vocab; ++v) {
-    const uint64_t x = mixHash(h ^ (static_cast<uint64_t>(v) * 0x100000001b3ULL));
+    const uint64_t x =
+        mixHash(h ^ (static_cast<uint64_t>(v) * 0x100000001b3ULL));
     row[v] = static_cast<float>((x >> 40) * (1.0 / 16777216.0) * 6.0 - 3.0);
   }
 }
@@ -60,8 +62,8 @@ inline std::vector<int32_t> referenceGenerate(const Request &request,
   for (int64_t i = 0; i < request.max_new_tokens; ++i) {
     logitsFor(historyHash(tokens.data(), static_cast<int64_t>(tokens.size())),
               vocab, row.data());
-    auto tok = sampler.sample(row.data(), vocab, request.sampling, seed,
-                              stream, static_cast<uint64_t>(i));
+    auto tok = sampler.sample(row.data(), vocab, request.sampling, seed, stream,
+                              static_cast<uint64_t>(i));
     if (!tok.ok())
       return {};
     tokens.push_back(*tok);
@@ -77,7 +79,8 @@ public:
   FakeRunner(const kv::PoolConfig &config, int64_t vocab)
       : blockSize_(config.block_size), vocab_(vocab),
         device_(static_cast<size_t>(config.num_blocks * config.block_size)),
-        host_(static_cast<size_t>(config.num_host_blocks * config.block_size)) {}
+        host_(static_cast<size_t>(config.num_host_blocks * config.block_size)) {
+  }
 
   /// Fail the step with this index (0-based) with Internal.
   std::optional<int64_t> fail_at_step;

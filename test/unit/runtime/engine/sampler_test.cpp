@@ -23,8 +23,8 @@ SamplingParams params(float temperature, int32_t topK = 0, float topP = 1.0f) {
 int32_t draw(Sampler &s, const std::vector<float> &logits,
              const SamplingParams &p, uint64_t seed, uint64_t stream,
              uint64_t step) {
-  auto r = s.sample(logits.data(), static_cast<int64_t>(logits.size()), p,
-                    seed, stream, step);
+  auto r = s.sample(logits.data(), static_cast<int64_t>(logits.size()), p, seed,
+                    stream, step);
   EXPECT_TRUE(r.ok()) << r.status().toString();
   return r.ok() ? *r : -1;
 }
@@ -48,7 +48,8 @@ std::vector<double> frequencies(Sampler &s, const std::vector<float> &logits,
                                 const SamplingParams &p, int draws) {
   std::vector<double> f(logits.size(), 0);
   for (int i = 0; i < draws; ++i)
-    f[static_cast<size_t>(draw(s, logits, p, 1234, 5, static_cast<uint64_t>(i)))] += 1;
+    f[static_cast<size_t>(
+        draw(s, logits, p, 1234, 5, static_cast<uint64_t>(i)))] += 1;
   for (double &x : f)
     x /= draws;
   return f;
@@ -169,7 +170,8 @@ TEST(Sampler, TemperatureScalesTheDistribution) {
   Sampler s;
   const int draws = 100000;
   for (double t : {0.5, 2.0}) {
-    const auto f = frequencies(s, kLogits, params(static_cast<float>(t)), draws);
+    const auto f =
+        frequencies(s, kLogits, params(static_cast<float>(t)), draws);
     const auto p = softmax(kLogits, t);
     for (size_t v = 0; v < p.size(); ++v)
       EXPECT_NEAR(f[v], p[v], 0.006) << "T " << t << " token " << v;

@@ -1,4 +1,5 @@
-//===- fake_cuda.cpp - A CUDA driver API test double over host memory ------===//
+//===- fake_cuda.cpp - A CUDA driver API test double over host memory
+//------===//
 //
 // The subset of libcuda's driver API the SITS runtime resolves, for tests on
 // machines without a GPU: point the runtime at it with
@@ -78,8 +79,8 @@ struct Launch {
   std::string name;
   unsigned dims[7];
   void *stream;
-  int params = -1;          // -1: unknown
-  int paramsInBuffers = 0;  // 8-byte parameters that point into live buffers
+  int params = -1;         // -1: unknown
+  int paramsInBuffers = 0; // 8-byte parameters that point into live buffers
 };
 
 struct State {
@@ -119,7 +120,8 @@ int injected(State &s, const char *fn) {
   size_t pos = 0;
   while (pos <= all.size()) {
     size_t end = all.find(',', pos);
-    std::string item = all.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    std::string item = all.substr(
+        pos, end == std::string::npos ? std::string::npos : end - pos);
     size_t eq = item.find('=');
     if (eq != std::string::npos && item.substr(0, eq) == fn) {
       std::string rest = item.substr(eq + 1);
@@ -179,7 +181,9 @@ int release(State &s, unsigned long long ptr) {
   return kSuccess;
 }
 
-bool validStream(State &s, void *stream) { return !stream || s.streams.count(stream); }
+bool validStream(State &s, void *stream) {
+  return !stream || s.streams.count(stream);
+}
 
 /// Parameter byte sizes of a PTX `.param` list ("(.param .u64 a, .param .f32
 /// b)"); -1 for aggregates.
@@ -242,11 +246,13 @@ int runFakeKernel(State &s, const std::string &name, const unsigned dims[6],
     std::memcpy(&c, params[2], 8);
     std::memcpy(&n, params[3], 8);
     std::memcpy(&bn, params[4], 8);
-    uint64_t threads = uint64_t(dims[0]) * dims[1] * dims[2] * dims[3] * dims[4] * dims[5];
+    uint64_t threads =
+        uint64_t(dims[0]) * dims[1] * dims[2] * dims[3] * dims[4] * dims[5];
     if (n < 0 || bn <= 0 || uint64_t(n) > threads)
       return kLaunchFailed;
     size_t bytes = size_t(n) * sizeof(float);
-    if (!inBuffer(s, uintptr_t(a), bytes) || !inBuffer(s, uintptr_t(c), bytes) ||
+    if (!inBuffer(s, uintptr_t(a), bytes) ||
+        !inBuffer(s, uintptr_t(c), bytes) ||
         !inBuffer(s, uintptr_t(b), size_t(bn) * sizeof(float)))
       return kIllegalAddress;
     for (int64_t i = 0; i < n; ++i)
@@ -259,7 +265,11 @@ int runFakeKernel(State &s, const std::string &name, const unsigned dims[6],
 /// The byte size of a binary image: ELF (from its section headers) or fatbin
 /// (from its header); 0 when not one.
 size_t binarySize(const unsigned char *p) {
-  if (std::memcmp(p, "\x7f" "ELF", 4) == 0 && p[4] == 2) {
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) == 0 &&
+      p[4] == 2) {
     uint64_t shoff;
     uint16_t shentsize, shnum;
     std::memcpy(&shoff, p + 0x28, 8);
@@ -406,7 +416,8 @@ FAKE_API int cuMemFree_v2(unsigned long long ptr) {
   return release(s, ptr);
 }
 
-FAKE_API int cuMemAllocAsync(unsigned long long *ptr, size_t bytes, void *stream) {
+FAKE_API int cuMemAllocAsync(unsigned long long *ptr, size_t bytes,
+                             void *stream) {
   FAKE_ENTER("cuMemAllocAsync");
   const char *noPools = std::getenv("SITS_FAKE_CUDA_NO_POOLS");
   if (noPools && *noPools == '1')
@@ -443,8 +454,8 @@ FAKE_API int cuMemPoolSetAttribute(void *pool, int attribute, void *value) {
   return kSuccess;
 }
 
-FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes,
-                                  void *stream) {
+FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
+                                  size_t bytes, void *stream) {
   FAKE_ENTER("cuMemcpyHtoDAsync_v2");
   if (!hasContext(s))
     return kInvalidContext;
@@ -457,8 +468,8 @@ FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_
   return kSuccess;
 }
 
-FAKE_API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes,
-                                  void *stream) {
+FAKE_API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
+                                  size_t bytes, void *stream) {
   FAKE_ENTER("cuMemcpyDtoHAsync_v2");
   if (!hasContext(s))
     return kInvalidContext;
@@ -503,8 +514,9 @@ FAKE_API int cuModuleLoadData(void **module, const void *image) {
   return loadModule(s, module, image, false);
 }
 
-FAKE_API int cuModuleLoadDataEx(void **module, const void *image, unsigned numOptions,
-                                int *options, void **values) {
+FAKE_API int cuModuleLoadDataEx(void **module, const void *image,
+                                unsigned numOptions, int *options,
+                                void **values) {
   FAKE_ENTER("cuModuleLoadDataEx");
   for (unsigned i = 0; i < numOptions; ++i)
     if (options[i] == 7) // CU_JIT_OPTIMIZATION_LEVEL
@@ -531,7 +543,8 @@ FAKE_API int cuModuleUnload(void *module) {
   return kSuccess;
 }
 
-FAKE_API int cuModuleGetFunction(void **function, void *module, const char *name) {
+FAKE_API int cuModuleGetFunction(void **function, void *module,
+                                 const char *name) {
   FAKE_ENTER("cuModuleGetFunction");
   if (!hasContext(s))
     return kInvalidContext;
@@ -557,9 +570,10 @@ FAKE_API int cuModuleGetFunction(void **function, void *module, const char *name
   return kSuccess;
 }
 
-FAKE_API int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
-                            unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                            void *stream, void **params, void **extra) {
+FAKE_API int cuLaunchKernel(void *function, unsigned gx, unsigned gy,
+                            unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned smem, void *stream, void **params,
+                            void **extra) {
   FAKE_ENTER("cuLaunchKernel");
   if (!hasContext(s))
     return kInvalidContext;
@@ -649,14 +663,16 @@ FAKE_API void sitsFakeCudaStats(const char *fn, long long out[10]) {
   out[6] = s.jitOptLevel;
   out[7] = (long long)s.copiedToDevice;
   out[8] = (long long)s.copiedToHost;
-  out[9] = s.releaseThreshold == UINT64_MAX ? -1 : (long long)s.releaseThreshold;
+  out[9] =
+      s.releaseThreshold == UINT64_MAX ? -1 : (long long)s.releaseThreshold;
 }
 
 /// Launch `i`: its kernel's name (into `name`), grid, block and shared
 /// bytes (`dims`), its parameter count (-1 unknown) and how many of its
 /// 8-byte parameters point into live buffers. 0, or -1 when out of range.
-FAKE_API int sitsFakeCudaLaunch(int i, char *name, int nameSize, unsigned dims[7],
-                                int *params, int *paramsInBuffers) {
+FAKE_API int sitsFakeCudaLaunch(int i, char *name, int nameSize,
+                                unsigned dims[7], int *params,
+                                int *paramsInBuffers) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (i < 0 || size_t(i) >= s.launches.size())
@@ -669,15 +685,18 @@ FAKE_API int sitsFakeCudaLaunch(int i, char *name, int nameSize, unsigned dims[7
   return 0;
 }
 
-// --- the same device under HIP's names -----------------------------------------
-// $SITS_HIP_DRIVER may point at this library too: these are the functions
-// above under HIP's names and signatures (device pointers are pointers,
-// error names are returned). They share the state, and failures are
-// injected by the CUDA names ("cuMemAllocAsync=2" fails hipMallocAsync).
+// --- the same device under HIP's names
+// ----------------------------------------- $SITS_HIP_DRIVER may point at this
+// library too: these are the functions above under HIP's names and signatures
+// (device pointers are pointers, error names are returned). They share the
+// state, and failures are injected by the CUDA names ("cuMemAllocAsync=2" fails
+// hipMallocAsync).
 
 FAKE_API int hipInit(unsigned flags) { return cuInit(flags); }
 FAKE_API int hipGetDeviceCount(int *count) { return cuDeviceGetCount(count); }
-FAKE_API int hipDeviceGet(int *device, int ordinal) { return cuDeviceGet(device, ordinal); }
+FAKE_API int hipDeviceGet(int *device, int ordinal) {
+  return cuDeviceGet(device, ordinal);
+}
 FAKE_API int hipDeviceGetName(char *name, int len, int device) {
   return cuDeviceGetName(name, len, device);
 }
@@ -687,7 +706,9 @@ FAKE_API int hipDevicePrimaryCtxRetain(void **context, int device) {
 FAKE_API int hipDevicePrimaryCtxRelease(int device) {
   return cuDevicePrimaryCtxRelease_v2(device);
 }
-FAKE_API int hipCtxSetCurrent(void *context) { return cuCtxSetCurrent(context); }
+FAKE_API int hipCtxSetCurrent(void *context) {
+  return cuCtxSetCurrent(context);
+}
 FAKE_API int hipMalloc(void **ptr, size_t bytes) {
   unsigned long long p = 0;
   int rc = cuMemAlloc_v2(&p, bytes);
@@ -710,17 +731,23 @@ FAKE_API int hipDeviceGetDefaultMemPool(void **pool, int device) {
 FAKE_API int hipMemPoolSetAttribute(void *pool, int attribute, void *value) {
   return cuMemPoolSetAttribute(pool, attribute, value);
 }
-FAKE_API int hipMemcpyHtoDAsync(void *dst, void *src, size_t bytes, void *stream) {
+FAKE_API int hipMemcpyHtoDAsync(void *dst, void *src, size_t bytes,
+                                void *stream) {
   return cuMemcpyHtoDAsync_v2(uintptr_t(dst), src, bytes, stream);
 }
-FAKE_API int hipMemcpyDtoHAsync(void *dst, void *src, size_t bytes, void *stream) {
+FAKE_API int hipMemcpyDtoHAsync(void *dst, void *src, size_t bytes,
+                                void *stream) {
   return cuMemcpyDtoHAsync_v2(dst, uintptr_t(src), bytes, stream);
 }
 FAKE_API int hipStreamCreateWithFlags(void **stream, unsigned flags) {
   return cuStreamCreate(stream, flags);
 }
-FAKE_API int hipStreamDestroy(void *stream) { return cuStreamDestroy_v2(stream); }
-FAKE_API int hipStreamSynchronize(void *stream) { return cuStreamSynchronize(stream); }
+FAKE_API int hipStreamDestroy(void *stream) {
+  return cuStreamDestroy_v2(stream);
+}
+FAKE_API int hipStreamSynchronize(void *stream) {
+  return cuStreamSynchronize(stream);
+}
 FAKE_API int hipModuleLoadData(void **module, const void *image) {
   return cuModuleLoadData(module, image);
 }
@@ -729,13 +756,16 @@ FAKE_API int hipModuleLoadDataEx(void **module, const void *image, unsigned n,
   return cuModuleLoadDataEx(module, image, n, options, values);
 }
 FAKE_API int hipModuleUnload(void *module) { return cuModuleUnload(module); }
-FAKE_API int hipModuleGetFunction(void **function, void *module, const char *name) {
+FAKE_API int hipModuleGetFunction(void **function, void *module,
+                                  const char *name) {
   return cuModuleGetFunction(function, module, name);
 }
-FAKE_API int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
-                                   unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                                   void *stream, void **params, void **extra) {
-  return cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+FAKE_API int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy,
+                                   unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned smem, void *stream,
+                                   void **params, void **extra) {
+  return cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,
+                        extra);
 }
 FAKE_API const char *hipGetErrorName(int error) {
   const char *name = nullptr;

@@ -1,4 +1,5 @@
-//===- gpu_driver_test.cpp - The CUDA driver against the fake libcuda ------===//
+//===- gpu_driver_test.cpp - The CUDA driver against the fake libcuda
+//------===//
 //
 // The runtime's real CUDA code paths (probe, enumeration, primary context,
 // device memory, copies both ways, module load, kernel launch, the mgpu*
@@ -37,8 +38,8 @@ struct Fake {
     launch = reinterpret_cast<decltype(launch)>(dlsym(h, "sitsFakeCudaLaunch"));
   }
   struct Stats {
-    long long buffers, modules, streams, contexts, launches, calls, jitOpt, toDevice,
-        toHost, releaseThreshold;
+    long long buffers, modules, streams, contexts, launches, calls, jitOpt,
+        toDevice, toHost, releaseThreshold;
   };
   Stats get(const char *fn = nullptr) const {
     long long v[10];
@@ -148,7 +149,8 @@ TEST(CudaDriver, EnumeratesAndOpensDevices) {
   EXPECT_EQ(fake().get().contexts, 0);
   StatusOr<std::shared_ptr<Device>> missing = r.open("cuda:1");
   EXPECT_EQ(missing.code(), StatusCode::kDeviceUnavailable);
-  EXPECT_NE(missing.status().message().find("found 1 CUDA device(s)"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("found 1 CUDA device(s)"),
+            std::string::npos);
 }
 
 TEST(CudaDriver, RunsGpuHostCode) {
@@ -172,7 +174,8 @@ TEST(CudaDriver, RunsGpuHostCode) {
     char name[64];
     unsigned dims[7];
     int params = 0, inBuffers = 0;
-    ASSERT_EQ(fake().launch(1, name, sizeof(name), dims, &params, &inBuffers), 0);
+    ASSERT_EQ(fake().launch(1, name, sizeof(name), dims, &params, &inBuffers),
+              0);
     EXPECT_STREQ(name, "sits_fake_add_f32");
     EXPECT_EQ(std::vector<unsigned>(dims, dims + 7),
               (std::vector<unsigned>{1, 1, 1, 128, 1, 1, 0}));
@@ -182,7 +185,8 @@ TEST(CudaDriver, RunsGpuHostCode) {
     std::vector<float> x(16), z2(8, -1.0f);
     for (size_t i = 0; i < 8; ++i)
       x[2 * i] = float(i);
-    SITS_ASSERT_OK(m->run("main", {BufferView(x.data(), DType::kF32, {2, 4}, {8, 2})},
+    SITS_ASSERT_OK(m->run("main",
+                          {BufferView(x.data(), DType::kF32, {2, 4}, {8, 2})},
                           {BufferView(z2.data(), DType::kF32, {2, 4})}));
     expectSum(z2);
     // Empty inputs: no buffers, and the launches of an empty grid are no-ops
@@ -204,7 +208,7 @@ TEST(CudaDriver, FallsBackWithoutMemoryPools) {
     StatusOr<std::vector<float>> z = runRows(*m, 3);
     ASSERT_TRUE(z.ok()) << z.status().toString();
     expectSum(*z);
-    EXPECT_EQ(fake().get("cuMemAlloc_v2").calls, 3); // x, z, the temporary
+    EXPECT_EQ(fake().get("cuMemAlloc_v2").calls, 3);   // x, z, the temporary
     EXPECT_EQ(fake().get("cuMemAllocAsync").calls, 1); // tried once
   }
   unsetenv("SITS_FAKE_CUDA_NO_POOLS");
@@ -247,9 +251,10 @@ TEST(CudaDriver, DriverErrorsBecomeTypedStatuses) {
       EXPECT_EQ(e.expected, "cuMemAllocAsync");
       EXPECT_EQ(e.actual, "CUDA_ERROR_OUT_OF_MEMORY");
       EXPECT_EQ(e.value, 2);
-      EXPECT_EQ(e.message,
-                "cuda:0 (SITS fake CUDA device 0): cuMemAllocAsync failed with "
-                "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 32 bytes)");
+      EXPECT_EQ(
+          e.message,
+          "cuda:0 (SITS fake CUDA device 0): cuMemAllocAsync failed with "
+          "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 32 bytes)");
       // Nothing launched after the failure, nothing leaked.
       EXPECT_EQ(fake().get().launches, 0);
       EXPECT_EQ(fake().get().buffers, 1);
@@ -290,17 +295,20 @@ TEST(CudaDriver, LoadFailuresLeaveNothingBehind) {
   }
   FailCalls fail("cuModuleLoadData=209");
   StatusOr<Module> m = loadGpu();
-  EXPECT_EQ(m.status().message(),
-            "cuda:0 (SITS fake CUDA device 0): cuModuleLoadData failed with "
-            "CUDA_ERROR_NO_BINARY_FOR_GPU (209): fake driver error (the artifact's "
-            "device image is bin for sm_90; this device is sm_90)");
+  EXPECT_EQ(
+      m.status().message(),
+      "cuda:0 (SITS fake CUDA device 0): cuModuleLoadData failed with "
+      "CUDA_ERROR_NO_BINARY_FOR_GPU (209): fake driver error (the artifact's "
+      "device image is bin for sm_90; this device is sm_90)");
 }
 
 TEST(GpuManifest, DeviceObjectFollowsTheSchema) {
   std::vector<uint8_t> code = kernelBytes("add");
-  for (auto [device, message] : std::vector<std::pair<std::string, std::string>>{
+  for (auto [device, message] :
+       std::vector<std::pair<std::string, std::string>>{
            {"[]", "manifest field 'device' must be an object"},
-           {"{\"abi\": \"mlir-gpu-runtime\"}", "manifest field 'device.kind' is missing"},
+           {"{\"abi\": \"mlir-gpu-runtime\"}",
+            "manifest field 'device.kind' is missing"},
            {"{\"kind\": \"cuda\", \"abi\": 3}",
             "manifest field 'device.abi' must be a string, not integer"},
            {"{\"kind\": \"cuda\", \"abi\": \"x\", \"chip\": 90}",
@@ -336,7 +344,8 @@ TEST(HipDriver, RunsTheSameHostCode) {
     EXPECT_EQ(z.status().info().expected, "hipMallocAsync");
     EXPECT_EQ(z.status().info().value, 2);
     // CUDA code is not for a HIP device.
-    EXPECT_EQ(loadGpu(gpuArtifact(), "hip:0").code(), StatusCode::kIncompatibleTarget);
+    EXPECT_EQ(loadGpu(gpuArtifact(), "hip:0").code(),
+              StatusCode::kIncompatibleTarget);
   }
   expectNothingLive();
 }
@@ -345,16 +354,19 @@ TEST(CudaDriver, RefusesArtifactsForOtherDevices) {
   LoadOptions cuda;
   cuda.device = "cuda:0";
   // CPU code on the GPU and GPU code on the CPU.
-  std::vector<uint8_t> cpu = writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
+  std::vector<uint8_t> cpu =
+      writeArtifact(manifestJson({addEntry()}), kernelBytes("add"));
   StatusOr<Module> m = Module::load(cpu.data(), cpu.size(), cuda);
   EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
-  EXPECT_NE(m.status().message().find("compiled for the CPU"), std::string::npos);
+  EXPECT_NE(m.status().message().find("compiled for the CPU"),
+            std::string::npos);
   std::vector<uint8_t> gpu = gpuArtifact();
   m = Module::load(gpu.data(), gpu.size());
   EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);
-  EXPECT_EQ(m.status().message(),
-            "artifact was compiled for cuda GPUs (target 'cpu', sm_90): load it on a "
-            "cuda device (e.g. \"cuda:0\"), not on cpu");
+  EXPECT_EQ(
+      m.status().message(),
+      "artifact was compiled for cuda GPUs (target 'cpu', sm_90): load it on a "
+      "cuda device (e.g. \"cuda:0\"), not on cpu");
   // Another vendor's code, another ABI.
   m = loadGpu(gpuArtifact(gpuManifest("hip")));
   EXPECT_EQ(m.code(), StatusCode::kIncompatibleTarget);

@@ -1,4 +1,5 @@
-//===- alloc_test.cpp - Spec §5 B: T07–T16 ---------------------------------===//
+//===- alloc_test.cpp - Spec §5 B: T07–T16
+//---------------------------------===//
 #include "kv_test_util.h"
 
 #include <random>
@@ -139,9 +140,9 @@ TEST(KVAlloc, T14_BlocksNeededAndCanAddAgreeWithTheOperation) {
         t = int32_t(pick(0, 2));
       const bool withTokens = pick(0, 1);
       auto can = a->canAdd(n, withTokens ? toks.data() : nullptr);
-      StatusOr<AddResult> r =
-          withTokens ? a->addSequence(nextId, toks.data(), n)
-                     : a->addSequence(nextId, n);
+      StatusOr<AddResult> r = withTokens
+                                  ? a->addSequence(nextId, toks.data(), n)
+                                  : a->addSequence(nextId, n);
       if (!can.ok()) {
         EXPECT_EQ(can.code(), r.code());
       } else if (*can) {
@@ -239,13 +240,13 @@ TEST(KVAlloc, T16_BatchCallsEqualSequentialCalls) {
                               toks[size_t(i)].data(), nullptr});
   reqs.push_back(AddRequest{99, 9, nullptr, nullptr});
   std::vector<AddResult> batchResults;
-  KV_ASSERT_OK(batchPool->addSequences(reqs.data(), reqs.size(), &batchResults));
+  KV_ASSERT_OK(
+      batchPool->addSequences(reqs.data(), reqs.size(), &batchResults));
   for (size_t i = 0; i < reqs.size(); ++i) {
     StatusOr<AddResult> r =
-        reqs[i].tokens
-            ? seqPool->addSequence(reqs[i].seq, reqs[i].tokens,
-                                   reqs[i].num_tokens)
-            : seqPool->addSequence(reqs[i].seq, reqs[i].num_tokens);
+        reqs[i].tokens ? seqPool->addSequence(reqs[i].seq, reqs[i].tokens,
+                                              reqs[i].num_tokens)
+                       : seqPool->addSequence(reqs[i].seq, reqs[i].num_tokens);
     KV_ASSERT_OK(r);
     EXPECT_EQ(r->block_ids, batchResults[i].block_ids);
     EXPECT_EQ(r->cached_tokens, batchResults[i].cached_tokens);
@@ -260,10 +261,10 @@ TEST(KVAlloc, T16_BatchCallsEqualSequentialCalls) {
   KV_ASSERT_OK(batchPool->appendBatch(apps.data(), apps.size(), &appResults));
   for (size_t i = 0; i < apps.size(); ++i) {
     AppendResult out;
-    KV_ASSERT_OK(apps[i].tokens ? seqPool->append(apps[i].seq, apps[i].tokens,
-                                                  apps[i].num_tokens, &out)
-                                : seqPool->append(apps[i].seq,
-                                                  apps[i].num_tokens, &out));
+    KV_ASSERT_OK(apps[i].tokens
+                     ? seqPool->append(apps[i].seq, apps[i].tokens,
+                                       apps[i].num_tokens, &out)
+                     : seqPool->append(apps[i].seq, apps[i].num_tokens, &out));
     EXPECT_EQ(out.new_block_ids, appResults[i].new_block_ids);
     EXPECT_EQ(out.copies, appResults[i].copies);
   }

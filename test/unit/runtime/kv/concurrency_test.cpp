@@ -1,8 +1,9 @@
 //===- concurrency_test.cpp - Spec §5 I: T67–T69, T79 ---------------------===//
 //
 // Run these under ThreadSanitizer too (T71): build with
-// -DSITS_SANITIZE=thread and run `sits_kv_tests --gtest_filter=KVConcurrency.*`.
-// KV_STRESS_OPS overrides the operations per thread (default 100000).
+// -DSITS_SANITIZE=thread and run `sits_kv_tests
+// --gtest_filter=KVConcurrency.*`. KV_STRESS_OPS overrides the operations per
+// thread (default 100000).
 //
 //===----------------------------------------------------------------------===//
 #include "kv_test_util.h"

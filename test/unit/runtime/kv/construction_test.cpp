@@ -1,4 +1,5 @@
-//===- construction_test.cpp - Spec §5 A: T01–T06 --------------------------===//
+//===- construction_test.cpp - Spec §5 A: T01–T06
+//--------------------------===//
 #include "kv_test_util.h"
 
 #include <climits>

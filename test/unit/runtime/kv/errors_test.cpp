@@ -1,4 +1,5 @@
-//===- errors_test.cpp - Spec §5 H: T54–T66 --------------------------------===//
+//===- errors_test.cpp - Spec §5 H: T54–T66
+//--------------------------------===//
 //
 // Each case checks the exact error code and that the full state snapshot is
 // unchanged by the failing call.
@@ -22,8 +23,8 @@ TEST(KVAlloc, T54_DoubleFree) {
   KV_EXPECT_FAILS_UNCHANGED(
       *a, AllocatorTestHooks::unrefBlock(*a, Tier::kDevice, 1),
       StatusCode::kDoubleFree);
-  EXPECT_EQ(AllocatorTestHooks::unrefBlock(*a, Tier::kDevice, 1).info().block_id,
-            1);
+  EXPECT_EQ(
+      AllocatorTestHooks::unrefBlock(*a, Tier::kDevice, 1).info().block_id, 1);
   for (int32_t b = 1; b < 16; ++b)
     EXPECT_EQ(block(*a, b).ref, 0);
   KV_ASSERT_INVARIANTS(*a);
@@ -262,7 +263,8 @@ TEST(KVAlloc, T63_ErrorsInTheMiddleOfBatchesRollBackTheWholeBatch) {
                             StatusCode::kSequenceExists);
   // append: [ok with CoW, ok, unknown sequence]
   const int32_t t = 7;
-  std::vector<AppendRequest> apps = {{3, 1, nullptr}, {1, 1, &t}, {99, 1, nullptr}};
+  std::vector<AppendRequest> apps = {
+      {3, 1, nullptr}, {1, 1, &t}, {99, 1, nullptr}};
   KV_EXPECT_FAILS_UNCHANGED(*a, a->appendBatch(apps.data(), 3),
                             StatusCode::kUnknownSequence);
   EXPECT_EQ(a->appendBatch(apps.data(), 3).info().batch_index, 2);
@@ -286,8 +288,7 @@ TEST(KVAlloc, T64_WatermarkAppliesToAdmissionOnly) {
   c.watermark_blocks = 2;
   auto a = makePool(c);
   KV_ASSERT_OK(a->addSequence(1, 8 * 16)); // leaves exactly 2
-  KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(2, 1),
-                            StatusCode::kOutOfBlocks);
+  KV_EXPECT_FAILS_UNCHANGED(*a, a->addSequence(2, 1), StatusCode::kOutOfBlocks);
   EXPECT_EQ(*a->canAdd(1), false);
   KV_ASSERT_OK(a->append(1, 1)); // running sequences may dip below
   KV_ASSERT_OK(a->append(1, 16));

@@ -1,4 +1,5 @@
-//===- eviction_test.cpp - Spec §5 F: T41–T45 -------------------------------===//
+//===- eviction_test.cpp - Spec §5 F: T41–T45
+//-------------------------------===//
 #include "kv_test_util.h"
 
 using namespace sits::runtime::kv;
@@ -30,7 +31,7 @@ TEST(KVAlloc, T42_ComputedBlocksAreNotEvictedWhileFreeBlocksExist) {
   auto a = makePool(poolConfig(11));
   const auto prompt = tokenRange(48, 1);
   EXPECT_EQ(addTokens(*a, 1, prompt), 0);
-  KV_ASSERT_OK(a->free(1)); // 3 cached
+  KV_ASSERT_OK(a->free(1));                // 3 cached
   KV_ASSERT_OK(a->addSequence(2, 7 * 16)); // exactly the 7 FREE blocks
   EXPECT_EQ(stats(*a).evictions, 0);
   AddOptions all;

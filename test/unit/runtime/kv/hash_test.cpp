@@ -50,15 +50,19 @@ std::string sha256Hex(const std::string &msg, bool portable = false) {
 
 TEST(KVHash, Sha256KnownAnswers) {
   for (bool portable : {false, true}) {
-    EXPECT_EQ(sha256Hex("", portable),
-              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    EXPECT_EQ(sha256Hex("abc", portable),
-              "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    EXPECT_EQ(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-                        portable),
-              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    EXPECT_EQ(sha256Hex(std::string(1000000, 'a'), portable),
-              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    EXPECT_EQ(
+        sha256Hex("", portable),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(
+        sha256Hex("abc", portable),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(
+        sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                  portable),
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    EXPECT_EQ(
+        sha256Hex(std::string(1000000, 'a'), portable),
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   }
 }
 
@@ -147,7 +151,8 @@ TEST(KVHash, Xxh3_128IsDeterministicAndSpreadsEverySingleBitFlip) {
   const Hash128 base = hashBytes(HashAlgo::kXxh3_128, msg.data(), msg.size());
   std::vector<uint8_t> shifted(msg.size() + 1);
   std::memcpy(shifted.data() + 1, msg.data(), msg.size());
-  EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, shifted.data() + 1, msg.size()), base);
+  EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, shifted.data() + 1, msg.size()),
+            base);
   EXPECT_EQ(hashBytes(HashAlgo::kXxh3_128, msg.data(), msg.size()), base);
 
   std::set<std::pair<uint64_t, uint64_t>> seen{{base.lo, base.hi}};

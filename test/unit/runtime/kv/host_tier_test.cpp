@@ -1,4 +1,5 @@
-//===- host_tier_test.cpp - Spec §5 G: T47–T53 -----------------------------===//
+//===- host_tier_test.cpp - Spec §5 G: T47–T53
+//-----------------------------===//
 #include "kv_test_util.h"
 
 using namespace sits::runtime::kv;

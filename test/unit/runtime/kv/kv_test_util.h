@@ -1,4 +1,5 @@
-//===- kv_test_util.h - Helpers for the KV allocator tests -----------------===//
+//===- kv_test_util.h - Helpers for the KV allocator tests
+//-----------------===//
 //
 // Every error test compares a full `snapshot()` taken before and after the
 // failing call (spec §5): EXPECT_FAILS_UNCHANGED does exactly that.

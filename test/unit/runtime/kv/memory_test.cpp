@@ -1,4 +1,5 @@
-//===- memory_test.cpp - The KV tensors and the copies on them -------------===//
+//===- memory_test.cpp - The KV tensors and the copies on them
+//-------------===//
 //
 // Sizes, overflow and allocation errors, alignment, and that the copies the
 // allocator emits (CoW, swap-out, swap-in, offload on eviction, onboarding)
@@ -452,10 +453,9 @@ TEST(KVMemory, PartialCopyMovesTheValidPrefixOfEveryTile) {
   EXPECT_EQ(std::memcmp(m->block(Tier::kHost, 0), src, 512), 0);
   EXPECT_EQ(std::memcmp(m->block(Tier::kDevice, 3), src, 512), 0);
   // Every copy ran on the device backend, with its direction.
-  EXPECT_EQ(backend->kinds,
-            (std::vector<CopyKind>{CopyKind::kDeviceToDevice,
-                                   CopyKind::kDeviceToHost,
-                                   CopyKind::kHostToDevice}));
+  EXPECT_EQ(backend->kinds, (std::vector<CopyKind>{CopyKind::kDeviceToDevice,
+                                                   CopyKind::kDeviceToHost,
+                                                   CopyKind::kHostToDevice}));
 }
 
 TEST(KVMemory, ForkThenWriteCopiesTheSharedTail) {

@@ -1,4 +1,5 @@
-//===- op_stream.h - Operation byte-stream driver (T74) --------------------===//
+//===- op_stream.h - Operation byte-stream driver (T74)
+//--------------------===//
 //
 // Interprets a byte stream as a pool configuration followed by allocator
 // operations, runs each one, and checks after every operation that
@@ -53,8 +54,8 @@ inline OpStreamResult runOpStream(const uint8_t *data, size_t size,
   const uint8_t flags = in.u8();
   c.enable_prefix_caching = (flags & 1) == 0;
   c.num_host_blocks = (flags & 2) ? in.u8() % 17 : 0;
-  c.copy_ordering = (flags & 4) ? CopyOrdering::kAsync
-                                : CopyOrdering::kStreamOrdered;
+  c.copy_ordering =
+      (flags & 4) ? CopyOrdering::kAsync : CopyOrdering::kStreamOrdered;
   c.hash_algo = (flags & 8) ? HashAlgo::kXxh3_128 : HashAlgo::kSha256;
   c.reserve_null_block = (flags & 16) == 0;
   const int64_t usable = c.num_blocks - (c.reserve_null_block ? 1 : 0);
@@ -177,8 +178,7 @@ inline OpStreamResult runOpStream(const uint8_t *data, size_t size,
       break;
     }
     case 15:
-      st = (in.u8() % 8 == 0) ? a.resetPrefixCache()
-                              : a.checkInvariants();
+      st = (in.u8() % 8 == 0) ? a.resetPrefixCache() : a.checkInvariants();
       break;
     }
     ++result.ops;
@@ -200,8 +200,8 @@ inline OpStreamResult runOpStream(const uint8_t *data, size_t size,
     }
     const Status inv = a.checkInvariants();
     if (!inv.ok())
-      result.failure = "after op " + std::to_string(op) + " (" +
-                       st.toString() + "): " + inv.toString();
+      result.failure = "after op " + std::to_string(op) + " (" + st.toString() +
+                       "): " + inv.toString();
   }
   return result;
 }

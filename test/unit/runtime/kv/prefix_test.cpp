@@ -1,4 +1,5 @@
-//===- prefix_test.cpp - Spec §5 E: T30–T40 ---------------------------------===//
+//===- prefix_test.cpp - Spec §5 E: T30–T40
+//---------------------------------===//
 #include "kv_test_util.h"
 
 using namespace sits::runtime::kv;
@@ -168,9 +169,9 @@ TEST(KVAlloc, T36_DuplicatesKeepTheirOrderWhenDisplaced) {
   const Hash128 key = block(*a, older).hash;
   for (uint64_t seq : {3, 4}) {
     EXPECT_EQ(addTokens(*a, seq, tokenRange(16, int32_t(100 * seq))), 0);
-    KV_ASSERT_OK(AllocatorTestHooks::setBlockHash(
-        *a, Tier::kDevice, table(*a, seq)[0],
-        Hash128{key.lo - 1, key.hi + seq}));
+    KV_ASSERT_OK(
+        AllocatorTestHooks::setBlockHash(*a, Tier::kDevice, table(*a, seq)[0],
+                                         Hash128{key.lo - 1, key.hi + seq}));
   }
   // (No invariant check: the re-keyed blocks no longer carry their chain
   // hash, which I6 verifies.)
@@ -228,8 +229,8 @@ TEST(KVAlloc, T39_HashCollisionIsRejectedByTokenVerification) {
     EXPECT_TRUE(a->geometry().verify_hits);
     EXPECT_EQ(addTokens(*a, 1, attacker), 0);
     // Make the attacker's block 0 collide with the victim's chain.
-    const auto victimHashes = AllocatorTestHooks::chainHashes(
-        *a, victim.data(), 32, AddOptions());
+    const auto victimHashes =
+        AllocatorTestHooks::chainHashes(*a, victim.data(), 32, AddOptions());
     const int32_t b = table(*a, 1)[0];
     KV_ASSERT_OK(AllocatorTestHooks::setBlockHash(*a, Tier::kDevice, b,
                                                   victimHashes[0]));
@@ -242,8 +243,8 @@ TEST(KVAlloc, T39_HashCollisionIsRejectedByTokenVerification) {
   auto plain = makePool(poolConfig(32));
   EXPECT_FALSE(plain->geometry().verify_hits);
   EXPECT_EQ(addTokens(*plain, 1, attacker), 0);
-  const auto victimHashes = AllocatorTestHooks::chainHashes(
-      *plain, victim.data(), 32, AddOptions());
+  const auto victimHashes =
+      AllocatorTestHooks::chainHashes(*plain, victim.data(), 32, AddOptions());
   KV_ASSERT_OK(AllocatorTestHooks::setBlockHash(
       *plain, Tier::kDevice, table(*plain, 1)[0], victimHashes[0]));
   EXPECT_EQ(*plain->lookupPrefix(victim.data(), 32), 16);

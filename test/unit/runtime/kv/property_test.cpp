@@ -56,8 +56,8 @@ std::vector<int32_t> replay(const std::vector<LoggedOp> &log) {
   for (const LoggedOp &op : log) {
     switch (op.kind) {
     case 0: {
-      auto r = a->addSequence(op.seq, op.tokens.data(),
-                              int64_t(op.tokens.size()));
+      auto r =
+          a->addSequence(op.seq, op.tokens.data(), int64_t(op.tokens.size()));
       if (r.ok())
         out.insert(out.end(), r->block_ids.begin(), r->block_ids.end());
       out.push_back(-int32_t(r.code()) - 100);

@@ -1,4 +1,5 @@
-//===- stats_test.cpp - Spec §5 K and L (C++ side): T76–T78, T83, T84 ------===//
+//===- stats_test.cpp - Spec §5 K and L (C++ side): T76–T78, T83, T84
+//------===//
 #include "kv_test_util.h"
 #include "kv_workloads.h"
 

@@ -1,4 +1,5 @@
-//===- tables_fork_test.cpp - Spec §5 C and D: T17–T28 ---------------------===//
+//===- tables_fork_test.cpp - Spec §5 C and D: T17–T28
+//---------------------===//
 #include "kv_test_util.h"
 
 #include <algorithm>
@@ -202,7 +203,7 @@ TEST(KVAlloc, T26_ParallelSamplingSharesThePrompt) {
 }
 
 TEST(KVAlloc, T27_CopyOnWriteWhenThePoolIsFull) {
-  auto a = makePool(poolConfig(3)); // 2 usable
+  auto a = makePool(poolConfig(3));    // 2 usable
   KV_ASSERT_OK(a->addSequence(1, 20)); // [1, 2]
   KV_ASSERT_OK(a->fork(1, 2));
   EXPECT_EQ(*a->blocksNeeded(1, 1), 1); // the pending CoW block

@@ -16,10 +16,10 @@
 //   2. Resume, then admit: unless this step preempted, swapped sequences
 //      are swapped back in (oldest first; they are running again from the
 //      next step's decode on), and only once none is left waiting
-//      sequences are admitted in FIFO order (`addSequence` with token ids, so shared prompts hit the
-//      prefix cache) while the batch has room (max_batch_size; a fresh
-//      request with n parallel samples needs n places) and the pool has
-//      blocks. The head blocks the queue (no overtaking).
+//      sequences are admitted in FIFO order (`addSequence` with token ids, so
+//      shared prompts hit the prefix cache) while the batch has room
+//      (max_batch_size; a fresh request with n parallel samples needs n places)
+//      and the pool has blocks. The head blocks the queue (no overtaking).
 //   3. The runner computes the batch; each sequence samples its next token.
 //      A request with n > 1 is prefilled once, then forked into n sequences
 //      that share the prompt's blocks; each samples its own first token from
@@ -163,9 +163,9 @@ public:
   /// InvalidArgument (null pointer, max_batch_size < 1, an allocator that
   /// already holds sequences, swap preemption without a host tier),
   /// Unimplemented (copy_ordering ASYNC).
-  static StatusOr<std::unique_ptr<Engine>>
-  create(const EngineConfig &config, kv::Allocator *allocator,
-         ModelRunner *runner);
+  static StatusOr<std::unique_ptr<Engine>> create(const EngineConfig &config,
+                                                  kv::Allocator *allocator,
+                                                  ModelRunner *runner);
   ~Engine();
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;

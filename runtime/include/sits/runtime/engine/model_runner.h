@@ -1,4 +1,5 @@
-//===- model_runner.h - What the engine asks of a model, one step at a time ===//
+//===- model_runner.h - What the engine asks of a model, one step at a time
+//===//
 //
 // The engine is model-agnostic: each step it hands a `ModelRunner` the batch
 // it scheduled and gets back one logits row per sequence. The runner owns

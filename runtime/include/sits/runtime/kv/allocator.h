@@ -1,4 +1,5 @@
-//===- allocator.h - The paged KV-cache block allocator --------------------===//
+//===- allocator.h - The paged KV-cache block allocator
+//--------------------===//
 //
 // The C++ core of spec `kv-allocator.md` §4: it manages block ids only (the
 // KV tensors, sized from `bytes_per_block`, are `kv::Memory`'s (memory.h),
@@ -187,8 +188,8 @@ struct Stats {
   int64_t prefix_queries = 0; ///< addSequence calls that looked up a prefix
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
-  double hit_rate = 0; ///< prefix_hit_tokens / prefix_query_tokens
-  int64_t lookups = 0; ///< lookupPrefix calls (pure queries)
+  double hit_rate = 0;   ///< prefix_hit_tokens / prefix_query_tokens
+  int64_t lookups = 0;   ///< lookupPrefix calls (pure queries)
   int64_t evictions = 0; ///< device hashes dropped (victims, evict())
   int64_t offloads = 0;  ///< D2H copies of evicted blocks
   int64_t onboards = 0;  ///< H2D copies of host hits
@@ -250,7 +251,6 @@ constexpr size_t kNumStatsFields = 0 SITS_KV_STATS_FIELDS(SITS_KV_COUNT_FIELD);
 static_assert(sizeof(Stats) == kNumStatsFields * 8,
               "SITS_KV_STATS_FIELDS must list every field of Stats");
 } // namespace detail
-
 
 /// The full observable state, for all-or-nothing tests (spec §5): block
 /// states, refs, free-list order, hash maps, tables, counters other than the

@@ -1,4 +1,5 @@
-//===- config.h - KV pool configuration and its validation -----------------===//
+//===- config.h - KV pool configuration and its validation
+//-----------------===//
 //
 // `PoolConfig` is the input of `Allocator::create` (spec §4.2).
 // `validatePoolConfig` applies every creation rule and computes the derived

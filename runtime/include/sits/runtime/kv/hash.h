@@ -1,4 +1,5 @@
-//===- hash.h - Block hashing for prefix caching ---------------------------===//
+//===- hash.h - Block hashing for prefix caching
+//---------------------------===//
 //
 // Two 128-bit-or-wider hash functions and the chained block hash of spec
 // §4.1/§4.7:
@@ -17,7 +18,8 @@
 // Chain (all integers little-endian):
 //
 //   root = H(seed ‖ u32 len(namespace) ‖ namespace ‖ u32 len(salt) ‖ salt)
-//   h_i  = H(h_{i-1} ‖ tokens[i*bs, (i+1)*bs) as int32 ‖ u32 len(extra_i) ‖ extra_i)
+//   h_i  = H(h_{i-1} ‖ tokens[i*bs, (i+1)*bs) as int32 ‖ u32 len(extra_i) ‖
+//   extra_i)
 //
 // with h_{-1} = root. A key is the first 16 bytes of the digest (SHA-256) or
 // the 16-byte canonical (big-endian) XXH128 digest, so that Hash128::hex()

@@ -1,4 +1,5 @@
-//===- memory.h - The KV tensors: pools of blocks and the copies on them ---===//
+//===- memory.h - The KV tensors: pools of blocks and the copies on them
+//---===//
 //
 // The allocator (allocator.h) manages block ids only; `Memory` owns the bytes
 // those ids name: one pool per tier, `num_blocks × bytes_per_block` for the

@@ -1,4 +1,5 @@
-//===- status.h - The KV allocator's errors: the runtime's Status ----------===//
+//===- status.h - The KV allocator's errors: the runtime's Status
+//----------===//
 //
 // The KV allocator reports failure with the runtime's one `Status` /
 // `StatusOr` (sits/runtime/status.h): its codes (kOutOfBlocks,

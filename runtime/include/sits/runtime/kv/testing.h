@@ -1,4 +1,5 @@
-//===- testing.h - Test hooks of the KV allocator --------------------------===//
+//===- testing.h - Test hooks of the KV allocator
+//--------------------------===//
 //
 // Hooks that reach below the public API, for the tests the spec asks for:
 // block-level unref (DoubleFree, T54), injecting a colliding hash (T39),
@@ -38,8 +39,7 @@ public:
   /// Evicts one CACHED device block, wherever it is in the LRU order.
   static Status evictBlock(Allocator &a, int32_t block);
   /// Overwrites the reference count of an ACTIVE block (corruption).
-  static Status corruptRef(Allocator &a, Tier tier, int32_t block,
-                           int32_t ref);
+  static Status corruptRef(Allocator &a, Tier tier, int32_t block, int32_t ref);
   /// The chain hashes of `tokens` as `addSequence` computes them.
   static std::vector<Hash128> chainHashes(Allocator &a, const int32_t *tokens,
                                           int64_t numTokens,

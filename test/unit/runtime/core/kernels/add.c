@@ -3,7 +3,8 @@
 #include "memref.h"
 
 SITS_EXPORT void sits_entry_main(void **args) {
-  MemRef2 *x = (MemRef2 *)args[0], *y = (MemRef2 *)args[1], *z = (MemRef2 *)args[2];
+  MemRef2 *x = (MemRef2 *)args[0], *y = (MemRef2 *)args[1],
+          *z = (MemRef2 *)args[2];
   SITS_CHECK_ALIGNED(x->aligned);
   SITS_CHECK_ALIGNED(y->aligned);
   SITS_CHECK_ALIGNED(z->aligned);

@@ -37,7 +37,8 @@ static void whenAllDone(void *handle) {
 }
 
 SITS_EXPORT void sits_entry_main(void **args) {
-  MemRef1 *x = (MemRef1 *)args[0], *y = (MemRef1 *)args[1], *z = (MemRef1 *)args[2];
+  MemRef1 *x = (MemRef1 *)args[0], *y = (MemRef1 *)args[1],
+          *z = (MemRef1 *)args[2];
   MemRef1 *threads = (MemRef1 *)args[3];
   SITS_CHECK_ALIGNED(x->aligned);
   SITS_CHECK_ALIGNED(z->aligned);

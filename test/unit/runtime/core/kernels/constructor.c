@@ -19,7 +19,8 @@ __attribute__((constructor)) static void markLoaded(void) {
 }
 
 SITS_EXPORT void sits_entry_main(void **args) {
-  MemRef2 *x = (MemRef2 *)args[0], *y = (MemRef2 *)args[1], *z = (MemRef2 *)args[2];
+  MemRef2 *x = (MemRef2 *)args[0], *y = (MemRef2 *)args[1],
+          *z = (MemRef2 *)args[2];
   int64_t n = x->sizes[0] * x->sizes[1];
   for (int64_t i = 0; i < n; ++i)
     ((float *)z->aligned)[i] =

@@ -18,9 +18,10 @@ void *mgpuModuleGetFunction(void *module, const char *name);
 void *mgpuStreamCreate(void);
 void mgpuStreamSynchronize(void *stream);
 void mgpuStreamDestroy(void *stream);
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
-                      intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t smem,
-                      void *stream, void **params, void **extra, size_t paramsCount);
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, void *stream,
+                      void **params, void **extra, size_t paramsCount);
 void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared);
 void mgpuMemFree(void *ptr, void *stream);
 
@@ -31,16 +32,19 @@ __attribute__((constructor)) static void load(void) {
   gModule = mgpuModuleLoad((void *)kImage, sizeof(kImage));
 }
 
-__attribute__((destructor)) static void unload(void) { mgpuModuleUnload(gModule); }
+__attribute__((destructor)) static void unload(void) {
+  mgpuModuleUnload(gModule);
+}
 
-static void add(void *stream, const float *a, const float *b, float *c, int64_t n) {
+static void add(void *stream, const float *a, const float *b, float *c,
+                int64_t n) {
   int64_t bn = 4;
   void *params[] = {&a, &b, &c, &n, &bn};
   /* No rows: a grid of 0 blocks, as compiled code computes it for an empty
      dynamic extent. */
   intptr_t block = 128, grid = (n + block - 1) / block;
-  mgpuLaunchKernel(mgpuModuleGetFunction(gModule, "sits_fake_add_f32"), grid, 1, 1,
-                   block, 1, 1, 0, stream, params, NULL, 5);
+  mgpuLaunchKernel(mgpuModuleGetFunction(gModule, "sits_fake_add_f32"), grid, 1,
+                   1, block, 1, 1, 0, stream, params, NULL, 5);
 }
 
 SITS_EXPORT void sits_entry_main(void **args) {

@@ -3,7 +3,8 @@
 #include "memref.h"
 
 SITS_EXPORT void sits_entry_main(void **args) {
-  MemRef1 *w = (MemRef1 *)args[0], *x = (MemRef1 *)args[1], *y = (MemRef1 *)args[2];
+  MemRef1 *w = (MemRef1 *)args[0], *x = (MemRef1 *)args[1],
+          *y = (MemRef1 *)args[2];
   SITS_CHECK_ALIGNED(w->aligned);
   SITS_CHECK_ALIGNED(x->aligned);
   SITS_CHECK_ALIGNED(y->aligned);
