@@ -3,8 +3,10 @@
 #include "passes/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::sits::cpu {
@@ -43,25 +45,44 @@ struct SitsCpuNumberStringsPass
     if (strings.empty())
       return markAllAnalysesPreserved();
 
+    // Every string gets its final name at once, and every use is updated
+    // in one walk of the module: renaming one symbol at a time walks the
+    // module per string, quadratic in a model's size (a string per async
+    // await, so per layer).
     SymbolTable table(module);
-    auto rename = [&](LLVM::GlobalOp global, StringRef name) -> LogicalResult {
-      if (table.lookup(name))
-        return global.emitError()
-               << "cannot rename to '" << name << "': the name is taken";
-      return table.rename(global, StringAttr::get(&getContext(), name));
-    };
-    // Out of the way first, so that no final name is taken by a string
-    // still to be renamed.
-    SmallVector<std::string> bases;
-    for (auto [i, global] : llvm::enumerate(strings)) {
-      bases.push_back(baseName(global.getSymName()).str());
-      if (failed(rename(global, ("__sits_string_" + Twine(i)).str())))
-        return signalPassFailure();
-    }
+    llvm::DenseSet<Operation *> renamed;
+    for (LLVM::GlobalOp global : strings)
+      renamed.insert(global);
     llvm::StringMap<unsigned> next;
-    for (auto [global, base] : llvm::zip_equal(strings, bases))
-      if (failed(rename(global, (base + "_" + Twine(next[base]++)).str())))
+    DenseMap<StringAttr, StringAttr> newNames;
+    for (LLVM::GlobalOp global : strings) {
+      StringRef base = baseName(global.getSymName());
+      auto name =
+          StringAttr::get(&getContext(), base + "_" + Twine(next[base]++));
+      if (Operation *holder = table.lookup(name);
+          holder && !renamed.contains(holder)) {
+        global.emitError() << "cannot rename to '" << name.getValue()
+                           << "': the name is taken";
         return signalPassFailure();
+      }
+      if (name != global.getSymNameAttr())
+        newNames[global.getSymNameAttr()] = name;
+    }
+    if (newNames.empty())
+      return markAllAnalysesPreserved();
+    AttrTypeReplacer replacer;
+    replacer.addReplacement(
+        [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
+          auto it = newNames.find(ref.getAttr());
+          if (it == newNames.end())
+            return std::nullopt;
+          return FlatSymbolRefAttr::get(it->second);
+        });
+    for (LLVM::GlobalOp global : strings)
+      if (auto it = newNames.find(global.getSymNameAttr());
+          it != newNames.end())
+        global.setSymNameAttr(it->second);
+    replacer.recursivelyReplaceElementsIn(module);
   }
 };
 
