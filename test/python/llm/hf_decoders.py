@@ -59,6 +59,20 @@ def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: 
     layers = cfg.num_hidden_layers
     head_dim = hidden // heads
 
+    path = os.path.join(out_dir, f"{name}.onnx")
+    # The exporter's tracing leaves the traced module changed; the reference
+    # keeps its own copy.
+    export(copy.deepcopy(model), path, layers, kv_heads, head_dim)
+    return Decoder(name, model, path, layers, kv_heads, head_dim, cfg.vocab_size)
+
+
+def export(model, path: str, layers: int, kv_heads: int, head_dim: int) -> None:
+    """Exports a `transformers` decoder as one step graph (prefill and
+    decode alike) to `path`: inputs `input_ids`, `position_ids`,
+    `past_{key,value}_<i>`; outputs `logits`, `present_{key,value}_<i>`."""
+    import torch
+    import transformers
+
     class Step(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
@@ -88,16 +102,12 @@ def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: 
         dynamic[n] = {0: "batch", 2: "past"}
     for n in outs[1:]:
         dynamic[n] = {0: "batch", 2: "total"}
-    path = os.path.join(out_dir, f"{name}.onnx")
     import warnings
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        # The exporter's tracing leaves the traced module changed; the
-        # reference keeps its own copy.
-        torch.onnx.export(Step(copy.deepcopy(model)), (ids, pos, *past), path, input_names=names,
+        torch.onnx.export(Step(model), (ids, pos, *past), path, input_names=names,
                           output_names=outs, dynamic_axes=dynamic, opset_version=17,
                           dynamo=False)
-    return Decoder(name, model, path, layers, kv_heads, head_dim, cfg.vocab_size)
 
 
 def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int):
