@@ -57,6 +57,13 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // Nothing fuses into a contraction's operand: that would recompute it
   // once per output column.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // Every extent as arithmetic on the arguments' extents, now that each op
+  // can say how its result's extents follow from its operands': a shape
+  // function folds to that arithmetic and DCE drops the model from it.
+  memref::ResolveRankedShapeTypeResultDimsPassOptions resolve;
+  resolve.errorOnPatternIterationLimit = false;
+  pm.addPass(memref::createResolveRankedShapeTypeResultDimsPass(resolve));
+  addCleanup(pm);
   // Constant weights are laid out in register-block panels first, so that
   // the reshapes this introduces propagate through the epilogues during
   // elementwise fusion.
@@ -99,6 +106,9 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // Weights leave the code for their own artifact section, passed in as a
   // leading buffer argument: code size and compile time follow the graph.
   pm.addPass(createSitsExternalizeWeights());
+  // Each loop nest becomes a function of its own, equal ones one function:
+  // what follows, LLVM included, then sees every layer's kernels once.
+  pm.addPass(createSitsOutlineKernels());
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
 

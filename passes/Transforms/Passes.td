@@ -280,6 +280,40 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Outline loop nests into functions, one per distinct body";
+  let description = [{
+    After bufferization, every top-level loop nest or linalg op of a public
+    function (a kernel: `scf.forall`, `scf.for`, `scf.parallel`, `scf.while`
+    or a linalg op on buffers) moves into a private function of its own and
+    is replaced by a call. Buffers, sizes and other values the kernel reads
+    from its function become arguments, so weights (views into the weights
+    buffer) and per-layer caches are arguments too; constants are cloned
+    into the kernel. Kernels with the same body and signature become one
+    function called from every place.
+
+    A transformer's layers therefore lower and compile once however many
+    there are: the rest of the pipeline and LLVM see each distinct kernel
+    once, and code size follows the distinct layers of the graph, not its
+    depth.
+
+    ```mlir
+    // Before: two layers, the same loop nest on different weights.
+    scf.forall (%i) in (4) { ... %w0 ... }
+    scf.forall (%i) in (4) { ... %w1 ... }
+    // After
+    call @main_kernel_0(%w0, %x, %y) : (...) -> ()
+    call @main_kernel_0(%w1, %y, %z) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numKernels", "num-kernels", "Kernels outlined">,
+    Statistic<"numFunctions", "num-functions",
+              "Distinct kernel functions created">,
+  ];
+}
+
 def SitsExternalizeWeights
     : Pass<"sits-externalize-weights", "::mlir::ModuleOp"> {
   let summary = "Read large constants from a weights buffer instead of code";
