@@ -1,26 +1,18 @@
-//===- xxh3.cpp - XXH3 128-bit hash from the vendored xxHash
-//---------------===//
+//===- xxh3.cpp - XXH3 128-bit hash for the KV allocator
+//-------------------===//
 //
-// The one translation unit that includes runtime/third_party/xxhash/xxhash.h.
-// XXH_INLINE_ALL makes every xxHash function static to this file: the
-// library exports nothing of it and cannot clash with another xxHash linked
-// into the same process.
+// Forwards to the runtime's one XXH3-128 (src/support/xxh3_128.cpp, the only
+// translation unit that includes the vendored xxhash.h).
 //
 //===----------------------------------------------------------------------===//
 #include "xxh3.h"
 
-#define XXH_INLINE_ALL
-#include "xxhash.h"
+#include "xxh3_128.h"
 
 namespace sits::runtime::kv::detail {
 
 void xxh3_128(const void *data, size_t len, uint8_t out[16]) {
-  const XXH128_hash_t h = XXH3_128bits(data, len);
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, h);
-  static_assert(sizeof(canonical.digest) == 16, "XXH128 digest is 16 bytes");
-  for (int i = 0; i < 16; ++i)
-    out[i] = canonical.digest[i];
+  sits::runtime::xxh3_128(data, len, out);
 }
 
 } // namespace sits::runtime::kv::detail

@@ -2,8 +2,8 @@
 //-------------------------------===//
 //
 // The KV allocator's fast, non-cryptographic block hash: XXH3_128bits
-// (seed 0) of the vendored xxHash (runtime/third_party/xxhash), compiled in
-// xxh3.cpp only. Not part of the public API.
+// (seed 0) of the vendored xxHash (runtime/third_party/xxhash), through the
+// runtime's one copy (src/support/xxh3_128.h). Not part of the public API.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_SRC_KV_XXH3_H
