@@ -19,7 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fuzz_support.h"
-#include "sha256.h" // internal (runtime/src/support): re-sealing mutants
+#include "sha256.h"   // internal (runtime/src/support): re-sealing mutants
+#include "xxh3_128.h" // internal: the weights digest of re-sealed mutants
 // Internal too; by path, as src/core/elf.h would hide the system's <elf.h>.
 #include "../src/core/json.h"
 
@@ -259,7 +260,7 @@ void put64(uint8_t *p, uint64_t v) {
 }
 
 struct Layout {
-  uint32_t version = 1;
+  uint32_t version = 2;
   uint32_t hashPos = 0;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> sections;
 
@@ -296,8 +297,11 @@ bool decode(const std::vector<uint8_t> &b, Layout &out) {
 
 /// Zeroes the header's hash and the manifest's 64 digits at `hashPos`,
 /// hashes the file and writes the digest to both, when the header and the
-/// manifest entry are readable; else leaves the bytes as they are. With
-/// `fixSize`, first sets the header's file size to the real one.
+/// manifest entry are readable; else leaves the bytes as they are. From
+/// format version 2 on, first recomputes the weights digest in the manifest
+/// (when both are there) and leaves the weights section out of the hash,
+/// as ARTIFACT.md says. With `fixSize`, first sets the header's file size
+/// to the real one.
 void reseal(std::vector<uint8_t> &b, bool fixSize = true) {
   if (b.size() < kHeader)
     return;
@@ -306,25 +310,61 @@ void reseal(std::vector<uint8_t> &b, bool fixSize = true) {
   const uint32_t count = get32(&b[16]);
   if (count == 0 || count > 1024 || kHeader + size_t(count) * kEntry > b.size())
     return;
+  const bool separateWeights = get32(&b[8]) >= 2;
+  uint64_t manifestOff = 0, manifestSize = 0;
+  uint64_t weightsOff = b.size(), weightsSize = 0;
+  bool haveManifest = false;
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t *e = &b[kHeader + size_t(i) * kEntry];
-    if (std::memcmp(e, "manifest\0", 9) != 0)
-      continue;
     const uint64_t off = get64(e + 40), size = get64(e + 48);
-    const uint64_t pos = get32(&b[20]);
-    if (off > b.size() || size > b.size() - off || pos > size ||
-        size - pos < 64)
-      return;
-    std::memset(&b[32], 0, 32);
-    std::memset(&b[off + pos], '0', 64);
-    Sha256 sha;
-    sha.update(b.data(), b.size());
-    const Sha256::Digest digest = sha.finish();
-    const std::string hex = Sha256::hex(digest);
-    std::memcpy(&b[32], digest.data(), 32);
-    std::memcpy(&b[off + pos], hex.data(), 64);
-    return;
+    if (off > b.size() || size > b.size() - off)
+      continue;
+    if (std::memcmp(e, "manifest\0", 9) == 0 && !haveManifest) {
+      haveManifest = true;
+      manifestOff = off;
+      manifestSize = size;
+    } else if (std::memcmp(e, "weights\0", 8) == 0 && separateWeights &&
+               weightsOff == b.size()) {
+      weightsOff = off;
+      weightsSize = size;
+    }
   }
+  const uint64_t pos = get32(&b[20]);
+  if (!haveManifest || pos > manifestSize || manifestSize - pos < 64)
+    return;
+  // The hash skips the weights only where they do not overlap the fields
+  // being sealed (a mutant may make them overlap; then hash everything).
+  const bool overlaps =
+      weightsSize && ((weightsOff < 64 && weightsOff + weightsSize > 32) ||
+                      (weightsOff < manifestOff + manifestSize &&
+                       weightsOff + weightsSize > manifestOff));
+  if (weightsSize && !overlaps) {
+    static const std::string key = "\"weights_digest\": {";
+    std::string text(b.begin() + long(manifestOff),
+                     b.begin() + long(manifestOff + manifestSize));
+    size_t k = text.rfind(key);
+    size_t at = k == std::string::npos ? k : text.find("\"hex\": \"", k);
+    if (at != std::string::npos && at + 8 + 32 <= text.size()) {
+      Xxh3_128 xxh;
+      xxh.update(&b[weightsOff], weightsSize);
+      const std::string hex = Xxh3_128::hex(xxh.finish());
+      std::memcpy(&b[manifestOff + at + 8], hex.data(), 32);
+    }
+  }
+  std::memset(&b[32], 0, 32);
+  std::memset(&b[manifestOff + pos], '0', 64);
+  Sha256 sha;
+  if (weightsSize && !overlaps) {
+    sha.update(b.data(), weightsOff);
+    sha.update(b.data() + weightsOff + weightsSize,
+               b.size() - weightsOff - weightsSize);
+  } else {
+    sha.update(b.data(), b.size());
+  }
+  const Sha256::Digest digest = sha.finish();
+  const std::string hex = Sha256::hex(digest);
+  std::memcpy(&b[32], digest.data(), 32);
+  std::memcpy(&b[manifestOff + pos], hex.data(), 64);
 }
 
 /// Lays the sections out (64-byte aligned, weights on 4096), points the
@@ -753,6 +793,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   SITS_FUZZ_REQUIRE(a.manifest().contentHash == a.contentHash());
   SITS_FUZZ_REQUIRE(a.manifest().formatVersion == a.formatVersion());
   SITS_FUZZ_REQUIRE(!a.manifest().entryPoints.empty());
+  // Every byte was checked, the weights included.
+  SITS_FUZZ_REQUIRE(!a.section("weights") || a.weightsVerified());
   const uint64_t tableEnd = 64 + 64 * uint64_t(a.sections().size());
   bool haveManifest = false;
   for (const SectionInfo &s : a.sections()) {

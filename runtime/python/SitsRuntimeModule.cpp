@@ -382,14 +382,83 @@ nb::list runModule(const Module &m, const std::string &name,
 // Artifacts
 //===----------------------------------------------------------------------===//
 
-/// Keeps the Python buffers of the sections alive and readable.
+/// Keeps the Python buffers of the sections alive and readable, and the
+/// first Python exception a chunk iterator raised.
 struct SectionBuffers {
   std::vector<std::pair<std::string, Py_buffer>> views;
+  std::shared_ptr<std::optional<nb::python_error>> error =
+      std::make_shared<std::optional<nb::python_error>>();
   SectionBuffers() = default;
   SectionBuffers(const SectionBuffers &) = delete;
   ~SectionBuffers() {
     for (auto &v : views)
       PyBuffer_Release(&v.second);
+  }
+  /// Re-raises what an iterator raised (called with the GIL held).
+  void rethrow() {
+    if (error->has_value()) {
+      nb::python_error e = std::move(**error);
+      error->reset();
+      throw e;
+    }
+  }
+};
+
+/// A SectionReader over a Python iterator of bytes-like chunks; called by
+/// the writer without the GIL, it takes the GIL for each chunk. A chunk may
+/// be any size: what does not fit the writer's buffer is kept for the next
+/// call. Destroyed with the writer, while the GIL is held.
+struct PyChunkState {
+  nb::object iterator;
+  std::shared_ptr<std::optional<nb::python_error>> error;
+  Py_buffer view{};
+  bool haveView = false;
+  size_t offset = 0;
+  ~PyChunkState() {
+    if (haveView)
+      PyBuffer_Release(&view);
+  }
+  StatusOr<size_t> read(uint8_t *buffer, size_t capacity) {
+    nb::gil_scoped_acquire gil;
+    size_t filled = 0;
+    while (filled < capacity) {
+      if (!haveView) {
+        if (!iterator.is_valid())
+          break;
+        PyObject *next = PyIter_Next(iterator.ptr());
+        if (!next) {
+          iterator.reset();
+          if (PyErr_Occurred())
+            return fail();
+          break;
+        }
+        int rc = PyObject_GetBuffer(next, &view, PyBUF_C_CONTIGUOUS);
+        Py_DECREF(next);
+        if (rc != 0)
+          return fail();
+        haveView = true;
+        offset = 0;
+      }
+      size_t n = std::min(capacity - filled, size_t(view.len) - offset);
+      std::memcpy(buffer + filled, static_cast<uint8_t *>(view.buf) + offset,
+                  n);
+      filled += n;
+      offset += n;
+      if (offset == size_t(view.len)) {
+        PyBuffer_Release(&view);
+        haveView = false;
+      }
+    }
+    return filled;
+  }
+  Status fail() {
+    nb::python_error e; // takes the raised exception
+    std::string what = e.what();
+    if (!error->has_value())
+      error->emplace(std::move(e));
+    return Status(StatusCode::kInvalidArgument,
+                  "the weights iterator raised: " + what)
+        .withSubject("weights");
   }
 };
 
@@ -399,8 +468,31 @@ ArtifactWriter makeWriter(const std::string &manifestJson,
   check(w.setManifest(manifestJson));
   for (nb::handle item : sections) {
     nb::tuple t = nb::cast<nb::tuple>(item);
+    if (nb::len(t) == 3 && nb::isinstance<nb::str>(t[1]) &&
+        nb::cast<std::string>(t[1]) == "file") {
+      // (name, "file", path): copied from the file in chunks.
+      check(w.addSectionFromFile(nb::cast<std::string>(t[0]),
+                                 nb::cast<std::string>(t[2])));
+      continue;
+    }
+    if (nb::len(t) == 4 && nb::isinstance<nb::str>(t[1]) &&
+        nb::cast<std::string>(t[1]) == "chunks") {
+      // (name, "chunks", iterator, size or -1): pulled while written.
+      auto state = std::make_shared<PyChunkState>();
+      state->iterator = nb::borrow(t[2]);
+      state->error = buffers.error;
+      check(w.addSectionFromReader(
+          nb::cast<std::string>(t[0]),
+          [state](uint8_t *buffer, size_t capacity) {
+            return state->read(buffer, capacity);
+          },
+          nb::cast<int64_t>(t[3])));
+      continue;
+    }
     if (nb::len(t) != 2)
-      throw nb::value_error("sections are (name, bytes-like) pairs");
+      throw nb::value_error("sections are (name, bytes-like), "
+                            "(name, 'file', path) or "
+                            "(name, 'chunks', iterator, size) tuples");
     std::string name = nb::cast<std::string>(t[0]);
     Py_buffer view;
     if (PyObject_GetBuffer(t[1].ptr(), &view, PyBUF_C_CONTIGUOUS) != 0)
@@ -431,7 +523,18 @@ nb::dict readerDict(const ArtifactReader &r) {
   info.manifestJson = r.manifest().json;
   nb::dict d = infoDict(info);
   d["format_version"] = r.formatVersion();
+  d["weights_verified"] = r.weightsVerified();
   return d;
+}
+
+/// "full" or "metadata" (see Verify in artifact.h).
+Verify verifyOption(const std::string &v) {
+  if (v == "full")
+    return Verify::kFull;
+  if (v == "metadata")
+    return Verify::kMetadata;
+  throw nb::value_error(
+      ("verify must be 'full' or 'metadata', not '" + v + "'").c_str());
 }
 
 std::vector<uint8_t> bytesOf(nb::handle data) {
@@ -455,17 +558,20 @@ NB_MODULE(_sits_runtime, m) {
   nb::class_<Module>(m, "Module")
       .def_static(
           "load",
-          [](const std::string &path, const std::string &device) {
+          [](const std::string &path, const std::string &device,
+             const std::string &verify) {
             LoadOptions o;
             o.device = device;
+            o.verify = verifyOption(verify);
             StatusOr<Module> r = [&] {
               nb::gil_scoped_release release; // hashing a big file takes time
               return Module::load(path, o);
             }();
             return unwrap(std::move(r));
           },
-          "path"_a, "device"_a = "cpu",
-          "Verifies and loads the artifact at `path` (see ARTIFACT.md).")
+          "path"_a, "device"_a = "cpu", "verify"_a = "full",
+          "Verifies and loads the artifact at `path` (see ARTIFACT.md); "
+          "verify='metadata' skips the weights digest.")
       .def_static(
           "load_bytes",
           [](nb::handle data, const std::string &device) {
@@ -524,31 +630,39 @@ NB_MODULE(_sits_runtime, m) {
           nb::gil_scoped_release release;
           return w.write(path);
         }();
+        buffers.rethrow();
         return infoDict(unwrap(std::move(info)));
       },
       "path"_a, "manifest_json"_a, "sections"_a,
       "Writes an artifact; returns {content_hash, file_size, sections, "
-      "manifest_json}.");
+      "manifest_json}. Sections are (name, bytes-like), (name, 'file', "
+      "path) or (name, 'chunks', iterator of bytes-like, size or -1).");
   m.def(
       "serialize_artifact",
       [](const std::string &manifestJson, const nb::list &sections) {
         SectionBuffers buffers;
         ArtifactWriter w = makeWriter(manifestJson, sections, buffers);
-        std::vector<uint8_t> bytes = unwrap(w.serialize());
+        StatusOr<std::vector<uint8_t>> serialized = [&] {
+          nb::gil_scoped_release release;
+          return w.serialize();
+        }();
+        buffers.rethrow();
+        std::vector<uint8_t> bytes = unwrap(std::move(serialized));
         return nb::bytes(reinterpret_cast<const char *>(bytes.data()),
                          bytes.size());
       },
       "manifest_json"_a, "sections"_a, "The bytes write_artifact would write.");
   m.def(
       "read_artifact",
-      [](const std::string &path) {
+      [](const std::string &path, const std::string &verify) {
+        Verify v = verifyOption(verify);
         StatusOr<ArtifactReader> r = [&] {
           nb::gil_scoped_release release;
-          return ArtifactReader::open(path);
+          return ArtifactReader::open(path, v);
         }();
         return readerDict(unwrap(std::move(r)));
       },
-      "path"_a,
+      "path"_a, "verify"_a = "full",
       "Verifies an artifact's integrity (no code runs) and describes it.");
   m.def(
       "read_artifact_bytes",

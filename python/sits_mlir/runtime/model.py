@@ -371,14 +371,19 @@ class CompiledModel:
                 f"entry points: {', '.join(self.entry_points)}>")
 
 
-def load(path: str | os.PathLike, device: str = "cpu") -> CompiledModel:
+def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full") -> CompiledModel:
     """Verifies and loads a .sitsm artifact.
 
     Checks integrity (magic, format version, section bounds, content hash,
-    manifest schema) and compatibility (architecture, CPU features, entry
-    symbols) before any of its code runs; raises an ArtifactError subclass
-    otherwise, or DeviceError for an unavailable `device` ("cpu", "cuda:0",
-    "hip:0").
+    manifest schema, weights digest) and compatibility (architecture, CPU
+    features, entry symbols) before any of its code runs; raises an
+    ArtifactError subclass otherwise, or DeviceError for an unavailable
+    `device` ("cpu", "cuda:0", "hip:0").
+
+    The file is mapped, not read: the compiled code reads the weights from
+    the mapping (page cache), so loading adds next to no anonymous memory.
+    verify="metadata" skips the weights digest (everything else is still
+    checked): for a file verified before, on storage you trust.
 
     Artifacts compiled for a GPU target (h100, a100, ...) run on a device of
     their kind: `load(path, device="cuda:0")` uploads the weights once; each
@@ -389,7 +394,7 @@ def load(path: str | os.PathLike, device: str = "cpu") -> CompiledModel:
     device's memory runs out).
     """
     path = os.fspath(path)
-    return CompiledModel(_native().Module.load(path, device), path)
+    return CompiledModel(_native().Module.load(path, device, verify), path)
 
 
 def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu") -> CompiledModel:

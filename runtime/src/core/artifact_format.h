@@ -39,6 +39,14 @@ inline constexpr size_t kOffContentHash = 32;
 inline constexpr size_t kContentHashBytes = 32;
 inline constexpr size_t kContentHashHexChars = 64;
 
+/// The manifest's `weights_digest` (version 2): the digest of the `weights`
+/// section, which the content hash skips.
+inline constexpr char kWeightsDigestKey[] = "weights_digest";
+inline constexpr char kWeightsDigestAlgorithm[] = "xxh3-128";
+inline constexpr size_t kWeightsDigestHexChars = 32;
+/// The first format version with a separate weights digest.
+inline constexpr uint32_t kFirstVersionWithWeightsDigest = 2;
+
 // Field offsets in a section table entry.
 inline constexpr size_t kOffEntryName = 0;
 inline constexpr size_t kOffEntryOffset = 40;

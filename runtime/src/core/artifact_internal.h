@@ -21,6 +21,7 @@ struct ArtifactReader::Impl {
   Manifest manifest;
   uint32_t formatVersion = 0;
   std::string contentHash;
+  bool weightsVerified = false;
   std::vector<SectionInfo> sections;
 };
 

@@ -9,6 +9,7 @@
 #include "artifact_format.h"
 #include "artifact_internal.h"
 #include "sha256.h"
+#include "xxh3_128.h"
 
 #include "sits/runtime/buffer.h"
 
@@ -53,8 +54,31 @@ std::string hexOf(const uint8_t *p, size_t n) {
   return out;
 }
 
+/// Feeds [0, end) of `d` to `sha`, except the regions of `holes`
+/// (sorted, disjoint, inside [0, end)): a hole with a `fill` byte is
+/// hashed as that many copies of it, one without is skipped.
+struct Hole {
+  uint64_t offset, size;
+  int fill; // -1: skipped
+};
+void hashWithHoles(Sha256 &sha, const uint8_t *d, uint64_t end,
+                   const std::vector<Hole> &holes) {
+  static const uint8_t kZeros[64] = {};
+  static const std::string kDigits(64, '0');
+  uint64_t pos = 0;
+  for (const Hole &h : holes) {
+    sha.update(d + pos, size_t(h.offset - pos));
+    if (h.fill == 0)
+      sha.update(kZeros, size_t(h.size));
+    else if (h.fill == '0')
+      sha.update(kDigits.data(), size_t(h.size));
+    pos = h.offset + h.size;
+  }
+  sha.update(d + pos, size_t(end - pos));
+}
+
 StatusOr<std::shared_ptr<const ArtifactReader::Impl>>
-verify(std::shared_ptr<const Storage> storage) {
+verify(std::shared_ptr<const Storage> storage, Verify verifyWhat) {
   using namespace format;
   const uint8_t *d = storage->data;
   const uint64_t actualSize = storage->size;
@@ -166,8 +190,17 @@ verify(std::shared_ptr<const Storage> storage) {
     return corrupt("the manifest's content-hash position is out of bounds",
                    "header", kOffManifestHashPos);
 
-  // The content hash: SHA-256 of the whole file with the header's hash field
-  // zeroed and the manifest's 64 hash digits replaced by '0'.
+  const SectionInfo *weights = nullptr;
+  for (const SectionInfo &s : impl->sections)
+    if (s.name == "weights")
+      weights = &s;
+  // Version 2 leaves the weights out of the content hash: they have their
+  // own digest, recorded in the manifest (checked below).
+  const bool separateWeights = version >= kFirstVersionWithWeightsDigest;
+
+  // The content hash: SHA-256 of the file (version 2: less the weights
+  // section) with the header's hash field zeroed and the manifest's 64 hash
+  // digits replaced by '0'.
   const uint8_t *storedHash = d + kOffContentHash;
   std::string storedHex = hexOf(storedHash, kContentHashBytes);
   uint64_t hexAt = manifestSection->offset + manifestHashPos;
@@ -175,16 +208,14 @@ verify(std::shared_ptr<const Storage> storage) {
     return corrupt("content hash mismatch: the manifest's copy of the hash "
                    "differs from the header's (the file is damaged)",
                    "content_hash", int64_t(hexAt));
+  std::vector<Hole> holes = {{kOffContentHash, kContentHashBytes, 0},
+                             {hexAt, kContentHashHexChars, '0'}};
+  if (separateWeights && weights && weights->size)
+    holes.push_back({weights->offset, weights->size, -1});
+  std::sort(holes.begin(), holes.end(),
+            [](const Hole &a, const Hole &b) { return a.offset < b.offset; });
   Sha256 sha;
-  static const uint8_t kZeros[kContentHashBytes] = {};
-  static const std::string kZeroDigits(kContentHashHexChars, '0');
-  sha.update(d, kOffContentHash);
-  sha.update(kZeros, kContentHashBytes);
-  uint64_t pos = kOffContentHash + kContentHashBytes;
-  sha.update(d + pos, hexAt - pos);
-  sha.update(kZeroDigits.data(), kContentHashHexChars);
-  pos = hexAt + kContentHashHexChars;
-  sha.update(d + pos, actualSize - pos);
+  hashWithHoles(sha, d, actualSize, holes);
   Sha256::Digest digest = sha.finish();
   if (std::memcmp(digest.data(), storedHash, kContentHashBytes) != 0)
     return corrupt("content hash mismatch: the file is damaged or was "
@@ -211,10 +242,6 @@ verify(std::shared_ptr<const Storage> storage) {
                    "header records",
                    "content_hash");
   // Weights arguments need a weights section of the size they declare.
-  const SectionInfo *weights = nullptr;
-  for (const SectionInfo &s : impl->sections)
-    if (s.name == "weights")
-      weights = &s;
   for (const EntryPointSpec &ep : manifest->entryPoints) {
     if (!ep.hasWeights())
       continue;
@@ -232,6 +259,46 @@ verify(std::shared_ptr<const Storage> storage) {
                          std::to_string(weights->size),
                      "weights");
   }
+
+  // The weights digest (version 2), last: the one check whose cost grows
+  // with the model. XXH3 streams through the mapping at memory speed; the
+  // pages it brings in are the ones the compiled code reads next.
+  if (separateWeights) {
+    if (weights && !manifest->weightsDigest)
+      return corrupt("the manifest has no weights_digest for the weights "
+                     "section",
+                     kWeightsDigestKey);
+    if (!weights && manifest->weightsDigest)
+      return corrupt("the manifest has a weights_digest but the artifact has "
+                     "no weights section",
+                     kWeightsDigestKey);
+  }
+  if (weights && separateWeights && verifyWhat == Verify::kFull) {
+    const uint8_t *begin = d + weights->offset;
+    if (weights->size) {
+      // Read-ahead for a file not in the page cache yet (a no-op for one
+      // that is, and for heap storage).
+      uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+      uintptr_t lo = reinterpret_cast<uintptr_t>(begin) / page * page;
+      ::madvise(reinterpret_cast<void *>(lo),
+                size_t(reinterpret_cast<uintptr_t>(begin) + weights->size - lo),
+                MADV_WILLNEED);
+    }
+    uint8_t computed[16];
+    xxh3_128(begin, size_t(weights->size), computed);
+    std::string computedHex = hexOf(computed, sizeof(computed));
+    const std::string &storedDigest = manifest->weightsDigest->hex;
+    if (computedHex != storedDigest)
+      return corrupt("weights digest mismatch: the weights section is "
+                     "damaged (stored xxh3-128 " +
+                         storedDigest + ", computed " + computedHex + ")",
+                     "weights", int64_t(weights->offset))
+          .withExpected(storedDigest, computedHex);
+    impl->weightsVerified = true;
+  } else if (weights && !separateWeights) {
+    impl->weightsVerified = true; // covered by the content hash
+  }
+
   impl->manifest = std::move(manifest).value();
   impl->storage = std::move(storage);
   return std::shared_ptr<const ArtifactReader::Impl>(std::move(impl));
@@ -239,7 +306,8 @@ verify(std::shared_ptr<const Storage> storage) {
 
 } // namespace
 
-StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
+StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path,
+                                              Verify verifyWhat) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -268,7 +336,8 @@ StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
     storage->size = size;
   }
   ::close(fd);
-  StatusOr<std::shared_ptr<const Impl>> impl = verify(std::move(storage));
+  StatusOr<std::shared_ptr<const Impl>> impl =
+      verify(std::move(storage), verifyWhat);
   if (!impl.ok()) {
     Status s = impl.status();
     ErrorInfo info = s.info();
@@ -278,8 +347,8 @@ StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path) {
   return ArtifactReader(std::move(impl).value());
 }
 
-StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data,
-                                                    size_t size) {
+StatusOr<ArtifactReader>
+ArtifactReader::fromMemory(const void *data, size_t size, Verify verifyWhat) {
   auto storage = std::make_shared<HeapStorage>();
   size_t rounded = format::alignUp(size ? size : 1, kBufferAlignment);
   void *copy =
@@ -293,7 +362,8 @@ StatusOr<ArtifactReader> ArtifactReader::fromMemory(const void *data,
     std::memcpy(copy, data, size);
   storage->data = static_cast<const uint8_t *>(copy);
   storage->size = size;
-  StatusOr<std::shared_ptr<const Impl>> impl = verify(std::move(storage));
+  StatusOr<std::shared_ptr<const Impl>> impl =
+      verify(std::move(storage), verifyWhat);
   if (!impl.ok())
     return impl.status();
   return ArtifactReader(std::move(impl).value());
@@ -304,6 +374,7 @@ uint32_t ArtifactReader::formatVersion() const { return impl_->formatVersion; }
 const std::string &ArtifactReader::contentHash() const {
   return impl_->contentHash;
 }
+bool ArtifactReader::weightsVerified() const { return impl_->weightsVerified; }
 uint64_t ArtifactReader::fileSize() const { return impl_->storage->size; }
 const std::vector<SectionInfo> &ArtifactReader::sections() const {
   return impl_->sections;

@@ -2,11 +2,14 @@
 //---------------------------===//
 //
 // The writer completes the manifest (versions, target name, symbols, the
-// content hash), validates it with the same schema the reader applies,
-// cross-checks it against the sections (the code exports each entry symbol,
-// weights exist when used), lays the sections out and hashes the result
-// before writing a single byte, then writes to a temporary file renamed
-// over the destination.
+// two digest placeholders), validates it with the same schema the reader
+// applies, cross-checks it against the sections (the code exports each
+// entry symbol, weights exist when used) and lays the sections out before
+// writing a single byte. Then, reading every source once: the weights are
+// copied to their place in chunks while XXH3-128 digests them, the digest
+// goes into the manifest, everything else is written in order while SHA-256
+// hashes it, and the content hash is filled into the header and the
+// manifest last. Files go to a temporary file renamed over the destination.
 //
 //===----------------------------------------------------------------------===//
 #include "artifact_format.h"
@@ -14,6 +17,7 @@
 #include "json.h"
 #include "manifest_internal.h"
 #include "sha256.h"
+#include "xxh3_128.h"
 
 #include "sits/runtime/runtime.h"
 
@@ -23,58 +27,259 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace sits::runtime {
 namespace {
 
+/// Streamed sections go through a buffer of this size.
+constexpr size_t kChunkBytes = size_t(64) << 20;
+
 Status invalid(const std::string &message, const std::string &subject = "") {
   return Status(StatusCode::kInvalidArgument, message).withSubject(subject);
 }
 
+Status ioError(const std::string &what, const std::string &path, int err) {
+  return Status(StatusCode::kIoError,
+                what + " " + path + ": " + std::strerror(err))
+      .withSubject(path);
+}
+
+/// Where a section's bytes come from.
 struct PendingSection {
+  enum class Kind { kMemory, kFile, kReader };
   std::string name;
-  const uint8_t *data;
-  size_t size;
+  Kind kind = Kind::kMemory;
+  const uint8_t *data = nullptr; // kMemory
+  std::string path;              // kFile
+  std::shared_ptr<SectionReader> reader;
+  uint64_t size = 0;
+  bool sizeKnown = true; // false: a reader of unknown length (weights only)
 };
+
+/// Feeds the bytes of `s` to `consume(data, size)` in order, in chunks of
+/// at most kChunkBytes; returns how many there were. Memory is passed
+/// through without a copy; files and readers go through one buffer.
+template <typename Consume>
+StatusOr<uint64_t> streamSection(const PendingSection &s, Consume &&consume) {
+  using Kind = PendingSection::Kind;
+  if (s.kind == Kind::kMemory) {
+    for (uint64_t pos = 0; pos < s.size;) {
+      size_t n = size_t(std::min<uint64_t>(kChunkBytes, s.size - pos));
+      SITS_RETURN_IF_ERROR(consume(s.data + pos, n));
+      pos += n;
+    }
+    return s.size;
+  }
+  size_t capacity = kChunkBytes;
+  if (s.sizeKnown)
+    capacity =
+        size_t(std::max<uint64_t>(1, std::min<uint64_t>(kChunkBytes, s.size)));
+  std::unique_ptr<uint8_t[]> buffer(new uint8_t[capacity]);
+  uint64_t total = 0;
+  if (s.kind == Kind::kReader) {
+    for (;;) {
+      StatusOr<size_t> n = (*s.reader)(buffer.get(), capacity);
+      if (!n.ok())
+        return n.status();
+      if (*n == 0)
+        break;
+      if (*n > capacity)
+        return Status(StatusCode::kInternal, "section '" + s.name +
+                                                 "': the reader returned more "
+                                                 "bytes than the buffer holds")
+            .withSubject(s.name);
+      SITS_RETURN_IF_ERROR(consume(buffer.get(), *n));
+      total += *n;
+    }
+    if (s.sizeKnown && total != s.size)
+      return invalid("section '" + s.name + "': the reader produced " +
+                         std::to_string(total) + " bytes, not the " +
+                         std::to_string(s.size) + " announced",
+                     s.name);
+    return total;
+  }
+  int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ioError("cannot open", s.path, errno);
+  Status status = Status::OK();
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.get(), capacity);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      status = ioError("cannot read", s.path, errno);
+      break;
+    }
+    if (n == 0)
+      break;
+    total += uint64_t(n);
+    if (total > s.size)
+      break;
+    status = consume(buffer.get(), size_t(n));
+    if (!status.ok())
+      break;
+  }
+  ::close(fd);
+  if (!status.ok())
+    return status;
+  if (total != s.size)
+    return Status(StatusCode::kIoError, "section '" + s.name + "': " + s.path +
+                                            " changed size "
+                                            "while the artifact was written (" +
+                                            std::to_string(s.size) +
+                                            " bytes when added)")
+        .withSubject(s.path);
+  return total;
+}
 
 /// Everything needed to emit the file: the header + table bytes, the
 /// sections with their offsets, the final size.
 struct Layout {
   std::vector<uint8_t> header;
   std::string manifest;
-  std::vector<PendingSection> sections; // manifest first
+  std::vector<PendingSection> sections; // manifest first, weights last
   std::vector<uint64_t> offsets;
   uint64_t fileSize = 0;
   uint64_t manifestHashPos = 0;
+  /// Where in `manifest` the 32 digits of weights_digest.hex go; npos when
+  /// there are no weights.
+  size_t weightsDigestPos = std::string::npos;
+  /// The weights section's index in `sections`, or -1.
+  int weightsIndex = -1;
+  /// The sizes the entry points declare for the weights (-1: any).
+  std::vector<std::pair<std::string, int64_t>> declaredWeights;
   std::string contentHash;
+  std::string weightsDigest;
 };
 
-/// Feeds the file's bytes, in order, to `sink(data, size)`.
-template <typename Sink> bool emit(const Layout &layout, Sink &&sink) {
+/// Where the bytes go: a file (pwrite) or a vector.
+struct Output {
+  virtual ~Output() = default;
+  virtual Status writeAt(uint64_t pos, const void *data, size_t size) = 0;
+};
+
+struct FileOutput : Output {
+  int fd;
+  std::string path;
+  FileOutput(int fd, std::string path) : fd(fd), path(std::move(path)) {}
+  Status writeAt(uint64_t pos, const void *data, size_t size) override {
+    const auto *b = static_cast<const uint8_t *>(data);
+    while (size) {
+      ssize_t w = ::pwrite(fd, b, size, off_t(pos));
+      if (w < 0) {
+        if (errno == EINTR)
+          continue;
+        return ioError("cannot write", path, errno);
+      }
+      b += w;
+      pos += uint64_t(w);
+      size -= size_t(w);
+    }
+    return Status::OK();
+  }
+};
+
+struct MemoryOutput : Output {
+  std::vector<uint8_t> bytes;
+  Status writeAt(uint64_t pos, const void *data, size_t size) override {
+    if (bytes.size() < pos + size)
+      bytes.resize(size_t(pos + size));
+    if (size)
+      std::memcpy(bytes.data() + pos, data, size);
+    return Status::OK();
+  }
+};
+
+void setSectionSize(Layout &layout, size_t index, uint64_t size) {
+  layout.sections[index].size = size;
+  format::store64(layout.header.data() + format::kHeaderSize +
+                      index * format::kSectionEntrySize + format::kOffEntrySize,
+                  size);
+}
+
+/// Writes the artifact of `layout` to `out`, reading each source once, and
+/// fills in its two digests (in `layout` and in the bytes written).
+Status emit(Layout &layout, Output &out) {
+  using namespace format;
+  // 1. The weights, at their place, digested as they are copied.
+  if (layout.weightsIndex >= 0) {
+    size_t wi = size_t(layout.weightsIndex);
+    uint64_t pos = layout.offsets[wi];
+    Xxh3_128 xxh;
+    StatusOr<uint64_t> size =
+        streamSection(layout.sections[wi], [&](const uint8_t *p, size_t n) {
+          xxh.update(p, n);
+          Status s = out.writeAt(pos, p, n);
+          pos += n;
+          return s;
+        });
+    if (!size.ok())
+      return size.status();
+    if (!layout.sections[wi].sizeKnown) {
+      for (const auto &[entry, declared] : layout.declaredWeights)
+        if (declared >= 0 && uint64_t(declared) != *size)
+          return invalid("entry point '" + entry + "' declares " +
+                             std::to_string(declared) +
+                             " bytes of weights but the weights section has " +
+                             std::to_string(*size),
+                         "weights");
+      setSectionSize(layout, wi, *size);
+      layout.fileSize = layout.offsets[wi] + *size;
+      store64(layout.header.data() + kOffFileSize, layout.fileSize);
+    }
+    layout.weightsDigest = Xxh3_128::hex(xxh.finish());
+    layout.manifest.replace(layout.weightsDigestPos, kWeightsDigestHexChars,
+                            layout.weightsDigest);
+  }
+
+  // 2. Everything else, in file order, hashed as it is written (both hash
+  // fields still hold their placeholders).
+  Sha256 sha;
+  uint64_t pos = 0;
+  auto put = [&](const uint8_t *p, size_t n) {
+    sha.update(p, n);
+    Status s = out.writeAt(pos, p, n);
+    pos += n;
+    return s;
+  };
   static const uint8_t kZeros[4096] = {};
-  if (!sink(layout.header.data(), layout.header.size()))
-    return false;
-  uint64_t pos = layout.header.size();
+  SITS_RETURN_IF_ERROR(put(layout.header.data(), layout.header.size()));
   for (size_t i = 0; i < layout.sections.size(); ++i) {
     while (pos < layout.offsets[i]) {
       size_t n =
           size_t(std::min<uint64_t>(sizeof(kZeros), layout.offsets[i] - pos));
-      if (!sink(kZeros, n))
-        return false;
-      pos += n;
+      SITS_RETURN_IF_ERROR(put(kZeros, n));
     }
     const PendingSection &s = layout.sections[i];
-    // The manifest is read from the layout's own string (it is patched with
-    // the hash after layout, and moves with the layout).
-    const uint8_t *data =
-        i == 0 ? reinterpret_cast<const uint8_t *>(layout.manifest.data())
-               : s.data;
-    if (s.size && !sink(data, s.size))
-      return false;
-    pos += s.size;
+    if (int(i) == layout.weightsIndex) {
+      pos += s.size; // written and digested above
+      continue;
+    }
+    if (i == 0) {
+      // The manifest: the layout's own string (patched with the digests).
+      SITS_RETURN_IF_ERROR(
+          put(reinterpret_cast<const uint8_t *>(layout.manifest.data()),
+              layout.manifest.size()));
+      continue;
+    }
+    StatusOr<uint64_t> n = streamSection(s, put);
+    if (!n.ok())
+      return n.status();
   }
-  return true;
+
+  // 3. The content hash, into the header and the manifest.
+  Sha256::Digest digest = sha.finish();
+  layout.contentHash = Sha256::hex(digest);
+  std::memcpy(layout.header.data() + kOffContentHash, digest.data(),
+              digest.size());
+  layout.manifest.replace(size_t(layout.manifestHashPos), kContentHashHexChars,
+                          layout.contentHash);
+  SITS_RETURN_IF_ERROR(
+      out.writeAt(kOffContentHash, digest.data(), digest.size()));
+  return out.writeAt(layout.offsets[0] + layout.manifestHashPos,
+                     layout.contentHash.data(), kContentHashHexChars);
 }
 
 } // namespace
@@ -83,8 +288,13 @@ struct ArtifactWriter::Impl {
   bool haveManifest = false;
   json::Value manifest;
   std::vector<PendingSection> sections;
+  /// A reader section was consumed by a write: it cannot be written again.
+  mutable bool readersConsumed = false;
+
+  Status checkNewSection(const std::string &n) const;
 
   StatusOr<Layout> build() const;
+  StatusOr<Layout> start() const;
   Status completeManifest(json::Value &m) const;
   Status crossCheck(const Manifest &m) const;
   const PendingSection *find(const std::string &name) const {
@@ -114,21 +324,85 @@ Status ArtifactWriter::setManifest(std::string_view text) {
   return Status::OK();
 }
 
-Status ArtifactWriter::addSection(std::string_view name, const void *data,
-                                  size_t size) {
-  std::string n(name);
+Status ArtifactWriter::Impl::checkNewSection(const std::string &n) const {
   if (!format::isValidSectionName(n))
     return invalid(
         "section name '" + n + "' must be 1-39 characters of [a-z0-9_.-]", n);
   if (n == "manifest")
     return invalid("the manifest section is written from setManifest()", n);
-  if (impl_->find(n))
+  if (find(n))
     return invalid("section '" + n + "' was already added", n);
-  if (impl_->sections.size() + 1 >= format::kMaxSections)
+  if (sections.size() + 1 >= format::kMaxSections)
     return invalid("too many sections", n);
+  return Status::OK();
+}
+
+Status ArtifactWriter::addSection(std::string_view name, const void *data,
+                                  size_t size) {
+  std::string n(name);
+  SITS_RETURN_IF_ERROR(impl_->checkNewSection(n));
   if (!data && size)
     return invalid("section '" + n + "' has no data", n);
-  impl_->sections.push_back({n, static_cast<const uint8_t *>(data), size});
+  PendingSection s;
+  s.name = n;
+  s.data = static_cast<const uint8_t *>(data);
+  s.size = size;
+  impl_->sections.push_back(std::move(s));
+  return Status::OK();
+}
+
+Status ArtifactWriter::addSectionFromFile(std::string_view name,
+                                          const std::string &path) {
+  std::string n(name);
+  SITS_RETURN_IF_ERROR(impl_->checkNewSection(n));
+  if (n.rfind("code.", 0) == 0)
+    return invalid("section '" + n +
+                       "': code sections are given in memory "
+                       "(the writer inspects them)",
+                   n);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  "cannot read " + path + ": " + std::strerror(err))
+        .withSubject(path);
+  }
+  if (!S_ISREG(st.st_mode))
+    return Status(StatusCode::kIoError, path + " is not a regular file")
+        .withSubject(path);
+  PendingSection s;
+  s.name = n;
+  s.kind = PendingSection::Kind::kFile;
+  s.path = path;
+  s.size = uint64_t(st.st_size);
+  impl_->sections.push_back(std::move(s));
+  return Status::OK();
+}
+
+Status ArtifactWriter::addSectionFromReader(std::string_view name,
+                                            SectionReader reader,
+                                            int64_t size) {
+  std::string n(name);
+  SITS_RETURN_IF_ERROR(impl_->checkNewSection(n));
+  if (n.rfind("code.", 0) == 0)
+    return invalid("section '" + n +
+                       "': code sections are given in memory "
+                       "(the writer inspects them)",
+                   n);
+  if (!reader)
+    return invalid("section '" + n + "' has no reader", n);
+  if (size < -1 || (size == -1 && n != "weights"))
+    return invalid("section '" + n +
+                       "': only the weights section may have "
+                       "an unknown size (it is laid out last)",
+                   n);
+  PendingSection s;
+  s.name = n;
+  s.kind = PendingSection::Kind::kReader;
+  s.reader = std::make_shared<SectionReader>(std::move(reader));
+  s.sizeKnown = size >= 0;
+  s.size = size >= 0 ? uint64_t(size) : 0;
+  impl_->sections.push_back(std::move(s));
   return Status::OK();
 }
 
@@ -181,6 +455,17 @@ Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
   for (const json::Value::Member &member : m.members())
     if (!out.find(member.first) && member.first != "content_hash")
       out.set(member.first, member.second);
+  // The writer owns the weights digest: a placeholder here, filled in once
+  // the weights are copied.
+  out.erase(format::kWeightsDigestKey);
+  if (find("weights")) {
+    json::Value digest = json::Value::object();
+    digest.set("algorithm",
+               json::Value::string(format::kWeightsDigestAlgorithm));
+    digest.set("hex", json::Value::string(
+                          std::string(format::kWeightsDigestHexChars, '0')));
+    out.set(format::kWeightsDigestKey, std::move(digest));
+  }
   out.set("content_hash",
           json::Value::string(std::string(format::kContentHashHexChars, '0')));
   m = std::move(out);
@@ -193,6 +478,9 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
   if (!code)
     return invalid("the manifest's target is '" + m.target.name +
                        "' but there is no '" + codeName + "' section",
+                   codeName);
+  if (code->kind != PendingSection::Kind::kMemory)
+    return invalid("section '" + codeName + "' must be given in memory",
                    codeName);
   StatusOr<ElfSummary> elf =
       inspectSharedObject({code->data, code->size}, codeName);
@@ -217,7 +505,8 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
                          "' takes the weights but no weights section was added",
                      "weights");
     int64_t declared = ep.args.front().shape[0];
-    if (declared >= 0 && uint64_t(declared) != weights->size)
+    if (declared >= 0 && weights->sizeKnown &&
+        uint64_t(declared) != weights->size)
       return invalid("entry point '" + ep.name + "' declares " +
                          std::to_string(declared) +
                          " bytes of weights but the "
@@ -252,15 +541,36 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
   if (at == std::string::npos)
     return Status(StatusCode::kInternal, "content_hash placeholder not found");
   layout.manifestHashPos = at + needle.size() - kContentHashHexChars;
+  if (parsed.weightsDigest) {
+    // The top-level key is printed last but one, so the last occurrence.
+    size_t key =
+        layout.manifest.rfind("\"" + std::string(kWeightsDigestKey) + "\": {");
+    std::string hexNeedle =
+        "\"hex\": \"" + std::string(kWeightsDigestHexChars, '0') + "\"";
+    size_t hex =
+        key == std::string::npos ? key : layout.manifest.find(hexNeedle, key);
+    if (hex == std::string::npos || hex > layout.manifestHashPos)
+      return Status(StatusCode::kInternal,
+                    "weights_digest placeholder not found");
+    layout.weightsDigestPos = hex + 8; // past `"hex": "`
+  }
+  for (const EntryPointSpec &ep : parsed.entryPoints)
+    if (ep.hasWeights())
+      layout.declaredWeights.emplace_back(ep.name, ep.args.front().shape[0]);
 
   // Order: manifest, code and device sections as added, weights last (on a
   // page boundary).
-  layout.sections.push_back({"manifest", nullptr, layout.manifest.size()});
+  PendingSection manifestSection;
+  manifestSection.name = "manifest";
+  manifestSection.size = layout.manifest.size();
+  layout.sections.push_back(std::move(manifestSection));
   for (const PendingSection &s : sections)
     if (s.name != "weights")
       layout.sections.push_back(s);
-  if (const PendingSection *w = find("weights"))
+  if (const PendingSection *w = find("weights")) {
+    layout.weightsIndex = int(layout.sections.size());
     layout.sections.push_back(*w);
+  }
 
   uint32_t count = uint32_t(layout.sections.size());
   uint64_t headerSize = kHeaderSize + uint64_t(count) * kSectionEntrySize;
@@ -269,7 +579,7 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
     pos = alignUp(pos,
                   s.name == "weights" ? kWeightsAlignment : kSectionAlignment);
     layout.offsets.push_back(pos);
-    pos += s.size;
+    pos += s.size; // 0 for weights of unknown size, set once streamed
   }
   layout.fileSize = pos;
 
@@ -288,18 +598,7 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
     store64(e + kOffEntryOffset, layout.offsets[i]);
     store64(e + kOffEntrySize, layout.sections[i].size);
   }
-
-  // Hash with both hash fields at their placeholder values, then fill them.
-  Sha256 sha;
-  emit(layout, [&](const void *p, size_t n) {
-    sha.update(p, n);
-    return true;
-  });
-  Sha256::Digest digest = sha.finish();
-  layout.contentHash = Sha256::hex(digest);
-  std::memcpy(h.data() + kOffContentHash, digest.data(), digest.size());
-  layout.manifest.replace(size_t(layout.manifestHashPos), kContentHashHexChars,
-                          layout.contentHash);
+  // Both digests are computed while the bytes are written (emit()).
   return layout;
 }
 
@@ -316,25 +615,40 @@ ArtifactInfo infoOf(const Layout &layout) {
 }
 } // namespace
 
+/// A layout to emit; fails when a reader section was already consumed.
+StatusOr<Layout> ArtifactWriter::Impl::start() const {
+  for (const PendingSection &s : sections)
+    if (s.kind == PendingSection::Kind::kReader) {
+      if (readersConsumed)
+        return invalid("section '" + s.name +
+                           "' comes from a reader, which an earlier write "
+                           "consumed",
+                       s.name);
+    }
+  StatusOr<Layout> layout = build();
+  if (!layout.ok())
+    return layout;
+  for (const PendingSection &s : sections)
+    if (s.kind == PendingSection::Kind::kReader)
+      readersConsumed = true;
+  return layout;
+}
+
 StatusOr<std::vector<uint8_t>>
 ArtifactWriter::serialize(ArtifactInfo *info) const {
-  StatusOr<Layout> layout = impl_->build();
+  StatusOr<Layout> layout = impl_->start();
   if (!layout.ok())
     return layout.status();
-  std::vector<uint8_t> out;
-  out.reserve(size_t(layout->fileSize));
-  emit(*layout, [&](const void *p, size_t n) {
-    const auto *b = static_cast<const uint8_t *>(p);
-    out.insert(out.end(), b, b + n);
-    return true;
-  });
+  MemoryOutput out;
+  out.bytes.reserve(size_t(layout->fileSize));
+  SITS_RETURN_IF_ERROR(emit(*layout, out));
   if (info)
     *info = infoOf(*layout);
-  return out;
+  return std::move(out.bytes);
 }
 
 StatusOr<ArtifactInfo> ArtifactWriter::write(const std::string &path) const {
-  StatusOr<Layout> layout = impl_->build();
+  StatusOr<Layout> layout = impl_->start();
   if (!layout.ok())
     return layout.status();
   static std::atomic<uint64_t> counter{0};
@@ -347,35 +661,15 @@ StatusOr<ArtifactInfo> ArtifactWriter::write(const std::string &path) const {
                   "cannot create " + tmp + ": " + std::strerror(err))
         .withSubject(path);
   }
-  int err = 0;
-  bool ok = emit(*layout, [&](const void *p, size_t n) {
-    const auto *b = static_cast<const uint8_t *>(p);
-    while (n) {
-      ssize_t w = ::write(fd, b, n);
-      if (w < 0) {
-        if (errno == EINTR)
-          continue;
-        err = errno;
-        return false;
-      }
-      b += w;
-      n -= size_t(w);
-    }
-    return true;
-  });
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
+  FileOutput out(fd, path);
+  Status status = emit(*layout, out);
+  if (::close(fd) != 0 && status.ok())
+    status = ioError("cannot write", path, errno);
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    status = ioError("cannot write", path, errno);
+  if (!status.ok()) {
     ::unlink(tmp.c_str());
-    return Status(StatusCode::kIoError,
-                  "cannot write " + path + ": " + std::strerror(err))
-        .withSubject(path);
+    return status;
   }
   return infoOf(*layout);
 }

@@ -239,6 +239,27 @@ Status manifestFromJson(const json::Value &root, Manifest &m) {
     m.entryPoints.push_back(std::move(ep));
   }
 
+  if (const json::Value *wd = root.find(format::kWeightsDigestKey)) {
+    if (!wd->isObject())
+      return schemaError(format::kWeightsDigestKey,
+                         "must be an object {\"algorithm\", \"hex\"}");
+    WeightsDigest d;
+    SITS_RETURN_IF_ERROR(
+        getString(*wd, format::kWeightsDigestKey, "algorithm", d.algorithm));
+    if (d.algorithm != format::kWeightsDigestAlgorithm)
+      return schemaError(std::string(format::kWeightsDigestKey) + ".algorithm",
+                         "must be \"" +
+                             std::string(format::kWeightsDigestAlgorithm) +
+                             "\", not \"" + d.algorithm + "\"");
+    SITS_RETURN_IF_ERROR(
+        getString(*wd, format::kWeightsDigestKey, "hex", d.hex));
+    if (d.hex.size() != format::kWeightsDigestHexChars ||
+        d.hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return schemaError(std::string(format::kWeightsDigestKey) + ".hex",
+                         "must be 32 lowercase hex digits");
+    m.weightsDigest = std::move(d);
+  }
+
   SITS_RETURN_IF_ERROR(getString(root, "", "content_hash", m.contentHash));
   if (m.contentHash.size() != format::kContentHashHexChars ||
       m.contentHash.find_first_not_of("0123456789abcdef") != std::string::npos)

@@ -296,7 +296,7 @@ StatusOr<Module> Module::load(const std::string &path,
       DeviceRegistry::global().open(options.device);
   if (!device.ok())
     return device.status();
-  StatusOr<ArtifactReader> reader = ArtifactReader::open(path);
+  StatusOr<ArtifactReader> reader = ArtifactReader::open(path, options.verify);
   if (!reader.ok())
     return reader.status();
   return load(*reader, options);
@@ -308,7 +308,8 @@ StatusOr<Module> Module::load(const void *data, size_t size,
       DeviceRegistry::global().open(options.device);
   if (!device.ok())
     return device.status();
-  StatusOr<ArtifactReader> reader = ArtifactReader::fromMemory(data, size);
+  StatusOr<ArtifactReader> reader =
+      ArtifactReader::fromMemory(data, size, options.verify);
   if (!reader.ok())
     return reader.status();
   return load(*reader, options);

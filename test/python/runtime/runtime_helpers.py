@@ -1,13 +1,15 @@
 """Helpers of the runtime tests: manifests for the test kernels and an
 independent encoder of the .sitsm layout (written from ARTIFACT.md, with
-hashlib), for crafting inconsistent artifacts that still carry a valid
-content hash."""
+hashlib and the xxhash package), for crafting inconsistent artifacts that
+still carry a valid content hash and weights digest."""
 
 from __future__ import annotations
 
 import hashlib
 import pathlib
 import struct
+
+import xxhash
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 KERNELS = ROOT / "test" / "unit" / "runtime" / "core" / "kernels"
@@ -58,9 +60,28 @@ def decode(data: bytes):
     return version, sections
 
 
+def weights_digest_pos(manifest_bytes) -> int | None:
+    """Where the 32 hex digits of the manifest's top-level weights_digest
+    value start (the last "weights_digest" object), or None."""
+    key = manifest_bytes.rfind(b'"weights_digest": {')
+    if key < 0:
+        return None
+    hex_key = b'"hex": "'
+    return manifest_bytes.index(hex_key, key) + len(hex_key)
+
+
 def encode(version: int, sections) -> bytes:
+    """Lays `sections` out as ARTIFACT.md says and seals them: for version 2
+    and later the weights digest (when the manifest has one) goes into the
+    manifest and the content hash skips the weights section; version 1
+    hashes the whole file."""
     sections = [(n, bytearray(b)) for n, b in sections]
     manifest_bytes = next(b for n, b in sections if n == "manifest")
+    weights = next((b for n, b in sections if n == "weights"), None)
+    if version >= 2 and weights is not None:
+        at = weights_digest_pos(manifest_bytes)
+        if at is not None:
+            manifest_bytes[at:at + 32] = xxhash.xxh3_128_hexdigest(bytes(weights)).encode()
     key = b'"content_hash": "'
     pos = manifest_bytes.rindex(key) + len(key)
     manifest_bytes[pos:pos + 64] = b"0" * 64
@@ -74,10 +95,18 @@ def encode(version: int, sections) -> bytes:
     out = bytearray(end)
     out[0:8] = b"\x89SITSM\r\n"
     struct.pack_into("<IIIIQ", out, 8, version, header_size, len(sections), pos, end)
+    skip = (0, 0)
     for i, ((name, body), off) in enumerate(zip(sections, offsets)):
         struct.pack_into("<40sQQII", out, 64 + 64 * i, name.encode(), off, len(body), 0, 0)
         out[off:off + len(body)] = body
-    digest = hashlib.sha256(out).digest()
+        if name == "weights" and version >= 2:
+            skip = (off, off + len(body))
+    view = memoryview(out)
+    sha = hashlib.sha256(view[:skip[0]] if skip[1] else view)
+    if skip[1]:
+        sha.update(view[skip[1]:])
+    digest = sha.digest()
+    view.release()
     out[32:64] = digest
     manifest_off = offsets[[n for n, _ in sections].index("manifest")]
     out[manifest_off + pos:manifest_off + pos + 64] = digest.hex().encode()

@@ -4,13 +4,14 @@
 // One file holds everything a compiled model needs: a manifest (UTF-8 JSON),
 // the code for each target (`code.<target>`: a host shared object today,
 // `device.<target>` binaries later) and the weights, each in its own 64-byte
-// aligned section, under a SHA-256 content hash stored in the file. The byte
-// layout is specified in runtime/src/core/ARTIFACT.md; this library is the
-// only code that writes or reads it (the compiler calls `ArtifactWriter`
-// through the Python bindings).
+// aligned section, under digests stored in the file (SHA-256 over all but the
+// weights, XXH3-128 over the weights). The byte layout is specified in
+// runtime/src/core/ARTIFACT.md; this library is the only code that writes or
+// reads it (the compiler calls `ArtifactWriter` through the Python
+// bindings).
 //
 // `ArtifactReader::open` verifies integrity (magic, version, section bounds,
-// hash, manifest schema) and never executes anything;
+// hashes, manifest schema) and never executes anything;
 // `checkHostCompatibility` then verifies the artifact can run here
 // (architecture, OS, CPU features, ELF class/machine and entry symbols).
 // `Module::load` does both before any byte of the code runs.
@@ -25,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,7 +36,12 @@
 namespace sits::runtime {
 
 /// The format version this runtime writes, and the newest it reads.
-inline constexpr uint32_t kArtifactFormatVersion = 1;
+/// Version 2: the weights section has its own XXH3-128 digest (manifest key
+/// `weights_digest`) and the SHA-256 content hash covers every other byte.
+inline constexpr uint32_t kArtifactFormatVersion = 2;
+/// The oldest format version this runtime reads (version 1: one SHA-256
+/// over the whole file).
+inline constexpr uint32_t kOldestArtifactFormatVersion = 1;
 
 /// The C symbol of entry point `<name>` is this prefix + name: the
 /// convention between the compiler (sits-cpu-mark-entry-points names the
@@ -124,6 +131,15 @@ struct SITS_RUNTIME_API DeviceCodeSpec {
   std::string imageFormat;
 };
 
+/// The manifest's `weights_digest` (format version 2): the digest of the
+/// `weights` section's bytes, which the content hash does not cover.
+struct WeightsDigest {
+  /// "xxh3-128": XXH3_128bits, seed 0.
+  std::string algorithm;
+  /// The canonical (big-endian) digest as 32 lowercase hex digits.
+  std::string hex;
+};
+
 struct SITS_RUNTIME_API Manifest {
   uint32_t formatVersion = 0;
   std::string sitsVersion;
@@ -132,6 +148,8 @@ struct SITS_RUNTIME_API Manifest {
   /// Present for artifacts whose code runs on a GPU.
   std::optional<DeviceCodeSpec> device;
   std::vector<EntryPointSpec> entryPoints;
+  /// Present when the artifact has a `weights` section (version 2).
+  std::optional<WeightsDigest> weightsDigest;
   /// Lowercase hex SHA-256 of the file (see ARTIFACT.md).
   std::string contentHash;
   /// The manifest exactly as stored (keys the runtime does not know
@@ -161,6 +179,12 @@ struct ByteSpan {
   const uint8_t *data = nullptr;
   size_t size = 0;
 };
+
+/// Produces a section's bytes in order while the artifact is written: fills
+/// `buffer` with up to `capacity` bytes and returns how many it wrote, 0 at
+/// the end (an error aborts the write and is returned by it).
+using SectionReader =
+    std::function<StatusOr<size_t>(uint8_t *buffer, size_t capacity)>;
 
 //===----------------------------------------------------------------------===//
 // Writer
@@ -193,12 +217,27 @@ public:
   /// bytes are referenced, not copied: keep them alive until `write` or
   /// `serialize` returns.
   Status addSection(std::string_view name, const void *data, size_t size);
+  /// Adds section `name` with the bytes of the file at `path`, copied into
+  /// the artifact in chunks (64 MiB) while it is written and hashed, never
+  /// held in memory whole. The size is taken now; a file that has a
+  /// different size when it is copied fails the write (kIoError). Not for
+  /// `code.*` sections, which the writer inspects.
+  Status addSectionFromFile(std::string_view name, const std::string &path);
+  /// Adds section `name` whose bytes `reader` produces, in chunks, while the
+  /// artifact is written. `size` is their total, or -1 when unknown (only
+  /// for `weights`, which is laid out last). The reader is called once: a
+  /// writer with a reader section writes (or serializes) once. Not for
+  /// `code.*` sections.
+  Status addSectionFromReader(std::string_view name, SectionReader reader,
+                              int64_t size = -1);
 
   /// Writes the artifact to `path` atomically (a temporary file renamed
   /// over it). Fails with kInvalidArgument when the manifest does not
   /// follow the schema or does not match the sections (a missing code
   /// section, an entry symbol the code does not export, weights arguments
-  /// without a weights section, ...).
+  /// without a weights section, ...). Each byte is read from its source
+  /// once: the weights are digested while they are copied, the rest is
+  /// hashed while it is written, and the two hash fields are filled in last.
   StatusOr<ArtifactInfo> write(const std::string &path) const;
   /// The same bytes, in memory.
   StatusOr<std::vector<uint8_t>> serialize(ArtifactInfo *info = nullptr) const;
@@ -212,18 +251,35 @@ private:
 // Reader
 //===----------------------------------------------------------------------===//
 
+/// How much of an artifact the reader verifies.
+enum class Verify : uint8_t {
+  /// Everything: the content hash and the weights digest (the default).
+  kFull,
+  /// Everything but the weights digest: the header, the section table, the
+  /// content hash over every byte outside the weights section, the manifest.
+  /// Damage inside the weights goes unnoticed; for callers that verified
+  /// the file once already, on storage they trust. Version 1 files have no
+  /// separate weights digest and are always verified in full.
+  kMetadata,
+};
+
 class SITS_RUNTIME_API ArtifactReader {
 public:
   /// Maps `path` read-only and verifies it: magic, format version, header
-  /// and section bounds, the content hash over the whole file, the manifest
-  /// schema. Nothing in the file is executed.
-  static StatusOr<ArtifactReader> open(const std::string &path);
+  /// and section bounds, the content hash, the manifest schema, the weights
+  /// digest. Nothing in the file is executed.
+  static StatusOr<ArtifactReader> open(const std::string &path,
+                                       Verify verify = Verify::kFull);
   /// The same for bytes in memory (copied into 64-byte-aligned storage).
-  static StatusOr<ArtifactReader> fromMemory(const void *data, size_t size);
+  static StatusOr<ArtifactReader> fromMemory(const void *data, size_t size,
+                                             Verify verify = Verify::kFull);
 
   const Manifest &manifest() const;
   uint32_t formatVersion() const;
   const std::string &contentHash() const;
+  /// Whether the weights section's bytes were checked (always for version
+  /// 1 files and with Verify::kFull; false when there are no weights).
+  bool weightsVerified() const;
   uint64_t fileSize() const;
   const std::vector<SectionInfo> &sections() const;
   /// The bytes of section `name`; nullopt when absent. Valid while this

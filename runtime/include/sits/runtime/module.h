@@ -43,6 +43,9 @@ struct LoadOptions {
   /// Device URI (see device.h): "cpu" for CPU artifacts, "cuda:N" / "hip:N"
   /// for artifacts compiled for that kind of GPU.
   std::string device = "cpu";
+  /// What the reader verifies (artifact.h): by default everything,
+  /// Verify::kMetadata skips the weights digest.
+  Verify verify = Verify::kFull;
 };
 
 class SITS_RUNTIME_API Module {

@@ -13,6 +13,7 @@
 
 #include "sha256.h"
 #include "sits/runtime/runtime.h"
+#include "xxh3_128.h"
 
 #include <gtest/gtest.h>
 
@@ -205,7 +206,7 @@ inline void put64(std::vector<uint8_t> &b, size_t at, uint64_t v) {
 }
 
 struct RawArtifact {
-  uint32_t version = 1;
+  uint32_t version = kArtifactFormatVersion;
   /// In file order; the manifest text is sections[i] with name "manifest".
   std::vector<std::pair<std::string, std::vector<uint8_t>>> sections;
 
@@ -244,11 +245,35 @@ inline RawArtifact decode(const std::vector<uint8_t> &b) {
   return a;
 }
 
+/// Where the 32 hex digits of the manifest's top-level weights_digest value
+/// start (in the last "weights_digest" object), or npos.
+inline size_t weightsDigestPos(const std::string &manifest) {
+  size_t key = manifest.rfind("\"weights_digest\": {");
+  if (key == std::string::npos)
+    return key;
+  const std::string hexKey = "\"hex\": \"";
+  size_t at = manifest.find(hexKey, key);
+  return at == std::string::npos ? at : at + hexKey.size();
+}
+
 /// Lays `a` out as ARTIFACT.md says (64-byte sections, weights on 4096) and
-/// computes the content hash. The manifest's "content_hash" value (whatever
-/// it is) is replaced by the new hash; it must be 64 characters long.
+/// seals it. The manifest's "content_hash" value (whatever it is) is
+/// replaced by the new hash; it must be 64 characters long. From version 2
+/// on, the weights digest (when the manifest has one) is recomputed too and
+/// the content hash skips the weights section; version 1 hashes the whole
+/// file.
 inline std::vector<uint8_t> encode(RawArtifact a) {
   std::string manifest = a.manifest();
+  const bool separateWeights = a.version >= 2;
+  if (const std::vector<uint8_t> *w = a.section("weights");
+      w && separateWeights) {
+    size_t at = weightsDigestPos(manifest);
+    if (at != std::string::npos && at + 32 <= manifest.size()) {
+      Xxh3_128 xxh;
+      xxh.update(w->data(), w->size());
+      manifest.replace(at, 32, Xxh3_128::hex(xxh.finish()));
+    }
+  }
   const std::string key = "\"content_hash\": \"";
   size_t at = manifest.rfind(key);
   if (at == std::string::npos || at + key.size() + 64 > manifest.size()) {
@@ -277,6 +302,7 @@ inline std::vector<uint8_t> encode(RawArtifact a) {
   put32(b, 20, uint32_t(hashPos));
   put64(b, 24, pos);
   size_t manifestOffset = 0;
+  size_t skipBegin = b.size(), skipEnd = b.size(); // the weights, from v2
   for (size_t i = 0; i < count; ++i) {
     size_t e = 64 + i * 64;
     std::memcpy(&b[e], a.sections[i].first.data(), a.sections[i].first.size());
@@ -287,9 +313,14 @@ inline std::vector<uint8_t> encode(RawArtifact a) {
                   a.sections[i].second.size());
     if (a.sections[i].first == "manifest")
       manifestOffset = offsets[i];
+    if (a.sections[i].first == "weights" && separateWeights) {
+      skipBegin = offsets[i];
+      skipEnd = offsets[i] + a.sections[i].second.size();
+    }
   }
   Sha256 sha;
-  sha.update(b.data(), b.size());
+  sha.update(b.data(), skipBegin);
+  sha.update(b.data() + skipEnd, b.size() - skipEnd);
   Sha256::Digest d = sha.finish();
   std::memcpy(&b[32], d.data(), 32);
   std::string hex = Sha256::hex(d);

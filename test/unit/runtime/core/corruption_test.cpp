@@ -178,8 +178,10 @@ TEST_F(Corruption, ManifestThatIsNotJsonOrBreaksTheSchema) {
       refuse(patchManifest(good_, "\"dtype\": \"f32\"", "\"dtype\": \"f33\""),
              StatusCode::kCorruptArtifact, "unknown element type");
   EXPECT_EQ(s.info().subject, "entry_points[0].args[0].dtype");
-  refuse(patchManifest(good_, "\"format_version\": 1", "\"format_version\": 2"),
-         StatusCode::kCorruptArtifact, "header says 1");
+  const std::string version = std::to_string(kArtifactFormatVersion);
+  refuse(patchManifest(good_, "\"format_version\": " + version,
+                       "\"format_version\": 1"),
+         StatusCode::kCorruptArtifact, "header says " + version);
 }
 
 TEST_F(Corruption, CodeSectionThatIsNotASharedObject) {
