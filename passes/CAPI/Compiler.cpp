@@ -16,6 +16,7 @@ static sits::LLVMObjectOptions unwrapOptions(SitsLLVMObjectOptions options) {
   result.cpu = unwrap(options.cpu).str();
   result.features = unwrap(options.features).str();
   result.optLevel = options.optLevel < 0 ? 0u : unsigned(options.optLevel);
+  result.jobs = options.jobs < 0 ? 0u : unsigned(options.jobs);
   return result;
 }
 
@@ -28,6 +29,19 @@ MlirLogicalResult sitsEmitLLVMObject(MlirOperation module,
   if (failed(object))
     return mlirLogicalResultFailure();
   callback(mlirStringRefCreate(object->data(), object->size()), userData);
+  return mlirLogicalResultSuccess();
+}
+
+MlirLogicalResult sitsEmitLLVMObjects(MlirOperation module,
+                                      SitsLLVMObjectOptions options,
+                                      MlirStringCallback callback,
+                                      void *userData) {
+  FailureOr<SmallVector<std::string>> objects =
+      sits::emitLLVMObjects(unwrap(module), unwrapOptions(options));
+  if (failed(objects))
+    return mlirLogicalResultFailure();
+  for (const std::string &object : *objects)
+    callback(mlirStringRefCreate(object.data(), object.size()), userData);
   return mlirLogicalResultSuccess();
 }
 

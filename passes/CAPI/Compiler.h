@@ -21,6 +21,8 @@ typedef struct SitsLLVMObjectOptions {
   MlirStringRef features;
   /// 0 to 3.
   int optLevel;
+  /// Threads for sitsEmitLLVMObjects; 0 means one per core.
+  int jobs;
 } SitsLLVMObjectOptions;
 
 /// Translates `module` (LLVM dialect) to LLVM IR, optimizes it and emits a
@@ -29,6 +31,13 @@ typedef struct SitsLLVMObjectOptions {
 MLIR_CAPI_EXPORTED MlirLogicalResult
 sitsEmitLLVMObject(MlirOperation module, SitsLLVMObjectOptions options,
                    MlirStringCallback callback, void *userData);
+
+/// Same, as several relocatable objects emitted on `options.jobs` threads
+/// (parts of the module, to be linked together): `callback` is called
+/// once per object, with all of it.
+MLIR_CAPI_EXPORTED MlirLogicalResult
+sitsEmitLLVMObjects(MlirOperation module, SitsLLVMObjectOptions options,
+                    MlirStringCallback callback, void *userData);
 
 /// Same, producing optimized textual LLVM IR.
 MLIR_CAPI_EXPORTED MlirLogicalResult

@@ -23,6 +23,9 @@ struct LLVMObjectOptions {
   std::string features;
   /// LLVM optimization level, 0 to 3.
   unsigned optLevel = 3;
+  /// Threads optimizing and emitting parts of the module at once; 0 means
+  /// one per core.
+  unsigned jobs = 0;
 };
 
 /// Translates `module` (in the LLVM dialect) to LLVM IR, runs LLVM's
@@ -30,6 +33,12 @@ struct LLVMObjectOptions {
 /// Errors are reported as diagnostics on `module`.
 FailureOr<std::string> emitLLVMObject(Operation *module,
                                       const LLVMObjectOptions &options);
+
+/// The same as one object per part of the module, the parts optimized and
+/// emitted on `options.jobs` threads. Linked together, they are the
+/// module's code; a part calls functions of another through hidden symbols.
+FailureOr<SmallVector<std::string>>
+emitLLVMObjects(Operation *module, const LLVMObjectOptions &options);
 
 /// Same translation and optimization, returning textual LLVM IR (for
 /// inspection and tests).

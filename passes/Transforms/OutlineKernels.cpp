@@ -35,12 +35,14 @@ using namespace mlir::sits;
 
 namespace {
 
-/// Top-level ops worth a function of their own: the loop nests tiling made
-/// and linalg ops left on buffers. Ops yielding buffers stay: returning a
-/// buffer from a function would move its ownership.
+/// Top-level ops worth a function of their own: the loop nests tiling made,
+/// linalg ops left on buffers, and copies between buffers (strided ones
+/// become loop nests; a decoder makes several per layer for its caches).
+/// Ops yielding buffers stay: returning a buffer from a function would move
+/// its ownership.
 bool isKernel(Operation *op) {
   if (!isa<scf::ForallOp, scf::ForOp, scf::ParallelOp, scf::WhileOp,
-           linalg::LinalgOp>(op))
+           linalg::LinalgOp, memref::CopyOp>(op))
     return false;
   return llvm::none_of(op->getResultTypes(),
                        [](Type t) { return isa<BaseMemRefType>(t); });

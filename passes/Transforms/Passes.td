@@ -283,9 +283,9 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
 def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Outline loop nests into functions, one per distinct body";
   let description = [{
-    After bufferization, every top-level loop nest or linalg op of a public
-    function (a kernel: `scf.forall`, `scf.for`, `scf.parallel`, `scf.while`
-    or a linalg op on buffers) moves into a private function of its own and
+    After bufferization, every top-level loop nest, linalg op or copy of a
+    public function (a kernel: `scf.forall`, `scf.for`, `scf.parallel`,
+    `scf.while`, a linalg op on buffers or `memref.copy`) moves into a private function of its own and
     is replaced by a call. Buffers, sizes and other values the kernel reads
     from its function become arguments, so weights (views into the weights
     buffer) and per-layer caches are arguments too; constants are cloned

@@ -166,45 +166,67 @@ MlirLogicalResult captureDiagnostic(MlirDiagnostic diag, void *userData) {
 /// Runs `produce(callback, userData)` -- a C API call streaming bytes to a
 /// callback -- with the GIL released and the context's diagnostics captured.
 /// Returns (ok, bytes, [(severity, location, message)]).
+/// With `pieces`, every callback call is one bytes object of a list.
 template <typename Produce>
-nb::tuple runCapturingDiagnostics(MlirContext context, Produce produce) {
+nb::tuple runCapturingDiagnostics(MlirContext context, Produce produce,
+                                  bool pieces = false) {
   std::vector<CapturedDiagnostic> diagnostics;
-  std::string output;
+  std::vector<std::string> output(1);
   MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(
       context, captureDiagnostic, &diagnostics, nullptr);
   MlirLogicalResult result;
   {
     nb::gil_scoped_release release;
-    result = produce(
-        [](MlirStringRef s, void *data) {
-          static_cast<std::string *>(data)->append(s.data, s.length);
-        },
-        &output);
+    if (pieces) {
+      output.clear();
+      result = produce(
+          [](MlirStringRef s, void *data) {
+            static_cast<std::vector<std::string> *>(data)->emplace_back(
+                s.data, s.length);
+          },
+          &output);
+    } else {
+      result = produce(
+          [](MlirStringRef s, void *data) {
+            static_cast<std::string *>(data)->append(s.data, s.length);
+          },
+          &output.front());
+    }
   }
   mlirContextDetachDiagnosticHandler(context, handler);
   nb::list diags;
   for (auto &[severity, location, message] : diagnostics)
     diags.append(nb::make_tuple(severity, location, message));
-  return nb::make_tuple(mlirLogicalResultIsSuccess(result),
-                        nb::bytes(output.data(), output.size()), diags);
+  nb::object data;
+  if (pieces) {
+    nb::list list;
+    for (const std::string &piece : output)
+      list.append(nb::bytes(piece.data(), piece.size()));
+    data = list;
+  } else {
+    data = nb::bytes(output.front().data(), output.front().size());
+  }
+  return nb::make_tuple(mlirLogicalResultIsSuccess(result), data, diags);
 }
 
 /// An emission entry point (object or LLVM IR) through
 /// runCapturingDiagnostics.
-nb::tuple
-runEmission(MlirLogicalResult (*emit)(MlirOperation, SitsLLVMObjectOptions,
-                                      MlirStringCallback, void *),
-            MlirOperation module, const std::string &triple,
-            const std::string &cpu, const std::string &features, int optLevel) {
+nb::tuple runEmission(MlirLogicalResult (*emit)(MlirOperation,
+                                                SitsLLVMObjectOptions,
+                                                MlirStringCallback, void *),
+                      MlirOperation module, const std::string &triple,
+                      const std::string &cpu, const std::string &features,
+                      int optLevel, int jobs = 1, bool pieces = false) {
   SitsLLVMObjectOptions options{
       mlirStringRefCreate(triple.data(), triple.size()),
       mlirStringRefCreate(cpu.data(), cpu.size()),
-      mlirStringRefCreate(features.data(), features.size()), optLevel};
+      mlirStringRefCreate(features.data(), features.size()), optLevel, jobs};
   return runCapturingDiagnostics(
       mlirOperationGetContext(module),
       [&](MlirStringCallback callback, void *userData) {
         return emit(module, options, callback, userData);
-      });
+      },
+      pieces);
 }
 
 } // namespace
@@ -260,6 +282,19 @@ NB_MODULE(_sits, m) {
       "Translates a module in the LLVM dialect to a native object file. "
       "Returns (ok, object bytes, diagnostics).");
   m.def(
+      "emit_objects",
+      [](MlirOperation module, const std::string &triple,
+         const std::string &cpu, const std::string &features, int optLevel,
+         int jobs) {
+        return runEmission(sitsEmitLLVMObjects, module, triple, cpu, features,
+                           optLevel, jobs, /*pieces=*/true);
+      },
+      "module"_a, "triple"_a = "", "cpu"_a = "", "features"_a = "",
+      "opt_level"_a = 3, "jobs"_a = 0,
+      "Like emit_object, with the module in parts optimized and emitted on "
+      "`jobs` threads (0: one per core). Returns (ok, [object bytes], "
+      "diagnostics); linked together, the objects are the module's code.");
+  m.def(
       "emit_llvm_ir",
       [](MlirOperation module, const std::string &triple,
          const std::string &cpu, const std::string &features, int optLevel) {
@@ -282,6 +317,35 @@ NB_MODULE(_sits, m) {
       "module"_a,
       "The weights buffer of a module processed by "
       "sits-externalize-weights. Returns (ok, bytes, diagnostics).");
+
+  m.def(
+      "weight_views",
+      [](MlirOperation module) {
+        // The pieces serialization writes, recorded instead of copied: each
+        // points into a weight's resource blob (owned by the context) or at
+        // static zero padding.
+        std::vector<std::pair<const char *, size_t>> pieces;
+        nb::tuple result = runCapturingDiagnostics(
+            mlirOperationGetContext(module), [&](MlirStringCallback, void *) {
+              return sitsSerializeWeights(
+                  module,
+                  [](MlirStringRef s, void *data) {
+                    static_cast<decltype(pieces) *>(data)->emplace_back(
+                        s.data, s.length);
+                  },
+                  &pieces);
+            });
+        nb::list views;
+        for (auto [data, size] : pieces)
+          views.append(nb::steal(PyMemoryView_FromMemory(
+              const_cast<char *>(data), Py_ssize_t(size), PyBUF_READ)));
+        return nb::make_tuple(result[0], views, result[2]);
+      },
+      "module"_a,
+      "The weights buffer of `module` as read-only memoryviews of its "
+      "pieces, in order, without copying: views of the weights' resource "
+      "blobs, valid while the module's context lives. Returns (ok, "
+      "[memoryview], diagnostics).");
 
   TargetAttr::bind(m);
   PackedEncodingAttr::bind(m);

@@ -616,13 +616,13 @@ def print_rows(rows: list[dict]) -> None:
               f"{_fmt_mib(c['peak_mib'])} | {_mib(c['artifact_bytes']):,.1f} | "
               f"{_fmt_s(ld['seconds']) if ld else '-'} | {load_rss} | {err} |")
     print("\nCompile stages (wall s / CPU s / peak RSS MiB during the stage; codegen = "
-          "serialize_weights + emit_object, i.e. LLVM translate + O3 + object emission):\n")
+          "weight_views + emit_objects, i.e. LLVM translate + O3 + object emission on every core):\n")
     names = []
     for r in rows:
         for n in r["compile"]["stages"]:
             if n not in names:
                 names.append(n)
-    print("| model | KV | " + " | ".join(names) + " | serialize_weights s | emit_object s |")
+    print("| model | KV | " + " | ".join(names) + " | weight_views s | emit_objects s |")
     print("|---|---|" + "---:|" * (len(names) + 2))
     for r in rows:
         st, nat = r["compile"]["stages"], r["compile"]["native"]
@@ -630,7 +630,7 @@ def print_rows(rows: list[dict]) -> None:
                  f"{_fmt_mib(st[n]['peak_mib'])}" if n in st
                  else "-" for n in names]
         print(f"| {r['label']} | {r['kv_cache']} | " + " | ".join(cells) +
-              f" | {_fmt_s(nat.get('serialize_weights'))} | {_fmt_s(nat.get('emit_object'))} |")
+              f" | {_fmt_s(nat.get('weight_views'))} | {_fmt_s(nat.get('emit_objects'))} |")
 
 
 def print_pass_timing(row: dict, top: int = 10) -> None:
@@ -688,7 +688,7 @@ def print_sweep(rows: list[dict]) -> None:
             if n not in names:
                 names.append(n)
     print("| layers | params | compile s | CPU s | s / layer | " +
-          " | ".join(f"{n} s" for n in names) + " | emit_object s | compile peak MiB | "
+          " | ".join(f"{n} s" for n in names) + " | emit_objects s | compile peak MiB | "
           "artifact MiB |")
     print("|---:|---:|---:|---:|---:|" + "---:|" * (len(names) + 3))
     for r in rows:
@@ -698,7 +698,7 @@ def print_sweep(rows: list[dict]) -> None:
               f"{c['seconds'] / layers:.1f} | " +
               " | ".join(_fmt_s(c["stages"][n]["seconds"]) if n in c["stages"] else "-"
                          for n in names) +
-              f" | {_fmt_s(c['native'].get('emit_object'))} | {_fmt_mib(c['peak_mib'])} | "
+              f" | {_fmt_s(c['native'].get('emit_objects'))} | {_fmt_mib(c['peak_mib'])} | "
               f"{_mib(c['artifact_bytes']):,.1f} |")
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]

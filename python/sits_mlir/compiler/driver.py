@@ -191,7 +191,7 @@ def _run_pipeline(module: ir.Module, pipeline: str) -> None:
         raise CompileError.from_mlir_error("compilation failed", error) from None
 
 
-def _native_call(name: str, *args) -> bytes:
+def _native_call(name: str, *args):
     """Calls an emitter of the _sits extension, turning its diagnostics into
     a CompileError."""
     from .._mlir_libs import _sits
@@ -472,42 +472,51 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             with progress.stage("assemble", f"({kind} for {t.chip})"):
                 device = _gpu.assemble(module, t, options.opt_level)
         with progress.stage("codegen"):
-            weights = _native_call("serialize_weights", module.operation)
+            # Views of the weights where they lie (the importer's buffers and
+            # the context's blobs), streamed into the artifact below: never
+            # one more copy of them in memory.
+            weights = _native_call("weight_views", module.operation)
+            weights_size = sum(len(v) for v in weights)
             # GPU host code runs on this machine's CPU family, without
             # assuming any CPU feature.
             cpu = targets.lookup("cpu") if t.is_gpu else t
-            obj = _native_call("emit_object", module.operation, cpu.triple,
-                               _gpu.generic_cpu(cpu.triple) if t.is_gpu else t.chip,
-                               "" if t.is_gpu else t.features, options.opt_level)
+            # LLVM optimizes and emits parts of the module on every core.
+            objects = _native_call("emit_objects", module.operation, cpu.triple,
+                                   _gpu.generic_cpu(cpu.triple) if t.is_gpu else t.chip,
+                                   "" if t.is_gpu else t.features, options.opt_level, 0)
+        with progress.stage("link"):
+            shared_object = link_shared_object(objects, cpu.triple)
+        del objects
+
+        entry_points = [signature] + ([shapes] if shapes else [])
+        if shapes:
+            signature["shape_function"] = shapes["name"]
+        for entry in entry_points:  # every entry point takes the weights
+            if weights_size:
+                entry["args"].insert(0, {"role": "weights", "name": "weights", "dtype": "i8",
+                                         "shape": [weights_size]})
+        manifest = {
+            "target": {"name": t.name, "triple": t.triple, "cpu": t.chip,
+                       "features": [f for f in t.features.split(",") if f.startswith("+")]},
+            "entry_points": entry_points,
+            "pipeline": pipeline,
+        }
+        if device is not None:
+            host = targets.lookup("cpu")
+            manifest["target"] = {"name": t.name, "triple": host.triple,
+                                  "cpu": _gpu.generic_cpu(host.triple), "features": []}
+            manifest["device"] = _gpu.manifest_entry(t, device)
+        path = os.fspath(output) if output is not None else _default_output(source)
+        with progress.stage("write", path):
+            from .. import runtime
+
+            runtime.write_artifact(path, manifest=manifest, code=shared_object,
+                                   weights=iter(weights) if weights_size else None,
+                                   weights_size=weights_size or None, target=t.name)
+            manifest = runtime.read_manifest(path)
+        # The views go before the buffers they view.
+        del weights
         del keep_alive
-    with progress.stage("link"):
-        shared_object = link_shared_object([obj], cpu.triple)
-
-    entry_points = [signature] + ([shapes] if shapes else [])
-    if shapes:
-        signature["shape_function"] = shapes["name"]
-    for entry in entry_points:  # every entry point takes the weights
-        if weights:
-            entry["args"].insert(0, {"role": "weights", "name": "weights", "dtype": "i8",
-                                     "shape": [len(weights)]})
-    manifest = {
-        "target": {"name": t.name, "triple": t.triple, "cpu": t.chip,
-                   "features": [f for f in t.features.split(",") if f.startswith("+")]},
-        "entry_points": entry_points,
-        "pipeline": pipeline,
-    }
-    if device is not None:
-        host = targets.lookup("cpu")
-        manifest["target"] = {"name": t.name, "triple": host.triple,
-                              "cpu": _gpu.generic_cpu(host.triple), "features": []}
-        manifest["device"] = _gpu.manifest_entry(t, device)
-    path = os.fspath(output) if output is not None else _default_output(source)
-    with progress.stage("write", path):
-        from .. import runtime
-
-        runtime.write_artifact(path, manifest=manifest, code=shared_object,
-                               weights=weights or None, target=t.name)
-        manifest = runtime.read_manifest(path)
     artifact = Artifact(path, manifest, pipeline, progress.timings, reports=reports)
     artifact.device_code = device
     return artifact

@@ -381,13 +381,43 @@ def _infer(skel: onnx.ModelProto) -> dict:
     return types
 
 
+_SYMBOLIC: list = []
+
+
+def _symbolic_shape_inference():
+    """onnxruntime's SymbolicShapeInference class, or None without
+    onnxruntime. Its module is loaded from its file on its own: importing it
+    as `onnxruntime.tools.symbolic_shape_infer` runs `onnxruntime.tools`,
+    which imports torch when torch is installed (4 s, for nothing here)."""
+    if not _SYMBOLIC:
+        cls = None
+        try:
+            import importlib.util
+            import sys
+
+            spec = importlib.util.find_spec("onnxruntime")
+            roots = list(spec.submodule_search_locations or []) if spec else []
+            path = os.path.join(roots[0], "tools", "symbolic_shape_infer.py") if roots else ""
+            if os.path.isfile(path):
+                name = "_sits_onnxruntime_symbolic_shape_infer"
+                module_spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(module_spec)
+                sys.modules[name] = module
+                try:
+                    module_spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[name]
+                    raise
+                cls = module.SymbolicShapeInference
+        except Exception:
+            cls = None
+        _SYMBOLIC.append(cls)
+    return _SYMBOLIC[0]
+
+
 def symbolic_inference_available() -> bool:
     """Whether onnxruntime's symbolic shape inference can be used."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference  # noqa: F401
-    except Exception:
-        return False
-    return True
+    return _symbolic_shape_inference() is not None
 
 
 def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
@@ -396,9 +426,8 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
     onnxruntime's symbolic inference (sympy) carries them as expressions
     such as `batch*seq`; where it knows more, its shapes replace ONNX's.
     Without onnxruntime, ONNX's shapes stay as they are."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except Exception:
+    SymbolicShapeInference = _symbolic_shape_inference()  # noqa: N806
+    if SymbolicShapeInference is None:
         return
     # Declared output extents are left out: merged with the inferred
     # expressions, they would rename them (`total` for `past + seq`)
