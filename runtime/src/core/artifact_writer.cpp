@@ -292,6 +292,16 @@ struct ArtifactWriter::Impl {
   mutable bool readersConsumed = false;
 
   Status checkNewSection(const std::string &n) const;
+  /// checkNewSection, for a section whose bytes are read while writing.
+  Status checkStreamedSection(const std::string &n) const {
+    SITS_RETURN_IF_ERROR(checkNewSection(n));
+    if (n.rfind("code.", 0) == 0)
+      return invalid("section '" + n +
+                         "': code sections are given in memory "
+                         "(the writer inspects them)",
+                     n);
+    return Status::OK();
+  }
 
   StatusOr<Layout> build() const;
   StatusOr<Layout> start() const;
@@ -354,12 +364,7 @@ Status ArtifactWriter::addSection(std::string_view name, const void *data,
 Status ArtifactWriter::addSectionFromFile(std::string_view name,
                                           const std::string &path) {
   std::string n(name);
-  SITS_RETURN_IF_ERROR(impl_->checkNewSection(n));
-  if (n.rfind("code.", 0) == 0)
-    return invalid("section '" + n +
-                       "': code sections are given in memory "
-                       "(the writer inspects them)",
-                   n);
+  SITS_RETURN_IF_ERROR(impl_->checkStreamedSection(n));
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     int err = errno;
@@ -383,12 +388,7 @@ Status ArtifactWriter::addSectionFromReader(std::string_view name,
                                             SectionReader reader,
                                             int64_t size) {
   std::string n(name);
-  SITS_RETURN_IF_ERROR(impl_->checkNewSection(n));
-  if (n.rfind("code.", 0) == 0)
-    return invalid("section '" + n +
-                       "': code sections are given in memory "
-                       "(the writer inspects them)",
-                   n);
+  SITS_RETURN_IF_ERROR(impl_->checkStreamedSection(n));
   if (!reader)
     return invalid("section '" + n + "' has no reader", n);
   if (size < -1 || (size == -1 && n != "weights"))
