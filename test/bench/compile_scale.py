@@ -13,7 +13,10 @@ peak resident set is that stage's:
   page KV cache, lower = the whole MLIR pass pipeline, codegen = weights
   serialization + LLVM translate/optimize/object emission, link, write), the
   peak RSS of each stage (VmHWM, reset between stages through
-  /proc/self/clear_refs), and the artifact's bytes;
+  /proc/self/clear_refs; it counts the touched pages of mapped files: the
+  external data read, the artifact written), the peak anonymous RSS of each
+  stage (RssAnon, sampled every 20 ms by a child process), and the
+  artifact's bytes;
 * load: `sits_mlir.runtime.load` (seconds, RSS / RssAnon / RssFile after);
 * check (unless --skip-ort or onnxruntime is missing): one prefill and one
   decode step against onnxruntime, logits within 1e-4 relative.
@@ -85,6 +88,50 @@ def _status() -> dict:
             if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmSize"):
                 fields[key] = int(value.split()[0]) / 1024
     return fields
+
+
+_SAMPLER = r"""
+import select, sys
+path, peak = f"/proc/{sys.argv[1]}/status", 0.0
+def anon():
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+while True:
+    peak = max(peak, anon())
+    ready, _, _ = select.select([sys.stdin], [], [], 0.02)
+    if ready:
+        if not sys.stdin.readline():
+            break
+        now = anon()
+        print(max(peak, now), flush=True)
+        peak = now
+"""
+
+
+class _AnonSampler:
+    """The largest RssAnon of this process since the last reset, polled
+    every 20 ms by a child process (a thread would wait for the GIL while
+    native code holds it)."""
+
+    def __init__(self):
+        self._child = subprocess.Popen([sys.executable, "-c", _SAMPLER, str(os.getpid())],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def reset(self) -> float:
+        """The peak so far (MiB), starting a new one."""
+        self._child.stdin.write("r\n")
+        self._child.stdin.flush()
+        return float(self._child.stdout.readline() or 0.0)
+
+    def stop(self):
+        self._child.stdin.close()
+        self._child.wait()
 
 
 def _reset_peak() -> bool:
@@ -221,6 +268,9 @@ def stage_compile(spec: dict) -> dict:
     base = _status()
     stages: dict = {}
     can_reset = _reset_peak()
+    # VmHWM counts the pages of mapped files (the ONNX external data, the
+    # artifact being written); the anonymous peak is sampled on the side.
+    anon = _AnonSampler()
 
     class Progress(driver._Progress):
         def stage(self, name, detail=""):
@@ -229,6 +279,7 @@ def stage_compile(spec: dict) -> dict:
             class Wrapped:
                 def __enter__(self_inner):
                     _reset_peak()
+                    anon.reset()
                     self_inner.start = time.perf_counter()
                     self_inner.cpu = _cpu_s()
                     return outer.__enter__()
@@ -238,7 +289,8 @@ def stage_compile(spec: dict) -> dict:
                     st = _status()
                     stages[name] = {"seconds": time.perf_counter() - self_inner.start,
                                     "cpu_s": _cpu_s() - self_inner.cpu,
-                                    "peak_mib": st["VmHWM"], "rss_after_mib": st["VmRSS"]}
+                                    "peak_mib": st["VmHWM"], "rss_after_mib": st["VmRSS"],
+                                    "peak_anon_mib": anon.reset()}
                     return result
             return Wrapped()
 
@@ -307,6 +359,7 @@ def stage_compile(spec: dict) -> dict:
                             threads=spec["threads"], kv_cache=spec["kv_cache"],
                             kv_block_size=spec["block_size"], progress=True)
     total = time.perf_counter() - start
+    anon.stop()
     if dump_s[0] and "lower" in stages:
         # Writing the IR is not compiling: the lower stage's time leaves it out.
         stages["lower"]["seconds"] -= dump_s[0]
@@ -315,6 +368,7 @@ def stage_compile(spec: dict) -> dict:
             "native": dict(native), "artifact_bytes": os.path.getsize(spec["artifact"]),
             "peak_mib": max((s["peak_mib"] for s in stages.values()), default=0.0)
             if can_reset else _status()["VmHWM"], "base_mib": base["VmRSS"],
+            "peak_anon_mib": max((s["peak_anon_mib"] for s in stages.values()), default=0.0),
             "pipeline": art.pipeline}
 
 
@@ -602,7 +656,7 @@ def llvm_timing(after_mlir: str, args) -> dict:
 # ------------------------------------------------------------------ reports
 def print_rows(rows: list[dict]) -> None:
     print("\n| model | KV | params | export s | export peak MiB | ONNX MiB | compile s | "
-          "compile CPU s | compile peak MiB | artifact MiB | load s | "
+          "compile CPU s | compile peak MiB (anon) | artifact MiB | load s | "
           "RSS after load MiB (anon / file) | prefill / decode rel err |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in rows:
@@ -613,9 +667,11 @@ def print_rows(rows: list[dict]) -> None:
         print(f"| {r['label']} | {r['kv_cache']} | {e['params'] / 1e6:.1f} M | "
               f"{_fmt_s(e['seconds'])} | {_fmt_mib(e['peak_mib'])} | "
               f"{_mib(e['onnx_bytes']):,.1f} | {_fmt_s(c['seconds'])} | {_fmt_s(c['cpu_s'])} | "
-              f"{_fmt_mib(c['peak_mib'])} | {_mib(c['artifact_bytes']):,.1f} | "
+              f"{_fmt_mib(c['peak_mib'])} ({_fmt_mib(c.get('peak_anon_mib'))}) | "
+              f"{_mib(c['artifact_bytes']):,.1f} | "
               f"{_fmt_s(ld['seconds']) if ld else '-'} | {load_rss} | {err} |")
-    print("\nCompile stages (wall s / CPU s / peak RSS MiB during the stage; codegen = "
+    print("\nCompile stages (wall s / CPU s / peak RSS MiB / peak anonymous RSS MiB during "
+          "the stage; codegen = "
           "weight_views + emit_objects, i.e. LLVM translate + O3 + object emission on every core):\n")
     names = []
     for r in rows:
@@ -627,7 +683,8 @@ def print_rows(rows: list[dict]) -> None:
     for r in rows:
         st, nat = r["compile"]["stages"], r["compile"]["native"]
         cells = [f"{_fmt_s(st[n]['seconds'])} / {_fmt_s(st[n]['cpu_s'])} / "
-                 f"{_fmt_mib(st[n]['peak_mib'])}" if n in st
+                 f"{_fmt_mib(st[n]['peak_mib'])} / {_fmt_mib(st[n].get('peak_anon_mib'))}"
+                 if n in st
                  else "-" for n in names]
         print(f"| {r['label']} | {r['kv_cache']} | " + " | ".join(cells) +
               f" | {_fmt_s(nat.get('weight_views'))} | {_fmt_s(nat.get('emit_objects'))} |")

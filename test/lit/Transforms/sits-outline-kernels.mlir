@@ -12,6 +12,8 @@
 // STATS-NEXT: (S) 2 num-kernels
 // STATS:      (S) 3 num-functions
 // STATS-NEXT: (S) 4 num-kernels
+// STATS:      (S) 1 num-functions
+// STATS-NEXT: (S) 2 num-kernels
 
 // CHECK-LABEL: func.func @main
 //  CHECK-SAME: (%[[WB:.+]]: memref<?xi8>, %[[X:.+]]: memref<?x64xf32>, %[[Y:.+]]: memref<?x64xf32>, %[[Z:.+]]: memref<?x64xf32>)
@@ -182,5 +184,28 @@ func.func @pool(%pool: memref<4x3x8xf32>, %i: index, %out: memref<8xf32>) {
     %e = memref.load %v[%j] : memref<8xf32, strided<[1], offset: 8>>
     memref.store %e, %out[%j] : memref<8xf32>
   }
+  return
+}
+
+// -----
+
+// Copies between buffers are kernels: a strided one becomes a loop nest,
+// and a decoder makes the same ones in every layer.
+
+// CHECK-LABEL: func.func @copies
+//       CHECK:   call @copies_kernel_0(%{{.+}}, %{{.+}})
+//       CHECK:   call @copies_kernel_0(%{{.+}}, %{{.+}})
+// CHECK-LABEL: func.func private @copies_kernel_0
+//  CHECK-SAME: (%[[A:.+]]: memref<?x8xf32>, %[[B:.+]]: memref<?x8xf32, strided<[16, 1]>>)
+//       CHECK:   memref.copy %[[A]], %[[B]]
+//   CHECK-NOT: func.func private @copies_kernel_1
+
+func.func @copies(%a: memref<?x8xf32>, %b: memref<?x16xf32>, %c: memref<?x8xf32>, %d: memref<?x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %a, %c0 : memref<?x8xf32>
+  %sb = memref.subview %b[0, 0] [%n, 8] [1, 1] : memref<?x16xf32> to memref<?x8xf32, strided<[16, 1]>>
+  memref.copy %a, %sb : memref<?x8xf32> to memref<?x8xf32, strided<[16, 1]>>
+  %sd = memref.subview %d[0, 0] [%n, 8] [1, 1] : memref<?x16xf32> to memref<?x8xf32, strided<[16, 1]>>
+  memref.copy %c, %sd : memref<?x8xf32> to memref<?x8xf32, strided<[16, 1]>>
   return
 }

@@ -43,6 +43,62 @@ def test_compile_load_run(tmp_path):
     assert set(art.timings) == {"import", "lower", "codegen", "link", "write"}
 
 
+def layered_model(path, layers, seed=0):
+    """`layers` times: x <- gelu(rmsnorm-free residual x + x @ w_i) on
+    x[?,64], each layer with its own weights, like a decoder's blocks."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        w = rng.standard_normal((64, 64)).astype(np.float32) / 8
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]),
+                  helper.make_node("Gelu", [f"h{i}"], [f"g{i}"]),
+                  helper.make_node("Add", [x, f"g{i}"], [f"x{i}"])]
+        x = f"x{i}"
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    graph = helper.make_graph(
+        nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 64])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), path)
+    return [numpy_helper.to_array(w) for w in inits]
+
+
+def test_repeated_layers_compile_once_and_reproducibly(tmp_path):
+    """Layers that differ only in their weights are one function in the
+    code, however many there are; the code (emitted in parts on every core)
+    is the same from one compile to the next, and right."""
+    def kernels(layers):
+        path = tmp_path / f"l{layers}.onnx"
+        layered_model(path, layers)
+        from sits_mlir.frontend.onnx import import_model
+
+        with ir.Context() as ctx:
+            module = import_model(str(path), context=ctx).module
+            lower(module, "x86-64-v3")
+            return str(module).count("llvm.func @main_kernel_")
+
+    assert kernels(2) == kernels(6) > 0
+
+    weights = layered_model(tmp_path / "m.onnx", 6, seed=1)
+    first = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "a.sitsm")
+    second = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "b.sitsm")
+    def code(artifact):
+        info = sits_mlir.runtime.read_artifact(artifact.path)
+        offset, size = info.sections[f"code.{info.manifest['target']['name']}"]
+        with open(artifact.path, "rb") as f:
+            f.seek(offset)
+            return f.read(size)
+
+    assert code(first) == code(second)
+    from math import erf
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    expected = x.astype(np.float64)
+    for w in weights:
+        expected = expected + gelu(expected @ w)
+    np.testing.assert_allclose(first.load()(x), expected, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_thread_option(tmp_path, threads):
     x, _ = small_model(tmp_path / "m.onnx")

@@ -240,3 +240,51 @@ def test_dynamic_extent_that_is_one_at_run_time_broadcasts(tmp_path):
         yv = rng.standard_normal((rows, 4)).astype(np.float32)
         (z,) = main.run(xv, yv)
         np.testing.assert_allclose(z, xv + yv, rtol=1e-6)
+
+
+def _external_model(tmp_path, rows=256):
+    """y = x @ w1 @ w2 with both weights in one external data file (sizes
+    multiples of 64 bytes, so every tensor starts 64-byte aligned)."""
+    rng = np.random.default_rng(3)
+    ws = [rng.standard_normal((rows, rows)).astype(np.float32) for _ in range(2)]
+    x = h.make_tensor_value_info("x", TP.FLOAT, ["n", rows])
+    g = h.make_graph([h.make_node("MatMul", ["x", "w1"], ["t"]),
+                      h.make_node("MatMul", ["t", "w2"], ["y"])], "g", [x],
+                     [h.make_tensor_value_info("y", TP.FLOAT, ["n", rows])],
+                     initializer=[numpy_helper.from_array(w, f"w{i + 1}")
+                                  for i, w in enumerate(ws)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.data", size_threshold=0)
+    return path, ws
+
+
+def test_external_data_is_mapped_not_copied(tmp_path):
+    from sits_mlir.frontend.onnx._builder import is_mapped_aligned
+
+    path, ws = _external_model(tmp_path)
+    imported = import_model(str(path))
+    mapped = [a for a in imported.weights.values() if a.nbytes == ws[0].nbytes]
+    assert len(mapped) == 2 and all(is_mapped_aligned(a) for a in mapped)
+    art = sits_mlir.compile(str(path), output=tmp_path / "m.sitsm")
+    x = np.random.default_rng(4).standard_normal((3, 256)).astype(np.float32)
+    np.testing.assert_allclose(art.load()(x), x @ ws[0] @ ws[1], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("damage", ["short", "missing", "escaping"])
+def test_bad_external_data_is_a_compile_error(tmp_path, damage):
+    path, _ = _external_model(tmp_path, rows=64)
+    data = tmp_path / "m.data"
+    if damage == "short":
+        data.write_bytes(data.read_bytes()[:-100])
+    elif damage == "missing":
+        data.unlink()
+    else:
+        m = onnx.load(str(path), load_external_data=False)
+        for entry in m.graph.initializer[0].external_data:
+            if entry.key == "location":
+                entry.value = "../m.data"
+        onnx.save(m, str(path))
+    with pytest.raises(CompileError, match="external data"):
+        import_model(str(path))

@@ -20,6 +20,8 @@ What the module looks like (the contract with SITS→linalg lowering):
   `@main` and its return carry the graph's name;
 * constants above 64 elements are `dense_resource` blobs whose aligned
   buffers live in `ImportedModel.weights`; smaller ones and splats are inline;
+  initializers in ONNX external data are mapped from their files, and used
+  in place when 64-byte aligned (no copy in memory);
 * semantic ops are SITS ops (`sits.matmul`, `sits.conv`, `sits.attention`,
   `sits.layer_norm`, `sits.rms_norm`, `sits.softmax`, `sits.activation`,
   `sits.quantize`, `sits.dequantize`); everything else is `arith`/`math` on

@@ -10,6 +10,7 @@ elementwise ops are brought to the result shape by dropping unit dimensions
 
 from __future__ import annotations
 
+import mmap
 import re
 from typing import Optional, Sequence
 
@@ -33,6 +34,17 @@ def shape_of(v: ir.Value) -> tuple:
 
 def elem_of(v: ir.Value) -> ir.Type:
     return ir.RankedTensorType(v.type).element_type
+
+
+def is_mapped_aligned(a: np.ndarray) -> bool:
+    """Whether `a` is a C-contiguous, 64-byte aligned view of a mapped file
+    (an external data initializer): a resource can point at it as it is."""
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    mapped = isinstance(base, mmap.mmap) or (
+        isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap))
+    return mapped and a.flags.c_contiguous and a.ctypes.data % _ALIGN == 0
 
 
 def aligned_copy(a: np.ndarray) -> np.ndarray:
@@ -204,7 +216,9 @@ class Builder:
         return ir.DenseElementsAttr.get(np.ascontiguousarray(a), type=ttype)
 
     def _resource(self, a: np.ndarray, name: str, ttype) -> ir.Attribute:
-        buf = aligned_copy(a)
+        # Mapped external data is used where it lies; anything else is copied
+        # to an aligned buffer of its own.
+        buf = a if is_mapped_aligned(a) else aligned_copy(a)
         if str(buf.dtype) in _SPECIAL:
             view = buf.view(_int_view(buf.dtype))
         else:

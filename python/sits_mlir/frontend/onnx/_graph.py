@@ -125,7 +125,7 @@ class Graph:
     def const(self, name: str) -> Optional[np.ndarray]:
         v = self.consts.get(name)
         if isinstance(v, onnx.TensorProto):
-            v = initializer_array(v)
+            v = initializer_array(v, self.loaded.external)
             self.consts[name] = v
         return v
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.inliner
@@ -74,6 +75,7 @@ class LoadedModel:
     types: dict = field(default_factory=dict)        # name -> ValueType
     path: Optional[str] = None
     skeleton: Optional[onnx.ModelProto] = None
+    external: Optional["ExternalData"] = None
 
 
 def _fail(summary: str, detail: str = "") -> CompileError:
@@ -98,12 +100,7 @@ def read_model(model) -> tuple:
         except OSError as e:
             raise _fail(f"cannot read ONNX model '{path}': {e.strerror or e}") from None
         proto = _parse(data, path)
-        base = os.path.dirname(os.path.abspath(path))
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
-            try:
-                onnx.external_data_helper.load_external_data_for_model(proto, base)
-            except Exception as e:  # missing or short external data file
-                raise _fail(f"cannot load the external data of '{path}': {e}") from None
+        # External data stays where it is: load() maps it (ExternalData).
         return proto, path
     raise _fail(f"expected a path to an .onnx file, its bytes or an onnx.ModelProto, "
                 f"got {type(model).__name__}")
@@ -325,6 +322,16 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
     ops `expand` selects (those SITS has no converter for) are replaced by
     their ONNX function body where the op has one."""
     proto, path = read_model(model)
+    external = None
+    if path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
+                                for t in proto.graph.initializer):
+        external = ExternalData(os.path.dirname(os.path.abspath(path)), path)
+        for t in proto.graph.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                external.check(t)
+                # Small ones go into the checked and inferred skeleton.
+                if int(np.prod(t.dims, dtype=np.int64)) <= _SKELETON_LIMIT:
+                    external.inline(t)
     opsets = {}
     for o in proto.opset_import:
         opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
@@ -355,7 +362,7 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
     for t in proto.graph.initializer:
         types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
     return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
-                       skeleton=skel)
+                       skeleton=skel, external=external)
 
 
 def _infer(skel: onnx.ModelProto) -> dict:
@@ -508,8 +515,104 @@ def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray]) -> dict:
     return _infer(skel)
 
 
-def initializer_array(t: onnx.TensorProto) -> np.ndarray:
+def initializer_array(t: onnx.TensorProto, external: Optional["ExternalData"] = None
+                      ) -> np.ndarray:
+    if t.data_location == onnx.TensorProto.EXTERNAL and external is not None:
+        return external.array(t)
     try:
         return numpy_helper.to_array(t)
     except Exception as e:
         raise _fail(f"cannot read initializer '{t.name}': {e}") from None
+
+
+# Element types whose bytes on disk are the array's bytes (little-endian, one
+# element per item): these are mapped; others (bits, strings) are read.
+_MAPPABLE = {
+    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
+    onnx.TensorProto.INT16: np.int16, onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.INT64: np.int64, onnx.TensorProto.UINT8: np.uint8,
+    onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.UINT32: np.uint32,
+    onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
+    onnx.TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
+    onnx.TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
+}
+
+
+class ExternalData:
+    """The external data files of a model, mapped copy-on-write: an
+    initializer is a view of its file's pages, not bytes read into the
+    ModelProto and then copied to an array (two copies of every weight,
+    held for the whole compile). Paths go through ONNX's own checks (no
+    `..`, absolute paths or symlinks out of the model's folder)."""
+
+    def __init__(self, base: str, model_path: str):
+        self.base = base
+        self.model_path = model_path
+        self._maps: dict = {}
+
+    def _error(self, t, e) -> CompileError:
+        return _fail(f"cannot load the external data of '{self.model_path}'",
+                     f"initializer '{t.name}': {e}")
+
+    def _locate(self, t: onnx.TensorProto) -> tuple:
+        """(mapping, dtype or None, element count, offset, length)."""
+        import mmap
+
+        from onnx import external_data_helper as edh
+
+        try:
+            info = edh.ExternalDataInfo(t)
+        except Exception as e:
+            raise self._error(t, e) from None
+        m = self._maps.get(info.location)
+        if m is None:
+            try:
+                fd = edh._open_external_data_fd(self.base, info.location, t.name, True)
+            except Exception as e:
+                raise self._error(t, e) from None
+            try:
+                size = os.fstat(fd).st_size
+                m = mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if size else b""
+            except (OSError, ValueError) as e:
+                raise self._error(t, e) from None
+            finally:
+                os.close(fd)
+            self._maps[info.location] = m
+        dtype = _MAPPABLE.get(t.data_type)
+        count = 1
+        for d in t.dims:
+            count *= int(d)
+        nbytes = count * np.dtype(dtype).itemsize if dtype is not None else None
+        offset = int(info.offset or 0)
+        length = int(info.length) if info.length else (
+            nbytes if nbytes is not None else len(m) - offset)
+        if nbytes is not None and length != nbytes:
+            raise self._error(t, f"its length is {length} bytes; its type and shape "
+                                 f"need {nbytes}")
+        if offset < 0 or length < 0 or offset + length > len(m):
+            raise self._error(t, f"bytes {offset} to {offset + length} lie outside "
+                                 f"'{info.location}' ({len(m)} bytes)")
+        return m, dtype, count, offset, length
+
+    def check(self, t: onnx.TensorProto) -> None:
+        """Refuses a missing, escaping or short external data file now."""
+        self._locate(t)
+
+    def inline(self, t: onnx.TensorProto) -> None:
+        """Makes `t` hold its data itself, as a model without external data
+        does."""
+        m, _, _, offset, length = self._locate(t)
+        t.raw_data = bytes(memoryview(m)[offset:offset + length])
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
+
+    def array(self, t: onnx.TensorProto) -> np.ndarray:
+        m, dtype, count, offset, length = self._locate(t)
+        if dtype is None:  # bits, strings: decoded by ONNX from a copy
+            copy = onnx.TensorProto()
+            copy.CopyFrom(t)
+            self.inline(copy)
+            return initializer_array(copy)
+        dims = tuple(int(d) for d in t.dims)
+        return np.frombuffer(m, dtype=dtype, count=count, offset=offset).reshape(dims)
