@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::sits {
@@ -167,8 +168,15 @@ struct SitsExternalizeWeightsPass
     numBytes = size;
     module->setAttr(SitsDialect::getWeightsAttrName(),
                     ArrayAttr::get(ctx, layout));
+    // The globals still read (by private functions, say) are found in one
+    // walk: a walk per global is quadratic in the model's depth.
+    llvm::DenseSet<StringAttr> used;
+    if (std::optional<SymbolTable::UseRange> uses =
+            SymbolTable::getSymbolUses(&module.getBodyRegion()))
+      for (const SymbolTable::SymbolUse &use : *uses)
+        used.insert(use.getSymbolRef().getRootReference());
     for (auto [global, offset] : offsets)
-      if (SymbolTable::symbolKnownUseEmpty(global, module))
+      if (!used.contains(global.getSymNameAttr()))
         global.erase();
   }
 };
