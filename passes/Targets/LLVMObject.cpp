@@ -162,12 +162,19 @@ unsigned countPartitions(const llvm::Module &module, unsigned jobs) {
 
 /// `module` as `parts` modules, each defining some of its functions and
 /// declaring the others: the largest functions first, each to the part
-/// with the fewest instructions so far. Functions become hidden external
-/// symbols, so that a part calls another's; private constants (strings,
-/// small tables) are copied into every part, so that each optimizes with
-/// their values.
+/// with the fewest instructions so far. Functions and variables become
+/// hidden external symbols, so that a part calls another's functions and
+/// shares its variables; private constants (strings, small tables) are
+/// copied into every part, so that each optimizes with their values.
 SmallVector<std::unique_ptr<llvm::Module>> splitModule(llvm::Module &module,
                                                        unsigned parts) {
+  // A variable is one object: defined in the first part, seen from the
+  // others (a GPU module handle set by a constructor, say).
+  for (llvm::GlobalVariable &g : module.globals())
+    if (g.hasLocalLinkage() && !g.isConstant()) {
+      g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+      g.setVisibility(llvm::GlobalValue::HiddenVisibility);
+    }
   SmallVector<std::pair<size_t, llvm::Function *>> functions;
   for (llvm::Function &f : module) {
     if (f.isDeclaration())
