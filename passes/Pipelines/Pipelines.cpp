@@ -71,6 +71,11 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuPackWeights());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
   addCleanup(pm);
+  // Each fusion group becomes a function of its own, equal ones one
+  // function: tiling, vectorization, bufferization and LLVM then see every
+  // layer's groups once.
+  if (options.outlineDispatches)
+    pm.addPass(cpu::createSitsCpuOutlineDispatches());
 
   // Tiling works on tensors, where fusion is a matter of slicing values;
   // after bufferization it would need alias analysis.
@@ -96,7 +101,7 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDropUpdatedResults());
+  pm.addPass(cpu::createSitsCpuDropUpdatedResults());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDistinctResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;

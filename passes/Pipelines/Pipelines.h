@@ -38,6 +38,11 @@ struct CpuCodegenPipelineOptions
       *this, "im2col",
       llvm::cl::desc("Compute 2-D convolutions as im2col + contraction"),
       llvm::cl::init(true)};
+  Option<bool> outlineDispatches{
+      *this, "outline-dispatches",
+      llvm::cl::desc("Outline fusion groups into functions before tiling, "
+                     "one per distinct group"),
+      llvm::cl::init(true)};
 };
 
 /// Options of the graph-level passes. The hardware facts they need come from

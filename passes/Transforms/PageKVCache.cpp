@@ -293,7 +293,7 @@ struct SitsPageKVCachePass
       return signalPassFailure();
     }
     auto updates = DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, "sits.updates"),
+        ctx, {NamedAttribute(StringAttr::get(ctx, kUpdatesAttr),
                              IntegerAttr::get(i64, poolArg.getArgNumber()))});
     if (failed(main.insertResult(main.getNumResults(), poolType, updates))) {
       main.emitError("cannot return the updated KV pool from @main");

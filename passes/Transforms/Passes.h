@@ -18,6 +18,11 @@ namespace mlir::sits {
 #define GEN_PASS_DECL
 #include "passes/Transforms/Passes.h.inc"
 
+/// A function result attribute `sits.updates = i`: the result is argument
+/// `i` after the function wrote it (`sits-page-kv-cache`'s pool, an outlined
+/// dispatch's destination). Once buffers, it is the caller's buffer.
+inline constexpr llvm::StringLiteral kUpdatesAttr = "sits.updates";
+
 /// Folds `activation` into the epilogue of the contraction producing its
 /// input. Fails, without changing the IR, when the producer is not a
 /// contraction, already has an activation, or has other users. Returns the

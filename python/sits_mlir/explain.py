@@ -155,10 +155,29 @@ _TITLES = {"pruning": "What was pruned", "precision": "Precision per weight and 
            "schedule": "Schedule: fusion groups, order, time and memory"}
 
 
-def render(reports_by_pass: dict[str, list[dict[str, Any]]], title: str = "SITS explain report"
-           ) -> str:
-    """One markdown document with a section per report."""
+def _stages_section(stages: dict[str, dict[str, Any]]) -> list[str]:
+    rows = ["| stage | seconds | peak RSS so far (MiB) | anonymous RSS after (MiB) |",
+            "|---|---:|---:|---:|"]
+
+    def mib(value: Any) -> str:
+        return "—" if value is None else f"{value:,.0f}"
+
+    for name, stage in stages.items():
+        rows.append(f"| {name} | {stage.get('seconds', 0.0):.2f} | "
+                    f"{mib(stage.get('peak_rss_mib'))} | {mib(stage.get('rss_anon_mib'))} |")
+    total = sum(stage.get("seconds", 0.0) for stage in stages.values())
+    rows.append(f"| total | {total:.2f} | | |")
+    return rows + [""]
+
+
+def render(reports_by_pass: dict[str, list[dict[str, Any]]], title: str = "SITS explain report",
+           stages: dict[str, dict[str, Any]] | None = None) -> str:
+    """One markdown document with a section per report; `stages` (the
+    compile's {stage: {"seconds", "peak_rss_mib", "rss_anon_mib"}}) adds the
+    time and memory of each compile stage."""
     out = [f"# {title}", ""]
+    if stages:
+        out += ["## Compile stages", ""] + _stages_section(stages)
     if not reports_by_pass:
         out += ["No graph pass recorded any decision.", ""]
     order = [p for p in ("pruning", "precision", "schedule") if p in reports_by_pass]

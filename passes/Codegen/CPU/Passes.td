@@ -32,6 +32,46 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
   ];
 }
 
+def SitsCpuOutlineDispatches
+    : Pass<"sits-cpu-outline-dispatches", "::mlir::ModuleOp"> {
+  let summary = "Outline fusion groups on tensors, one function per distinct group";
+  let description = [{
+    Before tiling, every fusion group of a public function (a linalg root
+    with the producers only it uses, the group `sits-cpu-tile-and-fuse`
+    fuses into one loop nest) moves into a private function
+    `<func>_dispatch_N` and is replaced by a call. Tensors the group reads
+    are arguments, weights included; scalar and splat constants, views
+    (slices, reshapes, casts) and fills of empty tensors are cloned in, so
+    that every tensor argument is a whole buffer. A destination is passed
+    in: the call gets an empty tensor of its own, and the result is marked
+    `sits.updates` (the argument once written), which
+    `sits-cpu-drop-updated-results` turns into the caller's buffer after
+    bufferization. Groups with equal bodies are one function.
+
+    Tiling, vectorization, bufferization and LLVM then see each distinct
+    group once: a decoder's compile time follows its distinct layers, not
+    its depth.
+
+    ```mlir
+    // Before: two layers, the same matmul on different weights.
+    %0 = linalg.matmul ins(%x, %w0 : ...) outs(%fill : tensor<8x64xf32>)
+    %1 = linalg.matmul ins(%0, %w1 : ...) outs(%fill : tensor<8x64xf32>)
+    // After
+    %e0 = tensor.empty() : tensor<8x64xf32>
+    %0 = call @main_dispatch_1(%x, %w0, %e0)
+    %e1 = tensor.empty() : tensor<8x64xf32>
+    %1 = call @main_dispatch_1(%0, %w1, %e1)
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numDispatches", "num-dispatches", "Fusion groups outlined">,
+    Statistic<"numFunctions", "num-functions",
+              "Distinct dispatch functions created">,
+  ];
+}
+
 def SitsCpuDistinctResults : Pass<"sits-cpu-distinct-results", "func::FuncOp"> {
   let summary = "Return a distinct buffer for every result";
   let description = [{
@@ -44,16 +84,18 @@ def SitsCpuDistinctResults : Pass<"sits-cpu-distinct-results", "func::FuncOp"> {
 }
 
 def SitsCpuDropUpdatedResults
-    : Pass<"sits-cpu-drop-updated-results", "func::FuncOp"> {
+    : Pass<"sits-cpu-drop-updated-results", "::mlir::ModuleOp"> {
   let summary = "Drop results that update an argument in place";
   let description = [{
-    A public function result marked `sits.updates = i` (see
-    `sits-page-kv-cache`) is argument `i` after an in-place update: the
-    caller's buffer already holds it. After bufferization the result is
-    dropped from the return and the signature. When bufferization did not
+    A function result marked `sits.updates = i` (the pool of
+    `sits-page-kv-cache`, the destination of a dispatch of
+    `sits-cpu-outline-dispatches`) is argument `i` after an in-place
+    update: the caller's buffer already holds it. After bufferization the
+    result is dropped from the return and the signature, and calls of the
+    function use the buffer they pass instead. When bufferization did not
     write the argument in place, the result is copied into it first (with a
-    remark), so the caller's buffer holds the update either way. Runs before
-    `buffer-results-to-out-params`.
+    remark for a public function), so the caller's buffer holds the update
+    either way. Runs before `buffer-results-to-out-params`.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

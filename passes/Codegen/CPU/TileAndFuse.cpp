@@ -77,18 +77,6 @@ CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
 
 namespace {
 
-/// An elementwise op widening integer codes to floats: dequantization.
-bool isDequantizing(Operation *op) {
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  return linalgOp && linalg::isElementwise(linalgOp) &&
-         llvm::any_of(linalgOp.getDpsInputs(),
-                      [](Value v) {
-                        return isa<IntegerType>(
-                            getElementTypeOrSelf(v.getType()));
-                      }) &&
-         isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
-}
-
 /// Number of tiles `sizes` cuts `ranges` into (0 means not tiled).
 int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
   int64_t tiles = 1;

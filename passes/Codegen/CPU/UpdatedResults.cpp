@@ -3,11 +3,13 @@
 // A result marked `sits.updates = i` is argument i after the function wrote
 // it (the paged KV pool). Returning it as well would make it an out-param
 // the caller must allocate and the code must copy the whole pool into; it is
-// dropped instead, the caller's argument buffer being the result.
+// dropped instead, the caller's argument buffer being the result; calls
+// of the function use the argument they pass.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/BitVector.h"
@@ -18,10 +20,9 @@ namespace mlir::sits::cpu {
 } // namespace mlir::sits::cpu
 
 using namespace mlir;
+using mlir::sits::kUpdatesAttr;
 
 namespace {
-
-constexpr llvm::StringLiteral kUpdatesAttr = "sits.updates";
 
 /// The buffer `value` is, looking through casts and through loop and branch
 /// results that only pass a buffer along (an `scf.for` whose iteration
@@ -61,45 +62,75 @@ struct SitsCpuDropUpdatedResultsPass
     : sits::cpu::impl::SitsCpuDropUpdatedResultsBase<
           SitsCpuDropUpdatedResultsPass> {
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal())
-      return;
+    ModuleOp module = getOperation();
+    llvm::DenseMap<Operation *, SmallVector<func::CallOp>> calls;
+    SymbolTableCollection symbols;
+    module.walk([&](func::CallOp call) {
+      if (Operation *callee = call.resolveCallableInTable(&symbols))
+        calls[callee].push_back(call);
+    });
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(dropUpdatedResults(func, calls[func])))
+        return signalPassFailure();
+  }
+
+  /// Drops `func`'s updated results; `calls` use the arguments they pass
+  /// instead.
+  LogicalResult dropUpdatedResults(func::FuncOp func,
+                                   ArrayRef<func::CallOp> calls) {
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     llvm::BitVector drop(func.getNumResults());
+    SmallVector<int64_t> updates(func.getNumResults(), -1);
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       auto index = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttr);
       if (!index)
         continue;
       int64_t arg = index.getInt();
       if (arg < 0 || arg >= int64_t(func.getNumArguments()) ||
-          func.getArgument(arg).getType() != ret.getOperand(i).getType()) {
-        func.emitError("result #")
-            << i << " is marked " << kUpdatesAttr << " = " << arg
-            << ", which is not an argument of the same type";
-        return signalPassFailure();
-      }
+          func.getArgument(arg).getType() != ret.getOperand(i).getType())
+        return func.emitError("result #")
+               << i << " is marked " << kUpdatesAttr << " = " << arg
+               << ", which is not an argument of the same type";
       Value argument = func.getArgument(arg);
       if (underlyingBuffer(ret.getOperand(i)) != argument) {
-        // Correct, at the cost of a copy: say so.
+        // Correct, at the cost of a copy: an entry point's caller is told.
         OpBuilder b(ret);
         memref::CopyOp::create(b, ret.getLoc(), ret.getOperand(i), argument);
-        func.emitRemark("result #")
-            << i << " was not bufferized in place into argument #" << arg
-            << "; it is copied there";
+        if (func.isPublic())
+          func.emitRemark("result #")
+              << i << " was not bufferized in place into argument #" << arg
+              << "; it is copied there";
       }
       drop.set(i);
+      updates[i] = arg;
     }
     if (drop.none())
-      return;
+      return success();
     SmallVector<Value> kept;
     for (OpOperand &operand : ret->getOpOperands())
       if (!drop.test(operand.getOperandNumber()))
         kept.push_back(operand.get());
     ret->setOperands(kept);
-    if (failed(func.eraseResults(drop))) {
-      func.emitError("cannot drop the updated results");
-      signalPassFailure();
+    if (failed(func.eraseResults(drop)))
+      return func.emitError("cannot drop the updated results");
+
+    for (func::CallOp call : calls) {
+      OpBuilder b(call);
+      auto replacement =
+          func::CallOp::create(b, call.getLoc(), func, call.getOperands());
+      replacement->setDiscardableAttrs(call->getDiscardableAttrDictionary());
+      unsigned next = 0;
+      for (auto [i, result] : llvm::enumerate(call.getResults())) {
+        Value value = updates[i] < 0 ? replacement.getResult(next++)
+                                     : call.getOperand(updates[i]);
+        if (value.getType() != result.getType())
+          value =
+              memref::CastOp::create(b, call.getLoc(), result.getType(), value);
+        result.replaceAllUsesWith(value);
+      }
+      call.erase();
     }
+    return success();
   }
 };
 

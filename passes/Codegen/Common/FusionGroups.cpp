@@ -108,8 +108,11 @@ bool codegen::isDisjointPerTile(tensor::ExtractSliceOp slice) {
   return true;
 }
 
-llvm::SetVector<Operation *>
-codegen::computeFusionGroup(linalg::LinalgOp root) {
+/// Grows `root`'s group to a fixpoint: producers in its block whose every
+/// use is by a group op, through an edge `joins` allows.
+static llvm::SetVector<Operation *>
+growGroup(linalg::LinalgOp root,
+          llvm::function_ref<bool(Operation *, OpOperand &)> joins) {
   llvm::SetVector<Operation *> group;
   group.insert(root);
   bool changed = true;
@@ -119,11 +122,11 @@ codegen::computeFusionGroup(linalg::LinalgOp root) {
       for (Value operand : group[i]->getOperands()) {
         Operation *producer = operand.getDefiningOp();
         if (!producer || group.contains(producer) ||
-            !isSafelyTileable(producer) ||
+            !codegen::isSafelyTileable(producer) ||
             producer->getBlock() != root->getBlock())
           continue;
-        bool exclusive = llvm::all_of(producer->getUsers(), [&](Operation *u) {
-          return group.contains(u);
+        bool exclusive = llvm::all_of(producer->getUses(), [&](OpOperand &u) {
+          return group.contains(u.getOwner()) && joins(producer, u);
         });
         if (exclusive) {
           group.insert(producer);
@@ -133,6 +136,30 @@ codegen::computeFusionGroup(linalg::LinalgOp root) {
     }
   }
   return group;
+}
+
+llvm::SetVector<Operation *>
+codegen::computeFusionGroup(linalg::LinalgOp root) {
+  return growGroup(root, [](Operation *, OpOperand &) { return true; });
+}
+
+bool codegen::isDequantizing(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalg::isElementwise(linalgOp) &&
+         llvm::any_of(linalgOp.getDpsInputs(),
+                      [](Value v) {
+                        return isa<IntegerType>(
+                            getElementTypeOrSelf(v.getType()));
+                      }) &&
+         isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
+}
+
+llvm::SetVector<Operation *>
+codegen::computeDispatchGroup(linalg::LinalgOp root) {
+  return growGroup(root, [](Operation *producer, OpOperand &use) {
+    return !isContraction(use.getOwner()) || isa<linalg::FillOp>(producer) ||
+           isDequantizing(producer);
+  });
 }
 
 SmallVector<OpFoldResult> codegen::asFoldResults(MLIRContext *ctx,

@@ -60,6 +60,17 @@ bool isDisjointPerTile(tensor::ExtractSliceOp slice);
 /// together.
 llvm::SetVector<Operation *> computeFusionGroup(linalg::LinalgOp root);
 
+/// An elementwise op widening integer codes to floats: dequantization.
+bool isDequantizing(Operation *op);
+
+/// The ops outlined as one dispatch with `root`: computeFusionGroup's
+/// producers, except that a contraction's operands join only when they are
+/// fills or dequantizations (its initial value and weights). The
+/// activations a contraction reads are their own dispatch's results, so a
+/// chain of layers (each layer's output read by the next layer's
+/// contractions and its residual) is one group per layer, not one group.
+llvm::SetVector<Operation *> computeDispatchGroup(linalg::LinalgOp root);
+
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Index attributes for static tile sizes.

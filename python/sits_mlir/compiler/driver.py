@@ -104,6 +104,10 @@ class Artifact:
     pipeline: str
     #: Seconds spent in each stage.
     timings: dict[str, float] = field(default_factory=dict)
+    #: Memory at the end of each stage: {stage: {"peak_rss_mib": the
+    #: process's peak resident set so far, "rss_anon_mib": its anonymous
+    #: resident memory then (None off Linux)}}.
+    stage_memory: dict[str, dict] = field(default_factory=dict)
     #: The graph passes' decisions, {pass: [entry, ...]} from the module's
     #: `sits.report.<pass>` attributes (see sits_mlir.explain).
     reports: dict = field(default_factory=dict)
@@ -118,10 +122,31 @@ class Artifact:
         return runtime.load(self.path, device=device)
 
 
+def _memory_mib() -> tuple[float, float | None]:
+    """The process's peak resident set so far and its anonymous resident
+    memory now (Linux; None elsewhere), in MiB."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_mib = peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+    anon = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_mib, anon
+
+
 class _Progress:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.timings: dict[str, float] = {}
+        #: Per stage: the process's peak RSS when it ended, and its
+        #: anonymous RSS then (MiB).
+        self.memory: dict[str, dict[str, float | None]] = {}
 
     @contextlib.contextmanager
     def stage(self, name: str, detail: str = "") -> Iterator[None]:
@@ -131,8 +156,11 @@ class _Progress:
         yield
         elapsed = time.perf_counter() - start
         self.timings[name] = elapsed
+        peak, anon = _memory_mib()
+        self.memory[name] = {"peak_rss_mib": peak, "rss_anon_mib": anon}
         if self.enabled:
-            print(f"[sits] {name} done in {elapsed:.2f} s", file=sys.stderr, flush=True)
+            print(f"[sits] {name} done in {elapsed:.2f} s (peak RSS {peak:.0f} MiB)",
+                  file=sys.stderr, flush=True)
 
 
 _PRECISIONS = ("fp32", "int8", "int4", "fp8", "auto")
@@ -464,7 +492,9 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             raise unsupported
         with progress.stage("lower", f"({_pipeline(t, options)})"):
             pipeline = lower(module, t.name, options)
-        reports = _explain(module, options, t.name)
+        from .. import explain
+
+        reports = explain.reports(module)
         device = None
         if t.is_gpu:
             # Device code first: the host code embeds the assembled image.
@@ -517,19 +547,28 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         # The views go before the buffers they view.
         del weights
         del keep_alive
-    artifact = Artifact(path, manifest, pipeline, progress.timings, reports=reports)
+    _explain(module, options, t.name, reports, progress)
+    artifact = Artifact(path, manifest, pipeline, progress.timings, progress.memory,
+                        reports=reports)
     artifact.device_code = device
     return artifact
 
 
-def _explain(module: ir.Module, options: CompileOptions, target: str) -> dict:
-    """The module's graph-pass reports; rendered to stderr or a markdown
-    file when options.explain asks for it."""
+def _explain(module: ir.Module, options: CompileOptions, target: str,
+             reports: dict | None = None, progress: _Progress | None = None) -> dict:
+    """The module's graph-pass reports (read from it unless given), rendered
+    with the compile's stages to stderr or a markdown file when
+    options.explain asks for it."""
     from .. import explain
 
-    reports = explain.reports(module)
+    if reports is None:
+        reports = explain.reports(module)
     if options.explain:
-        text = explain.render(reports, title=f"SITS explain report: {target}")
+        stages = None
+        if progress is not None:
+            stages = {name: {"seconds": seconds, **progress.memory.get(name, {})}
+                      for name, seconds in progress.timings.items()}
+        text = explain.render(reports, title=f"SITS explain report: {target}", stages=stages)
         if options.explain is True:
             print(text, file=sys.stderr, flush=True)
         else:

@@ -19,9 +19,9 @@
 // CHECK-DAG: llvm.func @_mlir_ciface_main(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.call @mlirAsyncRuntimeExecute
-// Each loop nest is a function of its own, called from the entry point.
-// CHECK-DAG: llvm.func @main_kernel_0(
-// CHECK-DAG: llvm.call @main_kernel_0(
+// Each fusion group is a function of its own, called from the entry point.
+// CHECK-DAG: llvm.func @main_dispatch_0(
+// CHECK-DAG: llvm.call @main_dispatch_0(
 // Multiply-adds on the register block's rows of two vectors: 16 floats
 // with AVX2, 32 with AVX-512.
 // V3-DAG: llvm.intr.fmuladd({{.+}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
@@ -31,7 +31,7 @@
 // CHECK-NOT: memref.
 
 // ONE-NOT: mlirAsyncRuntime
-// ONE-DAG: llvm.func @main_kernel_0(
+// ONE-DAG: llvm.func @main_dispatch_0(
 // ONE-DAG: llvm.intr.fmuladd
 // ONE-DAG: llvm.func @sits_entry_main
 module attributes {sits.target = #sits.target<"cpu">} {

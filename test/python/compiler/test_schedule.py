@@ -190,9 +190,20 @@ def test_explain_report(tmp_path, capsys):
     assert "## Schedule: fusion groups, order, time and memory" in text
     assert "Peak live memory" in text and "| up0 | sits.matmul |" in text
     assert "### Estimated time per op on the target" in text
+    # Every compile stage with its time and memory, in the order run.
+    stages = [line.split("|")[1].strip() for line in text.splitlines()
+              if line.startswith("| ") and line.count("|") == 5]
+    assert stages[:2] == ["stage", "import"], stages
+    for stage in ("lower", "codegen", "link", "write", "total"):
+        assert stage in stages, stages
+    lower = next(line for line in text.splitlines() if line.startswith("| lower |"))
+    seconds, peak = (float(cell.replace(",", "")) for cell in lower.split("|")[2:4])
+    assert seconds > 0 and peak > 50, lower
 
-    sits_mlir.compile(str(tmp_path / "b.onnx"), output=tmp_path / "b.sitsm", explain=True)
+    art = sits_mlir.compile(str(tmp_path / "b.onnx"), output=tmp_path / "b.sitsm", explain=True)
     assert "# SITS explain report" in capsys.readouterr().err
+    assert set(art.stage_memory) == set(art.timings)
+    assert all(m["peak_rss_mib"] > 0 for m in art.stage_memory.values())
 
 
 def test_host_schedule_uses_measured_figures(tmp_path):

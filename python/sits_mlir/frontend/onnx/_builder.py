@@ -182,11 +182,13 @@ class Builder:
         ttype = self.tensor_type(a.shape, elem)
         special = str(a.dtype) in _SPECIAL
         if a.size > 1:
-            first = a.reshape(-1)[:1]
+            flat = a.reshape(-1)
             if special:
-                splat = bool(np.all(a.view(_int_view(a.dtype)) == first.view(_int_view(a.dtype))))
-            else:
-                splat = bool(np.all(a == first))
+                flat = flat.view(_int_view(a.dtype))
+            # Weights differ within their first elements: only a uniform
+            # head makes it worth reading the whole tensor.
+            head = flat[:64]
+            splat = bool(np.all(head == head[0])) and bool(np.all(flat == flat[0]))
         else:
             splat = a.size == 1
         if splat and a.size > 0:

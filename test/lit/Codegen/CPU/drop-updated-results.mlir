@@ -1,4 +1,4 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sits-cpu-drop-updated-results))' --verify-diagnostics | FileCheck %s
+// RUN: sits-opt %s --split-input-file --sits-cpu-drop-updated-results --verify-diagnostics | FileCheck %s
 
 // A result marked sits.updates = i is argument i written in place: it is
 // dropped, also when it reaches the return through loops and branches that

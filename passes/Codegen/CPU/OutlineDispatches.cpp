@@ -1,0 +1,192 @@
+//===- OutlineDispatches.cpp - One function per distinct fusion group -----===//
+//
+// Tiling, vectorization and bufferization cost time per op they see; a
+// transformer shows them every layer's ops though they are the same ops on
+// other weights. Before tiling, each fusion group (the ops tiling will fuse
+// into one loop nest) moves into a function of its own, weights and
+// activations as arguments and its destination passed in, so equal groups
+// are one function and everything after sees each distinct group once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/Common/FusionGroups.h"
+#include "passes/Transforms/Outline.h"
+
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::sits::cpu {
+#define GEN_PASS_DEF_SITSCPUOUTLINEDISPATCHES
+#include "passes/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::sits::cpu
+
+using namespace mlir;
+using namespace mlir::sits;
+
+namespace {
+
+/// Marks, for the time of the pass, the empty tensors passed to a dispatch
+/// as its destination.
+constexpr llvm::StringLiteral kDestinationAttr = "sits.dispatch_destination";
+
+bool isEmptyLike(Value value);
+
+/// Values cloned into a dispatch rather than passed in:
+/// - scalar and splat constants (their values let the kernel fold; as
+///   arguments they would also make equal groups differ), while weights
+///   and other tensor constants are arguments;
+/// - views (slices, reshapes, casts), so that every tensor argument is a
+///   whole buffer: once buffers, a function argument has the identity
+///   layout, which a slice's strided buffer does not;
+/// - fills of empty tensors, and empty tensors but the root's
+///   destinations: scratch the group allocates for itself.
+bool isClonedIntoDispatch(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return false;
+  if (isa<ub::PoisonOp>(def))
+    return true;
+  if (def->hasTrait<OpTrait::ConstantLike>()) {
+    if (!isa<TensorType>(value.getType()))
+      return true;
+    Attribute attr;
+    auto elements = matchPattern(value, m_Constant(&attr))
+                        ? dyn_cast<DenseElementsAttr>(attr)
+                        : DenseElementsAttr();
+    return elements && elements.isSplat();
+  }
+  if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+          tensor::CollapseShapeOp, tensor::CastOp>(def))
+    return true;
+  if (auto fill = dyn_cast<linalg::FillOp>(def))
+    return isEmptyLike(fill.getOutputs()[0]);
+  return isa<tensor::EmptyOp>(def) && !def->hasAttr(kDestinationAttr);
+}
+
+/// An empty tensor, or a reshape or cast of one.
+bool isEmptyLike(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (isa_and_present<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                      tensor::CastOp>(def))
+    return isEmptyLike(def->getOperand(0));
+  return isa_and_present<tensor::EmptyOp>(def);
+}
+
+/// Gives `root` destinations of its own, passed in: an empty tensor used by
+/// nothing else (marked so), filled when the destination was a fill of an
+/// empty tensor, a copy when it was a value cloned into the dispatch (a
+/// view, a constant). Shared with the group's other ops (CSE merges equal
+/// empty tensors), the argument would be their scratch too, whose contents
+/// bufferization must then preserve by copies; and a result written into
+/// something cloned would be a buffer the function allocates and returns.
+/// Returns the copies made, which join the group.
+SmallVector<Operation *> giveOwnDestinations(OpBuilder &builder,
+                                             linalg::LinalgOp root) {
+  SmallVector<Operation *> copies;
+  builder.setInsertionPoint(root);
+  Location loc = root.getLoc();
+  for (OpOperand &init : root.getDpsInitsMutable()) {
+    Value value = init.get();
+    auto fill = value.getDefiningOp<linalg::FillOp>();
+    bool empty = isEmptyLike(value);
+    if (!fill && !empty && !isClonedIntoDispatch(value))
+      continue;
+    auto type = cast<RankedTensorType>(value.getType());
+    auto own = tensor::EmptyOp::create(
+        builder, loc, tensor::getMixedSizes(builder, loc, value),
+        type.getElementType());
+    own->setAttr(kDestinationAttr, builder.getUnitAttr());
+    Value destination = own.getResult();
+    if (destination.getType() != type)
+      destination = tensor::CastOp::create(builder, loc, type, destination);
+    if (fill && isEmptyLike(fill.getOutputs()[0])) {
+      destination =
+          linalg::FillOp::create(builder, loc, fill.getInputs()[0], destination)
+              .getResult(0);
+    } else if (!empty) {
+      auto copy = linalg::CopyOp::create(builder, loc, value, destination);
+      copies.push_back(copy);
+      destination = copy.getResult(0);
+    }
+    init.set(destination);
+  }
+  return copies;
+}
+
+struct SitsCpuOutlineDispatchesPass
+    : sits::cpu::impl::SitsCpuOutlineDispatchesBase<
+          SitsCpuOutlineDispatchesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    KernelOutliner outliner(module);
+    SmallVector<func::FuncOp> entries;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal())
+        entries.push_back(func);
+    for (func::FuncOp func : entries)
+      outlineGroups(func, outliner);
+    numFunctions = outliner.numFunctions();
+  }
+
+  /// Forms groups as tiling does, from the last op up: each root with the
+  /// producers only it uses (see codegen::computeDispatchGroup).
+  void outlineGroups(func::FuncOp func, KernelOutliner &outliner) {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops;
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : body) {
+      position[&op] = ops.size();
+      ops.push_back(&op);
+    }
+    // Outlined ops are erased: their entries are skipped, never read.
+    llvm::DenseSet<Operation *> done;
+    OpBuilder builder(func.getContext());
+    unsigned count = 0;
+    for (Operation *op : llvm::reverse(ops)) {
+      if (done.contains(op))
+        continue;
+      auto root = dyn_cast<linalg::LinalgOp>(op);
+      if (!root || !root.hasPureTensorSemantics())
+        continue;
+      // A fill every user of which cloned it.
+      if (isOpTriviallyDead(op)) {
+        done.insert(op);
+        op->erase();
+        continue;
+      }
+      llvm::SetVector<Operation *> group = codegen::computeDispatchGroup(root);
+      // Fills of empty tensors are cloned wherever they are read, whether or
+      // not other groups read them too: equal groups then have equal bodies
+      // whichever group was outlined first.
+      SmallVector<Operation *> members;
+      for (Operation *member : group)
+        if (member == op || !isa<linalg::FillOp>(member) ||
+            !isClonedIntoDispatch(member->getResult(0)))
+          members.push_back(member);
+      llvm::sort(members, [&](Operation *a, Operation *b) {
+        return position.lookup(a) < position.lookup(b);
+      });
+      std::string name =
+          (func.getSymName() + "_dispatch_" + Twine(count++)).str();
+      for (Operation *member : members)
+        done.insert(member);
+      SmallVector<Operation *> copies = giveOwnDestinations(builder, root);
+      members.insert(members.end() - 1, copies.begin(), copies.end());
+      if (outliner.outline(members, name, CapturePolicy{isClonedIntoDispatch}))
+        ++numDispatches;
+    }
+    body.walk(
+        [](tensor::EmptyOp empty) { empty->removeAttr(kDestinationAttr); });
+    // Empty tensors every reader of which cloned them.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isa<tensor::EmptyOp>(op) && op.use_empty())
+        op.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,62 @@
+//===- Outline.h - Ops into functions, one per distinct body ----*- C++ -*-===//
+//
+// What `sits-outline-kernels` (loop nests on buffers) and
+// `sits-cpu-outline-dispatches` (fusion groups on tensors) share: ops of one
+// block move into a private function that reads what they read from
+// outside as arguments, and functions equal up to their arguments (and to
+// static subview offsets, passed in instead) are one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SITS_PASSES_TRANSFORMS_OUTLINE_H
+#define SITS_PASSES_TRANSFORMS_OUTLINE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <memory>
+
+namespace mlir::sits {
+
+/// How a value read by outlined ops but defined outside them reaches the
+/// function.
+struct CapturePolicy {
+  /// Whether the value's defining op is cloned into the function (its own
+  /// operands then captured by the same rules) rather than passed in.
+  llvm::function_ref<bool(Value)> clone;
+};
+
+/// Outlines groups of ops into private functions of a module, reusing a
+/// function whenever a group's body equals one outlined before.
+class KernelOutliner {
+public:
+  explicit KernelOutliner(ModuleOp module);
+  ~KernelOutliner();
+
+  /// Replaces `ops` (of one block, in block order) by a call, inserted
+  /// where the last of them was, to a function named `name` or to an equal
+  /// function outlined before. Values the ops read from outside become
+  /// arguments in the order they are first read, unless `policy` clones
+  /// them; their results used elsewhere become results, marked
+  /// `kUpdatesAttr` when written into an argument. Returns null and changes
+  /// nothing when such a use comes before the last op.
+  func::CallOp outline(ArrayRef<Operation *> ops, StringRef name,
+                       const CapturePolicy &policy);
+
+  /// Distinct functions created so far.
+  unsigned numFunctions() const { return functions; }
+
+private:
+  struct Distinct;
+  SymbolTable symbols;
+  llvm::DenseMap<llvm::hash_code, SmallVector<std::unique_ptr<Distinct>, 1>>
+      distinct;
+  unsigned functions = 0;
+};
+
+} // namespace mlir::sits
+
+#endif // SITS_PASSES_TRANSFORMS_OUTLINE_H
