@@ -174,6 +174,15 @@ struct KernelOutliner::Distinct {
   }
 };
 
+SmallVector<func::FuncOp>
+mlir::sits::getDefinedPublicFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> functions;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      functions.push_back(func);
+  return functions;
+}
+
 KernelOutliner::KernelOutliner(ModuleOp module) : symbols(module) {}
 KernelOutliner::~KernelOutliner() = default;
 

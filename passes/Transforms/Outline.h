@@ -29,6 +29,10 @@ struct CapturePolicy {
   llvm::function_ref<bool(Value)> clone;
 };
 
+/// The module's public functions with a body: what both outlining passes
+/// outline from (entry points; the functions they create are private).
+SmallVector<func::FuncOp> getDefinedPublicFunctions(ModuleOp module);
+
 /// Outlines groups of ops into private functions of a module, reusing a
 /// function whenever a group's body equals one outlined before.
 class KernelOutliner {

@@ -58,11 +58,7 @@ struct SitsOutlineKernelsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     KernelOutliner outliner(module);
-    SmallVector<func::FuncOp> entries;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func.isPublic() && !func.isExternal())
-        entries.push_back(func);
-    for (func::FuncOp func : entries) {
+    for (func::FuncOp func : getDefinedPublicFunctions(module)) {
       SmallVector<Operation *> kernels;
       for (Operation &op : func.getBody().getOps())
         if (isKernel(&op))

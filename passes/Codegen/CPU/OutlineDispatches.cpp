@@ -124,11 +124,7 @@ struct SitsCpuOutlineDispatchesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     KernelOutliner outliner(module);
-    SmallVector<func::FuncOp> entries;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func.isPublic() && !func.isExternal())
-        entries.push_back(func);
-    for (func::FuncOp func : entries)
+    for (func::FuncOp func : getDefinedPublicFunctions(module))
       outlineGroups(func, outliner);
     numFunctions = outliner.numFunctions();
   }
