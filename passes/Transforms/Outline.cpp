@@ -218,24 +218,9 @@ func::CallOp KernelOutliner::outline(ArrayRef<Operation *> ops, StringRef name,
   // Captured values in first-use order; cloned ones bring what they read.
   IRMapping mapping;
   SmallVector<Value> captured;
-  std::function<void(Value)> resolve = [&](Value value) {
-    if (mapping.contains(value))
-      return;
-    Operation *def = value.getDefiningOp();
-    if (def && policy.clone && policy.clone(value)) {
-      for (Value operand : def->getOperands())
-        resolve(operand);
-      llvm::SetVector<Value> above;
-      getUsedValuesDefinedAbove(def->getRegions(), above);
-      for (Value v : above)
-        resolve(v);
-      builder.clone(*def, mapping);
-      return;
-    }
-    mapping.map(value, entry->addArgument(value.getType(), value.getLoc()));
-    captured.push_back(value);
-  };
-  for (Operation *op : ops) {
+  std::function<void(Value)> resolve;
+  // Clones `op` after what it reads, operands and values its regions use.
+  auto cloneAfterReads = [&](Operation *op) {
     for (Value operand : op->getOperands())
       resolve(operand);
     llvm::SetVector<Value> above;
@@ -243,7 +228,18 @@ func::CallOp KernelOutliner::outline(ArrayRef<Operation *> ops, StringRef name,
     for (Value v : above)
       resolve(v);
     builder.clone(*op, mapping);
-  }
+  };
+  resolve = [&](Value value) {
+    if (mapping.contains(value))
+      return;
+    Operation *def = value.getDefiningOp();
+    if (def && policy.clone && policy.clone(value))
+      return cloneAfterReads(def);
+    mapping.map(value, entry->addArgument(value.getType(), value.getLoc()));
+    captured.push_back(value);
+  };
+  for (Operation *op : ops)
+    cloneAfterReads(op);
   SmallVector<Value> returned =
       llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); });
   func::ReturnOp::create(builder, loc, returned);

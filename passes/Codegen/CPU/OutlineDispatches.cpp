@@ -28,11 +28,17 @@ using namespace mlir::sits;
 
 namespace {
 
-/// Marks, for the time of the pass, the empty tensors passed to a dispatch
-/// as its destination.
-constexpr llvm::StringLiteral kDestinationAttr = "sits.dispatch_destination";
+/// An empty tensor, or a reshape or cast of one.
+bool isEmptyLike(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (isa_and_present<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                      tensor::CastOp>(def))
+    return isEmptyLike(def->getOperand(0));
+  return isa_and_present<tensor::EmptyOp>(def);
+}
 
-bool isEmptyLike(Value value);
+/// The empty tensors made to be passed to a dispatch as its destination.
+using Destinations = llvm::DenseSet<Operation *>;
 
 /// Values cloned into a dispatch rather than passed in:
 /// - scalar and splat constants (their values let the kernel fold; as
@@ -41,9 +47,9 @@ bool isEmptyLike(Value value);
 /// - views (slices, reshapes, casts), so that every tensor argument is a
 ///   whole buffer: once buffers, a function argument has the identity
 ///   layout, which a slice's strided buffer does not;
-/// - fills of empty tensors, and empty tensors but the root's
-///   destinations: scratch the group allocates for itself.
-bool isClonedIntoDispatch(Value value) {
+/// - fills of empty tensors, and empty tensors but `destinations`: scratch
+///   the group allocates for itself.
+bool isClonedIntoDispatch(Value value, const Destinations &destinations) {
   Operation *def = value.getDefiningOp();
   if (!def)
     return false;
@@ -63,50 +69,40 @@ bool isClonedIntoDispatch(Value value) {
     return true;
   if (auto fill = dyn_cast<linalg::FillOp>(def))
     return isEmptyLike(fill.getOutputs()[0]);
-  return isa<tensor::EmptyOp>(def) && !def->hasAttr(kDestinationAttr);
-}
-
-/// An empty tensor, or a reshape or cast of one.
-bool isEmptyLike(Value value) {
-  Operation *def = value.getDefiningOp();
-  if (isa_and_present<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-                      tensor::CastOp>(def))
-    return isEmptyLike(def->getOperand(0));
-  return isa_and_present<tensor::EmptyOp>(def);
+  return isa<tensor::EmptyOp>(def) && !destinations.contains(def);
 }
 
 /// Gives `root` destinations of its own, passed in: an empty tensor used by
-/// nothing else (marked so), filled when the destination was a fill of an
-/// empty tensor, a copy when it was a value cloned into the dispatch (a
-/// view, a constant). Shared with the group's other ops (CSE merges equal
-/// empty tensors), the argument would be their scratch too, whose contents
-/// bufferization must then preserve by copies; and a result written into
-/// something cloned would be a buffer the function allocates and returns.
-/// Returns the copies made, which join the group.
+/// nothing else (added to `destinations`), filled when the destination was
+/// a fill of an empty tensor, a copy when it was another value cloned into
+/// the dispatch (a view, a constant). Shared with the group's other ops
+/// (CSE merges equal empty tensors), the argument would be their scratch
+/// too, whose contents bufferization must then preserve by copies; and a
+/// result written into something cloned would be a buffer the function
+/// allocates and returns. Returns the copies made, which join the group.
 SmallVector<Operation *> giveOwnDestinations(OpBuilder &builder,
-                                             linalg::LinalgOp root) {
+                                             linalg::LinalgOp root,
+                                             Destinations &destinations) {
   SmallVector<Operation *> copies;
   builder.setInsertionPoint(root);
   Location loc = root.getLoc();
   for (OpOperand &init : root.getDpsInitsMutable()) {
     Value value = init.get();
-    auto fill = value.getDefiningOp<linalg::FillOp>();
-    bool empty = isEmptyLike(value);
-    if (!fill && !empty && !isClonedIntoDispatch(value))
+    if (!isClonedIntoDispatch(value, destinations))
       continue;
     auto type = cast<RankedTensorType>(value.getType());
     auto own = tensor::EmptyOp::create(
         builder, loc, tensor::getMixedSizes(builder, loc, value),
         type.getElementType());
-    own->setAttr(kDestinationAttr, builder.getUnitAttr());
+    destinations.insert(own);
     Value destination = own.getResult();
     if (destination.getType() != type)
       destination = tensor::CastOp::create(builder, loc, type, destination);
-    if (fill && isEmptyLike(fill.getOutputs()[0])) {
+    if (auto fill = value.getDefiningOp<linalg::FillOp>()) {
       destination =
           linalg::FillOp::create(builder, loc, fill.getInputs()[0], destination)
               .getResult(0);
-    } else if (!empty) {
+    } else if (!isEmptyLike(value)) {
       auto copy = linalg::CopyOp::create(builder, loc, value, destination);
       copies.push_back(copy);
       destination = copy.getResult(0);
@@ -142,6 +138,10 @@ struct SitsCpuOutlineDispatchesPass
     // Outlined ops are erased: their entries are skipped, never read.
     llvm::DenseSet<Operation *> done;
     OpBuilder builder(func.getContext());
+    Destinations destinations;
+    auto cloned = [&](Value value) {
+      return isClonedIntoDispatch(value, destinations);
+    };
     unsigned count = 0;
     for (Operation *op : llvm::reverse(ops)) {
       if (done.contains(op))
@@ -162,7 +162,7 @@ struct SitsCpuOutlineDispatchesPass
       SmallVector<Operation *> members;
       for (Operation *member : group)
         if (member == op || !isa<linalg::FillOp>(member) ||
-            !isClonedIntoDispatch(member->getResult(0)))
+            !cloned(member->getResult(0)))
           members.push_back(member);
       llvm::sort(members, [&](Operation *a, Operation *b) {
         return position.lookup(a) < position.lookup(b);
@@ -171,13 +171,12 @@ struct SitsCpuOutlineDispatchesPass
           (func.getSymName() + "_dispatch_" + Twine(count++)).str();
       for (Operation *member : members)
         done.insert(member);
-      SmallVector<Operation *> copies = giveOwnDestinations(builder, root);
+      SmallVector<Operation *> copies =
+          giveOwnDestinations(builder, root, destinations);
       members.insert(members.end() - 1, copies.begin(), copies.end());
-      if (outliner.outline(members, name, CapturePolicy{isClonedIntoDispatch}))
+      if (outliner.outline(members, name, CapturePolicy{cloned}))
         ++numDispatches;
     }
-    body.walk(
-        [](tensor::EmptyOp empty) { empty->removeAttr(kDestinationAttr); });
     // Empty tensors every reader of which cloned them.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if (isa<tensor::EmptyOp>(op) && op.use_empty())
