@@ -6,6 +6,10 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+
 using namespace mlir;
 
 std::optional<ArrayRef<char>> mlir::sits::getConstantBytes(ElementsAttr value) {
@@ -34,6 +38,49 @@ std::optional<ArrayRef<char>> mlir::sits::getConstantBytes(ElementsAttr value) {
 
 int64_t mlir::sits::getElementBytes(ShapedType type) {
   return type.getElementType().getIntOrFloatBitWidth() / 8;
+}
+
+/// IEEE binary16 bits to the f32 of the same value.
+static float halfBitsToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) { // inf / NaN
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) { // normal
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) { // zero
+    bits = sign;
+  } else { // subnormal: normalize
+    int shift = 0;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    bits = sign | (uint32_t(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+float mlir::sits::loadFloat(ArrayRef<char> bytes, int64_t index,
+                            FloatType type) {
+  if (type.isF32()) {
+    float f;
+    std::memcpy(&f, bytes.data() + index * sizeof(float), sizeof(f));
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, bytes.data() + index * sizeof(h), sizeof(h));
+  if (type.isBF16()) {
+    uint32_t bits = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  assert(type.isF16() && "loadFloat reads f32, f16 or bf16");
+  return halfBitsToFloat(h);
 }
 
 TypedAttr mlir::sits::makeConstantLike(ElementsAttr original,

@@ -71,6 +71,8 @@ SHAPES = {
     # TinyLlama-1.1B (its config.json, with random weights).
     "tinyllama": dict(hidden=2048, layers=22, heads=32, kv_heads=4, ffn=5632, vocab=32000),
     "custom": dict(hidden=256, layers=2, heads=4, kv_heads=2, ffn=None, vocab=4096),
+    # Llama-2/3-7B-class (Mistral-7B's shape): fp16, layers synthesized.
+    "llama7b": dict(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, vocab=32000),
 }
 #: Parameters above which the weights go to ONNX external data (--external-data auto).
 EXTERNAL_ABOVE = 500_000_000
@@ -183,6 +185,135 @@ def parameter_count(s: dict) -> int:
     return 2 * v * h + s["layers"] * (attn + 3 * h * f + 2 * h) + h
 
 
+#: Layers exported through torch when the rest are synthesized (--synthesize).
+EXPORTED_LAYERS = 2
+#: Weights at least this big are written with random values when layers are
+#: synthesized (norm weights and rotary tables keep their exported values).
+RANDOM_ABOVE = 1 << 20
+
+
+def synthesize_layers(src: str, dst: str, layers: int, seed: int = 0) -> None:
+    """Writes to `dst` (+ `dst`.data) the decoder exported at `src` with its
+    last layer repeated up to `layers` layers, every big weight (embedding,
+    projections, LM head) seeded random data of its type streamed into the
+    external data file one tensor at a time: a model whose fp32/fp16 weights
+    do not fit in memory twice (7 B parameters and up), with the graph the
+    exporter writes. Past/present K/V inputs and outputs follow the
+    exporter's names."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(src)
+    g = proto.graph
+    last = EXPORTED_LAYERS - 1
+    tag = f"/layers.{last}/"
+    layer = [n for n in g.node if tag in n.name]
+    produced = {o for n in layer for o in n.output if o}
+    # The residual stream leaving the last layer (read by the final norm)
+    # and entering it (the previous layer's output under the same name).
+    outside = [i for n in g.node if tag not in n.name for i in n.input if i in produced]
+    [out] = sorted(set(outside))
+    prev = out.replace(f"layers.{last}", f"layers.{last - 1}")
+    inits = {t.name: t for t in g.initializer}
+    readers: dict = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, set()).add(tag in n.name)
+    own = {i for n in layer for i in n.input if i in inits and readers[i] == {True}}
+
+    new_nodes, new_inits, new_inputs, new_outputs = [], [], [], []
+    carried = out
+    for k in range(EXPORTED_LAYERS, layers):
+        names = {}
+
+        def rename(t, k=k):
+            if t in names:
+                return names[t]
+            if t == prev:
+                r = carried
+            elif t in (f"past_key_{last}", f"past_value_{last}",
+                       f"present_key_{last}", f"present_value_{last}"):
+                r = t[: t.rindex("_") + 1] + str(k)
+            elif t in produced:
+                r = t.replace(f"layers.{last}", f"layers.{k}") if f"layers.{last}" in t \
+                    else f"{t}__layer{k}"
+            elif t in own:
+                r = f"{t}__layer{k}"
+                copy = onnx.TensorProto()
+                copy.CopyFrom(inits[t])
+                copy.name = r
+                new_inits.append(copy)
+            else:
+                r = t
+            names[t] = r
+            return r
+
+        for n in layer:
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            c.name = n.name.replace(tag, f"/layers.{k}/")
+            c.input[:] = [rename(i) if i else i for i in n.input]
+            c.output[:] = [rename(o) if o else o for o in n.output]
+            new_nodes.append(c)
+        for vi, dst_list in ((g.input, new_inputs), (g.output, new_outputs)):
+            for v in vi:
+                if v.name in names and v.name != names[v.name]:
+                    c = onnx.ValueInfoProto()
+                    c.CopyFrom(v)
+                    c.name = names[v.name]
+                    dst_list.append(c)
+        carried = names[out]
+    # New layers go after the last exported one; the final norm reads the
+    # last new layer.
+    at = max(i for i, n in enumerate(g.node) if tag in n.name) + 1
+    nodes = list(g.node[:at]) + new_nodes + list(g.node[at:])
+    for n in nodes[at + len(new_nodes):]:
+        n.input[:] = [carried if i == out else i for i in n.input]
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.extend(new_inits)
+    g.input.extend(new_inputs)
+    outputs = list(g.output) + new_outputs
+    del g.output[:]
+    g.output.extend(outputs)
+
+    # Big weights: seeded random data, streamed to the external data file.
+    rng = np.random.default_rng(seed)
+    pool = (rng.standard_normal(1 << 24) * 0.02).astype(np.float32)
+    data = os.path.basename(dst) + ".data"
+    offset = 0
+    with open(dst + ".data", "wb") as f:
+        for t in g.initializer:
+            dims = tuple(t.dims)
+            count = int(np.prod(dims, dtype=np.int64))
+            if len(dims) < 2 or count < RANDOM_ABOVE:
+                continue
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+            start = offset
+            written = 0
+            while written < count:
+                n = min(count - written, pool.size // 2)
+                at_ = int(rng.integers(0, pool.size - n + 1))
+                f.write(pool[at_: at_ + n].astype(dtype).tobytes())
+                written += n
+            offset = f.tell()
+            pad = (-offset) % 64
+            f.write(b"\0" * pad)
+            offset += pad
+            t.ClearField("raw_data")
+            for field in ("float_data", "int32_data", "int64_data", "double_data"):
+                t.ClearField(field)
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", data), ("offset", str(start)),
+                               ("length", str(count * np.dtype(dtype).itemsize))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+    with open(dst, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
 def stage_export(spec: dict) -> dict:
     """Builds the Llama decoder and exports it to spec['onnx']."""
     import torch
@@ -190,20 +321,39 @@ def stage_export(spec: dict) -> dict:
 
     s = spec["shape"]
     torch.manual_seed(spec.get("seed", 0))
+    synthesize = spec.get("synthesize", False)
+    dtype = spec.get("dtype", "float32")
     cfg = transformers.LlamaConfig(
-        num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+        num_hidden_layers=EXPORTED_LAYERS if synthesize else s["layers"],
+        num_attention_heads=s["heads"],
         num_key_value_heads=s["kv_heads"], hidden_size=s["hidden"],
         intermediate_size=s["ffn"], vocab_size=s["vocab"],
         max_position_embeddings=s["positions"], tie_word_embeddings=False)
     cfg._attn_implementation = "eager"
     cfg.eos_token_id = None
     start = time.perf_counter()
-    model = transformers.LlamaForCausalLM(cfg).eval()
+    model = transformers.LlamaForCausalLM(cfg).eval().to(getattr(torch, dtype))
     build_s = time.perf_counter() - start
-    params = sum(p.numel() for p in model.parameters())
-    layers, kv_heads, head_dim = s["layers"], s["kv_heads"], s["head_dim"]
+    params = parameter_count(s)
+    kv_heads, head_dim = s["kv_heads"], s["head_dim"]
+    layers = cfg.num_hidden_layers
 
     path = spec["onnx"]
+    if synthesize:
+        # EXPORTED_LAYERS through torch, the rest repeated in the graph with
+        # random weights written straight to the external data.
+        target = os.path.join(os.path.dirname(path), "export-tmp", "two-layers.onnx")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        start = time.perf_counter()
+        hf_decoders.export(model, target, layers, kv_heads, head_dim, dtype=dtype)
+        del model
+        export_s = time.perf_counter() - start
+        synthesize_layers(target, path, s["layers"], seed=spec.get("seed", 0))
+        shutil.rmtree(os.path.dirname(target))
+        onnx_bytes = os.path.getsize(path) + os.path.getsize(path + ".data")
+        return {"seconds": time.perf_counter() - start + build_s, "build_s": build_s,
+                "export_s": export_s, "params": params, "onnx_bytes": onnx_bytes,
+                "external_data": True, "synthesized": s["layers"] - EXPORTED_LAYERS}
     external = spec["external_data"]
     # The exporter writes one file per tensor next to the model when the
     # model passes protobuf's 2 GB; it goes to a folder of its own and is
@@ -212,7 +362,7 @@ def stage_export(spec: dict) -> dict:
         if external else path
     os.makedirs(os.path.dirname(target), exist_ok=True)
     start = time.perf_counter()
-    hf_decoders.export(model, target, layers, kv_heads, head_dim)
+    hf_decoders.export(model, target, layers, kv_heads, head_dim, dtype=dtype)
     export_s = time.perf_counter() - start
     del model
     if external:
@@ -396,6 +546,47 @@ def _rel(a, e) -> float:
     return float(np.linalg.norm(a - e) / max(np.linalg.norm(e), 1e-30))
 
 
+def _kv_dtype(spec: dict):
+    import numpy as np
+
+    return np.dtype(spec.get("dtype", "float32"))
+
+
+def _sits_stepper(spec: dict, model):
+    """step(ids [1, T], position) -> logits [1, T, vocab] of the loaded
+    artifact, keeping its KV cache (a contiguous past, or a paged pool
+    with one sequence's blocks) between calls."""
+    import numpy as np
+
+    s = spec["shape"]
+    layers, kvh, hd = s["layers"], s["kv_heads"], s["head_dim"]
+    dtype = _kv_dtype(spec)
+    if spec["kv_cache"] == "paged":
+        block = spec["block_size"]
+        blocks = -(-spec.get("max_tokens", PROMPT + 1) // block)
+        pool = np.zeros((blocks + 1, layers, 2, kvh, block, hd), dtype)
+        table = np.arange(1, blocks + 1, dtype=np.int32)[None]  # block 0 unused
+
+        def step(ids, position):
+            slots = np.array([[table[0, p // block] * block + p % block
+                               for p in range(position, position + ids.shape[1])]], np.int64)
+            return model.run(input_ids=ids, position_ids=np.arange(
+                position, position + ids.shape[1], dtype=np.int64)[None], kv_pool=pool,
+                block_tables=table, slot_mapping=slots,
+                context_lens=np.array([position + ids.shape[1]], np.int32))[0]
+        return step
+    past = [np.zeros((1, kvh, 0, hd), dtype) for _ in range(2 * layers)]
+
+    def step(ids, position):
+        feeds = {"input_ids": ids, "position_ids": np.arange(
+            position, position + ids.shape[1], dtype=np.int64)[None]}
+        for i in range(layers):
+            feeds[f"past_key_{i}"], feeds[f"past_value_{i}"] = past[2 * i], past[2 * i + 1]
+        logits, *past[:] = model.run(**feeds)
+        return logits
+    return step
+
+
 def stage_check(spec: dict) -> dict:
     """One prefill of PROMPT tokens and one decode step, SITS against
     onnxruntime on the exported model; relative error of the logits."""
@@ -414,7 +605,7 @@ def stage_check(spec: dict) -> dict:
     rng = np.random.default_rng(1)
     prompt = rng.integers(0, s["vocab"], (1, PROMPT)).astype(np.int64)
     layers, kvh, hd = s["layers"], s["kv_heads"], s["head_dim"]
-    past = [np.zeros((1, kvh, 0, hd), np.float32) for _ in range(2 * layers)]
+    past = [np.zeros((1, kvh, 0, hd), _kv_dtype(spec)) for _ in range(2 * layers)]
 
     def feeds(ids, position, past):
         f = {"input_ids": ids, "position_ids": np.arange(
@@ -426,31 +617,49 @@ def stage_check(spec: dict) -> dict:
     ref_prefill, *ref_past = session.run(None, feeds(prompt, 0, past))
     token = ref_prefill[:, -1].argmax(-1).astype(np.int64)[:, None]
     ref_decode = session.run(None, feeds(token, PROMPT, ref_past))[0]
-    if spec["kv_cache"] == "paged":
-        block = spec["block_size"]
-        blocks = -(-(PROMPT + 1) // block)
-        pool = np.zeros((blocks + 1, layers, 2, kvh, block, hd), np.float32)
-        table = np.arange(1, blocks + 1, dtype=np.int32)[None]  # block 0 unused
-
-        def step(ids, position):
-            slots = np.array([[table[0, p // block] * block + p % block
-                               for p in range(position, position + ids.shape[1])]], np.int64)
-            out = model.run(input_ids=ids, position_ids=np.arange(
-                position, position + ids.shape[1], dtype=np.int64)[None], kv_pool=pool,
-                block_tables=table, slot_mapping=slots,
-                context_lens=np.array([position + ids.shape[1]], np.int32))
-            return out[0]
-        sits_prefill = step(prompt, 0)
-        sits_decode = step(token, PROMPT)
-    else:
-        sits_prefill, *sits_past = model.run(**feeds(prompt, 0, past))
-        sits_decode = model.run(**feeds(token, PROMPT, sits_past))[0]
+    step = _sits_stepper(spec, model)
+    sits_prefill = step(prompt, 0)
+    sits_decode = step(token, PROMPT)
     return {"prefill_rel": _rel(sits_prefill, ref_prefill),
             "decode_rel": _rel(sits_decode, ref_decode)}
 
 
+def stage_serve(spec: dict) -> dict:
+    """SITS alone: load, one prefill of PROMPT tokens, then greedy decode
+    steps (spec["serve_tokens"]); seconds per step, tokens, resident memory."""
+    import numpy as np
+
+    from sits_mlir import runtime
+
+    s = spec["shape"]
+    runtime.set_num_threads(spec["threads"])
+    start = time.perf_counter()
+    model = runtime.load(spec["artifact"])
+    load_s = time.perf_counter() - start
+    new = spec["serve_tokens"]
+    step = _sits_stepper(dict(spec, max_tokens=PROMPT + new), model)
+    prompt = np.random.default_rng(1).integers(0, s["vocab"], (1, PROMPT)).astype(np.int64)
+    start = time.perf_counter()
+    logits = np.asarray(step(prompt, 0), np.float32)
+    prefill_s = time.perf_counter() - start
+    finite = bool(np.isfinite(logits).all())
+    tokens, times = [], []
+    position = PROMPT
+    for _ in range(new):
+        token = int(logits[0, -1].argmax())
+        tokens.append(token)
+        start = time.perf_counter()
+        logits = np.asarray(step(np.array([[token]], np.int64), position), np.float32)
+        times.append(time.perf_counter() - start)
+        finite = finite and bool(np.isfinite(logits).all())
+        position += 1
+    status = _status()
+    return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": times, "tokens": tokens,
+            "finite": finite, "rss_mib": status["VmRSS"], "anon_mib": status["RssAnon"]}
+
+
 STAGES = {"export": stage_export, "compile": stage_compile, "load": stage_load,
-          "check": stage_check}
+          "check": stage_check, "serve": stage_serve}
 
 
 # ------------------------------------------------------------------ orchestration
@@ -502,7 +711,12 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
     params = parameter_count(shape)
     external = args.external_data == "always" or (
         args.external_data == "auto" and params > EXTERNAL_ABOVE)
+    synthesize = args.synthesize == "always" or (
+        args.synthesize == "auto" and args.shape == "llama7b")
     spec = {"shape": shape, "onnx": onnx_path, "external_data": external,
+            "dtype": args.dtype or ("float16" if args.shape == "llama7b" else "float32"),
+            "synthesize": synthesize and shape["layers"] > EXPORTED_LAYERS,
+            "serve_tokens": args.serve_tokens,
             "artifact": os.path.join(workdir, f"llama-{kv_cache}.sitsm"),
             "target": args.target, "threads": args.threads, "kv_cache": kv_cache,
             "block_size": args.block_size, "pass_timing": args.pass_timing,
@@ -511,8 +725,9 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
             else None}
     row = {"label": label, "kv_cache": kv_cache, "shape": shape}
     if export is None:
-        print(f"[{label}] export ({params / 1e6:.1f} M parameters"
-              f"{', external data' if external else ''}) ...", flush=True)
+        print(f"[{label}] export ({params / 1e6:.1f} M parameters, {spec['dtype']}"
+              f"{', external data' if external or spec['synthesize'] else ''}"
+              f"{', layers synthesized' if spec['synthesize'] else ''}) ...", flush=True)
         export = run_stage("export", spec, os.path.join(workdir, "export.log"))
     row["export"] = export
     print(f"[{label}] compile ({kv_cache}, {args.target}) ...", flush=True)
@@ -525,6 +740,10 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
     if load:
         print(f"[{label}] load ...", flush=True)
         row["load"] = run_stage("load", spec, os.path.join(workdir, f"load-{kv_cache}.log"))
+    if args.serve_tokens:
+        print(f"[{label}] serve {args.serve_tokens} tokens ...", flush=True)
+        row["serve"] = run_stage("serve", spec, os.path.join(workdir, f"serve-{kv_cache}.log"))
+    row["dtype"] = spec["dtype"]
     if check and not args.skip_ort:
         try:
             import onnxruntime  # noqa: F401
@@ -688,6 +907,20 @@ def print_rows(rows: list[dict]) -> None:
                  else "-" for n in names]
         print(f"| {r['label']} | {r['kv_cache']} | " + " | ".join(cells) +
               f" | {_fmt_s(nat.get('weight_views'))} | {_fmt_s(nat.get('emit_objects'))} |")
+    served = [r for r in rows if "serve" in r]
+    if served:
+        print("\nServing (SITS alone, 1 sequence: load, prefill of "
+              f"{PROMPT} tokens, greedy decode steps):\n")
+        print("| model | KV | dtype | load s | prefill s | decode s/token (median) | "
+              "tokens | RSS MiB (anon) | logits finite |")
+        print("|---|---|---|---:|---:|---:|---|---:|---|")
+        for r in served:
+            v = r["serve"]
+            times = sorted(v["decode_s"])
+            median = times[len(times) // 2] if times else None
+            print(f"| {r['label']} | {r['kv_cache']} | {r['dtype']} | {_fmt_s(v['load_s'])} | "
+                  f"{_fmt_s(v['prefill_s'])} | {_fmt_s(median)} | {v['tokens']} | "
+                  f"{_fmt_mib(v['rss_mib'])} ({_fmt_mib(v['anon_mib'])}) | {v['finite']} |")
 
 
 def print_pass_timing(row: dict, top: int = 10) -> None:
@@ -784,6 +1017,16 @@ def main(argv=None) -> int:
                                      "folder, removed)")
     p.add_argument("--keep", action="store_true", help="keep the artifacts")
     p.add_argument("--skip-ort", action="store_true", help="no onnxruntime check")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
+                   help="the model's weights, activations and KV cache (default float32; "
+                        "float16 for llama7b)")
+    p.add_argument("--synthesize", choices=("auto", "always", "never"), default="auto",
+                   help=f"export {EXPORTED_LAYERS} layers through torch and repeat the last "
+                        "in the graph with random weights streamed to external data "
+                        "(auto: llama7b)")
+    p.add_argument("--serve-tokens", type=int, default=0,
+                   help="after loading, one prefill and this many greedy decode steps "
+                        "(SITS alone; seconds per step)")
     p.add_argument("--skip-load", action="store_true")
     p.add_argument("--layers-sweep", help="comma-separated layer counts, e.g. 2,4,8")
     p.add_argument("--pass-timing", action="store_true", help="MLIR pass timing of the compile")
@@ -849,8 +1092,11 @@ def main(argv=None) -> int:
     finally:
         if tmp and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+    # fp16 graphs round at different points than onnxruntime's fp32 kernels.
     bad = [r for r in rows if "check" in r and
-           max(r["check"]["prefill_rel"], r["check"]["decode_rel"]) > 1e-4]
+           max(r["check"]["prefill_rel"], r["check"]["decode_rel"]) >
+           (1e-4 if r["dtype"] == "float32" else 2e-2)]
+    bad += [r for r in rows if "serve" in r and not r["serve"]["finite"]]
     return 1 if bad else 0
 
 

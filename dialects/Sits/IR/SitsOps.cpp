@@ -54,6 +54,17 @@ Diagnostic &operator<<(Diagnostic &diag, ShapeStr s) {
 }
 
 /// Two extents that may be equal at run time.
+/// Whether every value of float type `narrow` is a value of `wide`: f16 and
+/// bf16 in f32 or f64, f32 in f64.
+bool widensExactly(Type narrow, Type wide) {
+  auto n = dyn_cast<FloatType>(narrow), w = dyn_cast<FloatType>(wide);
+  if (!n || !w || n == w)
+    return false;
+  if (!(n.isF16() || n.isBF16() || n.isF32()) || !(w.isF32() || w.isF64()))
+    return false;
+  return n.getWidth() < w.getWidth();
+}
+
 bool compatibleExtent(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
 }
@@ -286,10 +297,14 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return inferError<MatmulOp>(loc, "operands must have rank >= 2, got ",
                                 lhs.getRank(), " and ", rhs.getRank());
-  if (lhs.getElementType() != rhs.getElementType())
+  // Weights may be stored in a narrower float type than the activations
+  // (fp16/bf16 weights of an fp32 model): widened exactly, in registers.
+  if (lhs.getElementType() != rhs.getElementType() &&
+      !widensExactly(rhs.getElementType(), lhs.getElementType()))
     return inferError<MatmulOp>(
         loc, "operand element types differ: ", lhs.getElementType(), " vs ",
-        rhs.getElementType());
+        rhs.getElementType(),
+        " (the rhs may only be a narrower float the lhs type holds exactly)");
   ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
   int64_t r0 = ls.size() - 2, r1 = ls.size() - 1;
   int64_t m = adaptor.getTransposeLhs() ? ls[r1] : ls[r0];

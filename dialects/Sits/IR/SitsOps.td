@@ -58,6 +58,10 @@ def Sits_MatmulOp : Sits_ContractionOp<"matmul"> {
     is a 1-D tensor of `N` elements added to every row; `activation` (default
     `none`) is applied last.
 
+    `rhs` has the element type of `lhs` and the result, or a narrower float
+    type that converts to it exactly (f16 or bf16 weights of an f32 model):
+    the weights stay narrow in memory and are widened in registers.
+
     ```mlir
     // The attention score product of a GPT-2 block: q @ k^T.
     %s = sits.matmul %q, %k {transpose_rhs}
@@ -65,6 +69,8 @@ def Sits_MatmulOp : Sits_ContractionOp<"matmul"> {
     // A linear layer with a fused bias and GELU.
     %h = sits.matmul %x, %w bias(%b) {activation = #sits.activation<gelu>}
         : (tensor<8x1024xf32>, tensor<1024x4096xf32>, tensor<4096xf32>) -> tensor<8x4096xf32>
+    // fp16 weights, f32 activations and accumulation.
+    %y = sits.matmul %x, %w16 : (tensor<8x1024xf32>, tensor<1024x4096xf16>) -> tensor<8x4096xf32>
     ```
   }];
   let arguments = (ins

@@ -124,9 +124,15 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   auto value = dyn_cast<ElementsAttr>(constant.getValue());
   auto type = cast<RankedTensorType>(matmul.getRhs().getType());
   auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
-  if (type.getRank() != 2 || !type.getElementType().isF32() ||
-      !lhsType.getElementType().isF32() || type.getEncoding())
-    return rewriter.notifyMatchFailure(matmul, "rhs is not a 2-D f32 weight");
+  // f32 weights, or f16/bf16 ones an f32 model stores narrow.
+  auto weightType = dyn_cast<FloatType>(type.getElementType());
+  if (!lhsType.getElementType().isF32())
+    return rewriter.notifyMatchFailure(matmul, "activations are not f32");
+  if (type.getRank() != 2 || !weightType ||
+      !(weightType.isF32() || weightType.isF16() || weightType.isBF16()) ||
+      type.getEncoding())
+    return rewriter.notifyMatchFailure(matmul,
+                                       "rhs is not a 2-D f32/f16/bf16 weight");
   std::optional<ArrayRef<char>> bytes =
       value ? getConstantBytes(value) : std::nullopt;
   if (!bytes)
@@ -137,10 +143,10 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   int64_t k = type.getDimSize(transposed ? 1 : 0);
   int64_t n = type.getDimSize(transposed ? 0 : 1);
   std::vector<float> weight(k * n);
-  const float *raw = reinterpret_cast<const float *>(bytes->data());
   for (int64_t r = 0; r < k; ++r)
     for (int64_t c = 0; c < n; ++c)
-      weight[r * n + c] = transposed ? raw[c * k + r] : raw[r * n + c];
+      weight[r * n + c] =
+          loadFloat(*bytes, transposed ? c * k + r : r * n + c, weightType);
   if (config.format == WeightFormat::Int4 && !config.autoSelect && k % 2 != 0)
     return rewriter.notifyMatchFailure(matmul,
                                        "INT4 needs an even K (two per byte)");

@@ -284,12 +284,63 @@ def _needs_shape_function(signature: dict) -> bool:
     return False
 
 
+def _symbolic_extents(signature: dict, ftype: ir.FunctionType, outputs: list):
+    """Every dynamic extent of the `outputs` (result indices of @main) as
+    an arithmetic expression tree over input extents ((argument, axis)
+    leaves), when the importer named them all that way (`past + seq`);
+    else None."""
+    import ast
+
+    inputs = [a for a in signature["args"] if a["role"] == "input"]
+    results = [a for a in signature["args"] if a["role"] == "output"]
+    if len(inputs) != len(ftype.inputs) or len(results) != len(outputs):
+        return None
+    dims = {}
+    for i, a in enumerate(inputs):
+        for axis, name in enumerate(a.get("dim_names") or ()):
+            if name:
+                dims.setdefault(name, (i, axis))
+    ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+
+    def tree(node):
+        if isinstance(node, ast.Expression):
+            return tree(node.body)
+        if isinstance(node, ast.Name) and node.id in dims:
+            return ("dim",) + dims[node.id]
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return ("int", node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            left, right = tree(node.left), tree(node.right)
+            return None if left is None or right is None else (ops[type(node.op)], left, right)
+        return None
+
+    extents = []
+    for a in results:
+        names = a.get("dim_names") or [None] * len(a["shape"])
+        for axis, extent in enumerate(a["shape"]):
+            if extent >= 0:
+                continue
+            try:
+                t = tree(ast.parse(names[axis], mode="eval")) if names[axis] else None
+            except SyntaxError:
+                t = None
+            if t is None:
+                return None
+            extents.append(t)
+    return extents
+
+
 def _add_shape_function(module: ir.Module, signature: dict) -> dict:
     """Adds @main_shapes: @main returning its outputs' dynamic extents (one
     i64 each, in output order) instead of the outputs, and returns its
-    signature. The runtime calls it to size outputs that no input names;
-    canonicalization folds the extents to arithmetic on the input extents
-    wherever the graph allows, and DCE removes the rest of the model."""
+    signature. The runtime calls it to size outputs that no input names.
+
+    When the importer expressed every such extent in input extents
+    (`past + seq`), @main_shapes is that arithmetic. Otherwise it is a copy
+    of @main returning the extents: canonicalization folds them to
+    arithmetic on the input extents wherever the graph allows, and DCE
+    removes the rest of the model, but only late in the pipeline, after the
+    graph passes have seen the copy too."""
     from ..dialects import arith, func, tensor
 
     main = _find_main(module)
@@ -297,8 +348,29 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
     # Results that update an argument in place are not outputs.
     outputs = [i for i, attrs in enumerate(_func_attrs(main, "res_attrs", len(ftype.results)))
                if "sits.updates" not in attrs]
+    symbolic = _symbolic_extents(signature, ftype, outputs)
     with module.context, ir.Location.name("main_shapes"), \
             ir.InsertionPoint(module.body):
+        if symbolic is not None:
+            i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
+            shapes_type = ir.RankedTensorType.get([len(symbolic)], i64)
+            fn = func.FuncOp(_SHAPES, (list(ftype.inputs), [shapes_type]))
+            block = fn.add_entry_block()
+            binary = {"+": arith.addi, "-": arith.subi, "*": arith.muli,
+                      "//": arith.floordivsi}
+            with ir.InsertionPoint(block):
+                def value(t):
+                    if t[0] == "dim":
+                        return tensor.dim(block.arguments[t[1]], arith.constant(index, t[2]))
+                    if t[0] == "int":
+                        return arith.constant(index, t[1])
+                    return binary[t[0]](value(t[1]), value(t[2]))
+                func.ReturnOp([tensor.from_elements(
+                    shapes_type, [arith.index_cast(i64, value(t)) for t in symbolic])])
+            inputs = [a for a in signature["args"] if a["role"] == "input"]
+            return {"name": _SHAPES,
+                    "args": inputs + [{"role": "output", "name": "shapes", "dtype": "i64",
+                                       "shape": [len(symbolic)]}]}
         clone = main.operation.clone()
         clone.attributes["sym_name"] = ir.StringAttr.get(_SHAPES)
         if "res_attrs" in clone.attributes:

@@ -56,10 +56,34 @@ func.func @transposed(%x: tensor<4x2xf32>) -> tensor<4x2xf32> {
 
 // -----
 
+// fp16 and bf16 weights of an f32 model (kept narrow by the importer) are
+// quantized from their stored values, transposed or not.
+
+// INT8-LABEL: func.func @f16_weight
+//       INT8: %[[Q:.+]] = arith.constant dense<{{\[}}[127, 127], [-3, 2], [5, -5], [0, 1]]> : tensor<4x2xi8>
+//       INT8: sits.qmatmul %arg0, %[[Q]], %{{.+}} {axis = 1 : i64} : (tensor<3x4xf32>, tensor<4x2xi8>, tensor<2xf32>) -> tensor<3x2xf32>
+// INT8-LABEL: func.func @bf16_weight_transposed
+//       INT8: %[[Q:.+]] = arith.constant dense<{{\[}}[127, -127], [0, 127]]> : tensor<2x2xi8>
+//       INT8: sits.qmatmul %arg0, %[[Q]], %{{.+}} {axis = 1 : i64} : (tensor<4x2xf32>, tensor<2x2xi8>, tensor<2xf32>) -> tensor<4x2xf32>
+// FP32-LABEL: func.func @f16_weight
+//       FP32: sits.matmul %arg0, %{{.+}} : (tensor<3x4xf32>, tensor<4x2xf16>) -> tensor<3x2xf32>
+func.func @f16_weight(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense<[[127.0, 63.5], [-3.0, 1.0], [5.0, -2.5], [0.0, 0.5]]> : tensor<4x2xf16>
+  %y = sits.matmul %x, %w : (tensor<3x4xf32>, tensor<4x2xf16>) -> tensor<3x2xf32>
+  return %y : tensor<3x2xf32>
+}
+func.func @bf16_weight_transposed(%x: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %w = arith.constant dense<[[2.0, 0.0], [-1.0, 1.0]]> : tensor<2x2xbf16>
+  %y = sits.matmul %x, %w {transpose_rhs} : (tensor<4x2xf32>, tensor<2x2xbf16>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
 // Matmuls of two activations are not weights and are left alone silently;
 // constant weights the pass cannot take are reported with the reason.
 
-// INT8: module attributes {sits.report.precision = [{kind = "skipped", op = "lhs_t", reason = "lhs is transposed"}, {kind = "skipped", op = "half", reason = "rhs is not a 2-D f32 weight"}]}
+// INT8: module attributes {sits.report.precision = [{kind = "skipped", op = "lhs_t", reason = "lhs is transposed"}, {kind = "skipped", op = "half", reason = "activations are not f32"}]}
 // INT8-LABEL: func.func @skipped
 //       INT8: sits.matmul %arg0, %arg1
 //       INT8: sits.matmul %arg1, %{{.+}} {transpose_lhs}

@@ -29,9 +29,11 @@ class Decoder:
 
 
 def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
-          vocab: int = 256, positions: int = 256) -> Decoder:
+          vocab: int = 256, positions: int = 256, dtype: str = "float32") -> Decoder:
     """GPT-2 ("gpt2") or Llama ("llama", two query heads per K/V head) of
-    the given size, exported to `out_dir`/<name>.onnx."""
+    the given size, exported to `out_dir`/<name>.onnx; with
+    dtype="float16" the model is converted to fp16 first (as LLMs ship),
+    so the whole graph, its KV cache included, is fp16."""
     import torch
     import transformers
 
@@ -53,7 +55,7 @@ def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: 
     cfg._attn_implementation = "eager"
     # Greedy generation runs the full 64 tokens: no end-of-sequence token.
     cfg.eos_token_id = None
-    model = model_cls(cfg).eval()
+    model = model_cls(cfg).eval().to(getattr(torch, dtype))
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     layers = cfg.num_hidden_layers
@@ -62,14 +64,16 @@ def build(name: str, out_dir: str, *, layers: int = 2, hidden: int = 64, heads: 
     path = os.path.join(out_dir, f"{name}.onnx")
     # The exporter's tracing leaves the traced module changed; the reference
     # keeps its own copy.
-    export(copy.deepcopy(model), path, layers, kv_heads, head_dim)
+    export(copy.deepcopy(model), path, layers, kv_heads, head_dim, dtype=dtype)
     return Decoder(name, model, path, layers, kv_heads, head_dim, cfg.vocab_size)
 
 
-def export(model, path: str, layers: int, kv_heads: int, head_dim: int) -> None:
+def export(model, path: str, layers: int, kv_heads: int, head_dim: int,
+           dtype: str = "float32") -> None:
     """Exports a `transformers` decoder as one step graph (prefill and
     decode alike) to `path`: inputs `input_ids`, `position_ids`,
-    `past_{key,value}_<i>`; outputs `logits`, `present_{key,value}_<i>`."""
+    `past_{key,value}_<i>` (of `dtype`, the model's); outputs `logits`,
+    `present_{key,value}_<i>`."""
     import torch
     import transformers
 
@@ -92,7 +96,8 @@ def export(model, path: str, layers: int, kv_heads: int, head_dim: int) -> None:
     b, t, p = 1, 3, 2
     ids = torch.zeros((b, t), dtype=torch.int64)
     pos = torch.arange(p, p + t).unsqueeze(0)
-    past = [torch.zeros(b, kv_heads, p, head_dim) for _ in range(2 * layers)]
+    past = [torch.zeros(b, kv_heads, p, head_dim, dtype=getattr(torch, dtype))
+            for _ in range(2 * layers)]
     names = ["input_ids", "position_ids"] + [
         f"past_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
     outs = ["logits"] + [f"present_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
@@ -110,12 +115,13 @@ def export(model, path: str, layers: int, kv_heads: int, head_dim: int) -> None:
                           dynamo=False)
 
 
-def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int):
+def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int, dtype=np.float32):
     """Greedy decoding through a compiled step (`run(**feeds) -> outputs`)
-    with a contiguous past K/V that grows by each step's present: the prompt
-    in one prefill step, then one token per step. Returns the new tokens and
-    the smallest gap between the best and second-best logit seen."""
-    past = [np.zeros((1, dec.kv_heads, 0, dec.head_dim), np.float32)
+    with a contiguous past K/V (of `dtype`) that grows by each step's
+    present: the prompt in one prefill step, then one token per step.
+    Returns the new tokens and the smallest gap between the best and
+    second-best logit seen."""
+    past = [np.zeros((1, dec.kv_heads, 0, dec.head_dim), dtype)
             for _ in range(2 * dec.layers)]
     ids = np.asarray(prompt, np.int64)[None, :]
     position = 0

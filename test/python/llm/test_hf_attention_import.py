@@ -40,24 +40,29 @@ def attention_ops(text):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,heads,kv_heads", [("gpt2", 4, 4), ("llama", 4, 2)])
-def test_hf_export_imports_one_causal_attention_per_layer(tmp_path, name, heads, kv_heads):
+@pytest.mark.parametrize("dtype,elem", [("float32", "f32"), ("float16", "f16")])
+def test_hf_export_imports_one_causal_attention_per_layer(tmp_path, name, heads, kv_heads,
+                                                          dtype, elem):
+    # fp16 exports mask with finfo(float16).min = -65504 and round-trip the
+    # probabilities through f32 (softmax(dtype=float32).to(float16)).
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from hf_decoders import build
 
-    dec = build(name, str(tmp_path))
+    dec = build(name, str(tmp_path), dtype=dtype)
     text = import_model(dec.path).module.operation.get_asm(large_elements_limit=16)
     ops = attention_ops(text)
     assert len(ops) == dec.layers
     for q, k, causal, has_mask in ops:
         assert causal and not has_mask
-        assert q == f"?x{heads}x?x{dec.head_dim}xf32"
+        assert q == f"?x{heads}x?x{dec.head_dim}x{elem}"
         # The unrepeated KV cache: Hkv heads, Tk = past + new.
-        assert k == f"?x{kv_heads}x?x{dec.head_dim}xf32"
+        assert k == f"?x{kv_heads}x?x{dec.head_dim}x{elem}"
     assert "sits.softmax" not in text
     # The mask's comparison and the repeat_kv broadcast are gone.
     assert "arith.cmpi sle" not in text
-    assert not re.search(r"linalg\.broadcast[^\n]*tensor<\?x\d+x\d+x\?x\d+xf32>", text)
+    assert not re.search(r"linalg\.broadcast[^\n]*tensor<\?x\d+x\d+x\?x\d+x" + elem + ">",
+                         text)
 
 
 # -- hand-built variants -----------------------------------------------------------------
@@ -69,7 +74,7 @@ def _i64(name, *v):
     return numpy_helper.from_array(np.array(v if len(v) != 1 else v[0], np.int64), name)
 
 
-def decoder_attention(mask="causal", repeat="gqa", outputs=()):
+def decoder_attention(mask="causal", repeat="gqa", outputs=(), fill=None):
     """One attention step over a KV cache, as transformers exports it: the
     query [B, 4, seq, D], past K/V [B, kv, past, D] and new K/V [B, kv, seq, D]
     (kv = 2 with a repeat, else 4)."""
@@ -134,7 +139,8 @@ def decoder_attention(mask="causal", repeat="gqa", outputs=()):
              _i64("axis0", [0]), _i64("axis1", [1]), _i64("axis2", [2]),
              _i64("kv2", [HKV]), _i64("rep2", [H // HKV]), _i64("h4", [H]), _i64("d1", [D]),
              numpy_helper.from_array(np.array(0.0, np.float32), "fzero"),
-             numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin"),
+             numpy_helper.from_array(np.array(np.finfo(np.float32).min if fill is None else fill,
+                                              np.float32), "fmin"),
              numpy_helper.from_array(np.array(1 / np.sqrt(D), np.float32), "scale")]
     for i, node in enumerate(nodes):
         node.name = f"n{i}_{node.op_type}"
@@ -187,6 +193,14 @@ def test_other_masks_are_not_causal(mask):
     assert "{causal" not in text
     for q, k, causal, has_mask in attention_ops(text):
         assert has_mask
+
+
+def test_fill_above_the_type_minimum_is_a_mask():
+    # -65504 removes a key only in f16 (it is that type's lowest value); in
+    # an f32 graph the mask stays, computed as exported.
+    text = check_against_onnxruntime(decoder_attention("causal", "gqa", fill=-65504.0), HKV)
+    [(q, k, causal, has_mask)] = attention_ops(text)
+    assert not causal and has_mask
 
 
 def test_interleaved_head_repeat_is_not_grouped_query():

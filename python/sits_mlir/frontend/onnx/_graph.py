@@ -10,6 +10,12 @@ emission work from, so they always agree on which nodes are emitted:
    `sits.dequantize`), nor are results above `FOLD_LIMIT` elements;
 3. the nodes left to emit are those a graph output depends on, stopping at
    constants.
+
+An exact widening Cast of a large float constant (fp16/bf16 weights of an
+fp32 model) is not folded: its result is *narrow* (`Graph.narrow`), and the
+contractions and gathers that read it read the stored weights and widen
+them in registers, so the weights stay in their stored type from the ONNX
+file to the artifact.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from ._load import LoadedModel, initializer_array
 
 #: Largest folded result, in elements.
 FOLD_LIMIT = 1 << 26
+#: Widening casts of float constants above this many elements are kept
+#: narrow (see the module docstring); smaller ones fold.
+NARROW_ABOVE = 1 << 12
+#: The operand positions that read narrow weights: a contraction's weights,
+#: a gather's table.
+_READS_NARROW = {("MatMul", 1), ("Gemm", 1), ("Gather", 0)}
 #: Ops never evaluated at import time.
 _NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
             "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -101,6 +113,10 @@ class Graph:
                 if o:
                     self.producer[o] = i
         self.folded: set = set()
+        #: Result of an exact widening Cast of a large constant -> the
+        #: constant (see the module docstring).
+        self.narrow: dict = {}
+        self._readers: Optional[dict] = None
         self._fold()
         self.emit_nodes = self._live()
         self.consumers: dict = {}
@@ -222,7 +238,10 @@ class Graph:
             outs = [o for o in n.output if o]
             if not any(o in needed for o in outs):
                 continue
-            if stop_at_consts and outs and all(o in self.consts for o in outs):
+            # (A kept narrow widening is read by its readers from the
+            # constant it widens, see `narrow`: it is not emitted either.)
+            if stop_at_consts and outs and all(o in self.consts or o in self.narrow
+                                               for o in outs):
                 continue
             live.add(i)
             for name in n.input:
@@ -300,6 +319,9 @@ class Graph:
                     return [np.array(picked, np.int64).reshape(idx.shape)]
         if op in _NO_FOLD or not n.output:
             return None
+        if op in ("Cast", "CastLike") and self._keeps_narrow(n):
+            self.narrow[n.output[0]] = n.input[0]
+            return None
         if op == "CastLike" and len(n.input) == 2 and n.input[0] in self.consts:
             # Only the type of CastLike's second input matters.
             to = self.elem_type(n.input[1])
@@ -324,6 +346,34 @@ class Graph:
         feeds = {x: self.const(x) for x in ins}
         ev = ReferenceEvaluator(n, opsets={"": self.opset})
         return ev.run(None, feeds)
+
+    def _keeps_narrow(self, n) -> bool:
+        """Whether Cast/CastLike `n` widens a large float constant exactly."""
+        src = n.input[0] if n.input else ""
+        if not n.output[0] or src not in self.consts:
+            return False
+        to = self.elem_type(n.input[1]) if n.op_type == "CastLike" and len(n.input) > 1 \
+            else attributes(n).get("to")
+        frm = self.elem_type(src)
+        if to not in _types.SUPPORTED_ONNX_TYPES or frm not in _types.SUPPORTED_ONNX_TYPES:
+            return False
+        shape = self.shape(src)
+        if shape is None or len(shape) != 2 or None in shape \
+                or int(np.prod(shape, dtype=np.int64)) <= NARROW_ABOVE \
+                or not _types.widens_exactly(_types.numpy_dtype(frm), _types.numpy_dtype(to)):
+            return False
+        if self._readers is None:
+            self._readers = {}
+            for k, node in enumerate(self.nodes):
+                for pos, name in enumerate(node.input):
+                    if name:
+                        self._readers.setdefault(name, []).append((k, pos))
+        # Every reader must take narrow weights; anything else gets the
+        # widened constant folded as before.
+        out = n.output[0]
+        return out not in self.outputs and bool(self._readers.get(out)) and all(
+            (self.nodes[k].op_type, pos) in _READS_NARROW and self.domain(k) == ""
+            for k, pos in self._readers[out])
 
     def _shape_vector(self, name: str) -> Optional[list]:
         """The extents (None where dynamic) that `name` holds when it is the

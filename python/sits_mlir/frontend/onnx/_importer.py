@@ -253,6 +253,13 @@ class Importer:
             return v
         raise KeyError(f"value '{name}' is not available")
 
+    def weight(self, name: str) -> ir.Value:
+        """ONNX value `name` for an operand that widens in registers (a
+        contraction's weights): the stored constant when `name` is a kept
+        narrow widening (see `Graph.narrow`), else the value itself."""
+        src = self.g.narrow.get(name)
+        return self.get(src if src is not None else name)
+
     def transpose(self, v: ir.Value, source_name: str, perm) -> ir.Value:
         """Transpose of ONNX value `source_name`, shared by every user."""
         key = (source_name, tuple(int(p) for p in perm))

@@ -58,7 +58,7 @@ def _broadcast_dynamic_batch(b, a, w):
 
 def emit_matmul(ctx, a_name, b_name, bias=None):
     b = ctx.b
-    a, w = ctx.get(a_name), ctx.get(b_name)
+    a, w = ctx.get(a_name), ctx.weight(b_name)
     ra, rb = len(shape_of(a)), len(shape_of(w))
     if ra == 1:
         a = b.expand(a, [[0, 1]], (1,) + shape_of(a))
@@ -95,7 +95,7 @@ def _gemm(ctx, node):
     a = ctx.attrs(node)
     alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
     ta, tb = bool(a.get("transA", 0)), bool(a.get("transB", 0))
-    A, B = ctx.get(node.input[0]), ctx.get(node.input[1])
+    A, B = ctx.get(node.input[0]), ctx.weight(node.input[1])
     out_shape = g.shape(node.output[0])
     n = out_shape[1]
     bias = None

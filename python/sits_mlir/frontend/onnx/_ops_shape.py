@@ -11,7 +11,7 @@ from ... import ir
 from ...dialects import arith, linalg, tensor
 from ._builder import elem_of, reshape_kind, shape_of
 from ._graph import attributes
-from ._ops_common import (I64, _PARALLEL, _fmt, extract_slice, has_input, need_const,
+from ._ops_common import (I64, _PARALLEL, _fmt, cast_value, extract_slice, has_input, need_const,
                           need_static, norm_axis, pad_tensor)
 from ._ops_registry import converter
 
@@ -301,8 +301,18 @@ def _check_gather(g, node):
 
 @converter("Gather", check=_check_gather)
 def _gather(ctx, node):
+    g = ctx.g
+    narrow = g.narrow.get(node.input[0])
+    if narrow is None:
+        return [_emit_gather(ctx, node, ctx.get(node.input[0]))]
+    # Rows of narrow weights (an fp16 embedding table): gathered as stored,
+    # then widened.
+    rows = _emit_gather(ctx, node, ctx.get(narrow))
+    return [cast_value(ctx, rows, g.dtype(narrow), g.dtype(node.output[0]))]
+
+
+def _emit_gather(ctx, node, data) -> ir.Value:
     g, b = ctx.g, ctx.b
-    data = ctx.get(node.input[0])
     ds = shape_of(data)
     axis = norm_axis(ctx.attrs(node).get("axis", 0), len(ds))
     idx_name = node.input[1]
@@ -313,14 +323,14 @@ def _gather(ctx, node):
         if idx.ndim == 0:
             # One index: a slice that drops the axis.
             sl = extract_slice(ctx, data, {axis: (int(idx), 1, 1)})
-            return [b.drop_unit_dims(sl, [d for d in range(len(ds)) if d != axis])]
+            return b.drop_unit_dims(sl, [d for d in range(len(ds)) if d != axis])
         flat = idx.reshape(-1)
         if flat.size > 0 and np.all(np.diff(flat) == 1):
             sl = extract_slice(ctx, data, {axis: (int(flat[0]), int(flat.size), 1)})
             out = list(ds[:axis]) + list(idx.shape) + list(ds[axis + 1:])
-            return [b.reshape(sl, out)]
+            return b.reshape(sl, out)
     indices = ctx.get(idx_name)
-    return [gather_generic(ctx, data, indices, axis)]
+    return gather_generic(ctx, data, indices, axis)
 
 
 def gather_generic(ctx, data, indices, axis):

@@ -387,9 +387,20 @@ class Matcher:
         nodes = [i]
         probs = n.output[0]
         pi, pn = self.only_user(probs)
-        # Casts to the type the probabilities already have (torch exports
-        # `softmax(..., dtype=float32).to(query.dtype)`) change nothing.
-        while self.is_op(pn, "Cast") and attributes(pn).get("to") == g.elem_type(probs):
+        # Casts to the type the probabilities already have, and a widening
+        # cast cast straight back (torch exports `softmax(..., dtype=float32)
+        # .to(query.dtype)`), change nothing.
+        while self.is_op(pn, "Cast"):
+            to = attributes(pn).get("to")
+            if to != g.elem_type(probs):
+                ri, rn = self.only_user(pn.output[0])
+                if to not in _types.SUPPORTED_ONNX_TYPES or not (
+                        _types.widens_exactly(g.dtype(probs), _types.numpy_dtype(to))
+                        and self.is_op(rn, "Cast")
+                        and attributes(rn).get("to") == g.elem_type(probs)):
+                    break
+                nodes.append(pi)
+                pi, pn = ri, rn
             nodes.append(pi)
             probs = pn.output[0]
             pi, pn = self.only_user(probs)
@@ -413,7 +424,7 @@ class Matcher:
             # A finite fill is kept only for a mask proven causal (below),
             # where no row is fully masked.
             fill = self.scalar(mn.input[2])
-            if fill is not None and fill <= -1e30:
+            if _types.masks_out(fill, g.dtype(x)):
                 scores = self._scores(mn.input[1])
                 if scores is not None:
                     bool_mask = mn.input[0]
@@ -514,7 +525,7 @@ class Matcher:
             return False
         from onnx import numpy_helper
         v = numpy_helper.to_array(value).reshape(-1)
-        return v.size == 1 and float(v[0]) <= -1e30
+        return v.size == 1 and _types.is_float(v.dtype) and _types.masks_out(v[0], v.dtype)
 
     @staticmethod
     def _is_causal(m, tq, tk, additive):
@@ -523,7 +534,8 @@ class Matcher:
         allowed = np.arange(tk)[None, :] <= np.arange(tq)[:, None] + (tk - tq)
         m = m.reshape(-1, tq, tk)
         if additive:
-            return bool(np.all(m[:, allowed] == 0) and np.all(m[:, ~allowed] <= -1e30))
+            return bool(np.all(m[:, allowed] == 0) and (
+                (~allowed).sum() == 0 or _types.masks_out(m[:, ~allowed].max(), m.dtype)))
         return bool(np.all(m == allowed[None]))
 
     # -- Conv + BatchNormalization ------------------------------------------------

@@ -283,9 +283,10 @@ class CausalProver:
             if not m.is_op(n, "Where") or len(n.input) != 3:
                 return False
             a, b = m.scalar(n.input[1]), m.scalar(n.input[2])
-            if a == 0.0 and b is not None and b <= -1e30:
+            dtype = g.dtype(mask)
+            if a == 0.0 and _types.masks_out(b, dtype):
                 pass
-            elif b == 0.0 and a is not None and a <= -1e30:
+            elif b == 0.0 and _types.masks_out(a, dtype):
                 negated_fill = True
             else:
                 return False

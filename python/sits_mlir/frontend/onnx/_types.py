@@ -94,5 +94,28 @@ def is_byte_coded(dtype) -> bool:
     return np.dtype(dtype) in _SMALL_FLOATS or np.dtype(dtype) in _SUBBYTE_INTS
 
 
+#: Float types every value of which the wider type holds exactly.
+_EXACT_WIDENING = {
+    (np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.float16), np.dtype(np.float64)),
+    (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)),
+    (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)),
+    (np.dtype(np.float32), np.dtype(np.float64))}
+
+
+def widens_exactly(src, dst) -> bool:
+    """True when converting float dtype `src` to `dst` loses nothing (so a
+    cast back restores every value)."""
+    return (np.dtype(src), np.dtype(dst)) in _EXACT_WIDENING
+
+
+def masks_out(value, dtype) -> bool:
+    """Whether additive mask `value` of float `dtype` removes its key from a
+    softmax: at most -1e30, or the lowest finite value of a type that has no
+    -1e30 (the `finfo(dtype).min` fill `transformers` uses, -65504 in f16)."""
+    if value is None:
+        return False
+    return float(value) <= max(-1e30, float(np.finfo(np.dtype(dtype)).min))
+
+
 def is_bool(dtype) -> bool:
     return np.dtype(dtype) == np.bool_

@@ -177,3 +177,19 @@ func.func @dynamic_batches(%a: tensor<?x?x4x8xf32>, %b: tensor<?x?x8x16xf32>) ->
   %0 = sits.matmul %a, %b : (tensor<?x?x4x8xf32>, tensor<?x?x8x16xf32>) -> tensor<?x?x4x16xf32>
   return %0 : tensor<?x?x4x16xf32>
 }
+
+// -----
+
+// fp16 weights of an f32 model: linalg.matmul reads them as they are (its
+// body widens each element), no widened copy of the weights.
+// CHECK-LABEL: func.func @matmul_narrow_rhs
+//  CHECK-SAME: (%[[X:.+]]: tensor<2x16x64xf32>, %[[W:.+]]: tensor<128x64xbf16>)
+//   CHECK-NOT:   arith.extf
+//       CHECK:   %[[MM:.+]] = linalg.matmul indexing_maps
+//  CHECK-SAME:       ins(%{{.+}}, %[[W]] : tensor<32x64xf32>, tensor<128x64xbf16>) outs(%{{.+}} : tensor<32x128xf32>)
+//   CHECK-NOT:   linalg.generic
+//       CHECK:   tensor.expand_shape %[[MM]]
+func.func @matmul_narrow_rhs(%x: tensor<2x16x64xf32>, %w: tensor<128x64xbf16>) -> tensor<2x16x128xf32> {
+  %y = sits.matmul %x, %w {transpose_rhs} : (tensor<2x16x64xf32>, tensor<128x64xbf16>) -> tensor<2x16x128xf32>
+  return %y : tensor<2x16x128xf32>
+}

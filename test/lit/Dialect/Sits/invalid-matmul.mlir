@@ -21,11 +21,22 @@ func.func @rhs_rank_0(%a: tensor<8x16xf32>, %b: tensor<f32>) -> tensor<8x16xf32>
 
 // -----
 
-func.func @element_types_differ(%a: tensor<8x16xf32>, %b: tensor<16x32xf16>) -> tensor<8x32xf32> {
-  // expected-error @+2 {{'sits.matmul' op operand element types differ: 'f32' vs 'f16'}}
+// Only the rhs may be narrower (stored weights), never the lhs.
+func.func @element_types_differ(%a: tensor<8x16xf16>, %b: tensor<16x32xf32>) -> tensor<8x32xf16> {
+  // expected-error @+2 {{'sits.matmul' op operand element types differ: 'f16' vs 'f32' (the rhs may only be a narrower float the lhs type holds exactly)}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = sits.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf16>) -> tensor<8x32xf32>
-  return %0 : tensor<8x32xf32>
+  %0 = sits.matmul %a, %b : (tensor<8x16xf16>, tensor<16x32xf32>) -> tensor<8x32xf16>
+  return %0 : tensor<8x32xf16>
+}
+
+// -----
+
+// bf16 does not hold every f16 value.
+func.func @rhs_not_exact(%a: tensor<8x16xbf16>, %b: tensor<16x32xf16>) -> tensor<8x32xbf16> {
+  // expected-error @+2 {{operand element types differ: 'bf16' vs 'f16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = sits.matmul %a, %b : (tensor<8x16xbf16>, tensor<16x32xf16>) -> tensor<8x32xbf16>
+  return %0 : tensor<8x32xbf16>
 }
 
 // -----

@@ -115,3 +115,14 @@ func.func @all_activations(%a: tensor<2x4xf32>, %b: tensor<4x4xf32>) -> (tensor<
 //       CHECK:   sits.matmul {{.+}} {activation = #sits.activation<silu>}
 //       CHECK:   sits.matmul {{.+}} {activation = #sits.activation<sigmoid>}
 //       CHECK:   sits.matmul {{.+}} {activation = #sits.activation<tanh>}
+
+// -----
+
+// fp16 weights of an f32 model: the result has the lhs's type.
+func.func @narrow_rhs(%a: tensor<?x16xf32>, %b: tensor<16x32xf16>) -> tensor<?x32xf32> {
+  %0 = sits.matmul %a, %b : (tensor<?x16xf32>, tensor<16x32xf16>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+// CHECK-LABEL: func.func @narrow_rhs
+//       CHECK:   sits.matmul
+//  CHECK-SAME:     : (tensor<?x16xf32>, tensor<16x32xf16>) -> tensor<?x32xf32>
