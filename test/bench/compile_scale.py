@@ -206,6 +206,15 @@ def synthesize_layers(src: str, dst: str, layers: int, seed: int = 0) -> None:
 
     proto = onnx.load(src)
     g = proto.graph
+
+    def big(t):
+        return len(t.dims) >= 2 and int(np.prod(tuple(t.dims), dtype=np.int64)) >= RANDOM_ABOVE
+
+    # Big weights get random data below: drop the exported bytes now, before
+    # the layer copies multiply them.
+    for t in g.initializer:
+        if big(t):
+            t.ClearField("raw_data")
     last = EXPORTED_LAYERS - 1
     tag = f"/layers.{last}/"
     layer = [n for n in g.node if tag in n.name]
@@ -285,10 +294,9 @@ def synthesize_layers(src: str, dst: str, layers: int, seed: int = 0) -> None:
     offset = 0
     with open(dst + ".data", "wb") as f:
         for t in g.initializer:
-            dims = tuple(t.dims)
-            count = int(np.prod(dims, dtype=np.int64))
-            if len(dims) < 2 or count < RANDOM_ABOVE:
+            if not big(t):
                 continue
+            count = int(np.prod(tuple(t.dims), dtype=np.int64))
             dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
             start = offset
             written = 0

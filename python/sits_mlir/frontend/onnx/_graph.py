@@ -265,7 +265,7 @@ class Graph:
             # foldable): let ONNX infer again with them.
             folded = {o: self.consts[o] for i in self.folded if self.nodes[i].op_type != "Constant"
                       for o in self.nodes[i].output if o}
-            self.types.update(reinfer(self.loaded, folded))
+            self.types.update(reinfer(self.loaded, folded, self.types))
 
     def _fold_pass(self, live) -> bool:
         """Folds what can be; True if a non-Constant node was folded."""

@@ -96,14 +96,123 @@ def read_model(model) -> tuple:
             raise _fail(f"cannot read ONNX model '{path}': it is a directory")
         try:
             with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise _fail(f"cannot read ONNX model '{path}': {e.strerror or e}") from None
-        proto = _parse(data, path)
+                size = os.fstat(f.fileno()).st_size
+                import mmap
+
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        except (OSError, ValueError) as e:
+            raise _fail(f"cannot read ONNX model '{path}': "
+                        f"{getattr(e, 'strerror', None) or e}") from None
+        # Big weights stored in the model file itself are read where they
+        # lie, like external data: the protobuf parsed holds everything else.
+        stripped = None if os.path.islink(path) else \
+            _without_inline_weights(data, os.path.basename(path))
+        proto = _parse(stripped if stripped is not None else bytes(data), path)
         # External data stays where it is: load() maps it (ExternalData).
         return proto, path
     raise _fail(f"expected a path to an .onnx file, its bytes or an onnx.ModelProto, "
                 f"got {type(model).__name__}")
+
+
+#: Inline weights of at least this many bytes are mapped from the model file.
+_MAP_INLINE_BYTES = 1 << 16
+
+
+def _varint(data, pos: int, end: int) -> tuple:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError("truncated varint")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data, pos: int, end: int):
+    """(field number, wire type, start of the field, start of its payload,
+    end of the field) of each protobuf field in data[pos:end]."""
+    while pos < end:
+        start = pos
+        key, pos = _varint(data, pos, end)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(data, pos, end)
+            payload = start
+        elif wire == 1:
+            payload, pos = pos, pos + 8
+        elif wire == 5:
+            payload, pos = pos, pos + 4
+        elif wire == 2:
+            length, payload = _varint(data, pos, end)
+            pos = payload + length
+        else:  # groups: not in ONNX
+            raise ValueError(f"wire type {wire}")
+        if pos > end:
+            raise ValueError("field past the end")
+        yield number, wire, start, payload, pos
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _length_field(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def _without_inline_weights(data, location: str) -> Optional[bytes]:
+    """The serialized ModelProto `data` (the bytes of the model file named
+    `location`) with every initializer's raw_data of at least
+    _MAP_INLINE_BYTES replaced by an external data reference to its own
+    bytes in that file; None when there is none (or the bytes are not a
+    well-formed protobuf: the parser then says what is wrong)."""
+    try:
+        data = memoryview(data)  # slices are views: only what is kept is copied
+        parts, stripped = [], 0
+        end = len(data)
+        for number, wire, start, payload, stop in _fields(data, 0, end):
+            if number != 7 or wire != 2:  # ModelProto.graph
+                parts.append(data[start:stop])
+                continue
+            graph = []
+            for gnum, gwire, gstart, gpayload, gstop in _fields(data, payload, stop):
+                if gnum != 5 or gwire != 2:  # GraphProto.initializer
+                    graph.append(data[gstart:gstop])
+                    continue
+                tensor, raw, located = [], None, False
+                for tnum, twire, tstart, tpayload, tstop in _fields(data, gpayload, gstop):
+                    if tnum == 9 and twire == 2:  # raw_data
+                        raw = (tpayload, tstop)
+                    located = located or tnum in (13, 14)  # external_data, data_location
+                    tensor.append((tnum, data[tstart:tstop]))  # a view
+                if raw is None or located or raw[1] - raw[0] < _MAP_INLINE_BYTES:
+                    graph.append(data[gstart:gstop])
+                    continue
+                body = b"".join(bytes(b) for n, b in tensor if n != 9)
+                for key, value in (("location", location), ("offset", str(raw[0])),
+                                   ("length", str(raw[1] - raw[0]))):
+                    body += _length_field(13, _length_field(1, key.encode()) +
+                                          _length_field(2, value.encode()))
+                body += _encode_varint(14 << 3) + _encode_varint(1)  # EXTERNAL
+                graph.append(_length_field(5, body))
+                stripped += 1
+            parts.append(_length_field(7, b"".join(bytes(b) for b in graph)))
+        if not stripped:
+            return None
+        return b"".join(bytes(b) for b in parts)
+    except (ValueError, IndexError):
+        return None
 
 
 def _parse(data: bytes, what: str) -> onnx.ModelProto:
@@ -365,7 +474,14 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
                        skeleton=skel, external=external)
 
 
-def _infer(skel: onnx.ModelProto) -> dict:
+def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = None) -> dict:
+    """Value types of `skel`: ONNX's shape inference, then onnxruntime's
+    symbolic inference where ONNX leaves an extent the inputs do not name.
+    With `known` (the types of an earlier inference of the same graph,
+    before import-time folding), each value keeps the better of the two and
+    symbolic inference runs only if some extent is still not grounded in
+    the inputs' names: on exported decoders it grounds everything the first
+    time, and a second run costs as much as the first."""
     try:
         inferred = onnx.shape_inference.infer_shapes(skel, strict_mode=True, data_prop=True)
     except Exception as e:
@@ -382,10 +498,38 @@ def _infer(skel: onnx.ModelProto) -> dict:
     # is worth asking symbolic inference about.
     inputs = {d for i in skel.graph.input for d in (_value_type(i) or ValueType(0, ())).shape or ()
               if isinstance(d, str)}
-    if any(t.shape is None or any(d is None or (isinstance(d, str) and d not in inputs)
-                                  for d in t.shape) for t in types.values()):
+    if known is not None:
+        for name, old in known.items():
+            types[name] = _better(old, types.get(name), inputs)
+    if any(not _grounded_shape(t.shape, inputs) for t in types.values()):
         _refine_symbolic(skel, types, inputs)
     return types
+
+
+def _grounded(d, inputs) -> bool:
+    """A static extent, or one written in the graph inputs' extent names."""
+    if isinstance(d, int):
+        return True
+    return isinstance(d, str) and all(
+        t in inputs for t in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", d))
+
+
+def _grounded_shape(shape, inputs) -> bool:
+    return shape is not None and all(_grounded(d, inputs) for d in shape)
+
+
+def _better(old: Optional[ValueType], new: Optional[ValueType], inputs) -> Optional[ValueType]:
+    """The more informative of two inferred types of one value: per extent,
+    static over grounded symbolic over anything else."""
+    if new is None or new.shape is None:
+        return old if old is not None else new
+    if old is None or old.shape is None or len(old.shape) != len(new.shape):
+        return new
+
+    def rank(d):
+        return 2 if isinstance(d, int) else 1 if _grounded(d, inputs) else 0
+    return ValueType(new.elem_type, tuple(n if rank(n) >= rank(o) else o
+                                          for o, n in zip(old.shape, new.shape)))
 
 
 _SYMBOLIC: list = []
@@ -463,10 +607,7 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
     # that one is written in the inputs' names (`past + seq`); a value ONNX
     # did not type takes symbolic inference's type when all of it is.
     def grounded(d):
-        if isinstance(d, int):
-            return True
-        return isinstance(d, str) and all(
-            t in inputs for t in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", d))
+        return _grounded(d, inputs)
 
     ig = inferred.graph
     for vi in list(ig.value_info) + list(ig.output):
@@ -486,10 +627,12 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
             types[vi.name] = ValueType(old.elem_type, merged)
 
 
-def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray]) -> dict:
+def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray],
+            known: Optional[Mapping[str, ValueType]] = None) -> dict:
     """Shape inference again, with the values folded at import time given to
     ONNX as initializers (and their producers removed), so shapes that
-    depend on them (e.g. an Expand to a computed shape) become static."""
+    depend on them (e.g. an Expand to a computed shape) become static.
+    `known`: the types so far (see `_infer`)."""
     skel = onnx.ModelProto()
     skel.CopyFrom(loaded.skeleton)
     g = skel.graph
@@ -512,7 +655,7 @@ def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray]) -> dict:
         else:
             et = onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
             g.input.append(onnx.helper.make_tensor_value_info(name, et, list(a.shape)))
-    return _infer(skel)
+    return _infer(skel, known)
 
 
 def initializer_array(t: onnx.TensorProto, external: Optional["ExternalData"] = None
