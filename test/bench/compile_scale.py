@@ -515,7 +515,8 @@ def stage_compile(spec: dict) -> dict:
     start = time.perf_counter()
     art = sits_mlir.compile(spec["onnx"], spec["target"], spec["artifact"],
                             threads=spec["threads"], kv_cache=spec["kv_cache"],
-                            kv_block_size=spec["block_size"], progress=True)
+                            kv_block_size=spec["block_size"],
+                            precision=spec.get("precision", "fp32"), progress=True)
     total = time.perf_counter() - start
     anon.stop()
     if dump_s[0] and "lower" in stages:
@@ -724,7 +725,7 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
     spec = {"shape": shape, "onnx": onnx_path, "external_data": external,
             "dtype": args.dtype or ("float16" if args.shape == "llama7b" else "float32"),
             "synthesize": synthesize and shape["layers"] > EXPORTED_LAYERS,
-            "serve_tokens": args.serve_tokens,
+            "serve_tokens": args.serve_tokens, "precision": args.precision,
             "artifact": os.path.join(workdir, f"llama-{kv_cache}.sitsm"),
             "target": args.target, "threads": args.threads, "kv_cache": kv_cache,
             "block_size": args.block_size, "pass_timing": args.pass_timing,
@@ -752,6 +753,7 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
         print(f"[{label}] serve {args.serve_tokens} tokens ...", flush=True)
         row["serve"] = run_stage("serve", spec, os.path.join(workdir, f"serve-{kv_cache}.log"))
     row["dtype"] = spec["dtype"]
+    row["precision"] = args.precision
     if check and not args.skip_ort:
         try:
             import onnxruntime  # noqa: F401
@@ -1032,6 +1034,8 @@ def main(argv=None) -> int:
                    help=f"export {EXPORTED_LAYERS} layers through torch and repeat the last "
                         "in the graph with random weights streamed to external data "
                         "(auto: llama7b)")
+    p.add_argument("--precision", choices=("fp32", "int8", "int4", "auto"), default="fp32",
+                   help="weight precision (sits_mlir.compile's precision=)")
     p.add_argument("--serve-tokens", type=int, default=0,
                    help="after loading, one prefill and this many greedy decode steps "
                         "(SITS alone; seconds per step)")
@@ -1082,7 +1086,8 @@ def main(argv=None) -> int:
                 print_sweep([r for r in rows if r["kv_cache"] == kv_cache])
         else:
             label = (f"{args.shape}" if args.shape != "custom" else "custom") + \
-                f" h{shape['hidden']} L{shape['layers']} v{shape['vocab']}"
+                f" h{shape['hidden']} L{shape['layers']} v{shape['vocab']}" + \
+                (f" {args.precision}" if args.precision != "fp32" else "")
             sub = os.path.join(workdir, label.replace(" ", "-"))
             export = None
             for kv_cache in kv_modes:
@@ -1103,7 +1108,7 @@ def main(argv=None) -> int:
     # fp16 graphs round at different points than onnxruntime's fp32 kernels.
     bad = [r for r in rows if "check" in r and
            max(r["check"]["prefill_rel"], r["check"]["decode_rel"]) >
-           (1e-4 if r["dtype"] == "float32" else 2e-2)]
+           (1e-4 if r["dtype"] == "float32" and r["precision"] == "fp32" else 5e-2)]
     bad += [r for r in rows if "serve" in r and not r["serve"]["finite"]]
     return 1 if bad else 0
 
