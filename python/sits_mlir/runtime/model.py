@@ -213,7 +213,9 @@ class EntryPoint:
                     f"copies its {value.nbytes >> 20} MiB in and out on every call. "
                     "Allocate it aligned (a KV pool's KVMemory.device is).",
                     ResourceWarning, stacklevel=4)
-            return value
+            # A bf16/fp8 pool crosses as a view of its bits: updates still
+            # land in the caller's array.
+            return _bits(value)
         if isinstance(value, np.ndarray):
             if value.dtype.name in _BITS_OF:  # ml_dtypes: pass the bits
                 if value.dtype != spec.numpy_dtype:

@@ -1,11 +1,12 @@
-"""Decoders shipped in fp16 (`model.half()` before export: weights,
-activations and the KV cache all fp16) compile as they are: the weights stay
-fp16 in the artifact, attention fuses causal (the export's -65504 mask and
+"""Decoders shipped in fp16 or bf16 (`model.half()` / `.bfloat16()` before
+export: weights, activations and the KV cache all in that type) compile as
+they are: the weights stay 16-bit in the artifact, attention fuses causal (the export's -65504 mask and
 f32 round trip of the probabilities are recognised), and the engine serves
-the paged model from an fp16 KV pool with the tokens of the contiguous
-model, whose logits follow `transformers` run in f32 on the same fp16
+the paged model from a 16-bit KV pool with the tokens of the contiguous
+model, whose logits follow `transformers` run in f32 on the same 16-bit
 weights."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -28,14 +29,20 @@ PROMPTS = [[17, 3, 250, 96, 41, 8, 131, 77, 5], [45, 180, 33, 7]]
 NEW_TOKENS = 12
 
 
-@pytest.fixture(scope="module")
-def fp16_llama(tmp_path_factory):
-    out = tmp_path_factory.mktemp("llama16")
-    dec = build("llama", str(out), dtype="float16")
+# (torch dtype, KV element type, numpy dtype, logits tolerance against f32:
+# bf16 keeps 8 significant bits, fp16 11).
+DTYPES = {"float16": ("f16", np.float16, 2e-2),
+          "bfloat16": ("bf16", ml_dtypes.bfloat16, 4e-2)}
+
+
+@pytest.fixture(scope="module", params=sorted(DTYPES))
+def fp16_llama(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"llama-{request.param}")
+    dec = build("llama", str(out), dtype=request.param)
     compiled = {kind: sits_mlir.compile(dec.path, "cpu", out / f"{kind}.sitsm", threads=2,
                                         kv_cache=kind, kv_block_size=4)
                 for kind in ("contiguous", "paged")}
-    return dec, compiled
+    return dec, compiled, DTYPES[request.param]
 
 
 def _f32_logits(dec, tokens):
@@ -49,8 +56,8 @@ def _f32_logits(dec, tokens):
         return model(torch.tensor([tokens])).logits[0, -1].numpy()
 
 
-def test_weights_stay_fp16(fp16_llama):
-    dec, compiled = fp16_llama
+def test_weights_stay_16_bit(fp16_llama):
+    dec, compiled, (kv_dtype, _, _) = fp16_llama
     params = sum(p.numel() for p in dec.model.parameters())
     for artifact in compiled.values():
         args = artifact.manifest["entry_points"][0]["args"]
@@ -59,11 +66,11 @@ def test_weights_stay_fp16(fp16_llama):
         # the code), plus the rotary tables and alignment.
         assert 1.9 * params <= weight_bytes < 2.3 * params, (weight_bytes, params)
         kv_args = [a for a in args if a["name"].startswith(("past_", "kv_pool"))]
-        assert kv_args and all(a["dtype"] == "f16" for a in kv_args)
+        assert kv_args and all(a["dtype"] == kv_dtype for a in kv_args)
 
 
 def test_paged_engine_serves_the_contiguous_tokens(fp16_llama):
-    dec, compiled = fp16_llama
+    dec, compiled, (kv_dtype, np_dtype, tolerance) = fp16_llama
     contiguous = compiled["contiguous"].load()
 
     def run(**feeds):
@@ -71,14 +78,15 @@ def test_paged_engine_serves_the_contiguous_tokens(fp16_llama):
 
     expected = []
     for prompt in PROMPTS:
-        tokens, _ = greedy_contiguous(run, dec, prompt, NEW_TOKENS, dtype=np.float16)
+        tokens, _ = greedy_contiguous(run, dec, prompt, NEW_TOKENS, dtype=np_dtype)
         expected.append(tokens)
-        # The fp16 model follows the f32 computation on its weights.
-        ours = np.asarray(contiguous.run(**_feeds(dec, prompt))[0], np.float32)[0, -1]
+        # The 16-bit model follows the f32 computation on its weights.
+        ours = np.asarray(contiguous.run(**_feeds(dec, prompt, np_dtype))[0],
+                          np.float32)[0, -1]
         ref = _f32_logits(dec, prompt)
-        assert np.abs(ours - ref).max() <= 2e-2 * np.abs(ref).max()
+        assert np.abs(ours - ref).max() <= tolerance * np.abs(ref).max()
     pool = kv.KVAllocator(num_blocks=32, block_size=4, num_layers=dec.layers,
-                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype="f16",
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype=kv_dtype,
                           max_seq_len=64)
     runner = PagedRunner(compiled["paged"].load(), kv.KVMemory(pool))
     results = Engine(pool, runner, max_batch_size=2).generate(PROMPTS, NEW_TOKENS,
@@ -87,10 +95,10 @@ def test_paged_engine_serves_the_contiguous_tokens(fp16_llama):
     assert [r.samples[0].tokens for r in results] == expected
 
 
-def _feeds(dec, prompt):
+def _feeds(dec, prompt, np_dtype):
     feeds = {"input_ids": np.asarray([prompt], np.int64),
              "position_ids": np.arange(len(prompt), dtype=np.int64)[None]}
     for i in range(dec.layers):
         for kind in ("key", "value"):
-            feeds[f"past_{kind}_{i}"] = np.zeros((1, dec.kv_heads, 0, dec.head_dim), np.float16)
+            feeds[f"past_{kind}_{i}"] = np.zeros((1, dec.kv_heads, 0, dec.head_dim), np_dtype)
     return feeds
