@@ -64,23 +64,26 @@ static float halfBitsToFloat(uint16_t h) {
   return f;
 }
 
-float mlir::sits::loadFloat(ArrayRef<char> bytes, int64_t index,
-                            FloatType type) {
+void mlir::sits::loadFloats(ArrayRef<char> bytes, FloatType type,
+                            MutableArrayRef<float> out) {
+  assert(bytes.size() >= out.size() * (type.isF32() ? 4 : 2) &&
+         "loadFloats reads past the data");
   if (type.isF32()) {
-    float f;
-    std::memcpy(&f, bytes.data() + index * sizeof(float), sizeof(f));
-    return f;
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+    return;
   }
-  uint16_t h;
-  std::memcpy(&h, bytes.data() + index * sizeof(h), sizeof(h));
-  if (type.isBF16()) {
-    uint32_t bits = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
+  bool bf16 = type.isBF16();
+  assert((bf16 || type.isF16()) && "loadFloats reads f32, f16 or bf16");
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + i * sizeof(h), sizeof(h));
+    if (bf16) {
+      uint32_t bits = uint32_t(h) << 16;
+      std::memcpy(&out[i], &bits, sizeof(float));
+    } else {
+      out[i] = halfBitsToFloat(h);
+    }
   }
-  assert(type.isF16() && "loadFloat reads f32, f16 or bf16");
-  return halfBitsToFloat(h);
 }
 
 TypedAttr mlir::sits::makeConstantLike(ElementsAttr original,

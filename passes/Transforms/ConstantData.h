@@ -26,9 +26,10 @@ std::optional<ArrayRef<char>> getConstantBytes(ElementsAttr value);
 /// Bytes per element of a constant whose data getConstantBytes can read.
 int64_t getElementBytes(ShapedType type);
 
-/// Element `index` of raw constant data of float type `type` (f32, f16 or
-/// bf16; every value of which f32 holds exactly).
-float loadFloat(ArrayRef<char> bytes, int64_t index, FloatType type);
+/// The first `out.size()` elements of raw constant data of float type
+/// `type` (f32, f16 or bf16: every value of which f32 holds exactly).
+void loadFloats(ArrayRef<char> bytes, FloatType type,
+                MutableArrayRef<float> out);
 
 /// A new constant of `type` holding `blob`: a resource named after
 /// `original` (with `suffix`) when `original` is one, inline dense data

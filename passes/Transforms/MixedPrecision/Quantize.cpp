@@ -85,27 +85,37 @@ QuantizedWeight mlir::sits::quantizeWeight(ArrayRef<float> weight, int64_t k,
   double qmax = format == WeightFormat::Int4   ? 7.0
                 : format == WeightFormat::Int8 ? 127.0
                                                : fp8E4M3Values().back();
+  // Row by row (the storage order): column-wise walks of a [K, N] weight
+  // missed the cache on every element.
+  std::vector<float> amax(n);
   for (int64_t g = 0; g < groups; ++g) {
     int64_t k0 = g * group, k1 = std::min(k, k0 + group);
-    for (int64_t c = 0; c < n; ++c) {
-      float amax = 0.0f;
-      for (int64_t r = k0; r < k1; ++r)
-        amax = std::max(amax, std::fabs(weight[r * n + c]));
-      float scale = amax > 0.0f ? static_cast<float>(amax / qmax) : 1.0f;
-      q.scales[g * n + c] = scale;
-      for (int64_t r = k0; r < k1; ++r) {
-        double v = weight[r * n + c] / static_cast<double>(scale);
+    std::fill(amax.begin(), amax.end(), 0.0f);
+    for (int64_t r = k0; r < k1; ++r) {
+      const float *row = weight.data() + r * n;
+      for (int64_t c = 0; c < n; ++c)
+        amax[c] = std::max(amax[c], std::fabs(row[c]));
+    }
+    float *scales = q.scales.data() + g * n;
+    for (int64_t c = 0; c < n; ++c)
+      scales[c] = amax[c] > 0.0f ? static_cast<float>(amax[c] / qmax) : 1.0f;
+    for (int64_t r = k0; r < k1; ++r) {
+      const float *row = weight.data() + r * n;
+      int8_t *codes = q.codes.data() + r * n;
+      float *dequantized = q.dequantized.data() + r * n;
+      for (int64_t c = 0; c < n; ++c) {
+        double v = row[c] / static_cast<double>(scales[c]);
         double real;
         if (format == WeightFormat::Fp8) {
           uint8_t code = roundToFp8E4M3(v);
-          q.codes[r * n + c] = static_cast<int8_t>(code);
+          codes[c] = static_cast<int8_t>(code);
           real = fp8E4M3Value(code);
         } else {
           double code = std::clamp(std::nearbyint(v), -qmax, qmax);
-          q.codes[r * n + c] = static_cast<int8_t>(code);
+          codes[c] = static_cast<int8_t>(code);
           real = code;
         }
-        q.dequantized[r * n + c] = static_cast<float>(real * scale);
+        dequantized[c] = static_cast<float>(real * scales[c]);
       }
     }
   }

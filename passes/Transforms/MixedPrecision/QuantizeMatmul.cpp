@@ -143,10 +143,17 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   int64_t k = type.getDimSize(transposed ? 1 : 0);
   int64_t n = type.getDimSize(transposed ? 0 : 1);
   std::vector<float> weight(k * n);
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < n; ++c)
-      weight[r * n + c] =
-          loadFloat(*bytes, transposed ? c * k + r : r * n + c, weightType);
+  loadFloats(*bytes, weightType, weight);
+  if (transposed) { // stored [N, K]: transposed in cache-sized tiles
+    std::vector<float> stored = std::move(weight);
+    weight.assign(k * n, 0.0f);
+    constexpr int64_t kTile = 64;
+    for (int64_t c0 = 0; c0 < n; c0 += kTile)
+      for (int64_t r0 = 0; r0 < k; r0 += kTile)
+        for (int64_t c = c0; c < std::min(n, c0 + kTile); ++c)
+          for (int64_t r = r0; r < std::min(k, r0 + kTile); ++r)
+            weight[r * n + c] = stored[c * k + r];
+  }
   if (config.format == WeightFormat::Int4 && !config.autoSelect && k % 2 != 0)
     return rewriter.notifyMatchFailure(matmul,
                                        "INT4 needs an even K (two per byte)");

@@ -111,13 +111,21 @@ SmallVector<double> prune::maxAbsAlong(ArrayRef<double> values,
                                        ArrayRef<int64_t> shape, int64_t dim) {
   SmallVector<double> result(shape[dim], 0.0);
   int64_t inner = getStrides(shape)[dim];
-  for (size_t i = 0; i < values.size(); ++i) {
-    int64_t index = (int64_t(i) / inner) % shape[dim];
-    // NaN compares false and so never makes a slice look prunable.
-    double magnitude = std::fabs(values[i]);
-    if (!(magnitude <= result[index]))
-      result[index] = magnitude;
-  }
+  int64_t extent = shape[dim];
+  if (inner == 0 || extent == 0)
+    return result;
+  // In storage order: [outer, extent, inner], no division per element.
+  const double *v = values.data();
+  for (size_t base = 0; base < values.size(); base += extent * inner)
+    for (int64_t index = 0; index < extent; ++index, v += inner) {
+      double &slot = result[index];
+      for (int64_t j = 0; j < inner; ++j) {
+        // NaN compares false and so never makes a slice look prunable.
+        double magnitude = std::fabs(v[j]);
+        if (!(magnitude <= slot))
+          slot = magnitude;
+      }
+    }
   return result;
 }
 
