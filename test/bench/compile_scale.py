@@ -30,6 +30,17 @@ hidden 256, 2 layers, 4 / 2 heads, vocabulary 4096; --layers, --hidden,
     nice python test/bench/compile_scale.py --shape small --kv-cache paged
     nice python test/bench/compile_scale.py --shape custom --layers-sweep 2,4,8
     nice python test/bench/compile_scale.py --shape custom --pass-timing --dump-ir /tmp/ir
+    nice python test/bench/compile_scale.py --shape llama7b --kv-cache both \
+        --skip-ort --serve-tokens 3 --workdir /tmp/7b   # ~30 GB of disk
+
+`llama7b` is a 7 B Llama (hidden 4096, 32 layers, GQA 32/8, FFN 14336) in
+fp16, too big to export through torch on a 24 GB machine: --synthesize
+(automatic for it) exports two layers and repeats the last one in the ONNX
+graph, streaming seeded random weights to the external data file one tensor
+at a time. --dtype float16/bfloat16 exports any shape in that type (weights,
+activations and KV cache); --precision quantizes the weights at compile
+time; --serve-tokens N loads the artifact and times a prefill and N greedy
+decode steps (SITS alone).
 
 --layers-sweep L1,L2,... compiles the shape at each layer count and prints
 compile seconds against layers: the code of a decoder is one copy of the
