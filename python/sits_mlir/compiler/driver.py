@@ -286,10 +286,10 @@ def _needs_shape_function(signature: dict) -> bool:
 
 def _symbolic_extents(signature: dict, ftype: ir.FunctionType, outputs: list):
     """Every dynamic extent of the `outputs` (result indices of @main) as
-    an arithmetic expression tree over input extents ((argument, axis)
-    leaves), when the importer named them all that way (`past + seq`);
-    else None."""
-    import ast
+    an extent tree (the frontend's `extent_tree`) whose dimension leaves are
+    ("dim", argument, axis), when the importer named them all in input
+    extents (`past + seq`); else None."""
+    from ..frontend.onnx._graph import extent_tree
 
     inputs = [a for a in signature["args"] if a["role"] == "input"]
     results = [a for a in signature["args"] if a["role"] == "output"]
@@ -300,19 +300,14 @@ def _symbolic_extents(signature: dict, ftype: ir.FunctionType, outputs: list):
         for axis, name in enumerate(a.get("dim_names") or ()):
             if name:
                 dims.setdefault(name, (i, axis))
-    ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
 
-    def tree(node):
-        if isinstance(node, ast.Expression):
-            return tree(node.body)
-        if isinstance(node, ast.Name) and node.id in dims:
-            return ("dim",) + dims[node.id]
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return ("int", node.value)
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            left, right = tree(node.left), tree(node.right)
-            return None if left is None or right is None else (ops[type(node.op)], left, right)
-        return None
+    def located(t):
+        if t[0] == "int":
+            return t
+        if t[0] == "dim":
+            return ("dim",) + dims[t[1]] if t[1] in dims else None
+        left, right = located(t[1]), located(t[2])
+        return None if left is None or right is None else (t[0], left, right)
 
     extents = []
     for a in results:
@@ -320,13 +315,11 @@ def _symbolic_extents(signature: dict, ftype: ir.FunctionType, outputs: list):
         for axis, extent in enumerate(a["shape"]):
             if extent >= 0:
                 continue
-            try:
-                t = tree(ast.parse(names[axis], mode="eval")) if names[axis] else None
-            except SyntaxError:
-                t = None
-            if t is None:
+            tree = extent_tree(names[axis]) if names[axis] else None
+            tree = located(tree) if tree is not None else None
+            if tree is None:
                 return None
-            extents.append(t)
+            extents.append(tree)
     return extents
 
 

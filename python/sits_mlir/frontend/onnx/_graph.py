@@ -44,6 +44,43 @@ _NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
             "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"}
 
 
+_EXTENT_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+
+
+def extent_tree(extent):
+    """A static or symbolic extent (`4`, `seq`, `past + seq`, `batch*seq`,
+    symbolic shape inference's names and expressions) as a tree of
+    ("int", n), ("dim", name) and (op, left, right) with op one of
+    + - * //; None for anything else."""
+    if isinstance(extent, (int, np.integer)):
+        return ("int", int(extent))
+    if not isinstance(extent, str):
+        return None
+    try:
+        node = ast.parse(extent, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def tree(node):
+        if isinstance(node, ast.Name):
+            return ("dim", node.id)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return ("int", node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in _EXTENT_OPS:
+            left, right = tree(node.left), tree(node.right)
+            return None if left is None or right is None else \
+                (_EXTENT_OPS[type(node.op)], left, right)
+        return None
+    return tree(node)
+
+
+def extent_names(tree) -> list:
+    """The dimension names an `extent_tree` reads."""
+    if tree[0] == "dim":
+        return [tree[1]]
+    return [] if tree[0] == "int" else extent_names(tree[1]) + extent_names(tree[2])
+
+
 def shape_node_slice(node: onnx.NodeProto, dims) -> list:
     """The part of `dims` (a shape) that a `Shape` node with its `start` and
     `end` attributes returns."""
@@ -193,22 +230,9 @@ class Graph:
     def evaluable(self, extent) -> bool:
         """Whether a static or symbolic extent (`seq`, `past + seq`) can be
         computed from graph-input dimensions at run time."""
-        if isinstance(extent, (int, np.integer)):
-            return True
-        if not isinstance(extent, str):
-            return False
-        try:
-            tree = ast.parse(extent, mode="eval")
-        except SyntaxError:
-            return False
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name):
-                if self.input_dim(node.id) is None:
-                    return False
-            elif not isinstance(node, (ast.Expression, ast.BinOp, ast.Constant, ast.Add,
-                                       ast.Sub, ast.Mult, ast.FloorDiv, ast.Load)):
-                return False
-        return True
+        tree = extent_tree(extent)
+        return tree is not None and all(self.input_dim(name) is not None
+                                        for name in extent_names(tree))
 
     def rank(self, name: str) -> Optional[int]:
         s = self.shape(name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -14,7 +13,7 @@ from ...dialects import arith, func, tensor
 from ...errors import CompileError, Diagnostic, UnsupportedNode
 from . import _types
 from ._builder import Builder, shape_of
-from ._graph import Graph, attributes
+from ._graph import Graph, attributes, extent_tree
 from ._load import LoadedModel
 from ._ops import CONVERTERS  # every op family, registered
 from ._patterns import emit_fusion, match
@@ -220,24 +219,21 @@ class Importer:
         `batch*seq` or `past + seq` (symbolic shape inference's names and
         expressions), from the graph-input dimensions its symbols name."""
         b = self.b
+        binary = {"+": arith.addi, "-": arith.subi, "*": arith.muli, "//": arith.floordivsi}
 
-        def value(node):
-            if isinstance(node, ast.Expression):
-                return value(node.body)
-            if isinstance(node, ast.Constant) and isinstance(node.value, int):
-                return b.index(node.value)
-            if isinstance(node, ast.Name):
-                found = self.g.input_dim(node.id)
+        def value(t):
+            if t[0] == "int":
+                return b.index(t[1])
+            if t[0] == "dim":
+                found = self.g.input_dim(t[1])
                 if found is None:
-                    raise KeyError(f"no graph input has the extent '{node.id}'")
+                    raise KeyError(f"no graph input has the extent '{t[1]}'")
                 return b.dim(self.get(found[0]), found[1])
-            if isinstance(node, ast.BinOp):
-                op = {ast.Add: arith.addi, ast.Sub: arith.subi, ast.Mult: arith.muli,
-                      ast.FloorDiv: arith.floordivsi}.get(type(node.op))
-                if op is not None:
-                    return op(value(node.left), value(node.right))
+            return binary[t[0]](value(t[1]), value(t[2]))
+        tree = extent_tree(extent)
+        if tree is None:
             raise KeyError(f"cannot evaluate the extent '{extent}'")
-        return value(ast.parse(str(extent), mode="eval"))
+        return value(tree)
 
     def get(self, name: str) -> ir.Value:
         v = self.values.get(name)

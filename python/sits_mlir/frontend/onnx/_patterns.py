@@ -535,7 +535,7 @@ class Matcher:
         m = m.reshape(-1, tq, tk)
         if additive:
             return bool(np.all(m[:, allowed] == 0) and (
-                (~allowed).sum() == 0 or _types.masks_out(m[:, ~allowed].max(), m.dtype)))
+                not (~allowed).any() or _types.masks_out(m[:, ~allowed].max(), m.dtype)))
         return bool(np.all(m == allowed[None]))
 
     # -- Conv + BatchNormalization ------------------------------------------------
