@@ -149,6 +149,7 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // To the LLVM dialect. Strided metadata and affine maps are expanded
   // first so memref lowering only sees simple descriptors.
   pm.addPass(cpu::createSitsCpuMarkEntryPoints());
+  pm.addPass(createSitsResolveExpandShapes());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -311,6 +312,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // host's GPU runtime calls, which are the same for both vendors.
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createSitsResolveExpandShapes());
   pm.addPass(memref::createExpandStridedMetadataPass());
   if (amd) {
     GpuROCDLAttachTargetOptions rocdl;

@@ -314,6 +314,32 @@ def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsResolveExpandShapes
+    : Pass<"sits-resolve-expand-shapes", "::mlir::ModuleOp"> {
+  let summary = "Expand buffer shapes with several dynamic extents in a group";
+  let description = [{
+    Rewrites each `memref.expand_shape` that splits one dimension into
+    several dynamic extents (`[B * S, N]` into `[B, S, N]`) into a
+    `memref.reinterpret_cast` of its source's base buffer, with the extents
+    of its `output_shape` and the strides they imply. Upstream's
+    `expand-strided-metadata` accepts at most one dynamic extent per group;
+    with this pass first, a contraction may merge any batch extents into its
+    M dimension and expand its result back. Other expand shapes are left to
+    `expand-strided-metadata`.
+
+    ```mlir
+    %0 = memref.expand_shape %m [[0, 1], [2]] output_shape [%b, %s, 64]
+        : memref<?x64xf32> into memref<?x?x64xf32>
+    // becomes
+    %base, %offset, %sizes:2, %strides:2 = memref.extract_strided_metadata %m
+    %0 = memref.reinterpret_cast %base to offset: [%offset],
+        sizes: [%b, %s, 64], strides: [%s * 64, 64, 1]
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def SitsExternalizeWeights
     : Pass<"sits-externalize-weights", "::mlir::ModuleOp"> {
   let summary = "Read large constants from a weights buffer instead of code";

@@ -111,18 +111,7 @@ Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
   SmallVector<OpFoldResult> accSizes;
   SmallVector<ReassociationIndices> resultGroups;
 
-  // After bufferization, memref.expand_shape takes at most one dynamic
-  // extent per group, so dimensions are merged only when at most one of
-  // them is dynamic; otherwise the contraction generic keeps them apart.
-  auto mergeable = [](ArrayRef<OpFoldResult> merged) {
-    return llvm::count_if(merged, [](OpFoldResult s) {
-             return !getConstantIntValue(s).has_value();
-           }) <= 1;
-  };
-  bool mergeIntoM = mergeable(ArrayRef(resultSizes).drop_back());
-  bool mergeBatch = mergeable(sizes);
-
-  if ((effective.empty() || (rhsNone && !transposeLhs)) && mergeIntoM) {
+  if (effective.empty() || (rhsNone && !transposeLhs)) {
     // No batch left, or only the lhs has one and it folds into M: a 2-D
     // linalg.matmul on [batch... * M, K] x [K, N].
     Value lhs2 =
@@ -158,7 +147,7 @@ Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
     resultGroups = groupsMergingLeading(batch + 2, batch + 1);
   } else if ((lhsAll || lhsNone) && (rhsAll || rhsNone) &&
              !(lhsNone && transposeLhs) && !(rhsNone && transposeRhs) &&
-             mergeBatch && !effective.empty()) {
+             !effective.empty()) {
     // Every operand has all batch dimensions or none (a broadcast
     // linalg.batch_matmul can express): collapse them into one.
     auto toBatched = [&](Value operand, RankedTensorType type,

@@ -149,3 +149,25 @@ def test_matmul_broadcasts_dynamic_batch_extents(tmp_path):
     for xs, ys in [((3, 1), (3, 2)), ((1, 2), (3, 2)), ((2, 2), (2, 2))]:
         x, y = rng.random(xs + (3, 4), np.float32), rng.random(ys + (4, 2), np.float32)
         np.testing.assert_allclose(m(x, y), x @ y, rtol=1e-5)
+
+
+def test_matmuls_over_several_dynamic_leading_extents(tmp_path):
+    """x[b, s, 64] @ w[64, 96] (a decoder projection: batch and sequence
+    both dynamic) runs as one matmul over b * s rows, and x @ y with two
+    dynamic batch extents on both sides as one batch; both match NumPy at
+    every shape, extents of 1 included."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((64, 96)).astype(np.float32), "w")
+    model = _model([h.make_node("MatMul", ["x", "w"], ["p"]),
+                    h.make_node("MatMul", ["a", "c"], ["q"])],
+                   [("x", ["b", "s", 64]), ("a", ["i", "j", 4, 8]), ("c", ["i", "j", 8, 5])],
+                   [("p", ["b", "s", 96]), ("q", ["i", "j", 4, 5])], [w])
+    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    weights = numpy_helper.to_array(w)
+    for (b, s), (i, j) in [((1, 1), (1, 1)), ((8, 1), (2, 3)), ((3, 17), (5, 1)), ((1, 40), (3, 2))]:
+        x = rng.standard_normal((b, s, 64)).astype(np.float32)
+        a = rng.standard_normal((i, j, 4, 8)).astype(np.float32)
+        c = rng.standard_normal((i, j, 8, 5)).astype(np.float32)
+        p, q = m(x, a, c)
+        np.testing.assert_allclose(p, x @ weights, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(q, a @ c, rtol=1e-5, atol=1e-5)

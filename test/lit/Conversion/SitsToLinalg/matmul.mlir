@@ -165,17 +165,32 @@ func.func @matmul_dynamic_batch(%f: tensor<?x8x16xf32>, %g: tensor<4x16x32xf32>)
 
 // -----
 
-// Several dynamic batch dimensions are not merged into one (a memref
-// expand_shape takes one dynamic extent per group): a contraction generic
-// over (b0, b1, m, n, k) keeps them apart.
+// Several dynamic batch dimensions merge into one batch (the expand_shape
+// of the result names each extent; sits-resolve-expand-shapes lowers it).
 // CHECK-LABEL: func.func @dynamic_batches
-//   CHECK-NOT:   tensor.collapse_shape
-//   CHECK-NOT:   linalg.batch_matmul
-//       CHECK:   linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
-//   CHECK-NOT:   tensor.expand_shape
+//       CHECK:   %[[B0:.+]] = tensor.dim %{{.+}}, %c0
+//       CHECK:   %[[B1:.+]] = tensor.dim %{{.+}}, %c1
+//       CHECK:   %[[BMM:.+]] = linalg.batch_matmul ins(%{{.+}}, %{{.+}} : tensor<?x4x8xf32>, tensor<?x8x16xf32>) outs(%{{.+}} : tensor<?x4x16xf32>)
+//       CHECK:   tensor.expand_shape %[[BMM]] {{\[}}[0, 1], [2], [3]] output_shape [%[[B0]], %[[B1]], 4, 16]
 func.func @dynamic_batches(%a: tensor<?x?x4x8xf32>, %b: tensor<?x?x8x16xf32>) -> tensor<?x?x4x16xf32> {
   %0 = sits.matmul %a, %b : (tensor<?x?x4x8xf32>, tensor<?x?x8x16xf32>) -> tensor<?x?x4x16xf32>
   return %0 : tensor<?x?x4x16xf32>
+}
+
+// -----
+
+// Batch and sequence both dynamic against 2-D weights (a decoder's
+// projections): one [B * S, K] x [K, N] matmul, so that a decode step reads
+// each weight once for all its sequences.
+// CHECK-LABEL: func.func @dynamic_rows
+//       CHECK:   %[[B:.+]] = tensor.dim %{{.+}}, %c0
+//       CHECK:   %[[S:.+]] = tensor.dim %{{.+}}, %c1
+//       CHECK:   %[[X:.+]] = tensor.collapse_shape %{{.+}} {{\[}}[0, 1], [2]] : tensor<?x?x64xf32> into tensor<?x64xf32>
+//       CHECK:   %[[MM:.+]] = linalg.matmul ins(%[[X]], %{{.+}} : tensor<?x64xf32>, tensor<64x128xf32>)
+//       CHECK:   tensor.expand_shape %[[MM]] {{\[}}[0, 1], [2]] output_shape [%[[B]], %[[S]], 128]
+func.func @dynamic_rows(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>) -> tensor<?x?x128xf32> {
+  %y = sits.matmul %x, %w : (tensor<?x?x64xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
+  return %y : tensor<?x?x128xf32>
 }
 
 // -----
