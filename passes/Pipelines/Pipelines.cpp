@@ -157,7 +157,11 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(cpu::createSitsCpuBoolMemory());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Buffers come from the runtime's allocation functions, which keep freed
+  // ones for the next call (runtime/src/core/buffer_cache.cpp).
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());

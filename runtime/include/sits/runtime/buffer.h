@@ -59,6 +59,27 @@ struct SITS_RUNTIME_API BufferView {
 /// "[2, -1, 4]" (-1 prints as "?").
 SITS_RUNTIME_API std::string shapeToString(const std::vector<int64_t> &shape);
 
+/// The buffers compiled code allocates for its intermediate values come
+/// from the runtime (MLIR's `_mlir_memref_to_llvm_*` allocation functions).
+/// A model call allocates and frees the same few sizes every time, so freed
+/// buffers of 64 KiB and more are kept, per size class (eight per power of
+/// two), and handed out again instead of going back to the system, which
+/// would fault in fresh zeroed pages on every call. The cache holds at most
+/// `limitBytes`: SITS_BUFFER_CACHE_MB when set to a non-negative integer,
+/// else 1024 MiB; 0 turns caching off.
+struct BufferCacheStats {
+  /// Bytes of freed buffers held for reuse.
+  int64_t cachedBytes = 0;
+  int64_t limitBytes = 0;
+  /// Allocations of cacheable sizes served from the cache / by the system.
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+SITS_RUNTIME_API BufferCacheStats bufferCacheStats();
+/// Sets the cache's limit in bytes (< 0 restores the default) and frees
+/// cached buffers above it; `setBufferCacheLimit(0)` empties the cache.
+SITS_RUNTIME_API void setBufferCacheLimit(int64_t bytes);
+
 /// An owning 64-byte-aligned allocation (contents uninitialised).
 class SITS_RUNTIME_API AlignedBuffer {
 public:
