@@ -77,6 +77,9 @@ CpuTilingConfig mlir::sits::cpu::getCpuTilingConfig(Operation *op,
 
 namespace {
 
+/// Marks a loop tileContractionForRegisters peeled itself.
+constexpr llvm::StringLiteral kPeeledAttr = "sits.peeled";
+
 /// Number of tiles `sizes` cuts `ranges` into (0 means not tiled).
 int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
   int64_t tiles = 1;
@@ -234,8 +237,9 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   unsigned numLoops = op.getNumLoops();
   // Weights dequantized from integer codes are computed tile by tile inside
   // the loops, so the widened values live in cache and then in registers.
-  auto tile = [&](linalg::LinalgOp target,
-                  ArrayRef<int64_t> sizes) -> FailureOr<linalg::LinalgOp> {
+  auto tile = [&](linalg::LinalgOp target, ArrayRef<int64_t> sizes,
+                  SmallVectorImpl<LoopLikeOpInterface> *loops =
+                      nullptr) -> FailureOr<linalg::LinalgOp> {
     if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
       return target;
     scf::SCFTileAndFuseOptions options;
@@ -263,6 +267,8 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
     for (Operation *producer : tiled->fusedProducers)
       if (isOpTriviallyDead(producer))
         rewriter.eraseOp(producer);
+    if (loops)
+      loops->assign(tiled->loops.begin(), tiled->loops.end());
     return cast<linalg::LinalgOp>(tiled->tiledAndFusedOps.front());
   };
 
@@ -339,7 +345,49 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   FailureOr<linalg::LinalgOp> cached = tile(op, cache);
   if (failed(cached))
     return failure();
-  return success(succeeded(tile(*cached, regs)));
+  if (dims->m.empty())
+    return success(succeeded(tile(*cached, regs)));
+  unsigned mInner = dims->m.back();
+  if (!ShapedType::isDynamic(cached->getStaticLoopRanges()[mInner]))
+    return success(succeeded(tile(*cached, regs)));
+
+  // A dynamic row count (a decode step's batch, often below mr): rows go in
+  // blocks of mr, then the last M % mr one at a time, so that every
+  // register tile keeps a static shape and vectorizes. Left to the generic
+  // peeling, the last rows would form one dynamic tile of scalar code.
+  SmallVector<int64_t> rows(numLoops, 0), inner(regs);
+  for (ArrayRef<unsigned> group :
+       {ArrayRef<unsigned>(dims->batch), ArrayRef<unsigned>(dims->m)})
+    for (unsigned d : group) {
+      rows[d] = regs[d];
+      inner[d] = 0;
+    }
+  SmallVector<LoopLikeOpInterface> loops;
+  FailureOr<linalg::LinalgOp> blocked = tile(*cached, rows, &loops);
+  if (failed(blocked))
+    return failure();
+  // Tiling makes one loop per tiled dimension, in dimension order.
+  unsigned position = llvm::count_if(ArrayRef(rows).take_front(mInner),
+                                     [](int64_t size) { return size != 0; });
+  auto mLoop = position < loops.size()
+                   ? dyn_cast<scf::ForOp>(loops[position].getOperation())
+                   : scf::ForOp();
+  scf::ForOp partial;
+  if (!mLoop ||
+      failed(scf::peelForLoopAndSimplifyBounds(rewriter, mLoop, partial)))
+    return success(succeeded(tile(*blocked, inner)));
+  mLoop->setAttr(kPeeledAttr, rewriter.getUnitAttr());
+  partial->setAttr(kPeeledAttr, rewriter.getUnitAttr());
+  if (failed(tile(*blocked, inner)))
+    return failure();
+  linalg::LinalgOp rest;
+  partial.walk([&](linalg::LinalgOp candidate) {
+    if (isContraction(candidate))
+      rest = candidate;
+  });
+  SmallVector<int64_t> single(inner);
+  single[mInner] = 1;
+  return success(rest && succeeded(tile(rest, single)));
 }
 
 /// Tiles an elementwise or reduction op inside a distributed tile so that
@@ -398,7 +446,12 @@ LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
 void peelNest(RewriterBase &rewriter, scf::ForOp loop) {
   scf::ForOp partial;
   SmallVector<scf::ForOp> parts = {loop};
-  if (succeeded(scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)))
+  // Row loops of contractions are peeled already (whole register blocks /
+  // single rows); peeling them again would add a loop that never runs.
+  if (loop->hasAttr(kPeeledAttr))
+    loop->removeAttr(kPeeledAttr);
+  else if (succeeded(
+               scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)))
     parts.push_back(partial);
   for (scf::ForOp part : parts) {
     SmallVector<scf::ForOp> children;

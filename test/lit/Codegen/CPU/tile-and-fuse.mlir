@@ -130,8 +130,9 @@ func.func @softmax_rows(%x: tensor<128x512xf32>) -> tensor<128x512xf32> {
 // -----
 
 // Register steps that do not divide a loop are peeled: the full steps are
-// static 8x8x32 matmuls, K's last step a static 8x4x32 one, and only the
-// rows left over in a ragged distributed tile (13 = 8 + 5) stay dynamic.
+// static 8x8x32 matmuls, K's last step a static 8x4x32 one, and the rows
+// left over in a ragged distributed tile (13 = 8 + 5) go one at a time, as
+// static 1x8x32 and 1x4x32 matmuls.
 // CHECK-LABEL: func.func @ragged
 //       CHECK:   scf.forall (%{{.+}}) = (0) to (13) step (8)
 //       CHECK:     %[[ROWS:.+]] = affine.min
@@ -141,8 +142,12 @@ func.func @softmax_rows(%x: tensor<128x512xf32>) -> tensor<128x512xf32> {
 //       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x8xf32>, tensor<8x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
 //       CHECK:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x4xf32>, tensor<4x32xf32>) outs(%{{.+}} : tensor<8x32xf32>)
 //       CHECK:     scf.for %{{.+}} = %[[FULL]] to %[[ROWS]]
-//       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<8x32xf32>)
-//       CHECK:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<?x4xf32>, tensor<4x32xf32>)
+//       CHECK:       %[[LEFT:.+]] = affine.apply
+//       CHECK:       scf.for %{{.+}} = %c0 to %[[LEFT]] step %c1
+//       CHECK:         scf.for
+//       CHECK:           linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<1x8xf32>, tensor<8x32xf32>) outs(%{{.+}} : tensor<1x32xf32>)
+//       CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<1x4xf32>, tensor<4x32xf32>) outs(%{{.+}} : tensor<1x32xf32>)
+//   CHECK-NOT:     tensor<?x8xf32>
 func.func @ragged(%a: tensor<13x20xf32>, %b: tensor<20x32xf32>) -> tensor<13x32xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<13x32xf32>
