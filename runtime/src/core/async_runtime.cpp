@@ -21,7 +21,9 @@
 //   error). `AddTokenToGroup` returns the token's rank in the group.
 // * `Execute` queues a coroutine resumption on the pool.
 // * A blocking await on a pool worker runs queued tasks while it waits; on
-//   any other thread it polls for pool::kSpinBudget before it blocks.
+//   any other thread it does too when the thread count is above one (the
+//   awaiting thread is one of them, see worker_pool.h), and polls for
+//   pool::kSpinBudget before it blocks.
 //
 // The symbol `mlirAsyncRuntimGetNumWorkerThreads` (sic) is the name the
 // upstream lowering calls; the correctly spelled alias is exported too.
@@ -211,13 +213,21 @@ void blockUntil(std::mutex &mu, std::condition_variable &cv, Ready ready) {
     }
     return;
   }
-  // The caller of a parallel region awaits workers that usually finish
-  // within microseconds of it: poll briefly before paying for a futex
-  // wait and the wake (see pool::kSpinBudget).
-  if (pool::spinUntil(ready))
-    return;
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, ready);
+  // The caller of a parallel region computes its first block and then
+  // waits for the rest; it takes queued blocks too (the region is cut in
+  // more blocks than threads), and polls briefly for the last ones, which
+  // usually finish within microseconds, before paying for a futex wait and
+  // the wake (see pool::kSpinBudget).
+  bool helps = pool::callerRunsTasks();
+  while (!ready()) {
+    if (helps && pool::tryRunOne())
+      continue;
+    if (pool::spinUntil(
+            [&] { return ready() || (helps && pool::hasQueuedTasks()); }))
+      continue;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, ready);
+  }
 }
 
 /// Runs `resume(handle)` now if `ready`, else when the object is ready.

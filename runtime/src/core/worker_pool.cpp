@@ -21,6 +21,11 @@ namespace {
 
 constexpr int kMaxThreads = 4096;
 
+/// Workers for `threads` computing threads: with more than one, the thread
+/// that awaits a parallel region runs its blocks too (async_runtime.cpp),
+/// so one fewer; with one, that one worker runs everything.
+int workersFor(int threads) { return threads > 1 ? threads - 1 : 1; }
+
 struct State {
   std::mutex mu;
   std::condition_variable workCv;
@@ -33,8 +38,9 @@ struct State {
   /// queue under `mu` before it parks, so no task is left unserved.
   int spinning = 0;
   int parked = 0;
-  /// Desired number of workers; workers with an id >= target leave. Written
-  /// under `mu`; read unlocked by spinners.
+  /// The threads compiled code computes on: the awaiting caller and
+  /// workersFor(target) workers; workers with an id >= workersFor(target)
+  /// leave. Written under `mu`; read unlocked by spinners.
   std::atomic<int> target{0};
   bool started = false;
   /// threads[id] is worker `id`.
@@ -96,7 +102,7 @@ void workerMain(State *s, int id) {
   std::unique_lock<std::mutex> lock(s->mu);
   // True right after running a task: only then is it worth spinning.
   bool busy = false;
-  while (id < s->target.load(std::memory_order_relaxed)) {
+  while (id < workersFor(s->target.load(std::memory_order_relaxed))) {
     if (!s->queue.empty()) {
       Task t = popLocked(*s);
       lock.unlock();
@@ -114,7 +120,7 @@ void workerMain(State *s, int id) {
       // kSpinBudget): the next region usually comes within the budget.
       bool found = spinUntil([&] {
         return s->queued.load(std::memory_order_relaxed) > 0 ||
-               id >= s->target.load(std::memory_order_relaxed);
+               id >= workersFor(s->target.load(std::memory_order_relaxed));
       });
       lock.lock();
       --s->spinning;
@@ -123,7 +129,7 @@ void workerMain(State *s, int id) {
     }
     ++s->parked;
     s->workCv.wait(lock, [&] {
-      return id >= s->target.load(std::memory_order_relaxed) ||
+      return id >= workersFor(s->target.load(std::memory_order_relaxed)) ||
              !s->queue.empty();
     });
     --s->parked;
@@ -139,8 +145,8 @@ void startLocked(State &s) {
   if (s.started)
     return;
   s.started = true;
-  int target = s.target.load(std::memory_order_relaxed);
-  for (int id = int(s.threads.size()); id < target; ++id)
+  int workers = workersFor(s.target.load(std::memory_order_relaxed));
+  for (int id = int(s.threads.size()); id < workers; ++id)
     s.threads.emplace_back(workerMain, &s, id);
 }
 
@@ -185,6 +191,14 @@ void waitForWork(std::chrono::microseconds timeout) {
   }
 }
 
+bool callerRunsTasks() {
+  return state().target.load(std::memory_order_relaxed) > 1;
+}
+
+bool hasQueuedTasks() {
+  return state().queued.load(std::memory_order_relaxed) > 0;
+}
+
 bool onWorkerThread() { return tWorkerOf != nullptr; }
 
 int size() {
@@ -218,11 +232,12 @@ Status resize(int n) {
     s.target.store(n, std::memory_order_relaxed);
     if (!s.started)
       return Status::OK();
-    while (int(s.threads.size()) > n) {
+    int workers = workersFor(n);
+    while (int(s.threads.size()) > workers) {
       leaving.push_back(std::move(s.threads.back()));
       s.threads.pop_back();
     }
-    for (int id = int(s.threads.size()); id < n; ++id)
+    for (int id = int(s.threads.size()); id < workers; ++id)
       s.threads.emplace_back(workerMain, &s, id);
   }
   s.workCv.notify_all();

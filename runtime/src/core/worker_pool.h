@@ -1,12 +1,14 @@
 //===- worker_pool.h - The process-wide worker threads (internal)
 //----------===//
 //
-// One FIFO queue of plain (function, argument) tasks served by N std::threads.
-// The async runtime ABI submits coroutine resumptions here. A worker that
-// blocks in an await keeps draining the queue while it waits, so blocking
-// awaits inside tasks cannot starve the pool. A worker that runs out of
-// work polls the queue for kSpinBudget before it parks, and submit() wakes
-// a parked worker only when the spinning ones cannot take the task.
+// One FIFO queue of plain (function, argument) tasks served by N - 1
+// std::threads for a thread count of N > 1, the thread awaiting a parallel
+// region running queued tasks as well, and by one thread for N = 1. The async
+// runtime ABI submits coroutine resumptions here. A worker that blocks in an
+// await keeps draining the queue while it waits, so blocking awaits inside
+// tasks cannot starve the pool. A worker that runs out of work polls the queue
+// for kSpinBudget before it parks, and submit() wakes a parked worker only when
+// the spinning ones cannot take the task.
 //
 // Lifetime: the pool is created on first use and never destroyed (compiled
 // code may still run while static destructors do); a forked child starts a
@@ -37,6 +39,11 @@ struct Task {
 void submit(Task task);
 /// Runs one queued task on the calling thread; false when none was queued.
 bool tryRunOne();
+/// Whether a thread awaiting tasks runs queued ones itself (it counts as
+/// one of the threads when there are several).
+bool callerRunsTasks();
+/// Whether tasks are queued (a relaxed read: a hint for pollers).
+bool hasQueuedTasks();
 /// Whether the calling thread is one of the pool's workers.
 bool onWorkerThread();
 int size();

@@ -3,11 +3,14 @@
 //
 // Compiled code that splits work across threads does so through MLIR's async
 // runtime ABI (`mlirAsyncRuntimeExecute`, `...AwaitAllInGroup`, ...), which
-// SitsRuntime implements on one process-wide pool of std::threads. The pool
-// starts on first use with `defaultNumThreads()` workers: the value of
-// SITS_NUM_THREADS when it is a positive integer, else the number of CPUs
-// this process may run on. It can be resized at any time, also while code
-// runs (workers above the new size leave after their current task).
+// SitsRuntime implements on one process-wide pool of std::threads. Code
+// computes on `numThreads()` threads: the thread that called it, which runs
+// blocks of each parallel region while it waits for the region, and
+// `numThreads() - 1` pool workers; with a count of 1, on one worker. The count
+// starts at `defaultNumThreads()`: the value of SITS_NUM_THREADS when it is a
+// positive integer, else the number of CPUs this process may run on. It can be
+// changed at any time, also while code runs (workers above the new count
+// leave after their current task).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_THREAD_POOL_H
@@ -23,10 +26,11 @@ namespace sits::runtime {
 /// SITS_NUM_THREADS when set to a positive integer, else the CPUs in this
 /// process's affinity mask (at least 1).
 SITS_RUNTIME_API int defaultNumThreads();
-/// The pool's size (the size it will start with, if not started yet).
+/// The threads compiled code computes on (the caller and the pool's
+/// workers; what the pool will start with, if not started yet).
 SITS_RUNTIME_API int numThreads();
-/// Resizes the pool; 0 restores `defaultNumThreads()`. kInvalidArgument for
-/// n < 0 or n > 4096, or when called from a pool worker.
+/// Sets the thread count; 0 restores `defaultNumThreads()`. kInvalidArgument
+/// for n < 0 or n > 4096, or when called from a pool worker.
 SITS_RUNTIME_API Status setNumThreads(int n);
 
 /// Counters for tests and diagnostics.
