@@ -280,6 +280,51 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsLastPosition : Pass<"sits-last-position", "::mlir::ModuleOp"> {
+  let summary = "Compute @main's results for the last position of the sequence only";
+  let description = [{
+    Serving samples the next token from the logits of each prompt's last
+    position, but a decoder computes them for every position: in a prefill
+    the LM head (hidden x vocabulary per position) is the largest matmul of
+    the model, and its result the largest tensor. This pass makes every
+    result of the public function `@main` (but those updating an argument
+    in place, `sits.updates`) keep only the last position along `axis`:
+    `[B, S, V]` becomes `[B, min(S, 1), V]`, the last row when `S >= 1`
+    (prompts are left-padded, so it is every prompt's last token), nothing
+    when `S = 0`.
+
+    The slice is moved up through ops that compute each position from the
+    same position of their first operand alone, as long as nothing else
+    reads their results: `sits.matmul` with 2-D weights, `sits.rms_norm`
+    and `sits.layer_norm` normalizing dimensions after `axis`, and
+    `sits.activation`. The LM head and the final norm then run on one row
+    per sequence.
+
+    ```mlir
+    // Before
+    %n = sits.rms_norm %h, %g : (tensor<?x?x64xf32>, ...) -> tensor<?x?x64xf32>
+    %logits = sits.matmul %n, %w : (...) -> tensor<?x?x1000xf32>
+    return %logits
+    // After
+    %last = tensor.extract_slice %h[0, %s_minus_one_or_zero, 0] [%b, %one_or_zero, 64] [1, 1, 1]
+    %n = sits.rms_norm %last, %g : (tensor<?x?x64xf32>, ...) -> tensor<?x?x64xf32>
+    %logits = sits.matmul %n, %w : (...) -> tensor<?x?x1000xf32>
+    return %logits
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"axis", "axis", "int64_t", /*default=*/"1",
+           "The position (sequence) axis of the results">,
+  ];
+  let statistics = [
+    Statistic<"numResults", "num-results", "Results sliced">,
+    Statistic<"numHoisted", "num-hoisted",
+              "Ops now computed for the last position only">,
+  ];
+}
+
 def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Outline loop nests into functions, one per distinct body";
   let description = [{

@@ -7,9 +7,10 @@
 * SITS's generation engine over the paged KV pool (`sits_mlir.runtime.engine`)
   serving the same artifact with `PastKVRunner`, which copies each
   sequence's past out of its blocks every step, one sequence per call;
-* the engine serving the decoder compiled with `kv_cache="paged"`
-  (`PagedRunner`): attention reads and writes K/V in the pool through the
-  block tables, the whole batch in one call.
+* the engine serving the decoder compiled with `kv_cache="paged"` and
+  `logits="last"`, the serving form (`PagedRunner`): attention reads and
+  writes K/V in the pool through the block tables, the whole batch in one
+  call.
 
 Each batch decodes `--new-tokens` greedy tokens after a `--prompt-len`
 prefill; decode tokens/s counts the decode steps only (engine: output tokens
@@ -109,9 +110,10 @@ def main(argv=None) -> int:
     model = sits_mlir.compile(dec.path, "cpu", os.path.join(out, "model.sitsm"),
                               threads=args.threads).load()
     compile_s = time.perf_counter() - start
+    # The serving form: the engine samples from each sequence's last logits.
     paged = sits_mlir.compile(dec.path, "cpu", os.path.join(out, "paged.sitsm"),
                               threads=args.threads, kv_cache="paged",
-                              kv_block_size=BLOCK).load()
+                              kv_block_size=BLOCK, logits="last").load()
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     session = ort.InferenceSession(dec.path, so, providers=["CPUExecutionProvider"])

@@ -12,6 +12,7 @@ exact string), and lit tests of the passes it runs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -91,6 +92,12 @@ class CompileOptions:
     kv_cache: str = "contiguous"
     #: kv_cache="paged": token positions per KV block (the allocator's).
     kv_block_size: int = 16
+    #: kv_cache="paged": "last" computes the logits (every result but the
+    #: pool) for each sequence's last new position only, `[B, min(S, 1), V]`,
+    #: which is what serving samples from (sits-last-position): a prefill
+    #: then runs the final norm and the LM head on one row per sequence.
+    #: "all" keeps every position.
+    logits: str = "all"
 
 
 @dataclass
@@ -459,6 +466,25 @@ def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int):
     return new_inputs, new_outputs
 
 
+def _last_position(module: ir.Module, outputs):
+    """Runs sits-last-position on `module`; returns the output specs with
+    the position extent of each sliced result named `min(S, 1)` in the
+    terms of its former name, so that the shape function stays arithmetic."""
+    _run_pipeline(module, "builtin.module(sits-last-position{axis=1})")
+    main = _find_main(module)
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    specs = []
+    for spec, type_ in zip(outputs, ftype.results):
+        names = list(spec.dim_names) if spec is not None else []
+        shaped = ir.RankedTensorType(type_)
+        if len(names) > 1 and names[1] and shaped.rank > 1 and shaped.is_dynamic_dim(1):
+            # min(S, 1) for S >= 0, in the extent grammar (+ - * //).
+            names[1] = f"1 - 1 // ({names[1]} + 1)"
+            spec = dataclasses.replace(spec, dim_names=tuple(names))
+        specs.append(spec)
+    return specs
+
+
 def lower(module: ir.Module, target: str = "cpu", options: CompileOptions | None = None) -> str:
     """Runs the target's pipeline on `module` in place (SITS/linalg on
     tensors to the LLVM dialect) and returns the pipeline string."""
@@ -520,6 +546,11 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             module, input_specs, output_specs, keep_alive, source = _import(model)
         if options.kv_cache not in ("contiguous", "paged"):
             raise ValueError(f"kv_cache must be 'contiguous' or 'paged', got {options.kv_cache!r}")
+        if options.logits not in ("all", "last"):
+            raise ValueError(f"logits must be 'all' or 'last', got {options.logits!r}")
+        if options.logits == "last" and options.kv_cache != "paged":
+            raise ValueError("logits='last' needs kv_cache='paged' (the other results of a "
+                             "contiguous decoder are its present K/V)")
         if options.kv_cache == "paged":
             if t.is_gpu:
                 raise CompileError(f"kv_cache='paged' is compiled for CPU targets only, "
@@ -530,6 +561,8 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             with progress.stage("page KV cache"):
                 input_specs, output_specs = _page_kv_cache(
                     module, input_specs, output_specs, options.kv_block_size)
+                if options.logits == "last":
+                    output_specs = _last_position(module, output_specs)
         signature = _entry_signature(module, input_specs, output_specs)
         if t.is_gpu and any(a.get("updated_in_place") for a in signature["args"]):
             raise CompileError(f"@main updates an argument in place (sits.updates), which is "

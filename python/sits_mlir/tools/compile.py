@@ -71,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: 0.01)")
     p.add_argument("--group-size", type=int, choices=(32, 64, 128), default=64,
                    help="INT4 quantization group along K (default: 64)")
+    p.add_argument("--kv-cache", choices=("contiguous", "paged"), default="contiguous",
+                   help="a decoder exported with past/present K/V: keep that signature, or "
+                        "read and write K/V in the KV allocator's paged pool (CPU targets)")
+    p.add_argument("--kv-block-size", type=int, default=16, metavar="N",
+                   help="--kv-cache paged: token positions per KV block (default: 16)")
+    p.add_argument("--logits", choices=("all", "last"), default="all",
+                   help="--kv-cache paged: logits of every new position, or of each "
+                        "sequence's last one only (what serving samples from; a prefill "
+                        "then skips the LM head for the other positions)")
     p.add_argument("--check", action="store_true",
                    help="only run the pre-flight check and list unsupported nodes")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -104,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  prune=args.prune, prune_threshold=args.prune_threshold,
                                  profile=args.profile, emit_schedule=args.emit_schedule,
                                  explain=args.explain, precision=args.precision,
-                                 error_budget=args.error_budget, group_size=args.group_size)
+                                 error_budget=args.error_budget, group_size=args.group_size,
+                                 kv_cache=args.kv_cache, kv_block_size=args.kv_block_size,
+                                 logits=args.logits)
+    except ValueError as error:  # options that do not go together
+        print(f"sits-compile: error: {error}", file=sys.stderr)
+        return 2
     except CompileError as error:
         print(f"sits-compile: error: {error}", file=sys.stderr)
         if args.emit_schedule and schedule_stamp() not in (None, stamp):

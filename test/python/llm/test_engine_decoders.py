@@ -102,18 +102,48 @@ def test_forked_greedy_samples_agree(served):
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_paged_logits_equal_contiguous(llm_models, name):
-    """The same schedule through both compiled forms: every step's logits
-    agree, and the paged model runs each step's decodes in one call."""
+    """The same schedule through every compiled form: every step's logits
+    agree (logits="last" computes the same last rows), and the paged model
+    runs each step's decodes in one call."""
     runs = []
-    for kv_cache, runner in (("contiguous", PastKVRunner), ("paged", PagedRunner)):
+    for kv_cache, runner in (("contiguous", PastKVRunner), ("paged", PagedRunner),
+                             ("paged-last", PagedRunner)):
         dec, model = llm_models(name, kv_cache)
         _serve(dec, model, runner, record=runs)
-    contiguous, paged = runs
-    assert len(paged.logits) == len(contiguous.logits)
-    for a, b in zip(contiguous.logits, paged.logits):
-        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
-    # Prefill steps take one call per kind of sequence, decode steps one.
-    assert paged.runner.calls <= 2 * paged.runner.steps
+    contiguous, paged, last = runs
+    for run in (paged, last):
+        assert len(run.logits) == len(contiguous.logits)
+        for a, b in zip(contiguous.logits, run.logits):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+        # Prefill steps take one call per kind of sequence, decode steps one.
+        assert run.runner.calls <= 2 * run.runner.steps
+
+
+def test_last_position_logits(llm_models):
+    """logits="last": a left-padded prefill returns [B, 1, V], each row the
+    full model's last row; an empty step returns [B, 0, V]; the manifest
+    names the extent min(seq, 1) and the shape function computes it."""
+    _, full = llm_models("llama", "paged")
+    dec, last = llm_models("llama", "paged-last")
+    names = {a["name"]: a for a in last.manifest["entry_points"][0]["args"]}
+    assert names["logits"]["shape"][1] == -1
+    assert names["logits"]["dim_names"][1].startswith("1 - 1 // (")
+    rng = np.random.default_rng(5)
+    for batch, width in [(3, 9), (1, 1), (2, 0)]:
+        ids = rng.integers(0, dec.vocab, (batch, width)).astype(np.int64)
+        feeds = {"input_ids": ids,
+                 "position_ids": np.broadcast_to(np.arange(width), (batch, width)).copy(),
+                 "block_tables": np.arange(batch * 3, dtype=np.int32).reshape(batch, 3),
+                 "slot_mapping": (np.arange(batch)[:, None] * 12 + np.arange(width)),
+                 "context_lens": np.full(batch, width, np.int32)}
+        outs = []
+        for model in (full, last):
+            pool = np.zeros((batch * 3 + 1, dec.layers, 2, dec.kv_heads, 4, dec.head_dim),
+                            np.float32)
+            outs.append(model.run(kv_pool=pool, **feeds)[0])
+        assert outs[1].shape == (batch, min(width, 1), dec.vocab)
+        np.testing.assert_allclose(outs[1], outs[0][:, width - min(width, 1):],
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_paged_runner_checks_the_model(compiled):

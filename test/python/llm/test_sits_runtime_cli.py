@@ -74,3 +74,32 @@ def test_paged_model_keeps_its_block_size(llm_models, capsys):
     _, model = llm_models("gpt2", "paged")
     assert cli.main(["--config", model.path, "--synthetic", "1", "--block-size", "16"]) == 1
     assert "--block-size 16 differs from the model's KV block size 4" in capsys.readouterr().err
+
+
+def test_sits_compile_for_serving(llm_models, tmp_path, capsys):
+    """`sits-compile --kv-cache paged --logits last` writes the serving form
+    (the paged signature, logits of the last position), which `sits-runtime`
+    serves with transformers' greedy tokens; --logits last alone is a usage
+    error naming what it needs."""
+    from sits_mlir import runtime
+    from sits_mlir.tools import compile as compile_cli
+
+    dec, _ = llm_models("llama")
+    out = tmp_path / "serve.sitsm"
+    assert compile_cli.main([dec.path, "--kv-cache", "paged", "--kv-block-size", "4",
+                             "--logits", "last", "-o", str(out), "-q"]) == 0
+    args = {a["name"]: a for a in runtime.read_manifest(out)["entry_points"][0]["args"]}
+    assert {"kv_pool", "block_tables", "slot_mapping", "context_lens"} <= set(args)
+    assert args["logits"]["dim_names"][1].startswith("1 - 1 // (")
+    prompt = [17, 3, 250, 96, 41]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"prompt_ids": prompt, "max_new_tokens": 8}) + "\n")
+    report = tmp_path / "report.json"
+    assert cli.main(["--config", str(out), "--block-size", "4", "--prompts", str(path),
+                     "--json", str(report)]) == 0
+    tokens = json.loads(report.read_text())["outputs"][0]["samples"][0]["tokens"]
+    assert tokens == transformers_greedy(dec, prompt, 8)
+    capsys.readouterr()
+    assert compile_cli.main([dec.path, "--logits", "last", "-o", str(tmp_path / "x.sitsm"),
+                             "-q"]) == 2
+    assert "needs kv_cache='paged'" in capsys.readouterr().err
