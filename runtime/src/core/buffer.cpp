@@ -2,6 +2,8 @@
 //---------------------------===//
 #include "sits/runtime/buffer.h"
 
+#include "buffer_cache.h"
+
 #include <cstdlib>
 #include <new>
 
@@ -55,8 +57,8 @@ std::string BufferView::typeString() const {
 
 StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
   AlignedBuffer buffer;
-  // aligned_alloc wants a multiple of the alignment; never allocate 0 bytes
-  // so the pointer is always valid and aligned.
+  // Whole alignment units, never 0 bytes, so the pointer is always valid
+  // and aligned.
   size_t rounded =
       (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   if (rounded == 0)
@@ -65,7 +67,9 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(bytes) + " bytes")
         .withValue(static_cast<int64_t>(bytes));
-  void *p = std::aligned_alloc(kBufferAlignment, rounded);
+  // From the buffer cache: outputs of the same shapes every call reuse
+  // their pages instead of faulting fresh ones in.
+  void *p = cachedAllocate(kBufferAlignment, rounded);
   if (!p)
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(bytes) + " bytes")
@@ -75,7 +79,7 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
   return buffer;
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+AlignedBuffer::~AlignedBuffer() { cachedFree(data_); }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer &&other) noexcept
     : data_(other.data_), size_(other.size_) {
@@ -85,7 +89,7 @@ AlignedBuffer::AlignedBuffer(AlignedBuffer &&other) noexcept
 
 AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    cachedFree(data_);
     data_ = other.data_;
     size_ = other.size_;
     other.data_ = nullptr;
@@ -101,6 +105,6 @@ void *AlignedBuffer::release() {
   return p;
 }
 
-void AlignedBuffer::freeReleased(void *data) { std::free(data); }
+void AlignedBuffer::freeReleased(void *data) { cachedFree(data); }
 
 } // namespace sits::runtime

@@ -15,6 +15,8 @@
 // plain heap blocks behind the same header.
 //
 //===----------------------------------------------------------------------===//
+#include "buffer_cache.h"
+
 #include "sits/runtime/buffer.h"
 #include "sits/runtime/export.h"
 
@@ -107,7 +109,9 @@ void *withHeader(void *block, size_t offset, uint32_t sizeClass) {
   return user;
 }
 
-void *allocate(size_t alignment, size_t bytes) {
+} // namespace
+
+void *cachedAllocate(size_t alignment, size_t bytes) {
   if (alignment & (alignment - 1))
     return nullptr;
   if (alignment <= kBufferAlignment && bytes >= kMinCached) {
@@ -142,7 +146,7 @@ void *allocate(size_t alignment, size_t bytes) {
   return block ? withHeader(block, offset, kNotCached) : nullptr;
 }
 
-void release(void *user) {
+void cachedFree(void *user) {
   if (!user)
     return;
   Header h;
@@ -165,8 +169,6 @@ void release(void *user) {
   }
   std::free(block);
 }
-
-} // namespace
 
 BufferCacheStats bufferCacheStats() {
   Cache &cc = cache();
@@ -191,14 +193,14 @@ void setBufferCacheLimit(int64_t bytes) {
 // The allocation functions finalize-memref-to-llvm{use-generic-functions}
 // lowers memref.alloc / memref.dealloc to.
 extern "C" SITS_RUNTIME_API void *_mlir_memref_to_llvm_alloc(size_t size) {
-  return sits::runtime::allocate(0, size);
+  return sits::runtime::cachedAllocate(0, size);
 }
 
 extern "C" SITS_RUNTIME_API void *
 _mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  return sits::runtime::allocate(alignment, size);
+  return sits::runtime::cachedAllocate(alignment, size);
 }
 
 extern "C" SITS_RUNTIME_API void _mlir_memref_to_llvm_free(void *ptr) {
-  sits::runtime::release(ptr);
+  sits::runtime::cachedFree(ptr);
 }

@@ -9,7 +9,8 @@
 // and aligned contiguous ones cost nothing extra.
 //
 // `AlignedBuffer` is an owning, 64-byte-aligned allocation for callers that
-// want the fast path.
+// want the fast path (outputs the runtime allocates are ones); it comes from
+// the buffer cache below, like the buffers of compiled code.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_BUFFER_H

@@ -118,3 +118,28 @@ TEST_F(BufferCacheTest, ManyThreads) {
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(BufferCacheTest, AlignedBuffersShareTheCache) {
+  using sits::runtime::AlignedBuffer;
+  setBufferCacheLimit(0);
+  setBufferCacheLimit(int64_t(64) << 20);
+  void *first = nullptr;
+  {
+    auto buffer = AlignedBuffer::allocate(3 << 20);
+    ASSERT_TRUE(buffer.ok());
+    first = buffer->data();
+    EXPECT_TRUE(aligned(first, 64));
+  }
+  EXPECT_GE(bufferCacheStats().cachedBytes, 3 << 20);
+  // An output of the same size next call gets the same pages; a released
+  // one (a numpy array's) goes back through freeReleased.
+  auto again = AlignedBuffer::allocate(3 << 20);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data(), first);
+  AlignedBuffer::freeReleased(again->release());
+  EXPECT_GE(bufferCacheStats().cachedBytes, 3 << 20);
+}
+
+} // namespace
