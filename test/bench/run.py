@@ -1,16 +1,21 @@
-"""SITS next to onnxruntime on the benchmark models, in one process.
+"""SITS next to onnxruntime on the benchmark models.
 
     python test/bench/run.py [--models mlp,gpt_prefill,gpt_decode,cnn]
-                             [--threads 2] [--repeat 30] [--json out.json]
+                             [--threads 2] [--repeat 30] [--rounds 3] [--json out.json]
                              [--target cpu|x86-64-v3|x86-64-v4|...]
 
 For each model: export it with torch (fixed weights and inputs), compile it
-with SITS for the target (default: the host CPU, `cpu`), load it, then time both engines on the same
-inputs, interleaved (SITS, ORT, ORT, SITS, ...) so that machine noise hits
-both alike. Reports median latency, the SITS/ORT ratio (below 1 means SITS
-is faster) and its geometric mean, compile time, peak memory (compile, and
-each engine's load plus first run) and the largest relative error against
-onnxruntime.
+with SITS for the target (default: the host CPU, `cpu`), then time each
+engine on the same inputs in a process of its own, as a user serving one
+model runs it: `--rounds` rounds, each a fresh SITS process then a fresh
+onnxruntime one (alternating which goes first), each timing `--repeat`
+runs after `--warmup`, so that machine noise hits both alike. (In one
+process, onnxruntime's worker threads spin for a while after each run and
+take the cores from the next SITS run: interleaving the two engines there
+timed SITS's contention with them, not SITS.) Reports median latency over
+all rounds, the SITS/ORT ratio (below 1 means SITS is faster) and its
+geometric mean, compile time, peak memory (compile, and each engine's load
+plus first run) and the largest relative error against onnxruntime.
 
 Compile time and peak memory are measured in fresh processes, as a user
 running `sits-compile` or serving one model would see them: the peak
@@ -44,36 +49,59 @@ def _status_mib(field: str) -> float:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
-                  target: str = "cpu") -> dict:
-    """Runs in a fresh process: one phase, its wall time and peak memory."""
+def _engine(engine: str, model: str, artifact: str, threads: int):
+    """A callable running `engine` ("sits" or "ort") on a dict of inputs."""
+    if engine == "sits":
+        from sits_mlir import runtime
+
+        runtime.set_num_threads(threads)
+        compiled = runtime.load(artifact)
+        return lambda feeds: compiled.run(**feeds)
     import onnxruntime as ort
 
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return lambda feeds: session.run(None, feeds)
+
+
+def measure_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
+                  target: str = "cpu", repeat: int = 0, warmup: int = 0) -> dict:
+    """Runs in a fresh process: one phase, its wall time and peak memory;
+    time-sits / time-ort also the seconds of `repeat` runs after `warmup`."""
     import sits_mlir
-    from sits_mlir import runtime
 
     feeds = dict(np.load(inputs))
     base = _status_mib("VmRSS")
     start = time.perf_counter()
     if phase == "compile":
         sits_mlir.compile(model, target=target, output=artifact, threads=threads)
-    elif phase == "sits":
-        runtime.set_num_threads(threads)
-        runtime.load(artifact)(**feeds)
-    elif phase == "ort":
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]).run(None, feeds)
-    else:
+        return {"seconds": time.perf_counter() - start, "peak_mib": _status_mib("VmHWM") - base}
+    timed = phase.startswith("time-")
+    engine = phase.removeprefix("time-")
+    if engine not in ("sits", "ort"):
         raise ValueError(phase)
-    return {"seconds": time.perf_counter() - start, "peak_mib": _status_mib("VmHWM") - base}
+    run = _engine(engine, model, artifact, threads)
+    run(feeds)
+    result = {"seconds": time.perf_counter() - start, "peak_mib": _status_mib("VmHWM") - base}
+    if timed:
+        for _ in range(warmup):
+            run(feeds)
+        samples = []
+        for _ in range(repeat):
+            begin = time.perf_counter()
+            run(feeds)
+            samples.append(time.perf_counter() - begin)
+        result["samples"] = samples
+    return result
 
 
 def run_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
-              target: str = "cpu") -> dict:
+              target: str = "cpu", repeat: int = 0, warmup: int = 0) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--model-path", model,
                "--artifact", artifact, "--inputs", inputs, "--threads", str(threads),
-               "--target", target]
+               "--target", target, "--repeat", str(max(repeat, 1)), "--warmup", str(warmup)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{phase} of {model} failed:\n{done.stderr}")
@@ -88,11 +116,7 @@ def relative_error(actual, expected) -> float:
 
 
 def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int,
-                target: str = "cpu") -> dict:
-    import onnxruntime as ort
-
-    from sits_mlir import runtime
-
+                target: str = "cpu", rounds: int = 3) -> dict:
     path, inputs = export(name, workdir)
     feeds = os.path.join(workdir, f"{name}.inputs.npz")
     np.savez(feeds, **inputs)
@@ -101,34 +125,18 @@ def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int,
     sits_phase = run_phase("sits", path, artifact_path, feeds, threads)
     ort_phase = run_phase("ort", path, artifact_path, feeds, threads)
 
-    compiled = runtime.load(artifact_path)
-    sits_out = compiled.run(**inputs)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    ort_out = session.run(None, inputs)
-
+    sits_out = _engine("sits", path, artifact_path, threads)(inputs)
+    ort_out = _engine("ort", path, artifact_path, threads)(inputs)
     error = max(relative_error(a, e) for a, e in zip(sits_out, ort_out))
 
-    def sits_run():
-        compiled.run(**inputs)
-
-    def ort_run():
-        session.run(None, inputs)
-
-    for _ in range(warmup):
-        sits_run()
-        ort_run()
     samples = {"sits": [], "ort": []}
-    engines = [("sits", sits_run), ("ort", ort_run)]
-    for i in range(repeat):
+    for i in range(rounds):
         # Alternate which engine goes first, so neither always runs on the
         # caches (and turbo state) the other left behind.
-        for key, fn in engines if i % 2 == 0 else reversed(engines):
-            start = time.perf_counter()
-            fn()
-            samples[key].append(time.perf_counter() - start)
+        for key in ("sits", "ort") if i % 2 == 0 else ("ort", "sits"):
+            timed = run_phase(f"time-{key}", path, artifact_path, feeds, threads,
+                              repeat=repeat, warmup=warmup)
+            samples[key] += timed["samples"]
 
     sits_ms = statistics.median(samples["sits"]) * 1e3
     ort_ms = statistics.median(samples["ort"]) * 1e3
@@ -147,8 +155,9 @@ def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int,
     }
 
 
-def print_table(rows: list[dict], threads: int, repeat: int) -> None:
-    print(f"\n{threads} thread(s), median of {repeat} interleaved runs, SITS compiled for "
+def print_table(rows: list[dict], threads: int, repeat: int, rounds: int) -> None:
+    print(f"\n{threads} thread(s), median of {rounds} x {repeat} runs, each engine in processes "
+          f"of its own, SITS compiled for "
           f"{rows[0]['target'] if rows else '?'}; "
           "ratio = SITS / onnxruntime latency (below 1: SITS is faster)\n")
     header = (f"{'model':<12} {'SITS ms':>9} {'ORT ms':>9} {'ratio':>6} {'compile s':>10} "
@@ -174,20 +183,23 @@ def main(argv: list[str] | None = None) -> int:
                              "x86-64-v3 (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="processes per engine, alternating (default: %(default)s)")
     parser.add_argument("--workdir", help="keep the exported models and artifacts here")
     parser.add_argument("--json", help="also write the results to this file")
     # One measured phase in a fresh process (used by the benchmark itself).
-    parser.add_argument("--phase", choices=["compile", "sits", "ort"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["compile", "sits", "ort", "time-sits", "time-ort"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
     parser.add_argument("--artifact", help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
         print(json.dumps(measure_phase(args.phase, args.model_path, args.artifact, args.inputs,
-                                       args.threads, args.target)))
+                                       args.threads, args.target, args.repeat, args.warmup)))
         return 0
-    if args.threads < 1 or args.repeat < 1:
-        parser.error("--threads and --repeat must be at least 1")
+    if args.threads < 1 or args.repeat < 1 or args.rounds < 1:
+        parser.error("--threads, --repeat and --rounds must be at least 1")
     models = [m for m in args.models.split(",") if m]
 
     from sits_mlir import runtime
@@ -200,12 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in models:
             print(f"{name}: export, compile, run ...", flush=True)
             rows.append(bench_model(name, workdir, args.threads, args.repeat, args.warmup,
-                                    args.target))
-    print_table(rows, args.threads, args.repeat)
+                                    args.target, args.rounds))
+    print_table(rows, args.threads, args.repeat, args.rounds)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"threads": args.threads, "repeat": args.repeat, "target": args.target,
-                       "results": rows}, out,
+            json.dump({"threads": args.threads, "repeat": args.repeat, "rounds": args.rounds,
+                       "target": args.target, "results": rows}, out,
                       indent=2)
     return 0 if all(r["max_rel_error"] < 1e-4 for r in rows) else 1
 

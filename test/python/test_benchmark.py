@@ -39,4 +39,4 @@ def test_benchmark_reports_every_column(tmp_path):
 def test_benchmark_rejects_bad_arguments():
     done = subprocess.run([sys.executable, RUN, "--repeat", "0"], capture_output=True, text=True)
     assert done.returncode == 2
-    assert "--repeat must be at least 1" in done.stderr
+    assert "--threads, --repeat and --rounds must be at least 1" in done.stderr
