@@ -2,8 +2,11 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Hoisting.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
 #include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/IR/PatternMatch.h"
@@ -19,9 +22,34 @@ using namespace mlir::sits;
 
 namespace {
 
+/// The number of trailing dimensions over which both `a` and `b` (of the
+/// same shape) are one contiguous run, with static extents: 0 when their
+/// innermost elements are not adjacent.
+int64_t contiguousTrailingDims(MemRefType a, MemRefType b) {
+  SmallVector<int64_t> aStrides, bStrides;
+  int64_t aOffset, bOffset;
+  if (failed(a.getStridesAndOffset(aStrides, aOffset)) ||
+      failed(b.getStridesAndOffset(bStrides, bOffset)))
+    return 0;
+  int64_t run = 1, dims = 0;
+  for (int64_t i = a.getRank(); i-- > 0; ++dims) {
+    int64_t size = a.getDimSize(i);
+    if (ShapedType::isDynamic(size) ||
+        (size != 1 && (aStrides[i] != run || bStrides[i] != run)))
+      break;
+    run *= size;
+  }
+  return dims;
+}
+
 /// A copy between strided buffers would become a call into MLIR's runner
-/// library, which compiled models do not link; make it a loop nest instead.
-/// Contiguous copies stay memref.copy and become memcpy.
+/// library, which compiled models do not link. When the innermost
+/// dimensions are contiguous in both buffers (a KV cache joined to its past,
+/// a block of the paged pool), it becomes a loop over the outer ones with
+/// a memcpy of each run; large ones (1 MiB and more, outside any parallel
+/// loop) become a parallel loop the thread pool splits. Any other strided
+/// copy becomes a loop nest of elements. Contiguous copies stay memref.copy
+/// and become one memcpy.
 struct StridedCopyToLoops : OpRewritePattern<memref::CopyOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(memref::CopyOp copy,
@@ -31,8 +59,60 @@ struct StridedCopyToLoops : OpRewritePattern<memref::CopyOp> {
     if (memref::isStaticShapeAndContiguousRowMajor(source) &&
         memref::isStaticShapeAndContiguousRowMajor(target))
       return rewriter.notifyMatchFailure(copy, "contiguous copy");
-    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(),
-                                                copy.getTarget());
+    int64_t rank = source.getRank();
+    int64_t inner = contiguousTrailingDims(source, target);
+    int64_t runElements = 1;
+    for (int64_t i = rank - inner; i < rank; ++i)
+      runElements *= source.getDimSize(i);
+    if (inner == 0 || inner == rank || runElements < 16) {
+      rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(),
+                                                  copy.getTarget());
+      return success();
+    }
+
+    Location loc = copy.getLoc();
+    int64_t outer = rank - inner;
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    SmallVector<Value> lbs(outer, zero), steps(outer, one), ubs;
+    std::optional<int64_t> outerCount = 1;
+    for (int64_t i = 0; i < outer; ++i) {
+      ubs.push_back(memref::DimOp::create(rewriter, loc, copy.getSource(), i));
+      if (source.isDynamicDim(i))
+        outerCount.reset();
+      else if (outerCount)
+        *outerCount *= source.getDimSize(i);
+    }
+    int64_t runBytes = runElements * (source.getElementTypeBitWidth() + 7) / 8;
+    bool large = !outerCount || *outerCount * runBytes >= (int64_t(1) << 20);
+    bool nested = copy->getParentOfType<scf::ParallelOp>() ||
+                  copy->getParentOfType<scf::ForallOp>();
+    auto body = [&](OpBuilder &b, Location l, ValueRange ivs) {
+      SmallVector<OpFoldResult> offsets(ivs.begin(), ivs.end());
+      offsets.append(inner, b.getIndexAttr(0));
+      SmallVector<OpFoldResult> sizes(outer, b.getIndexAttr(1));
+      for (int64_t i = outer; i < rank; ++i)
+        sizes.push_back(b.getIndexAttr(source.getDimSize(i)));
+      SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+      ArrayRef<int64_t> runShape = source.getShape().take_back(inner);
+      auto view = [&](Value buffer) -> Value {
+        auto type = memref::SubViewOp::inferRankReducedResultType(
+            runShape, cast<MemRefType>(buffer.getType()), offsets, sizes,
+            strides);
+        return memref::SubViewOp::create(b, l, cast<MemRefType>(type), buffer,
+                                         offsets, sizes, strides);
+      };
+      memref::CopyOp::create(b, l, view(copy.getSource()),
+                             view(copy.getTarget()));
+    };
+    if (large && !nested) {
+      scf::ParallelOp::create(
+          rewriter, loc, lbs, ubs, steps,
+          [&](OpBuilder &b, Location l, ValueRange ivs) { body(b, l, ivs); });
+    } else {
+      scf::buildLoopNest(rewriter, loc, lbs, ubs, steps, body);
+    }
+    rewriter.eraseOp(copy);
     return success();
   }
 };
