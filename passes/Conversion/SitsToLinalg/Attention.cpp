@@ -361,8 +361,9 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
 /// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
 /// the pool's range read block 0 (their positions are masked or unused).
 /// Whole blocks are copied (`[Hkv, block_size, D]`, contiguous in the pool)
-/// by an `scf.for` of slice inserts: element-wise reads through the table
-/// would vectorize to gathers.
+/// by an `scf.forall` over (b, m) of parallel slice inserts, which the
+/// thread pool splits: element-wise reads through the table would vectorize
+/// to gathers.
 Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
                     int64_t layer, int64_t kind) {
   auto poolType = cast<RankedTensorType>(pool.getType());
@@ -372,49 +373,37 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
                headDim = dimOf(b, loc, pool, 5);
   Value numBlocks = indexValue(b, loc, dimOf(b, loc, pool, 0));
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   Value init = emptyTensor(b, loc, {batch, heads, width, blockSize, headDim},
                            poolType.getElementType());
   OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-  auto outer = scf::ForOp::create(
-      b, loc, c0, indexValue(b, loc, batch), c1, ValueRange{init},
-      [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
-        auto inner = scf::ForOp::create(
-            ob, l, c0, indexValue(ob, l, width), c1, outerArgs,
-            [&](OpBuilder &ib, Location il, Value mi, ValueRange innerArgs) {
-              Value entry =
-                  tensor::ExtractOp::create(ib, il, tables, ValueRange{bi, mi});
-              Value block =
-                  arith::IndexCastOp::create(ib, il, ib.getIndexType(), entry);
-              // Unsigned compare: a negative block number is huge.
-              Value inRange = arith::CmpIOp::create(
-                  ib, il, arith::CmpIPredicate::ult, block, numBlocks);
-              block = arith::SelectOp::create(ib, il, inRange, block, c0);
-              SmallVector<OpFoldResult> from = {block,
-                                                ib.getIndexAttr(layer),
-                                                ib.getIndexAttr(kind),
-                                                zero,
-                                                zero,
-                                                zero};
-              SmallVector<OpFoldResult> sizes = {one,   one,       one,
-                                                 heads, blockSize, headDim};
-              auto chunkType =
-                  tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
-                      3, poolType, sizes);
-              Value chunk = tensor::ExtractSliceOp::create(
-                  ib, il, chunkType, pool, from, sizes,
-                  SmallVector<OpFoldResult>(6, one));
-              Value updated = tensor::InsertSliceOp::create(
-                  ib, il, chunk, innerArgs[0],
-                  SmallVector<OpFoldResult>{bi, zero, mi, zero, zero},
-                  SmallVector<OpFoldResult>{one, heads, one, blockSize,
-                                            headDim},
-                  SmallVector<OpFoldResult>(5, one));
-              scf::YieldOp::create(ib, il, updated);
-            });
-        scf::YieldOp::create(ob, l, inner.getResult(0));
-      });
-  return collapse(b, loc, outer.getResult(0), {{0}, {1}, {2, 3}, {4}});
+  auto forall = scf::ForallOp::create(
+      b, loc, SmallVector<OpFoldResult>{zero, zero},
+      SmallVector<OpFoldResult>{batch, width},
+      SmallVector<OpFoldResult>{one, one}, ValueRange{init}, std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVar(0), mi = forall.getInductionVar(1);
+  Value entry = tensor::ExtractOp::create(b, loc, tables, ValueRange{bi, mi});
+  Value block = arith::IndexCastOp::create(b, loc, b.getIndexType(), entry);
+  // Unsigned compare: a negative block number is huge.
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        block, numBlocks);
+  block = arith::SelectOp::create(b, loc, inRange, block, c0);
+  SmallVector<OpFoldResult> from = {
+      block, b.getIndexAttr(layer), b.getIndexAttr(kind), zero, zero, zero};
+  SmallVector<OpFoldResult> sizes = {one, one, one, heads, blockSize, headDim};
+  auto chunkType = tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+      3, poolType, sizes);
+  Value chunk = tensor::ExtractSliceOp::create(
+      b, loc, chunkType, pool, from, sizes, SmallVector<OpFoldResult>(6, one));
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(
+      b, loc, chunk, forall.getRegionIterArgs()[0],
+      SmallVector<OpFoldResult>{bi, zero, mi, zero, zero},
+      SmallVector<OpFoldResult>{one, heads, one, blockSize, headDim},
+      SmallVector<OpFoldResult>(5, one));
+  b.setInsertionPointAfter(forall);
+  return collapse(b, loc, forall.getResult(0), {{0}, {1}, {2, 3}, {4}});
 }
 
 } // namespace

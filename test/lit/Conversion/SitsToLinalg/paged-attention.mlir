@@ -3,9 +3,9 @@
 // sits.paged_attention: an scf.for over (sequence, new token) writes each
 // token's K and V into its slot of the pool (skipping padding, slot < 0, and
 // slots past the pool), then K and V of the layer are gathered through the
-// block tables a whole block at a time (out-of-range block numbers read
-// block 0) and attended
-// causally with one offset per sequence, context_lens[b] - S.
+// block tables a whole block at a time, by an scf.forall over (sequence,
+// block) the thread pool splits (out-of-range block numbers read block 0),
+// and attended causally with one offset per sequence, context_lens[b] - S.
 
 func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
                   %pool: tensor<?x3x2x2x4x16xf32>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
@@ -35,17 +35,17 @@ func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor
 //       CHECK:       } else {
 //       CHECK:         scf.yield %[[P1]]
 //       CHECK:   %[[NB:.+]] = tensor.dim %[[WRITTEN]], %{{.+}} : tensor<?x3x2x2x4x16xf32>
-//       CHECK:   %[[KG:.+]] = scf.for %[[GB:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[G0:.+]] = %{{.+}}) -> (tensor<?x2x?x4x16xf32>)
-//       CHECK:     scf.for %[[GM:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[G1:.+]] = %[[G0]])
-//       CHECK:       %[[E:.+]] = tensor.extract %[[T]][%[[GB]], %[[GM]]] : tensor<?x?xi32>
-//       CHECK:       %[[N:.+]] = arith.index_cast %[[E]] : i32 to index
-//       CHECK:       %[[IN:.+]] = arith.cmpi ult, %[[N]], %[[NB]] : index
-//       CHECK:       %[[SAFE:.+]] = arith.select %[[IN]], %[[N]], %{{.+}} : index
-//       CHECK:       %[[CHUNK:.+]] = tensor.extract_slice %[[WRITTEN]][%[[SAFE]], 1, 0, 0, 0, 0] [1, 1, 1, 2, 4, 16] [1, 1, 1, 1, 1, 1] : tensor<?x3x2x2x4x16xf32> to tensor<2x4x16xf32>
-//       CHECK:       tensor.insert_slice %[[CHUNK]] into %[[G1]][%[[GB]], 0, %[[GM]], 0, 0] [1, 2, 1, 4, 16]
+//       CHECK:   %[[KG:.+]] = scf.forall (%[[GB:.+]], %[[GM:.+]]) in (%{{.+}}, %{{.+}}) shared_outs(%[[G:.+]] = %{{.+}}) -> (tensor<?x2x?x4x16xf32>)
+//       CHECK:     %[[E:.+]] = tensor.extract %[[T]][%[[GB]], %[[GM]]] : tensor<?x?xi32>
+//       CHECK:     %[[N:.+]] = arith.index_cast %[[E]] : i32 to index
+//       CHECK:     %[[IN:.+]] = arith.cmpi ult, %[[N]], %[[NB]] : index
+//       CHECK:     %[[SAFE:.+]] = arith.select %[[IN]], %[[N]], %{{.+}} : index
+//       CHECK:     %[[CHUNK:.+]] = tensor.extract_slice %[[WRITTEN]][%[[SAFE]], 1, 0, 0, 0, 0] [1, 1, 1, 2, 4, 16] [1, 1, 1, 1, 1, 1] : tensor<?x3x2x2x4x16xf32> to tensor<2x4x16xf32>
+//       CHECK:     scf.forall.in_parallel
+//       CHECK:       tensor.parallel_insert_slice %[[CHUNK]] into %[[G]][%[[GB]], 0, %[[GM]], 0, 0] [1, 2, 1, 4, 16]
 //       CHECK:   %[[KC:.+]] = tensor.collapse_shape %[[KG]] {{\[}}[0], [1], [2, 3], [4]] : tensor<?x2x?x4x16xf32> into tensor<?x2x?x16xf32>
-//       CHECK:   %[[VG:.+]] = scf.for
-//       CHECK:       tensor.extract_slice %[[WRITTEN]][%{{.+}}, 1, 1, 0, 0, 0] [1, 1, 1, 2, 4, 16]
+//       CHECK:   %[[VG:.+]] = scf.forall
+//       CHECK:     tensor.extract_slice %[[WRITTEN]][%{{.+}}, 1, 1, 0, 0, 0] [1, 1, 1, 2, 4, 16]
 //       CHECK:   %[[VC:.+]] = tensor.collapse_shape %[[VG]]
 //       CHECK:   %[[OFFS:.+]] = linalg.generic {{.+}} ins(%[[L]] : tensor<?xi32>) outs(%{{.+}} : tensor<?xi64>)
 //       CHECK:     arith.extsi
