@@ -10,8 +10,7 @@
 
 #include "passes/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -24,23 +23,6 @@ namespace mlir::sits {
 using namespace mlir;
 
 namespace {
-
-/// `a * b`, folded when both are constants.
-OpFoldResult multiply(OpBuilder &b, Location loc, OpFoldResult lhs,
-                      OpFoldResult rhs) {
-  std::optional<int64_t> l = getConstantIntValue(lhs),
-                         r = getConstantIntValue(rhs);
-  if (l && r)
-    return b.getIndexAttr(*l * *r);
-  if (l == 1)
-    return rhs;
-  if (r == 1)
-    return lhs;
-  return arith::MulIOp::create(b, loc,
-                               getValueOrCreateConstantIndexOp(b, loc, lhs),
-                               getValueOrCreateConstantIndexOp(b, loc, rhs))
-      .getResult();
-}
 
 struct ExpandShapeAsReinterpretCast : OpRewritePattern<memref::ExpandShapeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -67,11 +49,14 @@ struct ExpandShapeAsReinterpretCast : OpRewritePattern<memref::ExpandShapeOp> {
     SmallVector<OpFoldResult> strides(resultType.getRank());
     // Within a group the innermost extent keeps the source dimension's
     // stride and each outer one steps over the extents inside it.
+    AffineExpr s0, s1;
+    bindSymbols(rewriter.getContext(), s0, s1);
     for (auto [sourceDim, group] : llvm::enumerate(groups)) {
       OpFoldResult stride = sourceStrides[sourceDim];
       for (int64_t d : llvm::reverse(group)) {
         strides[d] = stride;
-        stride = multiply(rewriter, loc, stride, sizes[d]);
+        stride = affine::makeComposedFoldedAffineApply(rewriter, loc, s0 * s1,
+                                                       {stride, sizes[d]});
       }
     }
     rewriter.replaceOpWithNewOp<memref::ReinterpretCastOp>(

@@ -378,10 +378,10 @@ def SitsResolveExpandShapes
     // becomes
     %base, %offset, %sizes:2, %strides:2 = memref.extract_strided_metadata %m
     %0 = memref.reinterpret_cast %base to offset: [%offset],
-        sizes: [%b, %s, 64], strides: [%s * 64, 64, 1]
+        sizes: [%b, %s, 64], strides: [%s * 64, 64, 1]  // (an affine.apply)
     ```
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::memref::MemRefDialect"];
 }
 
