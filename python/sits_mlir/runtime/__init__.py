@@ -6,7 +6,7 @@
     y = model(x)                                 # numpy / DLPack in, numpy out
     gpu = runtime.load("m.h100.sitsm", device="cuda:0")  # GPU artifacts
     model.inputs, model.outputs, model.manifest  # what it takes and gives
-    runtime.set_num_threads(4)                   # the pool compiled code uses
+    runtime.set_num_threads(4)                   # threads compiled code computes on
 
 The work happens in the C++ runtime core (runtime/, `libSitsRuntime.so`),
 reached through the `sits_mlir._sits_runtime` extension; this package needs
@@ -91,14 +91,17 @@ def __getattr__(name):
 
 
 def set_num_threads(n: int) -> None:
-    """Resizes the worker pool compiled code runs on (0: the default, i.e.
-    $SITS_NUM_THREADS or the number of CPUs). Takes effect at once, also
-    while models run."""
+    """Sets the number of threads compiled code computes on (0: the
+    default, i.e. $SITS_NUM_THREADS or the number of CPUs): the calling
+    thread, which runs parallel work while it waits for it, and n - 1 pool
+    workers (one worker when n is 1). Takes effect at once, also while
+    models run."""
     _native().set_num_threads(int(n))
 
 
 def num_threads() -> int:
-    """The worker pool's size."""
+    """The number of threads compiled code computes on (see
+    set_num_threads)."""
     return _native().num_threads()
 
 
