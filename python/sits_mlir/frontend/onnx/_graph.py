@@ -51,7 +51,7 @@ def extent_tree(extent):
     """A static or symbolic extent (`4`, `seq`, `past + seq`, `batch*seq`,
     symbolic shape inference's names and expressions) as a tree of
     ("int", n), ("dim", name) and (op, left, right) with op one of
-    + - * //; None for anything else."""
+    + - * // (a negation `-x` is `0 - x`); None for anything else."""
     if isinstance(extent, (int, np.integer)):
         return ("int", int(extent))
     if not isinstance(extent, str):
@@ -66,6 +66,9 @@ def extent_tree(extent):
             return ("dim", node.id)
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return ("int", node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            operand = tree(node.operand)
+            return None if operand is None else ("-", ("int", 0), operand)
         if isinstance(node, ast.BinOp) and type(node.op) in _EXTENT_OPS:
             left, right = tree(node.left), tree(node.right)
             return None if left is None or right is None else \

@@ -29,14 +29,13 @@ equal names are equal sizes.
 
 from __future__ import annotations
 
-import ast
 from typing import Optional
 
 import numpy as np
 import onnx
 
 from . import _types
-from ._graph import attributes, shape_node_slice
+from ._graph import attributes, extent_tree, shape_node_slice
 
 #: A linear form over symbolic extents: {symbol: coefficient}, "" the constant.
 Lin = dict
@@ -55,39 +54,26 @@ def _lin_add(a: Lin, b: Lin, sign: int = 1) -> Lin:
 
 def lin_of_extent(extent) -> Optional[Lin]:
     """Linear form of a static or symbolic (`past + seq`) extent."""
-    if isinstance(extent, (int, np.integer)):
-        return _lin_norm({"": int(extent)})
-    if not isinstance(extent, str):
-        return None
-    try:
-        tree = ast.parse(extent, mode="eval").body
-    except SyntaxError:
-        return None
-
-    def walk(n) -> Optional[Lin]:
-        if isinstance(n, ast.Name):
-            return {n.id: 1}
-        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
-            return _lin_norm({"": n.value})
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            a = walk(n.operand)
-            return None if a is None else {k: -v for k, v in a.items()}
-        if isinstance(n, ast.BinOp):
-            a, b = walk(n.left), walk(n.right)
-            if a is None or b is None:
-                return None
-            if isinstance(n.op, ast.Add):
-                return _lin_add(a, b)
-            if isinstance(n.op, ast.Sub):
-                return _lin_add(a, b, -1)
-            if isinstance(n.op, ast.Mult):
-                for x, y in ((a, b), (b, a)):
-                    if set(x) <= {""}:          # constant factor
-                        c = x.get("", 0)
-                        return _lin_norm({k: c * v for k, v in y.items()})
+    def walk(t) -> Optional[Lin]:
+        if t is None:
+            return None
+        if t[0] == "dim":
+            return {t[1]: 1}
+        if t[0] == "int":
+            return _lin_norm({"": t[1]})
+        a, b = walk(t[1]), walk(t[2])
+        if a is None or b is None:
+            return None
+        if t[0] in ("+", "-"):
+            return _lin_add(a, b, 1 if t[0] == "+" else -1)
+        if t[0] == "*":
+            for x, y in ((a, b), (b, a)):
+                if set(x) <= {""}:          # constant factor
+                    c = x.get("", 0)
+                    return _lin_norm({k: c * v for k, v in y.items()})
         return None  # a product of symbols, a division, ...: not linear
 
-    return walk(tree)
+    return walk(extent_tree(extent))
 
 
 _INT_SOURCES = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
