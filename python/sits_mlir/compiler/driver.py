@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -277,70 +278,48 @@ def _find_main(module: ir.Module):
 _SHAPES = "main_shapes"
 
 
+def _resolved_by_runtime(name, known: set) -> bool:
+    """Whether the runtime sizes an output extent named `name`: an input
+    extent's name, or arithmetic of them (`past + seq`: integers, names,
+    + - * //, parentheses), which it evaluates (module.cpp's
+    ExtentExpression reads this ASCII subset of `extent_tree`'s syntax)."""
+    from ..frontend.onnx._graph import extent_names, extent_tree
+
+    if not name:
+        return False
+    if name in known:
+        return True
+    if not re.fullmatch(r"[A-Za-z0-9_ +\-*/()]+", name):
+        return False
+    tree = extent_tree(name)
+    return tree is not None and tree[0] != "dim" and set(extent_names(tree)) <= known
+
+
 def _needs_shape_function(signature: dict) -> bool:
-    """Whether some dynamic output extent is tied to no input extent by a
-    dimension name, so that only running the model tells it."""
+    """Whether some dynamic output extent is neither an input extent's name
+    nor arithmetic of them, so that only running the model tells it."""
     args = signature["args"]
     known = {n for a in args if a["role"] == "input" for n in a.get("dim_names", ()) if n}
     for a in args:
         if a["role"] != "output":
             continue
         names = a.get("dim_names") or [None] * len(a["shape"])
-        if any(d < 0 and names[k] not in known for k, d in enumerate(a["shape"])):
+        if any(d < 0 and not _resolved_by_runtime(names[k], known)
+               for k, d in enumerate(a["shape"])):
             return True
     return False
-
-
-def _symbolic_extents(signature: dict, ftype: ir.FunctionType, outputs: list):
-    """Every dynamic extent of the `outputs` (result indices of @main) as
-    an extent tree (the frontend's `extent_tree`) whose dimension leaves are
-    ("dim", argument, axis), when the importer named them all in input
-    extents (`past + seq`); else None."""
-    from ..frontend.onnx._graph import extent_tree
-
-    inputs = [a for a in signature["args"] if a["role"] == "input"]
-    results = [a for a in signature["args"] if a["role"] == "output"]
-    if len(inputs) != len(ftype.inputs) or len(results) != len(outputs):
-        return None
-    dims = {}
-    for i, a in enumerate(inputs):
-        for axis, name in enumerate(a.get("dim_names") or ()):
-            if name:
-                dims.setdefault(name, (i, axis))
-
-    def located(t):
-        if t[0] == "int":
-            return t
-        if t[0] == "dim":
-            return ("dim",) + dims[t[1]] if t[1] in dims else None
-        left, right = located(t[1]), located(t[2])
-        return None if left is None or right is None else (t[0], left, right)
-
-    extents = []
-    for a in results:
-        names = a.get("dim_names") or [None] * len(a["shape"])
-        for axis, extent in enumerate(a["shape"]):
-            if extent >= 0:
-                continue
-            tree = extent_tree(names[axis]) if names[axis] else None
-            tree = located(tree) if tree is not None else None
-            if tree is None:
-                return None
-            extents.append(tree)
-    return extents
 
 
 def _add_shape_function(module: ir.Module, signature: dict) -> dict:
     """Adds @main_shapes: @main returning its outputs' dynamic extents (one
     i64 each, in output order) instead of the outputs, and returns its
-    signature. The runtime calls it to size outputs that no input names.
+    signature. The runtime calls it to size outputs whose extents neither
+    an input extent nor arithmetic of them names (`_needs_shape_function`).
 
-    When the importer expressed every such extent in input extents
-    (`past + seq`), @main_shapes is that arithmetic. Otherwise it is a copy
-    of @main returning the extents: canonicalization folds them to
-    arithmetic on the input extents wherever the graph allows, and DCE
-    removes the rest of the model, but only late in the pipeline, after the
-    graph passes have seen the copy too."""
+    It is a copy of @main returning the extents: canonicalization folds
+    them to arithmetic on the input extents wherever the graph allows, and
+    DCE removes the rest of the model, but only late in the pipeline, after
+    the graph passes have seen the copy too."""
     from ..dialects import arith, func, tensor
 
     main = _find_main(module)
@@ -348,29 +327,8 @@ def _add_shape_function(module: ir.Module, signature: dict) -> dict:
     # Results that update an argument in place are not outputs.
     outputs = [i for i, attrs in enumerate(_func_attrs(main, "res_attrs", len(ftype.results)))
                if "sits.updates" not in attrs]
-    symbolic = _symbolic_extents(signature, ftype, outputs)
     with module.context, ir.Location.name("main_shapes"), \
             ir.InsertionPoint(module.body):
-        if symbolic is not None:
-            i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
-            shapes_type = ir.RankedTensorType.get([len(symbolic)], i64)
-            fn = func.FuncOp(_SHAPES, (list(ftype.inputs), [shapes_type]))
-            block = fn.add_entry_block()
-            binary = {"+": arith.addi, "-": arith.subi, "*": arith.muli,
-                      "//": arith.floordivsi}
-            with ir.InsertionPoint(block):
-                def value(t):
-                    if t[0] == "dim":
-                        return tensor.dim(block.arguments[t[1]], arith.constant(index, t[2]))
-                    if t[0] == "int":
-                        return arith.constant(index, t[1])
-                    return binary[t[0]](value(t[1]), value(t[2]))
-                func.ReturnOp([tensor.from_elements(
-                    shapes_type, [arith.index_cast(i64, value(t)) for t in symbolic])])
-            inputs = [a for a in signature["args"] if a["role"] == "input"]
-            return {"name": _SHAPES,
-                    "args": inputs + [{"role": "output", "name": "shapes", "dtype": "i64",
-                                       "shape": [len(symbolic)]}]}
         clone = main.operation.clone()
         clone.attributes["sym_name"] = ir.StringAttr.get(_SHAPES)
         if "res_attrs" in clone.attributes:
@@ -568,7 +526,9 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             raise CompileError(f"@main updates an argument in place (sits.updates), which is "
                                f"compiled for CPU targets only, not {t.name}")
         # Outputs sized by the data need a shape function on the CPU; GPU
-        # artifacts take preallocated outputs for them.
+        # artifacts take preallocated outputs for them. Extents that are
+        # arithmetic of input extents (`past + seq`) need neither: the
+        # runtime evaluates their names.
         shapes = _add_shape_function(module, signature) \
             if not t.is_gpu and _needs_shape_function(signature) else None
         if options.calibration is not None and options.precision != "fp32":

@@ -7,8 +7,12 @@
 #include "sits/runtime/host.h"
 #include "sits/runtime/module.h"
 
+#include <cctype>
+#include <climits>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <optional>
 
 namespace sits::runtime {
 
@@ -69,6 +73,129 @@ std::string listNames(const std::vector<const ArgSpec *> &args) {
   return out;
 }
 
+/// Evaluates a dimension name that is arithmetic of other names
+/// ("past + seq", "2*n - 1", "(a + b) // 2": integers, names, + - * //
+/// with Python's precedence and floor division, parentheses, unary minus),
+/// as the compiler writes extents it derived from input extents. nullopt
+/// for a plain name, anything unparsable, an unbound name, overflow or a
+/// division by zero.
+class ExtentExpression {
+public:
+  using Lookup = std::function<std::optional<int64_t>(std::string_view)>;
+  ExtentExpression(std::string_view text, Lookup lookup)
+      : text_(text), lookup_(std::move(lookup)) {}
+
+  std::optional<int64_t> evaluate() {
+    std::optional<int64_t> v = sum();
+    skipSpace();
+    if (!v || pos_ != text_.size() || !sawOperator_)
+      return std::nullopt;
+    return v;
+  }
+
+private:
+  void skipSpace() {
+    while (pos_ < text_.size() && text_[pos_] == ' ')
+      ++pos_;
+  }
+  bool accept(std::string_view token) {
+    skipSpace();
+    if (text_.substr(pos_, token.size()) != token)
+      return false;
+    pos_ += token.size();
+    return true;
+  }
+  std::optional<int64_t> sum() {
+    std::optional<int64_t> left = product();
+    while (left) {
+      int64_t out;
+      if (accept("+")) {
+        std::optional<int64_t> r = product();
+        if (!r || __builtin_add_overflow(*left, *r, &out))
+          return std::nullopt;
+      } else if (accept("-")) {
+        std::optional<int64_t> r = product();
+        if (!r || __builtin_sub_overflow(*left, *r, &out))
+          return std::nullopt;
+      } else {
+        break;
+      }
+      sawOperator_ = true;
+      left = out;
+    }
+    return left;
+  }
+  std::optional<int64_t> product() {
+    std::optional<int64_t> left = unary();
+    while (left) {
+      int64_t out;
+      if (accept("//")) {
+        std::optional<int64_t> r = unary();
+        if (!r || *r == 0 || (*left == INT64_MIN && *r == -1))
+          return std::nullopt;
+        out = *left / *r;
+        if ((*left % *r != 0) && ((*left < 0) != (*r < 0)))
+          --out; // floor, as Python's //
+      } else if (accept("*")) {
+        std::optional<int64_t> r = unary();
+        if (!r || __builtin_mul_overflow(*left, *r, &out))
+          return std::nullopt;
+      } else {
+        break;
+      }
+      sawOperator_ = true;
+      left = out;
+    }
+    return left;
+  }
+  std::optional<int64_t> unary() {
+    if (accept("-")) {
+      sawOperator_ = true;
+      std::optional<int64_t> v = unary();
+      if (!v || *v == INT64_MIN)
+        return std::nullopt;
+      return -*v;
+    }
+    return atom();
+  }
+  std::optional<int64_t> atom() {
+    if (++depth_ > 64) // nesting bound: the text comes from an artifact
+      return std::nullopt;
+    skipSpace();
+    std::optional<int64_t> v;
+    if (accept("(")) {
+      sawOperator_ = true;
+      v = sum();
+      if (!accept(")"))
+        v.reset();
+    } else if (pos_ < text_.size() && std::isdigit(uint8_t(text_[pos_]))) {
+      int64_t n = 0;
+      while (pos_ < text_.size() && std::isdigit(uint8_t(text_[pos_]))) {
+        if (__builtin_mul_overflow(n, 10, &n) ||
+            __builtin_add_overflow(n, text_[pos_] - '0', &n))
+          return std::nullopt;
+        ++pos_;
+      }
+      v = n;
+    } else {
+      size_t start = pos_;
+      while (pos_ < text_.size() &&
+             (std::isalnum(uint8_t(text_[pos_])) || text_[pos_] == '_'))
+        ++pos_;
+      if (pos_ > start)
+        v = lookup_(text_.substr(start, pos_ - start));
+    }
+    --depth_;
+    return v;
+  }
+
+  std::string_view text_;
+  Lookup lookup_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  bool sawOperator_ = false; // a plain name is not an expression
+};
+
 /// Binds dimension names to extents and checks one buffer against its spec.
 class SignatureChecker {
 public:
@@ -114,8 +241,20 @@ public:
         const std::string &dn = arg.dimNames[d];
         auto it = bound_.find(dn);
         if (it == bound_.end()) {
-          if (bindNames)
+          // An output extent the compiler derived from input extents
+          // ("past + seq") must be exactly that: the code writes it.
+          if (!bindNames) {
+            if (std::optional<int64_t> want = evaluate(dn);
+                want && *want != got)
+              return mismatch(label + " has shape " +
+                                  shapeToString(view.shape) + ": dimension " +
+                                  std::to_string(d) + " ('" + dn +
+                                  "') must be " + std::to_string(*want),
+                              arg, pos, dn + " = " + std::to_string(*want),
+                              std::to_string(got));
+          } else {
             bound_[dn] = {got, arg.name};
+          }
         } else if (it->second.first != got) {
           return mismatch(
               label + " has shape " + shapeToString(view.shape) +
@@ -143,8 +282,24 @@ public:
         auto it = bound_.find(arg.dimNames[d]);
         if (it != bound_.end())
           shape[d] = it->second.first;
+        else if (std::optional<int64_t> v = evaluate(arg.dimNames[d]);
+                 v && *v >= 0)
+          shape[d] = *v;
       }
     return shape;
+  }
+
+  /// `name` as arithmetic of bound names, or nullopt.
+  std::optional<int64_t> evaluate(std::string_view name) const {
+    return ExtentExpression(
+               name,
+               [this](std::string_view n) -> std::optional<int64_t> {
+                 auto it = bound_.find(std::string(n));
+                 if (it == bound_.end())
+                   return std::nullopt;
+                 return it->second.first;
+               })
+        .evaluate();
   }
 
 private:

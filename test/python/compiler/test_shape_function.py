@@ -49,35 +49,30 @@ def test_concatenated_extent(tmp_path):
         np.testing.assert_array_equal(m(x, y), np.concatenate([x, y]))
 
 
-def test_extents_of_input_extents_make_an_arithmetic_shape_function(tmp_path):
+def test_extents_of_input_extents_need_no_shape_function(tmp_path):
     """A KV-cache-like output (past + new along an axis, through a layer
-    with weights): the importer names its extent `a + b`, so @main_shapes
-    is that sum of input extents, not a copy of the model."""
-    from sits_mlir import ir
-    from sits_mlir.compiler import driver
-    from sits_mlir.frontend.onnx import import_model
+    with weights): the importer names its extent `a + b`, which the runtime
+    evaluates from the input extents: no shape function, on the CPU as on
+    GPU targets, and an output buffer of another extent is refused."""
+    from sits_mlir.runtime import SignatureError
 
     w = numpy_helper.from_array(np.linspace(-1, 1, 8 * 16, dtype=np.float32).reshape(8, 16), "w")
     model = _model([h.make_node("Concat", ["past", "new"], ["cat"], axis=0),
                     h.make_node("MatMul", ["cat", "w"], ["mm"]),
                     h.make_node("Relu", ["mm"], ["y"])],
                    [("past", ["a", 8]), ("new", ["b", 8])], [("y", ["n", 16])], [w])
-    with ir.Context():
-        imported = import_model(model)
-        signature = driver._entry_signature(imported.module, imported.inputs, imported.outputs)
-        assert driver._needs_shape_function(signature)
-        driver._add_shape_function(imported.module, signature)
-        shapes = [op for op in imported.module.body.operations
-                  if ir.StringAttr(op.attributes["sym_name"]).value == "main_shapes"]
-        names = {op.name for op in shapes[0].regions[0].blocks[0].operations}
-    assert names <= {"arith.constant", "tensor.dim", "arith.addi", "arith.index_cast",
-                     "tensor.from_elements", "func.return"}, names
-    assert "arith.addi" in names
-    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    art = sits_mlir.compile(model, output=tmp_path / "m.sitsm")
+    assert [e["name"] for e in art.manifest["entry_points"]] == ["main"]
+    assert art.manifest["entry_points"][0]["args"][-1]["dim_names"] == ["a + b", None]
+    m = art.load()
     for a, b in [(0, 1), (2, 5)]:
         past, new = np.full((a, 8), 0.5, np.float32), np.ones((b, 8), np.float32)
+        assert m.entry("main").output_shapes(past, new) == [(a + b, 16)]
         ref = np.maximum(np.concatenate([past, new]) @ numpy_helper.to_array(w), 0)
         np.testing.assert_allclose(m(past, new), ref, rtol=1e-6)
+    with pytest.raises(SignatureError, match=r"\('a \+ b'\) must be 7"):
+        m.entry("main").run_into([np.empty((8, 16), np.float32)],
+                                 np.ones((2, 8), np.float32), np.ones((5, 8), np.float32))
 
 
 def test_models_with_named_or_static_outputs_have_no_shape_function(tmp_path):
