@@ -67,7 +67,7 @@ class Block(nn.Module):
             v = torch.cat([past_v, v], dim=2)
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
         if causal:
-            mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+            mask = torch.triu(torch.full((T, T), float("-inf"), device=x.device), diagonal=1)
             att = att + mask
         att = torch.softmax(att, dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, D)
