@@ -173,10 +173,11 @@ nb::dict engineMetricsDict(const eng::EngineMetrics &m) {
 class PyEngine {
 public:
   PyEngine(nb::handle allocator, nb::object runner, int64_t maxBatchSize,
-           uint64_t seed, const std::string &preemption)
+           uint64_t seed, const std::string &preemption, int64_t vocabSize)
       : alloc_(sharedAllocator(allocator)), runner_(std::move(runner)) {
     eng::EngineConfig cfg;
     cfg.max_batch_size = maxBatchSize;
+    cfg.vocab_size = vocabSize;
     cfg.seed = seed;
     cfg.preemption = parsePreemption(preemption);
     auto e = eng::Engine::create(cfg, alloc_.get(), &runner_);
@@ -280,9 +281,9 @@ void bindEngine(nb::module_ &m) {
                        "The generation engine (C++ core). Use "
                        "sits_mlir.runtime.engine.Engine.")
       .def(nb::init<nb::handle, nb::object, int64_t, uint64_t,
-                    const std::string &>(),
+                    const std::string &, int64_t>(),
            "allocator"_a, "runner"_a, "max_batch_size"_a, "seed"_a,
-           "preemption"_a)
+           "preemption"_a, "vocab_size"_a = 0)
       .def("add_request", &PyEngine::addRequest, "prompt"_a, "max_new_tokens"_a,
            "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "n"_a,
            "stop_token"_a.none())

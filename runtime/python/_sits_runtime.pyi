@@ -292,6 +292,7 @@ class Engine:
         max_batch_size: int,
         seed: int,
         preemption: str,
+        vocab_size: int = 0,
     ) -> None: ...
     def add_request(
         self,

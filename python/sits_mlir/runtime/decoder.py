@@ -39,6 +39,15 @@ _PAGED_INPUTS = ("input_ids", "kv_pool", "block_tables", "slot_mapping", "contex
 _OPTIONAL_INPUTS = ("position_ids",)
 
 
+def _vocab_size(entry, logits_output: int) -> int:
+    """The static last extent of the logits output (0 when dynamic): the
+    engine refuses token ids at or past it."""
+    outputs = entry.outputs
+    if not 0 <= logits_output < len(outputs) or not outputs[logits_output].shape:
+        return 0
+    return max(int(outputs[logits_output].shape[-1]), 0)
+
+
 class PagedRunner:
     """An engine `ModelRunner` over a decoder compiled with
     `kv_cache="paged"` (see `sits_mlir.compile`). `memory` is the pool's
@@ -64,6 +73,7 @@ class PagedRunner:
                              f"expects {spec}")
         self.block_size = pool.shape[4]
         self.logits_output = logits_output
+        self.vocab_size = _vocab_size(entry, logits_output)
         self.steps = 0
         self.calls = 0
 
@@ -125,6 +135,7 @@ class PastKVRunner:
         self.names = [(past_names.format(kind="key", layer=i), past_names.format(kind="value", layer=i))
                       for i in range(layers)]
         self.logits_output = logits_output
+        self.vocab_size = _vocab_size(model.default_entry, logits_output)
         self.steps = 0
 
     def _gather(self, table: np.ndarray, count: int, layer: int, kind: int) -> np.ndarray:

@@ -112,15 +112,23 @@ class Engine:
     ``runner`` (:class:`ModelRunner`)."""
 
     def __init__(self, allocator: _kv.KVAllocator, runner: ModelRunner, *,
-                 max_batch_size: int = 8, seed: int = 0, preemption: str = "recompute"):
+                 max_batch_size: int = 8, seed: int = 0, preemption: str = "recompute",
+                 vocab_size: int | None = None):
+        """`vocab_size` (default: the runner's `vocab_size` attribute, which
+        the compiled-model runners have) bounds the token ids of requests:
+        one past it is refused by `add_request`, never read out of the
+        embedding table."""
         self._runner = runner
+        if vocab_size is None:
+            vocab_size = getattr(runner, "vocab_size", None) or 0
 
         def call(copies: list, seqs: list) -> np.ndarray:
             batch = StepBatch(_kv._copies(copies), [ScheduledSequence(**d) for d in seqs])
             return np.ascontiguousarray(runner.execute(batch), dtype=np.float32)
 
         native_alloc = allocator._a if isinstance(allocator, _kv.KVAllocator) else allocator
-        self._e = _native.Engine(native_alloc, call, max_batch_size, seed, preemption)
+        self._e = _native.Engine(native_alloc, call, max_batch_size, seed, preemption,
+                                 int(vocab_size))
         self._allocator = allocator  # keeps the pool alive
 
     def add_request(self, prompt: Sequence[int] | np.ndarray, max_new_tokens: int = 16, *,

@@ -114,6 +114,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig &config,
         "preemption",
         "preemption = " + std::to_string(static_cast<int>(config.preemption)) +
             ": use recompute or swap");
+  if (config.vocab_size < 0)
+    return invalidArgument("vocab_size",
+                           "vocab_size = " + std::to_string(config.vocab_size) +
+                               ": must be >= 0 (0: not checked)");
   if (config.preemption == PreemptionMode::kSwap &&
       allocator->config().num_host_blocks == 0)
     return invalidArgument("preemption", "preemption = swap needs a host tier "
@@ -143,12 +147,15 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
   if (request.prompt.empty())
     return invalidArgument("prompt", "prompt is empty: at least one token is "
                                      "needed to compute logits");
+  const int64_t vocab = config_.vocab_size;
+  const std::string range =
+      vocab > 0 ? "in [0, vocab_size = " + std::to_string(vocab) + ")" : ">= 0";
   for (size_t i = 0; i < request.prompt.size(); ++i)
-    if (request.prompt[i] < 0) {
+    if (request.prompt[i] < 0 || (vocab > 0 && request.prompt[i] >= vocab)) {
       Status st =
           invalidArgument("prompt", "prompt[" + std::to_string(i) + "] = " +
                                         std::to_string(request.prompt[i]) +
-                                        ": token ids must be >= 0");
+                                        ": token ids must be " + range);
       st.withIndex(static_cast<int64_t>(i));
       return st;
     }
@@ -163,10 +170,11 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
                                     std::to_string(config_.max_batch_size) +
                                     "]");
   SITS_RETURN_IF_ERROR(validateSamplingParams(request.sampling));
-  if (request.stop_token && *request.stop_token < 0)
+  if (request.stop_token &&
+      (*request.stop_token < 0 || (vocab > 0 && *request.stop_token >= vocab)))
     return invalidArgument(
         "stop_token", "stop_token = " + std::to_string(*request.stop_token) +
-                          ": token ids must be >= 0");
+                          ": token ids must be " + range);
   const int64_t promptLen = static_cast<int64_t>(request.prompt.size());
   if (request.max_new_tokens > maxSeqLen_ ||
       promptLen + request.max_new_tokens > maxSeqLen_) {

@@ -170,3 +170,20 @@ def test_runner_checks_the_pool():
     with pytest.raises(ValueError, match="must be float32"):
         PastKVRunner(object(), kv.KVMemory(pool))
     assert np.dtype("float32") != kv.KVMemory(pool).device.dtype
+
+
+def test_token_ids_past_the_vocabulary_are_refused(served):
+    """The runners know the vocabulary from the logits; the engine refuses
+    a token id past it instead of handing it to the embedding Gather."""
+    dec, model, runner_type = served
+    pool = kv.KVAllocator(num_blocks=16, block_size=4, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, dtype="f32",
+                          max_seq_len=64)
+    runner = runner_type(model, kv.KVMemory(pool))
+    assert runner.vocab_size == dec.vocab
+    engine = Engine(pool, runner, max_batch_size=2)
+    with pytest.raises(kv.KVInvalidArgument, match=f"prompt\\[1\\] = 1000000: token ids must be "
+                                                   f"in \\[0, vocab_size = {dec.vocab}\\)"):
+        engine.add_request([1, 1000000], 4)
+    (result,) = engine.generate([[1, dec.vocab - 1]], 2, sampling=GREEDY)
+    assert result.error is None and len(result.samples[0].tokens) == 2

@@ -166,6 +166,31 @@ def test_bad_arguments_raise_typed_errors():
         e.result(99)
 
 
+def test_token_ids_past_the_vocabulary_are_refused():
+    """A runner's vocab_size (the compiled-model runners read it off the
+    logits) bounds prompt and stop tokens; the request is refused before
+    any token reaches the model's embedding table."""
+    runner = SlotRunner(16)
+    runner.vocab_size = 50
+    e = Engine(pool(16), runner, max_batch_size=2)
+    with pytest.raises(KVInvalidArgument, match=r"prompt\[1\] = 50: token ids must be in "
+                                                r"\[0, vocab_size = 50\)"):
+        e.add_request([1, 50], 4)
+    with pytest.raises(KVInvalidArgument, match=r"prompt\[0\] = 1000000"):
+        e.add_request([1000000], 4)
+    with pytest.raises(KVInvalidArgument, match="stop_token = 50"):
+        e.add_request([1, 2], 4, stop_token=50)
+    assert not e.has_unfinished and runner.steps == 0
+    e.add_request([0, 49], 2, stop_token=49)
+    e.run_until_done()
+    # An explicit vocab_size overrides the runner's; 0 checks nothing.
+    Engine(pool(16), runner, vocab_size=0).add_request([1000000], 1)
+    with pytest.raises(KVInvalidArgument, match="vocab_size = 10"):
+        Engine(pool(16), runner, vocab_size=10).add_request([10], 1)
+    with pytest.raises(KVInvalidArgument, match="vocab_size = -1"):
+        Engine(pool(16), runner, vocab_size=-1)
+
+
 def test_runner_exception_fails_its_batch_and_is_raised():
     a = pool(64)
     e = Engine(a, SlotRunner(64, fail_at=1), max_batch_size=2)

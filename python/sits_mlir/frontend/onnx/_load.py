@@ -482,8 +482,19 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     symbolic inference runs only if some extent is still not grounded in
     the inputs' names: on exported decoders it grounds everything the first
     time, and a second run costs as much as the first."""
+    # The graph outputs' declared shapes are left out of inference and
+    # reconciled with the computed ones afterwards (`_declared_outputs`):
+    # merged in, a static extent declared on an output whose computed
+    # extent follows a dynamic input (`dynamic_axes` on the inputs only,
+    # a common export slip) would make the code assume it.
+    declared = {o.name: _value_type(o) for o in skel.graph.output}
+    bare = onnx.ModelProto()
+    bare.CopyFrom(skel)
+    for out in bare.graph.output:
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
     try:
-        inferred = onnx.shape_inference.infer_shapes(skel, strict_mode=True, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=True, data_prop=True)
     except Exception as e:
         msg = str(e).strip()
         raise _fail("ONNX shape inference failed on the model",
@@ -502,8 +513,38 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
         for name, old in known.items():
             types[name] = _better(old, types.get(name), inputs)
     if any(not _grounded_shape(t.shape, inputs) for t in types.values()):
-        _refine_symbolic(skel, types, inputs)
+        _refine_symbolic(bare, types, inputs)
+    _declared_outputs(types, declared, inputs)
     return types
+
+
+def _declared_outputs(types: dict, declared: Mapping[str, Optional[ValueType]], inputs) -> None:
+    """Reconciles each graph output's computed type with its declared one,
+    per extent: a computed static extent must equal a declared static one
+    (else CompileError); a computed extent written in the inputs' names
+    stays (the runtime sizes the output from the inputs), whatever the
+    declaration says; otherwise a declared extent (static or named) stands
+    in for a computed one that is unknown."""
+    for name, want in declared.items():
+        got = types.get(name)
+        if want is None or want.shape is None:
+            continue
+        if got is None or got.shape is None:
+            types[name] = ValueType(got.elem_type if got else want.elem_type, want.shape)
+            continue
+        if len(got.shape) != len(want.shape):
+            raise _fail(f"graph output '{name}' is declared with rank {len(want.shape)} "
+                        f"but computed with rank {len(got.shape)}",
+                        f"declared shape {list(want.shape)}, computed {list(got.shape)}")
+        shape = []
+        for axis, (g, w) in enumerate(zip(got.shape, want.shape)):
+            if isinstance(g, int) and isinstance(w, int) and g != w:
+                raise _fail(f"graph output '{name}' is declared with extent {w} in dimension "
+                            f"{axis} but the graph computes {g}",
+                            f"declared shape {list(want.shape)}, computed {list(got.shape)}")
+            keep = isinstance(g, int) or (isinstance(g, str) and _grounded(g, inputs)) or w is None
+            shape.append(g if keep else w)
+        types[name] = ValueType(got.elem_type, tuple(shape))
 
 
 def _grounded(d, inputs) -> bool:

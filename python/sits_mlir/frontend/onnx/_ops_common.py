@@ -223,3 +223,16 @@ def _PARALLEL():
 def _affine(n, exprs):
     """The affine map attribute of `n` dims to the expressions `exprs`."""
     return ir.AffineMapAttr.get(ir.AffineMap.get(n, 0, list(exprs)))
+
+
+def wrap_clamp(i: ir.Value, size: ir.Value) -> ir.Value:
+    """Index `i` (any integer type) as an `index` in [0, size): negative
+    values count from the end, the rest is clamped. Index ops read through
+    it: an out-of-range index from the data (a token id past the
+    vocabulary) must never read or write outside the tensor."""
+    index = ir.IndexType.get()
+    i = arith.index_cast(index, i)
+    zero = arith.constant(index, 0)
+    i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, size), i)
+    i = arith.maxsi(i, zero)
+    return arith.minsi(i, arith.subi(size, arith.constant(index, 1)))

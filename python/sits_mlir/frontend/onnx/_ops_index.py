@@ -21,6 +21,7 @@ from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
 from ._ops_common import I64, has_input, need_const, need_float, norm_axis
+from ._ops_common import wrap_clamp as _wrap_clamp
 from ._ops_registry import converter
 
 
@@ -66,16 +67,6 @@ def _extent(b, v, d):
 def _as_index(e) -> ir.Value:
     """An `_extent` as an `index` Value at the current point."""
     return _cidx(e) if isinstance(e, int) else e
-
-
-def _wrap_clamp(i: ir.Value, size: ir.Value) -> ir.Value:
-    """Index `i` (any integer type) as an `index` in [0, size): negative
-    values count from the end, the rest is clamped."""
-    i = arith.index_cast(_index(), i)
-    zero = _cidx(0)
-    i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, size), i)
-    i = arith.maxsi(i, zero)
-    return arith.minsi(i, arith.subi(size, _cidx(1)))
 
 
 def _lowest(dt, largest: bool):

@@ -12,7 +12,7 @@ from ...dialects import arith, linalg, tensor
 from ._builder import elem_of, reshape_kind, shape_of
 from ._graph import attributes
 from ._ops_common import (I64, _PARALLEL, _fmt, cast_value, extract_slice, has_input, need_const,
-                          need_static, norm_axis, pad_tensor)
+                          need_static, norm_axis, pad_tensor, wrap_clamp)
 from ._ops_registry import converter
 
 
@@ -335,7 +335,8 @@ def _emit_gather(ctx, node, data) -> ir.Value:
 
 def gather_generic(ctx, data, indices, axis):
     """`linalg.generic` reading `data` at `indices` along `axis` with
-    `tensor.extract` (negative indices count from the end)."""
+    `tensor.extract` (negative indices count from the end; out-of-range
+    ones are clamped, see `wrap_clamp`)."""
     b = ctx.b
     ds, is_ = shape_of(data), shape_of(indices)
     q = len(is_)
@@ -353,11 +354,8 @@ def gather_generic(ctx, data, indices, axis):
                           ir.ArrayAttr.get([_PARALLEL()] * n))
     block = op.regions[0].blocks.append(ielem, elem)
     with ir.InsertionPoint(block):
-        i = arith.index_cast(ir.IndexType.get(), block.arguments[0])
         size = extent if extent is not None else arith.constant(ir.IndexType.get(), ds[axis])
-        zero = arith.constant(ir.IndexType.get(), 0)
-        neg = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
-        i = arith.select(neg, arith.addi(i, size), i)
+        i = wrap_clamp(block.arguments[0], size)
         coords = [linalg.IndexOp(d).result for d in range(axis)] + [i] + \
                  [linalg.IndexOp(axis + q + d).result for d in range(len(ds) - axis - 1)]
         linalg.YieldOp([tensor.extract(data, coords)])

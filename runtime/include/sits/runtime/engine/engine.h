@@ -69,6 +69,10 @@ struct EngineConfig {
   PreemptionMode preemption = PreemptionMode::kRecompute;
   /// Keys the draws of requests without a seed of their own.
   uint64_t seed = 0;
+  /// The model's vocabulary: prompt tokens and stop tokens must be below
+  /// it (a token id past the embedding table is refused, not read). 0: not
+  /// known, not checked.
+  int64_t vocab_size = 0;
 };
 
 struct Request {
