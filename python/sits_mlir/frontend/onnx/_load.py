@@ -14,6 +14,7 @@ propagation reads them (shape tensors, axes, ...).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -488,6 +489,9 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     # extent follows a dynamic input (`dynamic_axes` on the inputs only,
     # a common export slip) would make the code assume it.
     declared = {o.name: _value_type(o) for o in skel.graph.output}
+    g = skel.graph
+    _check_sizes([(v.name, _value_type(v)) for v in list(g.input) + list(g.output)] +
+                 [(t.name, ValueType(t.data_type, tuple(t.dims))) for t in g.initializer])
     bare = onnx.ModelProto()
     bare.CopyFrom(skel)
     for out in bare.graph.output:
@@ -512,10 +516,40 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     if known is not None:
         for name, old in known.items():
             types[name] = _better(old, types.get(name), inputs)
+    _check_sizes(types.items())
     if any(not _grounded_shape(t.shape, inputs) for t in types.values()):
         _refine_symbolic(bare, types, inputs)
+        _check_sizes(types.items())
     _declared_outputs(types, declared, inputs)
     return types
+
+
+#: The largest tensor SITS compiles, in bytes (1 TiB: a 70 B model's
+#: largest weight is a few GB). Shapes past it are refused before any
+#: inference or IR sees them: their element counts overflow 64-bit
+#: arithmetic in MLIR, and symbolic inference builds one symbol per element
+#: of a shape input.
+MAX_TENSOR_BYTES = 1 << 40
+
+
+def _check_sizes(values) -> None:
+    """CompileError for a value with a negative extent or more than
+    MAX_TENSOR_BYTES; `values` is (name, ValueType or None) pairs."""
+    for name, vt in values:
+        if vt is None or not vt.shape:
+            continue
+        static = [d for d in vt.shape if isinstance(d, int)]
+        if any(d < 0 for d in static):
+            raise _fail(f"'{name}' has a negative extent (shape {list(vt.shape)})",
+                        "ONNX extents are >= 0; a dynamic one is a dim_param name")
+        try:
+            itemsize = max(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)).itemsize, 1)
+        except Exception:
+            itemsize = 1
+        size = itemsize * math.prod(static)
+        if size > MAX_TENSOR_BYTES:
+            raise _fail(f"'{name}' would hold {size} bytes (shape {list(vt.shape)}), more "
+                        f"than the {MAX_TENSOR_BYTES >> 40} TiB SITS compiles for one tensor")
 
 
 def _declared_outputs(types: dict, declared: Mapping[str, Optional[ValueType]], inputs) -> None:
