@@ -13,7 +13,10 @@ with the exported signature (`input_ids`, `position_ids`,
 one sequence at a time). Its layers, K/V heads and head size are read from
 the signature. Each line of the prompts file is a JSON
 object: `prompt_ids` (token ids; required), and optionally `max_new_tokens`,
-`n`, `temperature`, `top_k`, `top_p`, `seed`, `stop_token`. The synthetic
+`n`, `temperature`, `top_k`, `top_p`, `seed`, `stop_token`. A line that is
+not such a request (or that the pool can never hold) fails that request
+alone: the others are served, and the report and the exit status (1) say
+which failed and why. The synthetic
 workload draws prompt and output lengths uniformly within ±50% of
 `--prompt-len`/`--output-len` and random tokens, from `--seed`; with
 `--shared-prefix K` every prompt starts with the same K tokens.
@@ -107,7 +110,52 @@ def decoder_geometry(model) -> dict:
             "block_size": None, "paged": False}
 
 
-def _requests(args, vocab: int) -> list[dict]:
+def _int(r: dict, key: str, low: int, high: int, default=None):
+    """r[key] as an int in [low, high) (JSON integers only: no floats,
+    booleans or strings); `default` when absent or null."""
+    v = r.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"'{key}' must be an integer, got {json.dumps(v)}")
+    if not low <= v < high:
+        raise ValueError(f"'{key}' = {v} must be in [{low}, {high})")
+    return v
+
+
+def _float(r: dict, key: str, default: float) -> float:
+    v = r.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"'{key}' must be a finite number, got {json.dumps(v)}")
+    return float(v)
+
+
+def _request(r, args, vocab: int) -> dict:
+    """One request's fields, checked (ValueError naming the field): what
+    the engine is then given can only fail for capacity."""
+    if not isinstance(r, dict):
+        raise ValueError(f"expected a JSON object with 'prompt_ids', got {json.dumps(r)[:80]}")
+    ids = r.get("prompt_ids")
+    if not isinstance(ids, list) or not ids:
+        raise ValueError("expected a JSON object with 'prompt_ids' (a non-empty list of "
+                         "token ids)")
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
+            raise ValueError(f"prompt_ids[{i}] = {json.dumps(t)}: token ids must be integers "
+                             f"in [0, {vocab})")
+    return {"prompt_ids": ids,
+            "max_new_tokens": _int(r, "max_new_tokens", 1, 1 << 31, args.output_len),
+            "n": _int(r, "n", 1, args.batch_size + 1, 1),
+            "temperature": _float(r, "temperature", args.temperature),
+            "top_k": _int(r, "top_k", 0, 1 << 31, args.top_k),
+            "top_p": _float(r, "top_p", args.top_p),
+            "seed": _int(r, "seed", 0, 1 << 64),
+            "stop_token": _int(r, "stop_token", 0, vocab)}
+
+
+def _requests(args, vocab: int) -> list:
+    """The requests: checked dicts, or for each bad one of a prompts file
+    the ValueError saying why (the others are still served)."""
     if args.prompts:
         out = []
         with open(args.prompts) as f:
@@ -115,16 +163,9 @@ def _requests(args, vocab: int) -> list[dict]:
                 if not line.strip():
                     continue
                 try:
-                    r = json.loads(line)
-                    ids = [int(t) for t in r["prompt_ids"]]
-                except (ValueError, KeyError, TypeError) as e:
-                    raise ValueError(f"{args.prompts}:{number}: expected a JSON object with "
-                                     f"'prompt_ids' (a list of token ids): {e}") from None
-                if not ids or min(ids) < 0 or max(ids) >= vocab:
-                    raise ValueError(f"{args.prompts}:{number}: token ids must be in "
-                                     f"[0, {vocab}) and the prompt not empty")
-                r["prompt_ids"] = ids
-                out.append(r)
+                    out.append(_request(json.loads(line), args, vocab))
+                except ValueError as e:  # json.JSONDecodeError too
+                    out.append(ValueError(f"{args.prompts}:{number}: {e}"))
         if not out:
             raise ValueError(f"{args.prompts}: no requests")
         return out
@@ -133,11 +174,25 @@ def _requests(args, vocab: int) -> list[dict]:
 
     def length(mean):
         return int(rng.integers(max(1, mean // 2), max(2, mean + mean // 2 + 1)))
-    return [{"prompt_ids": prefix + rng.integers(0, vocab, length(args.prompt_len)).tolist(),
-             "max_new_tokens": length(args.output_len)} for _ in range(args.synthetic)]
+    return [_request({"prompt_ids": prefix + rng.integers(0, vocab, length(args.prompt_len)).tolist(),
+                      "max_new_tokens": length(args.output_len)}, args, vocab)
+            for _ in range(args.synthetic)]
+
+
+def _available_bytes() -> int | None:
+    """Memory the system can still give (MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def run(args) -> dict:
+    from ..errors import SitsError
     from ..runtime import kv
     from ..runtime.decoder import PagedRunner, PastKVRunner
     from ..runtime.engine import Engine, SamplingParams
@@ -152,6 +207,17 @@ def run(args) -> dict:
                          f"{geometry['block_size']} (it was compiled with kv_block_size="
                          f"{geometry['block_size']})")
     num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
+    # Refused before anything is allocated: a pool past the memory left
+    # would be the OOM killer's to end.
+    block_bytes = geometry["layers"] * 2 * geometry["kv_heads"] * bs * geometry["head_dim"] * 4
+    pool_bytes = (num_blocks + args.host_blocks) * block_bytes
+    available = _available_bytes()
+    if available is not None and pool_bytes > available:
+        raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "
+                         f"({num_blocks} device + {args.host_blocks} host blocks of "
+                         f"{block_bytes} bytes), more than the {available / (1 << 30):.1f} GiB "
+                         "of memory available: lower --batch-size, --max-seq-len or "
+                         "--num-blocks")
     pool = kv.KVAllocator(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
                           num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
                           dtype="f32", max_seq_len=args.max_seq_len,
@@ -160,15 +226,18 @@ def run(args) -> dict:
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
     engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
                     max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)
-    ids = []
-    for r in requests:
-        sampling = SamplingParams(float(r.get("temperature", args.temperature)),
-                                  int(r.get("top_k", args.top_k)),
-                                  float(r.get("top_p", args.top_p)), r.get("seed"))
-        ids.append(engine.add_request(r["prompt_ids"],
-                                      int(r.get("max_new_tokens", args.output_len)),
-                                      sampling=sampling, n=int(r.get("n", 1)),
-                                      stop_token=r.get("stop_token")))
+    ids, refused = [], {}  # refused: request index -> why
+    for index, r in enumerate(requests):
+        if isinstance(r, Exception):
+            refused[index] = str(r)
+            continue
+        try:
+            sampling = SamplingParams(r["temperature"], r["top_k"], r["top_p"], r["seed"])
+            ids.append((index, engine.add_request(r["prompt_ids"], r["max_new_tokens"],
+                                                  sampling=sampling, n=r["n"],
+                                                  stop_token=r["stop_token"])))
+        except (ValueError, SitsError) as e:  # out of range for the pool or model
+            refused[index] = f"request {index}: {e}"
     # Step by step, sampling the pool between steps: its waste and peak.
     start = time.perf_counter()
     waste, peak_blocks = [], 0
@@ -180,15 +249,17 @@ def run(args) -> dict:
             waste.append(stats.waste_pct)
     wall = time.perf_counter() - start
     m = engine.metrics
-    results = [engine.result(i) for i in ids]
+    results = [engine.result(i) for _, i in ids]
+    served = [requests[index] for index, _ in ids]
     bytes_per_block = pool.geometry["bytes_per_block"]
     bytes_per_token = bytes_per_block / bs
     stats = pool.stats()
-    prompt_tokens = sum(len(r["prompt_ids"]) for r in requests)
+    prompt_tokens = sum(len(r["prompt_ids"]) for r in served)
     output_tokens = sum(len(s.tokens) for r in results for s in r.samples)
     return {
         "model": args.config, **geometry,
-        "requests": len(requests), "failed": sum(r.error is not None for r in results),
+        "requests": len(requests),
+        "failed": len(refused) + sum(r.error is not None for r in results),
         "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
         "wall_s": wall, "tokens_per_s": output_tokens / wall if wall > 0 else 0.0,
         "ttft_ms": 1e3 * m["mean_ttft_s"], "tpot_ms": 1e3 * m["mean_tpot_s"],
@@ -202,9 +273,12 @@ def run(args) -> dict:
         "kv_blocks": num_blocks, "block_size": bs,
         "kv_cache": "paged" if geometry["paged"] else "contiguous past",
         "cached_blocks_at_end": stats.cached_blocks,
-        "outputs": [{"id": r.id, "error": str(r.error) if r.error else None,
-                     "samples": [{"tokens": s.tokens, "finish_reason": s.finish_reason}
-                                 for s in r.samples]} for r in results],
+        "outputs": sorted(
+            [{"request": index, "id": r.id, "error": str(r.error) if r.error else None,
+              "samples": [{"tokens": s.tokens, "finish_reason": s.finish_reason}
+                          for s in r.samples]} for (index, _), r in zip(ids, results)] +
+            [{"request": index, "id": None, "error": why, "samples": []}
+             for index, why in refused.items()], key=lambda o: o["request"]),
     }
 
 
@@ -228,13 +302,22 @@ def _print(report: dict, out) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    for name in ("batch_size", "max_seq_len", "block_size", "prompt_len", "output_len"):
+    for name in ("batch_size", "max_seq_len", "block_size", "prompt_len", "output_len",
+                 "num_blocks"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             print(f"sits-runtime: error: --{name.replace('_', '-')} must be positive",
                   file=sys.stderr)
             return 2
     if args.synthetic is not None and args.synthetic <= 0:
         print("sits-runtime: error: --synthetic must be positive", file=sys.stderr)
+        return 2
+    for name in ("host_blocks", "shared_prefix", "top_k"):
+        if getattr(args, name) < 0:
+            print(f"sits-runtime: error: --{name.replace('_', '-')} must be >= 0",
+                  file=sys.stderr)
+            return 2
+    if not 0 <= args.seed < 1 << 64:
+        print("sits-runtime: error: --seed must be in [0, 2^64)", file=sys.stderr)
         return 2
     if args.threads:
         import os
@@ -247,6 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sits-runtime: error: {e}", file=sys.stderr)
         return 1
     _print(report, sys.stdout)
+    for o in report["outputs"]:
+        if o["error"]:
+            print(f"sits-runtime: request {o['request']} failed: {o['error']}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

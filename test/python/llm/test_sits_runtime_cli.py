@@ -64,10 +64,63 @@ def test_bad_input(compiled, tmp_path, capsys):
     assert "bad.jsonl:1: expected a JSON object with 'prompt_ids'" in capsys.readouterr().err
     bad.write_text('{"prompt_ids": [1, 100000]}\n')
     assert cli.main(["--config", model.path, "--prompts", str(bad)]) == 1
-    assert "token ids must be in [0, 256)" in capsys.readouterr().err
+    assert "prompt_ids[1] = 100000: token ids must be integers in [0, 256)" in \
+        capsys.readouterr().err
     assert cli.main(["--config", str(tmp_path / "missing.sitsm"), "--synthetic", "1"]) == 1
     assert "sits-runtime: error:" in capsys.readouterr().err
     assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "0"]) == 2
+
+
+def test_bad_requests_fail_alone(compiled, tmp_path, capsys):
+    """Each bad line fails its own request, with the reason; the good ones
+    are served (the exit status says some failed)."""
+    dec, model = compiled
+    lines = [{"prompt_ids": [1, 2], "max_new_tokens": 3},
+             "not json",
+             {"prompt_ids": [1, 2.5]},
+             {"prompt_ids": [1, 2], "seed": -1},
+             {"prompt_ids": [1, 2], "seed": 2**70},
+             {"prompt_ids": [1, 2], "stop_token": "eos"},
+             {"prompt_ids": [1, 2], "max_new_tokens": 0},
+             {"prompt_ids": [1, 2], "temperature": "hot"},
+             {"prompt_ids": [1, 2], "n": 99},
+             {"prompt_ids": [True, 2]},
+             [1, 2],
+             {"prompt_ids": [3, 4], "max_new_tokens": 2}]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    report_path = tmp_path / "report.json"
+    assert cli.main(["--config", model.path, "--prompts", str(path), "--json",
+                     str(report_path)]) == 1
+    err = capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["requests"] == 12 and report["failed"] == 10
+    outputs = report["outputs"]
+    assert [o["request"] for o in outputs] == list(range(12))
+    assert [len(outputs[i]["samples"][0]["tokens"]) for i in (0, 11)] == [3, 2]
+    for i, why in [(1, "prompts.jsonl:2: Expecting value"),
+                   (2, "prompt_ids[1] = 2.5: token ids must be integers"),
+                   (3, "'seed' = -1 must be in [0, 18446744073709551616)"),
+                   (4, "'seed' = 1180591620717411303424 must be in"),
+                   (5, "'stop_token' must be an integer, got \"eos\""),
+                   (6, "'max_new_tokens' = 0 must be in [1,"),
+                   (7, "'temperature' must be a finite number"),
+                   (8, "'n' = 99 must be in [1, 9)"),
+                   (9, "prompt_ids[0] = true"),
+                   (10, "expected a JSON object")]:
+        assert why in outputs[i]["error"], (i, outputs[i]["error"])
+        assert f"request {i} failed" in err
+
+
+def test_resource_limits_are_checked_before_allocation(compiled, capsys):
+    _, model = compiled
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--num-blocks", "0"]) == 2
+    assert "--num-blocks must be positive" in capsys.readouterr().err
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--seed", "-1"]) == 2
+    assert "--seed must be in" in capsys.readouterr().err
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "100000000",
+                     "--max-seq-len", "4096"]) == 1
+    assert "of memory available: lower --batch-size" in capsys.readouterr().err
 
 
 def test_paged_model_keeps_its_block_size(llm_models, capsys):

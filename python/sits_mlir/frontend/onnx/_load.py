@@ -520,7 +520,20 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     if any(not _grounded_shape(t.shape, inputs) for t in types.values()):
         _refine_symbolic(bare, types, inputs)
         _check_sizes(types.items())
-    _declared_outputs(types, declared, inputs)
+    conflicts = _declared_outputs(types, declared, inputs)
+    if conflicts:
+        # Inference without the declarations gets some ops wrong (Squeeze or
+        # Split with run-time-looking axes); ONNX's inference with them
+        # decides: it refuses a real contradiction.
+        try:
+            with_declared = onnx.shape_inference.infer_shapes(skel, strict_mode=True,
+                                                              data_prop=True)
+        except Exception as e:
+            msg = str(e).strip()
+            raise _fail(conflicts[0][1], msg.splitlines()[-1] if msg else repr(e)) from None
+        outs = {o.name: _value_type(o) for o in with_declared.graph.output}
+        for name, _ in conflicts:
+            types[name] = outs.get(name) or declared[name]
     return types
 
 
@@ -552,13 +565,16 @@ def _check_sizes(values) -> None:
                         f"than the {MAX_TENSOR_BYTES >> 40} TiB SITS compiles for one tensor")
 
 
-def _declared_outputs(types: dict, declared: Mapping[str, Optional[ValueType]], inputs) -> None:
+def _declared_outputs(types: dict, declared: Mapping[str, Optional[ValueType]],
+                      inputs) -> list:
     """Reconciles each graph output's computed type with its declared one,
-    per extent: a computed static extent must equal a declared static one
-    (else CompileError); a computed extent written in the inputs' names
-    stays (the runtime sizes the output from the inputs), whatever the
-    declaration says; otherwise a declared extent (static or named) stands
-    in for a computed one that is unknown."""
+    per extent: a computed extent written in the inputs' names stays (the
+    runtime sizes the output from the inputs), whatever the declaration
+    says; a declared extent (static or named) stands in for a computed one
+    that is unknown. Returns (name, why) of the outputs whose computed
+    static extents or rank contradict the declaration, left for the caller
+    to settle."""
+    conflicts = []
     for name, want in declared.items():
         got = types.get(name)
         if want is None or want.shape is None:
@@ -567,18 +583,21 @@ def _declared_outputs(types: dict, declared: Mapping[str, Optional[ValueType]], 
             types[name] = ValueType(got.elem_type if got else want.elem_type, want.shape)
             continue
         if len(got.shape) != len(want.shape):
-            raise _fail(f"graph output '{name}' is declared with rank {len(want.shape)} "
-                        f"but computed with rank {len(got.shape)}",
-                        f"declared shape {list(want.shape)}, computed {list(got.shape)}")
-        shape = []
-        for axis, (g, w) in enumerate(zip(got.shape, want.shape)):
-            if isinstance(g, int) and isinstance(w, int) and g != w:
-                raise _fail(f"graph output '{name}' is declared with extent {w} in dimension "
-                            f"{axis} but the graph computes {g}",
-                            f"declared shape {list(want.shape)}, computed {list(got.shape)}")
-            keep = isinstance(g, int) or (isinstance(g, str) and _grounded(g, inputs)) or w is None
-            shape.append(g if keep else w)
-        types[name] = ValueType(got.elem_type, tuple(shape))
+            conflicts.append((name, f"graph output '{name}' is declared with rank "
+                                    f"{len(want.shape)} but computed with rank {len(got.shape)}"))
+            continue
+        clash = [axis for axis, (g, w) in enumerate(zip(got.shape, want.shape))
+                 if isinstance(g, int) and isinstance(w, int) and g != w]
+        if clash:
+            axis = clash[0]
+            conflicts.append((name, f"graph output '{name}' is declared with extent "
+                                    f"{want.shape[axis]} in dimension {axis} but the graph "
+                                    f"computes {got.shape[axis]}"))
+            continue
+        types[name] = ValueType(got.elem_type, tuple(
+            g if isinstance(g, int) or (isinstance(g, str) and _grounded(g, inputs)) or w is None
+            else w for g, w in zip(got.shape, want.shape)))
+    return conflicts
 
 
 def _grounded(d, inputs) -> bool:
