@@ -14,6 +14,10 @@ struct Storage {
   virtual ~Storage() = default;
   const uint8_t *data = nullptr;
   size_t size = 0;
+  /// OK while every byte of `data` can be read: a file mapping whose file
+  /// was truncated after it was mapped cannot (its pages past the new end
+  /// raise SIGBUS).
+  virtual Status intact() const { return Status::OK(); }
 };
 
 struct ArtifactReader::Impl {

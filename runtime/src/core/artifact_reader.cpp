@@ -30,7 +30,25 @@ struct MappedStorage : Storage {
   ~MappedStorage() override {
     if (data)
       ::munmap(const_cast<uint8_t *>(data), size);
+    if (fd >= 0)
+      ::close(fd);
   }
+  Status intact() const override {
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0 || uint64_t(st.st_size) >= size)
+      return Status::OK();
+    return Status(StatusCode::kIoError,
+                  path + " was truncated after it was loaded (" +
+                      std::to_string(st.st_size) + " of " +
+                      std::to_string(size) +
+                      " bytes left): its mapped pages are gone; restore the "
+                      "file and load it again")
+        .withSubject(path)
+        .withExpected(std::to_string(size), std::to_string(st.st_size));
+  }
+  /// The mapped file, kept open to watch its size.
+  int fd = -1;
+  std::string path;
 };
 
 struct HeapStorage : Storage {
@@ -334,8 +352,11 @@ StatusOr<ArtifactReader> ArtifactReader::open(const std::string &path,
     }
     storage->data = static_cast<const uint8_t *>(p);
     storage->size = size;
+    storage->fd = fd;
+    storage->path = path;
+  } else {
+    ::close(fd);
   }
-  ::close(fd);
   StatusOr<std::shared_ptr<const Impl>> impl =
       verify(std::move(storage), verifyWhat);
   if (!impl.ok()) {
@@ -375,6 +396,7 @@ const std::string &ArtifactReader::contentHash() const {
   return impl_->contentHash;
 }
 bool ArtifactReader::weightsVerified() const { return impl_->weightsVerified; }
+Status ArtifactReader::intact() const { return impl_->storage->intact(); }
 uint64_t ArtifactReader::fileSize() const { return impl_->storage->size; }
 const std::vector<SectionInfo> &ArtifactReader::sections() const {
   return impl_->sections;

@@ -702,6 +702,8 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
   std::vector<const ArgSpec *> outSpecs = ep.outputs();
   SITS_RETURN_IF_ERROR(
       checkCounts(ep, outSpecs.size(), outputs.size(), "output", outSpecs));
+  // The weights are read from the file's mapping: one fstat a call.
+  SITS_RETURN_IF_ERROR(impl_->reader.intact());
   // Outputs: static extents and names bound by the inputs must match.
   for (size_t i = 0; i < outSpecs.size(); ++i)
     SITS_RETURN_IF_ERROR(

@@ -179,3 +179,21 @@ def test_missing_file(tmp_path):
     assert isinstance(e.value, FileNotFoundError)
     with pytest.raises(runtime.RuntimeCoreError, match="not a regular file"):
         runtime.load(tmp_path)
+
+
+def test_file_truncated_after_loading_is_an_error_not_sigbus(make_artifact, tmp_path):
+    """The artifact stays mapped; truncating its file would leave pages
+    that raise SIGBUS when read. Every call checks the file first."""
+    path = make_artifact("add", [ADD_ENTRY])
+    model = runtime.load(path)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(model(x, x), 2 * x)
+    original = path.read_bytes()
+    size = len(original)
+    os.truncate(path, size // 2)
+    with pytest.raises(runtime.RuntimeCoreError, match=r"was truncated after it was loaded "
+                                                rf"\({size // 2} of {size} bytes left\)"):
+        model(x, x)
+    with open(path, "r+b") as f:  # restored in place: calls work again
+        f.write(original)
+    np.testing.assert_array_equal(model(x, x), 2 * x)

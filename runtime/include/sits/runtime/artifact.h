@@ -280,6 +280,10 @@ public:
   /// Whether the weights section's bytes were checked (always for version
   /// 1 files and with Verify::kFull; false when there are no weights).
   bool weightsVerified() const;
+  /// OK while the artifact's bytes can all be read; kIoError when the file
+  /// it maps was truncated after opening (reading the lost pages would
+  /// raise SIGBUS). Module::run checks it before every call.
+  Status intact() const;
   uint64_t fileSize() const;
   const std::vector<SectionInfo> &sections() const;
   /// The bytes of section `name`; nullopt when absent. Valid while this
