@@ -12,6 +12,9 @@ import numpy as np
 
 from .errors import SignatureError, _from_status
 
+#: The largest output a call allocates (the compiler's MAX_TENSOR_BYTES).
+_MAX_OUTPUT_BYTES = 1 << 40
+
 __all__ = ["CompiledModel", "EntryPoint", "TensorSpec", "load", "load_bytes"]
 
 
@@ -285,7 +288,19 @@ class EntryPoint:
         dynamic dimensions, in output order."""
         (extents,) = self._module.run(self.shape_function, inputs)
         it = iter(int(e) for e in extents)
-        return [tuple(next(it) if d is None else d for d in spec.shape) for spec in self.outputs]
+        shapes = [tuple(next(it) if d is None else d for d in spec.shape) for spec in self.outputs]
+        # The shape function computes from the data: extents no buffer can
+        # have are refused here, before anything is allocated or written.
+        for spec, shape in zip(self.outputs, shapes):
+            size = np.dtype(spec.numpy_dtype).itemsize * int(np.prod(shape, dtype=object))
+            if min(shape, default=0) < 0 or size > _MAX_OUTPUT_BYTES:
+                error = SignatureError(f"these inputs give output '{spec.name}' of entry point "
+                                       f"'{self.name}' the shape {list(shape)}, which no buffer "
+                                       "can have")
+                error._set_details("signature_mismatch", spec.name, "extents >= 0 and at most "
+                                   f"{_MAX_OUTPUT_BYTES} bytes", str(list(shape)))
+                raise error
+        return shapes
 
     def __call__(self, *arrays: Any, **named: Any):
         """Like run(), but a single output is returned as it is."""

@@ -166,3 +166,21 @@ def test_matmuls_over_several_dynamic_leading_extents(tmp_path):
         p, q = m(x, a, c)
         np.testing.assert_allclose(p, x @ weights, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(q, a @ c, rtol=1e-5, atol=1e-5)
+
+
+def test_shape_function_extents_no_buffer_can_have_are_refused(tmp_path):
+    """Extents the data makes impossible (a Range of 2^45 elements, a
+    window of negative size) are a SignatureError before any allocation,
+    not a MemoryError or a numpy error."""
+    from sits_mlir.runtime import SignatureError
+
+    m = sits_mlir.compile(_scalar_model("Range", ["s", "l", "d"], TP.INT64, TP.INT64),
+                          output=tmp_path / "r.sitsm").load()
+    with pytest.raises(SignatureError, match=r"give output 'y' .* the shape \[35184372088832\]"):
+        m(np.array(0, np.int64), np.array(2**45, np.int64), np.array(1, np.int64))
+    assert m(np.array(0, np.int64), np.array(3, np.int64), np.array(1, np.int64)).tolist() == \
+        [0, 1, 2]
+    w = sits_mlir.compile(_scalar_model("HannWindow", ["size"], TP.INT64, TP.FLOAT),
+                          output=tmp_path / "w.sitsm").load()
+    with pytest.raises(SignatureError, match=r"the shape \[-5\], which no buffer can have"):
+        w(np.array(-5, np.int64))
