@@ -16,9 +16,24 @@ using namespace mlir::sits;
 
 namespace {
 
+/// The most operations a fused body may hold. Each fusion clones the
+/// consumer's body, and LLVM's time on one loop body grows faster than its
+/// size: a chain of thousands of elementwise ops fused into one loop
+/// compiled in O(n^1.7). Loops of this many ops already amortize the
+/// memory traffic between them.
+constexpr size_t kMaxFusedBodyOps = 256;
+
+size_t bodyOps(Operation *op) {
+  size_t n = 0;
+  for (Region &region : op->getRegions())
+    for (Block &block : region)
+      n += block.getOperations().size();
+  return n;
+}
+
 /// Fuse only single-use producers whose every element the consumer reads
-/// once: the consumer's map for the operand is a permutation of all its
-/// loops.
+/// once (the consumer's map for the operand is a permutation of all its
+/// loops), while the fused body stays within kMaxFusedBodyOps.
 bool readsEachElementOnce(OpOperand *fused) {
   Operation *producer = fused->get().getDefiningOp();
   if (!producer || !producer->hasOneUse())
@@ -27,7 +42,8 @@ bool readsEachElementOnce(OpOperand *fused) {
   if (!consumer)
     return false;
   AffineMap map = consumer.getMatchingIndexingMap(fused);
-  return map.getNumResults() == consumer.getNumLoops() && map.isPermutation();
+  return map.getNumResults() == consumer.getNumLoops() && map.isPermutation() &&
+         bodyOps(producer) + bodyOps(consumer) <= kMaxFusedBodyOps;
 }
 
 struct SitsCpuFuseElementwisePass
