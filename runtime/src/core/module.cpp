@@ -105,48 +105,51 @@ private:
     pos_ += token.size();
     return true;
   }
-  std::optional<int64_t> sum() {
-    std::optional<int64_t> left = product();
+  /// Binary operators, loosest first; each level's operands are the next
+  /// level's (the last level's are unary expressions). "//" before "*" so
+  /// that it is matched whole.
+  static constexpr std::string_view kLevels[2][2] = {{"+", "-"}, {"//", "*"}};
+
+  std::optional<int64_t> sum() { return binary(0); }
+  std::optional<int64_t> operand(int level) {
+    return level + 1 < 2 ? binary(level + 1) : unary();
+  }
+  std::optional<int64_t> binary(int level) {
+    std::optional<int64_t> left = operand(level);
     while (left) {
-      int64_t out;
-      if (accept("+")) {
-        std::optional<int64_t> r = product();
-        if (!r || __builtin_add_overflow(*left, *r, &out))
-          return std::nullopt;
-      } else if (accept("-")) {
-        std::optional<int64_t> r = product();
-        if (!r || __builtin_sub_overflow(*left, *r, &out))
-          return std::nullopt;
-      } else {
+      std::string_view op;
+      for (std::string_view candidate : kLevels[level])
+        if (accept(candidate)) {
+          op = candidate;
+          break;
+        }
+      if (op.empty())
         break;
-      }
+      std::optional<int64_t> right = operand(level);
+      if (!right || !(left = apply(op, *left, *right)))
+        return std::nullopt;
       sawOperator_ = true;
-      left = out;
     }
     return left;
   }
-  std::optional<int64_t> product() {
-    std::optional<int64_t> left = unary();
-    while (left) {
-      int64_t out;
-      if (accept("//")) {
-        std::optional<int64_t> r = unary();
-        if (!r || *r == 0 || (*left == INT64_MIN && *r == -1))
-          return std::nullopt;
-        out = *left / *r;
-        if ((*left % *r != 0) && ((*left < 0) != (*r < 0)))
-          --out; // floor, as Python's //
-      } else if (accept("*")) {
-        std::optional<int64_t> r = unary();
-        if (!r || __builtin_mul_overflow(*left, *r, &out))
-          return std::nullopt;
-      } else {
-        break;
-      }
-      sawOperator_ = true;
-      left = out;
-    }
-    return left;
+  static std::optional<int64_t> apply(std::string_view op, int64_t a,
+                                      int64_t b) {
+    int64_t out;
+    if (op == "+")
+      return __builtin_add_overflow(a, b, &out) ? std::nullopt
+                                                : std::optional<int64_t>(out);
+    if (op == "-")
+      return __builtin_sub_overflow(a, b, &out) ? std::nullopt
+                                                : std::optional<int64_t>(out);
+    if (op == "*")
+      return __builtin_mul_overflow(a, b, &out) ? std::nullopt
+                                                : std::optional<int64_t>(out);
+    if (b == 0 || (a == INT64_MIN && b == -1))
+      return std::nullopt;
+    out = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0))
+      --out; // floor, as Python's //
+    return out;
   }
   std::optional<int64_t> unary() {
     if (accept("-")) {
