@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-__all__ = ["SitsError", "CompileError", "Diagnostic", "UnsupportedNode"]
+__all__ = ["SitsError", "CompileError", "CompileOutOfMemoryError", "Diagnostic",
+           "UnsupportedNode"]
 
 
 class SitsError(Exception):
@@ -75,3 +76,8 @@ class CompileError(SitsError):
         if not diags:
             diags = [Diagnostic(message=str(error))]
         return cls(summary, diags)
+
+
+class CompileOutOfMemoryError(CompileError, MemoryError):
+    """The compiler ran out of memory in a stage (the summary names it);
+    also a MemoryError."""

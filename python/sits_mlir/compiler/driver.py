@@ -161,7 +161,14 @@ class _Progress:
         if self.enabled:
             print(f"[sits] {name} {detail}".rstrip() + " ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        yield
+        try:
+            yield
+        except MemoryError as e:
+            from ..errors import CompileOutOfMemoryError
+
+            raise CompileOutOfMemoryError(
+                f"out of memory during {name} (peak RSS {_memory_mib()[0]:.0f} MiB)",
+                [Diagnostic(str(e) or "allocation failed")]) from None
         elapsed = time.perf_counter() - start
         self.timings[name] = elapsed
         peak, anon = _memory_mib()

@@ -201,3 +201,29 @@ def test_command_line(tmp_path):
     bad = subprocess.run([_tool("sits-compile"), str(tmp_path / "bad.onnx")],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "act" in bad.stderr and "Frobnicate" in bad.stderr
+
+
+def test_out_of_memory_is_a_compile_error_naming_the_stage(tmp_path, monkeypatch):
+    """A MemoryError in a stage (here the weights' views for the writer)
+    comes out as CompileOutOfMemoryError, a CompileError and a MemoryError
+    naming the stage."""
+    from sits_mlir.compiler import driver
+    from sits_mlir.errors import CompileOutOfMemoryError
+
+    real = driver._native_call
+
+    def failing(name, *args):
+        if name == "weight_views":
+            raise MemoryError("std::bad_alloc")
+        return real(name, *args)
+    monkeypatch.setattr(driver, "_native_call", failing)
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+                              [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(CompileOutOfMemoryError, match=r"out of memory during codegen") as e:
+        sits_mlir.compile(model, output=tmp_path / "m.sitsm")
+    assert isinstance(e.value, MemoryError) and isinstance(e.value, CompileError)
+    assert "std::bad_alloc" in str(e.value)

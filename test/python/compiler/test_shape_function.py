@@ -184,3 +184,4 @@ def test_shape_function_extents_no_buffer_can_have_are_refused(tmp_path):
                           output=tmp_path / "w.sitsm").load()
     with pytest.raises(SignatureError, match=r"the shape \[-5\], which no buffer can have"):
         w(np.array(-5, np.int64))
+
