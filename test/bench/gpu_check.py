@@ -41,18 +41,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "python"))
 sys.path.insert(0, str(HERE.parent / "python" / "llm"))
+from bench_compare import relative_error  # noqa: E402
 
 DENSE = ["mlp", "gpt_prefill", "gpt_decode", "cnn"]
 F16_MATMULS = {"mm_f16_a": (128, 256, 512), "mm_f16_b": (64, 1024, 64), "mm_f16_c": (256, 64, 2304)}
 ALL_CASES = [*DENSE, *F16_MATMULS, "gpt_block_f16", "llama"]
-
-
-def relative_error(actual, expected) -> float:
-    """‖actual − expected‖ / ‖expected‖ (0 for two zero tensors)."""
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    den = np.linalg.norm(e)
-    return float(np.linalg.norm(a - e) / den) if den else float(np.linalg.norm(a))
 
 
 # ----------------------------------------------------------------------------- prepare

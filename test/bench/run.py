@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmark_models import BENCH_MODELS, export  # noqa: E402
+from bench_compare import relative_error  # noqa: E402
 
 
 def _status_mib(field: str) -> float:
@@ -106,13 +107,6 @@ def run_phase(phase: str, model: str, artifact: str, inputs: str, threads: int,
     if done.returncode != 0:
         raise RuntimeError(f"{phase} of {model} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def relative_error(actual, expected) -> float:
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    den = np.linalg.norm(e)
-    return float(np.linalg.norm(a - e) / den) if den else float(np.linalg.norm(a))
 
 
 def bench_model(name: str, workdir: str, threads: int, repeat: int, warmup: int,

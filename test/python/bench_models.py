@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
 import pytest
 
 _BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench")
+if _BENCH not in sys.path:
+    sys.path.insert(0, _BENCH)
+from bench_compare import relative_error  # noqa: E402,F401  (re-exported for the tests)
+
 _CACHE: dict = {}
 
 
@@ -21,8 +24,6 @@ def model_path(tmp_path_factory):
     torch (the exporter) is imported by the first test that asks, not by
     every test run."""
     pytest.importorskip("torch")
-    if _BENCH not in sys.path:
-        sys.path.insert(0, _BENCH)
     from benchmark_models import export
 
     root = tmp_path_factory.mktemp("onnx_models")
@@ -45,11 +46,3 @@ def run_onnxruntime(path_or_model, feeds):
     src = path_or_model if isinstance(path_or_model, str) else path_or_model.SerializeToString()
     sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
-
-
-def relative_error(actual, expected) -> float:
-    """‖actual − expected‖ / ‖expected‖ (0 for two zero tensors)."""
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    den = np.linalg.norm(e)
-    return float(np.linalg.norm(a - e) / den) if den else float(np.linalg.norm(a))

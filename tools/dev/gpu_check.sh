@@ -23,7 +23,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
 repeat=50
-cases="mlp,gpt_prefill,gpt_decode,cnn,mm_f16_a,mm_f16_b,mm_f16_c,gpt_block_f16,llama"
+cases=""  # default: every case gpu_check.py has
 bundle=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -80,5 +80,5 @@ EOF
 echo "==> correctness and latency for $target (median of $repeat calls)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-"$py" test/bench/gpu_check.py prepare "$tmp" --target "$target" --cases "$cases"
+"$py" test/bench/gpu_check.py prepare "$tmp" --target "$target" ${cases:+--cases "$cases"}
 "$py" test/bench/gpu_check.py run "$tmp" --repeat "$repeat"

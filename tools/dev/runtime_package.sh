@@ -25,8 +25,8 @@ cmake --build "$build" -j"$(nproc)" >/dev/null
 
 mkdir -p "$out"
 rm -rf "$out/sits_mlir"
-# The Python sources, without the compiler's native libraries (_mlir_libs is
-# built, never in the source tree).
+# The Python sources: the source tree holds none of the compiler's native
+# libraries (they are built into build/pip), so `compile` fails cleanly.
 cp -r "$root/python/sits_mlir" "$out/sits_mlir"
 find "$out/sits_mlir" -name __pycache__ -prune -exec rm -rf {} +
 cp "$build"/python_packages/sits_mlir/* "$out/sits_mlir/"

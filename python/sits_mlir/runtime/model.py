@@ -12,8 +12,12 @@ import numpy as np
 
 from .errors import SignatureError, _from_status
 
-#: The largest output a call allocates (the compiler's MAX_TENSOR_BYTES).
-_MAX_OUTPUT_BYTES = 1 << 40
+#: The largest tensor SITS compiles or a call allocates, in bytes (1 TiB: a
+#: 70 B model's largest weight is a few GB). The compiler refuses shapes
+#: past it before inference or IR sees them (their element counts overflow
+#: 64-bit arithmetic in MLIR); the runtime refuses shape-function results
+#: past it.
+MAX_TENSOR_BYTES = 1 << 40
 
 __all__ = ["CompiledModel", "EntryPoint", "TensorSpec", "load", "load_bytes"]
 
@@ -293,12 +297,12 @@ class EntryPoint:
         # have are refused here, before anything is allocated or written.
         for spec, shape in zip(self.outputs, shapes):
             size = np.dtype(spec.numpy_dtype).itemsize * int(np.prod(shape, dtype=object))
-            if min(shape, default=0) < 0 or size > _MAX_OUTPUT_BYTES:
+            if min(shape, default=0) < 0 or size > MAX_TENSOR_BYTES:
                 error = SignatureError(f"these inputs give output '{spec.name}' of entry point "
                                        f"'{self.name}' the shape {list(shape)}, which no buffer "
                                        "can have")
                 error._set_details("signature_mismatch", spec.name, "extents >= 0 and at most "
-                                   f"{_MAX_OUTPUT_BYTES} bytes", str(list(shape)))
+                                   f"{MAX_TENSOR_BYTES} bytes", str(list(shape)))
                 raise error
         return shapes
 

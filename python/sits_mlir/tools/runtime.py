@@ -207,22 +207,23 @@ def run(args) -> dict:
                          f"{geometry['block_size']} (it was compiled with kv_block_size="
                          f"{geometry['block_size']})")
     num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
+    config = kv.PoolConfig(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
+                           num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
+                           dtype="f32", max_seq_len=args.max_seq_len,
+                           enable_prefix_caching=not args.no_prefix_caching,
+                           num_host_blocks=args.host_blocks)
     # Refused before anything is allocated: a pool past the memory left
     # would be the OOM killer's to end.
-    block_bytes = geometry["layers"] * 2 * geometry["kv_heads"] * bs * geometry["head_dim"] * 4
-    pool_bytes = (num_blocks + args.host_blocks) * block_bytes
+    sizes = config.validate()
+    pool_bytes = sizes["total_bytes"] + sizes["host_total_bytes"]
     available = _available_bytes()
     if available is not None and pool_bytes > available:
         raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "
                          f"({num_blocks} device + {args.host_blocks} host blocks of "
-                         f"{block_bytes} bytes), more than the {available / (1 << 30):.1f} GiB "
-                         "of memory available: lower --batch-size, --max-seq-len or "
-                         "--num-blocks")
-    pool = kv.KVAllocator(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
-                          num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
-                          dtype="f32", max_seq_len=args.max_seq_len,
-                          enable_prefix_caching=not args.no_prefix_caching,
-                          num_host_blocks=args.host_blocks)
+                         f"{sizes['bytes_per_block']} bytes), more than the "
+                         f"{available / (1 << 30):.1f} GiB of memory available: lower "
+                         "--batch-size, --max-seq-len or --num-blocks")
+    pool = kv.KVAllocator(config)
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
     engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
                     max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)

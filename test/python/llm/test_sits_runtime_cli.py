@@ -118,9 +118,12 @@ def test_resource_limits_are_checked_before_allocation(compiled, capsys):
     assert "--num-blocks must be positive" in capsys.readouterr().err
     assert cli.main(["--config", model.path, "--synthetic", "1", "--seed", "-1"]) == 2
     assert "--seed must be in" in capsys.readouterr().err
-    assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "100000000",
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "1000000",
                      "--max-seq-len", "4096"]) == 1
     assert "of memory available: lower --batch-size" in capsys.readouterr().err
+    assert cli.main(["--config", model.path, "--synthetic", "1", "--batch-size", "100000000",
+                     "--max-seq-len", "4096"]) == 1
+    assert "num_blocks = 25600000001: must be <= 2^30" in capsys.readouterr().err
 
 
 def test_paged_model_keeps_its_block_size(llm_models, capsys):

@@ -28,6 +28,7 @@ import onnx.version_converter
 from onnx import numpy_helper
 
 from ...errors import CompileError, Diagnostic
+from ...runtime.model import MAX_TENSOR_BYTES
 
 #: ai.onnx opsets this frontend reads (op semantics were reviewed up to here).
 MIN_OPSET, MAX_OPSET = 13, 28
@@ -537,17 +538,11 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     return types
 
 
-#: The largest tensor SITS compiles, in bytes (1 TiB: a 70 B model's
-#: largest weight is a few GB). Shapes past it are refused before any
-#: inference or IR sees them: their element counts overflow 64-bit
-#: arithmetic in MLIR, and symbolic inference builds one symbol per element
-#: of a shape input.
-MAX_TENSOR_BYTES = 1 << 40
-
-
 def _check_sizes(values) -> None:
     """CompileError for a value with a negative extent or more than
-    MAX_TENSOR_BYTES; `values` is (name, ValueType or None) pairs."""
+    MAX_TENSOR_BYTES (symbolic inference would also build one symbol per
+    element of such a shape input); `values` is (name, ValueType or None)
+    pairs."""
     for name, vt in values:
         if vt is None or not vt.shape:
             continue
