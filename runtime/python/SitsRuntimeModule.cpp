@@ -537,6 +537,20 @@ Verify verifyOption(const std::string &v) {
       ("verify must be 'full' or 'metadata', not '" + v + "'").c_str());
 }
 
+/// A read-only uint8 array over section `name` of `reader`'s mapping (None
+/// when absent); the array keeps the mapping alive.
+nb::object sectionArray(const ArtifactReader &reader, std::string_view name) {
+  std::optional<ByteSpan> span = reader.section(name);
+  if (!span)
+    return nb::none();
+  auto *keep = new ArtifactReader(reader);
+  nb::capsule owner(
+      keep, [](void *p) noexcept { delete static_cast<ArtifactReader *>(p); });
+  size_t shape[1] = {span->size};
+  return nb::cast(nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(
+      span->data, 1, shape, owner));
+}
+
 std::vector<uint8_t> bytesOf(nb::handle data) {
   Py_buffer view;
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0)
@@ -559,32 +573,62 @@ NB_MODULE(_sits_runtime, m) {
       .def_static(
           "load",
           [](const std::string &path, const std::string &device,
-             const std::string &verify) {
+             const std::string &verify, nb::object verifier) {
             LoadOptions o;
             o.device = device;
             o.verify = verifyOption(verify);
+            if (verifier.is_none()) {
+              StatusOr<Module> r = [&] {
+                nb::gil_scoped_release release; // hashing a big file
+                return Module::load(path, o);
+              }();
+              return unwrap(std::move(r));
+            }
+            // Open and verify the bytes, let the caller judge them (a
+            // signature), and only then load the code: nothing in the file
+            // runs before `verifier` returns.
+            StatusOr<ArtifactReader> reader = [&] {
+              nb::gil_scoped_release release;
+              return ArtifactReader::open(path, o.verify);
+            }();
+            ArtifactReader opened = unwrap(std::move(reader));
+            verifier(opened.contentHash(), sectionArray(opened, "weights"));
             StatusOr<Module> r = [&] {
-              nb::gil_scoped_release release; // hashing a big file takes time
-              return Module::load(path, o);
+              nb::gil_scoped_release release;
+              return Module::load(opened, o);
             }();
             return unwrap(std::move(r));
           },
           "path"_a, "device"_a = "cpu", "verify"_a = "full",
+          "verifier"_a = nb::none(),
           "Verifies and loads the artifact at `path` (see ARTIFACT.md); "
-          "verify='metadata' skips the weights digest.")
+          "verify='metadata' skips the weights digest. `verifier`, when "
+          "given, is called as verifier(content_hash, weights) once the "
+          "file is verified and before any of its code is loaded; "
+          "`weights` is a read-only uint8 array over the mapped weights "
+          "section (None without one). What it raises propagates.")
       .def_static(
           "load_bytes",
-          [](nb::handle data, const std::string &device) {
+          [](nb::handle data, const std::string &device, nb::object verifier) {
             std::vector<uint8_t> bytes = bytesOf(data);
             LoadOptions o;
             o.device = device;
+            StatusOr<ArtifactReader> reader = [&] {
+              nb::gil_scoped_release release;
+              return ArtifactReader::fromMemory(bytes.data(), bytes.size());
+            }();
+            ArtifactReader opened = unwrap(std::move(reader));
+            if (!verifier.is_none())
+              verifier(opened.contentHash(), sectionArray(opened, "weights"));
             StatusOr<Module> r = [&] {
               nb::gil_scoped_release release;
-              return Module::load(bytes.data(), bytes.size(), o);
+              return Module::load(opened, o);
             }();
             return unwrap(std::move(r));
           },
-          "data"_a, "device"_a = "cpu", "Loads an artifact held in memory.")
+          "data"_a, "device"_a = "cpu", "verifier"_a = nb::none(),
+          "Loads an artifact held in memory (copied); `verifier` as for "
+          "load().")
       .def_prop_ro("entry_points", &Module::entryPoints)
       .def(
           "signature",

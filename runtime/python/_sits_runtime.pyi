@@ -8,7 +8,7 @@ raises an exception of sits_mlir.runtime.errors (ArtifactError,
 SignatureError, DeviceError, ..., KVError subclasses). Checked against the
 module by test/python/runtime/kv/test_kv_bindings.py (T90)."""
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy
 
@@ -16,9 +16,18 @@ FORMAT_VERSION: int
 
 class Module:
     @staticmethod
-    def load(path: str, device: str = "cpu", verify: str = "full") -> Module: ...
+    def load(
+        path: str,
+        device: str = "cpu",
+        verify: str = "full",
+        verifier: Callable[[str, numpy.ndarray | None], None] | None = None,
+    ) -> Module: ...
     @staticmethod
-    def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu") -> Module: ...
+    def load_bytes(
+        data: bytes | bytearray | memoryview,
+        device: str = "cpu",
+        verifier: Callable[[str, numpy.ndarray | None], None] | None = None,
+    ) -> Module: ...
     @property
     def entry_points(self) -> list[str]: ...
     def signature(self, name: str) -> dict[str, Any]: ...

@@ -108,7 +108,7 @@ def attach_input_stats(module: ir.Module, samples: Iterable[dict], threads: int 
     os.close(fd)
     try:
         _compile(probe_module, "cpu", path, threads=threads, precision="fp32")
-        model = runtime.load(path)
+        model = runtime.model._load_own(path)
         sums = [None] * len(matmuls)
         squares = [None] * len(matmuls)
         count = [0] * len(matmuls)

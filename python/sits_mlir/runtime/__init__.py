@@ -41,8 +41,10 @@ from .errors import (
     RuntimeCoreError,
     SignatureError,
     UnsupportedFormatError,
+    UntrustedArtifactError,
 )
 from .model import CompiledModel, EntryPoint, TensorSpec, load, load_bytes, numpy_dtype
+from . import signing
 
 __all__ = [
     "ArtifactError",
@@ -62,6 +64,7 @@ __all__ = [
     "SignatureError",
     "TensorSpec",
     "UnsupportedFormatError",
+    "UntrustedArtifactError",
     "default_num_threads",
     "devices",
     "host_cpu",
@@ -74,6 +77,7 @@ __all__ = [
     "read_manifest",
     "serialize_artifact",
     "set_num_threads",
+    "signing",
     "write_artifact",
 ]
 

@@ -16,7 +16,8 @@ section, manifest field, symbol, path or device it is about),
     │   ├── IncompatibleArtifactError  built for another CPU (``missing_features``)
     │   ├── MissingSymbolError         an entry point the code does not export
     │   ├── CodeLoadError              the dynamic loader refused the code
-    │   └── ArtifactNotFoundError      (also a FileNotFoundError)
+    │   ├── ArtifactNotFoundError      (also a FileNotFoundError)
+    │   └── UntrustedArtifactError     trusted keys required, no valid signature by one
     ├── SignatureError                 wrong inputs (also TypeError and ValueError)
     ├── DeviceError                    no such device / driver, or not runnable
     │   └── GpuDriverError             a CUDA / HIP driver call failed: ``function``,
@@ -73,6 +74,7 @@ __all__ = [
     "SignatureError",
     "UnknownSequence",
     "UnsupportedFormatError",
+    "UntrustedArtifactError",
 ]
 
 
@@ -126,6 +128,12 @@ class CodeLoadError(ArtifactError):
 
 class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
     """The artifact file does not exist."""
+
+
+class UntrustedArtifactError(ArtifactError):
+    """Loading with trusted keys (sits_mlir.runtime.signing), the artifact
+    has no signature, a malformed one, one by a key that is not trusted, or
+    one that does not match its bytes. ``subject`` is the signature file."""
 
 
 class SignatureError(_Details, SitsError, TypeError, ValueError):

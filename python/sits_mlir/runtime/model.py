@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from . import signing
 from .errors import SignatureError, _from_status
 
 #: The largest tensor SITS compiles or a call allocates, in bytes (1 TiB: a
@@ -392,7 +393,9 @@ class CompiledModel:
                 f"entry points: {', '.join(self.entry_points)}>")
 
 
-def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full") -> CompiledModel:
+def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full", *,
+         trusted_keys: Sequence[Any] | None = None,
+         signature: str | os.PathLike | None = None) -> CompiledModel:
     """Verifies and loads a .sitsm artifact.
 
     Checks integrity (magic, format version, section bounds, content hash,
@@ -413,11 +416,41 @@ def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full") -> 
     and GPU artifacts on the CPU raise IncompatibleArtifactError; a failed
     driver call raises GpuDriverError (DeviceOutOfMemoryError when the
     device's memory runs out).
+
+    An artifact is native code, trusted like a shared library. With
+    `trusted_keys` (public-key files, PEM bytes or keys; by default the
+    files listed in the environment variable SITS_TRUSTED_KEYS), loading
+    requires a valid Ed25519 signature by one of them (`signature`, by
+    default ``<path>.sig``; see sits_mlir.runtime.signing) and raises
+    UntrustedArtifactError otherwise; the signature is checked against the
+    verified, mapped bytes before any code is loaded.
     """
     path = os.fspath(path)
-    return CompiledModel(_native().Module.load(path, device, verify), path)
+    if trusted_keys is None:
+        trusted_keys = signing.trusted_keys_from_env()
+    if trusted_keys is None:
+        return CompiledModel(_native().Module.load(path, device, verify), path)
+    sig = os.fspath(signature) if signature is not None else signing.signature_path(path)
+    check = signing.verifier(trusted_keys, sig)
+    return CompiledModel(_native().Module.load(path, device, verify, check), path)
 
 
-def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu") -> CompiledModel:
-    """Like load(), for an artifact held in memory."""
-    return CompiledModel(_native().Module.load_bytes(data, device))
+def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu", *,
+               trusted_keys: Sequence[Any] | None = None,
+               signature: str | os.PathLike | bytes | None = None) -> CompiledModel:
+    """Like load(), for an artifact held in memory. With trusted keys (the
+    argument or SITS_TRUSTED_KEYS) its `signature` (a signature file's path
+    or bytes) is required."""
+    if trusted_keys is None:
+        trusted_keys = signing.trusted_keys_from_env()
+    if trusted_keys is None:
+        return CompiledModel(_native().Module.load_bytes(data, device))
+    check = signing.verifier(trusted_keys, signature)
+    return CompiledModel(_native().Module.load_bytes(data, device, check))
+
+
+def _load_own(path: str | os.PathLike) -> CompiledModel:
+    """Loads an artifact this process has just written (the compiler's
+    calibration probe): no signature is asked for, whatever the policy."""
+    path = os.fspath(path)
+    return CompiledModel(_native().Module.load(path, "cpu", "metadata"), path)

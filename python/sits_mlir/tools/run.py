@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, metavar="N",
                    help="worker threads (default: $SITS_NUM_THREADS or the CPU count)")
     p.add_argument("--device", default="cpu", help="device URI (default: cpu)")
+    p.add_argument("--trusted-key", action="append", metavar="PUB",
+                   help="require a signature by this Ed25519 public key (PEM; repeatable; "
+                        "default: $SITS_TRUSTED_KEYS)")
     p.add_argument("--save", metavar="NPZ", help="write the outputs to a .npz file")
     p.add_argument("--info", action="store_true",
                    help="describe the model (target, entry points) and exit")
@@ -113,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.threads is not None:
             runtime.set_num_threads(args.threads)
-        model = runtime.load(args.model, device=args.device)
+        model = runtime.load(args.model, device=args.device, trusted_keys=args.trusted_key)
         if args.info:
             print(_describe(model))
             return 0

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-prefix-caching", action="store_true",
                    help="do not share the KV of common prompt prefixes")
     p.add_argument("--threads", type=int, metavar="N", help="worker threads")
+    p.add_argument("--trusted-key", action="append", metavar="PUB",
+                   help="require a signature by this Ed25519 public key (PEM; repeatable; "
+                        "default: $SITS_TRUSTED_KEYS)")
     p.add_argument("--json", metavar="FILE", help="write the report and the tokens as JSON")
     return p
 
@@ -198,7 +201,7 @@ def run(args) -> dict:
     from ..runtime.engine import Engine, SamplingParams
     from ..runtime.model import load
 
-    model = load(args.config)
+    model = load(args.config, trusted_keys=args.trusted_key)
     geometry = decoder_geometry(model)
     requests = _requests(args, geometry["vocab"])
     bs = args.block_size or geometry["block_size"] or 16

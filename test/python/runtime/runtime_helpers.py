@@ -45,6 +45,13 @@ ADD_ENTRY = {
              arg("output", "z", "f32", [-1, 4], ["batch", None])],
 }
 
+# weights.c: y = x * w + w, w the first four floats of the weights section.
+WEIGHTS_ENTRY = {
+    "name": "main",
+    "args": [arg("weights", "weights", "i8", [-1]), arg("input", "x", "f32", [4]),
+             arg("output", "y", "f32", [4])],
+}
+
 
 # -- an independent encoder of the layout (ARTIFACT.md), for crafting
 #    inconsistent artifacts that still carry a valid hash ---------------------

@@ -13,13 +13,7 @@ import pytest
 import xxhash
 
 from sits_mlir import runtime
-from runtime_helpers import arg, decode, encode, manifest, patch_manifest
-
-WEIGHTS_ENTRY = {
-    "name": "main",
-    "args": [arg("weights", "weights", "i8", [-1]), arg("input", "x", "f32", [4]),
-             arg("output", "y", "f32", [4])],
-}
+from runtime_helpers import WEIGHTS_ENTRY, arg, decode, encode, manifest, patch_manifest
 
 
 def pattern(n: int, seed: int = 0) -> bytes:
