@@ -264,6 +264,8 @@ nb::dict argDict(const ArgSpec &a) {
       names.append(nb::none());
   }
   d["dim_names"] = nb::tuple(names);
+  if (a.role == ArgRole::kStatus)
+    d["messages"] = nb::tuple(nb::cast(a.messages));
   return d;
 }
 

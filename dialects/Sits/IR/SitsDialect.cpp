@@ -104,12 +104,39 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
 
 // Argument and result attributes of compiler-rewritten signatures:
 // `sits.name` names an argument a pass added (the runtime's name for it),
-// and `sits.updates = i` marks a result as argument i updated in place.
+// `sits.updates = i` marks a result as argument i updated in place, and
+// `sits.status = [messages]` marks the i32 scalar result that reports the
+// model's run-time checks (0, or k when check k failed; the runtime's
+// status argument).
 // Other `sits.*` ones are rejected rather than let a misspelt or misplaced
 // attribute pass silently.
+/// `sits.status` on an i32 scalar: the graph's tensor<i32> result, then
+/// the memref<i32> result, the out-parameter it becomes and, in the LLVM
+/// dialect, that parameter's pointer (not a shaped type: not checked).
+static LogicalResult verifyStatusAttr(Operation *op, NamedAttribute attr,
+                                      StringRef what, unsigned index,
+                                      Type type) {
+  auto messages = dyn_cast<ArrayAttr>(attr.getValue());
+  auto shaped = dyn_cast_or_null<ShapedType>(type);
+  if (!messages || messages.empty() ||
+      !llvm::all_of(messages, llvm::IsaPred<StringAttr>) || !type ||
+      (shaped && (!shaped.hasRank() || shaped.getRank() != 0 ||
+                  !shaped.getElementType().isSignlessInteger(32))))
+    return op->emitError() << "'sits.status' on " << what << " " << index
+                           << " must be a non-empty array of strings on an "
+                              "i32 scalar "
+                           << what << ", got " << attr.getValue();
+  return success();
+}
+
 LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
+  if (attr.getName().getValue() == "sits.status") {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    return verifyStatusAttr(op, attr, "argument", argIndex,
+                            func ? func.getArgumentTypes()[argIndex] : Type());
+  }
   if (attr.getName().getValue() == "sits.name") {
     auto name = dyn_cast<StringAttr>(attr.getValue());
     if (!name || name.getValue().empty())
@@ -138,6 +165,11 @@ LogicalResult SitsDialect::verifyRegionResultAttribute(Operation *op, unsigned,
              << " must be the index of an argument of the result's type, got "
              << attr.getValue();
     return success();
+  }
+  if (attr.getName().getValue() == "sits.status") {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    return verifyStatusAttr(op, attr, "result", resultIndex,
+                            func ? func.getResultTypes()[resultIndex] : Type());
   }
   return op->emitError() << "unknown SITS result attribute '"
                          << attr.getName().getValue() << "' on result "

@@ -391,9 +391,23 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
         args.append(_spec("input", name, t, s))
         if i in updated:
             args[-1]["updated_in_place"] = True
+    status = [i for i, a in enumerate(res_attrs) if "sits.status" in a]
+    returned = [i for i, a in enumerate(res_attrs) if "sits.updates" not in a]
+    if status and (len(status) > 1 or status[0] != returned[-1]):
+        raise CompileError("internal error: the status result of @main must be its last "
+                           "returned result")
+    outputs = list(outputs) + [None] * (len(ftype.results) - len(outputs))
     args += [_spec("output", s.name if s else f"output_{i}", t, s)
              for i, (s, t, attrs) in enumerate(zip(outputs, ftype.results, res_attrs))
-             if "sits.updates" not in attrs]
+             if "sits.updates" not in attrs and "sits.status" not in attrs]
+    if status:
+        # The code's index checks (check_indices): the runtime passes a
+        # zeroed i32 and turns a non-zero value k into InputOutOfRangeError
+        # with message k.
+        messages = [ir.StringAttr(m).value
+                    for m in ir.ArrayAttr(res_attrs[status[0]]["sits.status"])]
+        args.append({"role": "status", "name": "status", "dtype": "i32", "shape": [],
+                     "messages": messages})
     return {"name": "main", "args": args}
 
 
@@ -403,14 +417,18 @@ def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int):
     main = _find_main(module)
     ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     inputs = list(inputs or [None] * len(ftype.inputs))
-    outputs = list(outputs or [None] * len(ftype.results))
+    # (No spec for results the frontend adds, such as the status.)
+    outputs = list(outputs or []) + [None] * (len(ftype.results) - len(outputs or []))
     # Tag every argument and result with its position, so that the ones the
     # pass keeps find their specs again.
     with module.context:
-        tag = lambda i: ir.DictAttr.get({"driver.original_index": ir.IntegerAttr.get(  # noqa: E731
-            ir.IntegerType.get_signless(64), i)})
-        main.attributes["arg_attrs"] = ir.ArrayAttr.get([tag(i) for i in range(len(inputs))])
-        main.attributes["res_attrs"] = ir.ArrayAttr.get([tag(i) for i in range(len(outputs))])
+        def tag(attrs, i):
+            return ir.DictAttr.get({**attrs, "driver.original_index": ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), i)})
+
+        for key, count in (("arg_attrs", len(inputs)), ("res_attrs", len(outputs))):
+            main.attributes[key] = ir.ArrayAttr.get(
+                [tag(a, i) for i, a in enumerate(_func_attrs(main, key, count))])
     _run_pipeline(module, f"builtin.module(sits-page-kv-cache{{block-size={block_size}}})")
     ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
 

@@ -19,6 +19,8 @@ section, manifest field, symbol, path or device it is about),
     │   ├── ArtifactNotFoundError      (also a FileNotFoundError)
     │   └── UntrustedArtifactError     trusted keys required, no valid signature by one
     ├── SignatureError                 wrong inputs (also TypeError and ValueError)
+    ├── InputOutOfRangeError           input values the model refuses: an index past
+    │                                  its axis (also IndexError and ValueError)
     ├── DeviceError                    no such device / driver, or not runnable
     │   └── GpuDriverError             a CUDA / HIP driver call failed: ``function``,
     │       │                          ``error_name``, ``error_code``
@@ -61,6 +63,7 @@ __all__ = [
     "GpuDriverError",
     "HostTierFull",
     "IncompatibleArtifactError",
+    "InputOutOfRangeError",
     "InvalidState",
     "KVCapacityError",
     "KVError",
@@ -140,6 +143,14 @@ class SignatureError(_Details, SitsError, TypeError, ValueError):
     """Arguments that do not match an entry point: wrong count, dtype, rank
     or shape. ``subject`` names the argument, ``index`` its position, and
     ``expected``/``given`` say what was wanted and what was passed."""
+
+
+class InputOutOfRangeError(_Details, SitsError, IndexError, ValueError):
+    """The values of the inputs are outside what the model accepts: an
+    index past the extent it indexes (ONNX Gather, GatherElements,
+    ScatterElements, ScatterND), found by the compiled code. The message
+    names the node; ``subject`` is the entry point. The outputs of such a
+    call are not defined."""
 
 
 class DeviceError(_Details, SitsError):
@@ -331,6 +342,7 @@ _BY_CODE = {
     "LoadFailed": CodeLoadError,
     "NotFound": ArtifactNotFoundError,
     "SignatureMismatch": SignatureError,
+    "OutOfRange": InputOutOfRangeError,
     "DeviceUnavailable": DeviceError,
 }
 

@@ -224,6 +224,8 @@ class _Interpreter:
             return a.astype(dt, copy=False).reshape(shape)
         if isinstance(attr, (ir.FloatAttr, ir.IntegerAttr)):
             return np.asarray(_scalar(attr, _np_dtype(t)))
+        if isinstance(attr, ir.BoolAttr):
+            return np.asarray(attr.value)
         raise ReferenceError(f"unsupported constant {attr}")
 
     # -- driver -----------------------------------------------------------------
@@ -425,8 +427,9 @@ class _Interpreter:
             local[arg] = _view(a, m, n)
         local["__domain__"] = domain
         results = self._run_generic_block(block, local, n)
-        return [np.ascontiguousarray(np.broadcast_to(np.asarray(r).astype(o.dtype, copy=False), o.shape))
-                for r, o in zip(results, outs)]
+        # (np.array, not np.ascontiguousarray: that makes a 0-D result 1-D.)
+        return [np.array(np.broadcast_to(np.asarray(r).astype(o.dtype, copy=False), o.shape),
+                         order="C") for r, o in zip(results, outs)]
 
     def _run_generic_block(self, block, env, n):
         domain = env["__domain__"]
@@ -760,6 +763,24 @@ def _parse_resources(module: ir.Module) -> dict:
     return out
 
 
+def _check_status(main, results: list) -> list:
+    """`results` without @main's status result (`sits.status`); raises
+    ReferenceError with the failed check's message when it is not 0, as the
+    runtime raises InputOutOfRangeError."""
+    if "res_attrs" not in main.attributes:
+        return results
+    attrs = [ir.DictAttr(d) for d in ir.ArrayAttr(main.attributes["res_attrs"])]
+    status = [i for i, d in enumerate(attrs) if "sits.status" in d]
+    if not status:
+        return results
+    k = int(np.asarray(results[status[0]]))
+    if k:
+        messages = [ir.StringAttr(m).value
+                    for m in ir.ArrayAttr(attrs[status[0]]["sits.status"])]
+        raise ReferenceError(messages[k - 1] if k <= len(messages) else f"check {k} failed")
+    return [r for i, r in enumerate(results) if i != status[0]]
+
+
 def evaluate(module_or_imported, inputs: Union[Mapping[str, np.ndarray], Sequence[np.ndarray]],
              *, weights: Optional[Mapping[str, np.ndarray]] = None) -> list:
     """Runs `@main` of an `ImportedModel` or `ir.Module` on `inputs` (a
@@ -803,6 +824,7 @@ def evaluate(module_or_imported, inputs: Union[Mapping[str, np.ndarray], Sequenc
                     and dt.kind in "iu" else a.astype(dt)
             env[arg] = a
         results = _Interpreter(module, weights).run_block(block, env)
+        results = _check_status(main, results)
     out = []
     for i, r in enumerate(results):
         r = np.asarray(r)

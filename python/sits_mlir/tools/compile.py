@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         entry = artifact.manifest["entry_points"][0]
         for arg in entry["args"]:
-            if arg["role"] == "weights":
+            if arg["role"] in ("weights", "status"):
                 continue
             dims = "x".join("?" if d < 0 else str(d) for d in arg["shape"]) or "scalar"
             print(f"  {arg['role']:<6s} {arg['name']}: {dims} {arg['dtype']}")

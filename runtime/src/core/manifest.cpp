@@ -19,6 +19,10 @@
 namespace sits::runtime {
 namespace {
 
+// Bounds on a status argument's messages (one per check in the code).
+constexpr size_t kMaxStatusMessages = 65536;
+constexpr size_t kMaxStatusMessageBytes = 4096;
+
 Status schemaError(const std::string &field, const std::string &why) {
   return Status(StatusCode::kCorruptArtifact,
                 "manifest field '" + field + "' " + why)
@@ -65,10 +69,13 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
     arg.role = ArgRole::kInput;
   else if (role == "output")
     arg.role = ArgRole::kOutput;
+  else if (role == "status")
+    arg.role = ArgRole::kStatus;
   else
-    return schemaError(path + ".role", "must be \"weights\", \"input\" or "
-                                       "\"output\", not \"" +
-                                           role + "\"");
+    return schemaError(path + ".role",
+                       "must be \"weights\", \"input\", \"output\" or "
+                       "\"status\", not \"" +
+                           role + "\"");
   SITS_RETURN_IF_ERROR(getString(a, path, "name", arg.name));
   std::string dtype;
   SITS_RETURN_IF_ERROR(getString(a, path, "dtype", dtype));
@@ -124,6 +131,26 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
     return schemaError(path, "is the weights argument, which must be a rank-1 "
                              "i8 memref, not " +
                                  arg.typeString());
+  if (arg.role == ArgRole::kStatus) {
+    if (arg.dtype != DType::kI32 || !arg.shape.empty() || !arg.dimNames.empty())
+      return schemaError(path, "is the status argument, which must be an i32 "
+                               "scalar, not " +
+                                   arg.typeString());
+    const json::Value *messages = a.find("messages");
+    if (!messages || !messages->isArray() || messages->items().empty() ||
+        messages->items().size() > kMaxStatusMessages)
+      return schemaError(path + ".messages",
+                         "must be an array of 1 to " +
+                             std::to_string(kMaxStatusMessages) + " strings");
+    for (const json::Value &m : messages->items()) {
+      if (!m.isString() || m.asString().size() > kMaxStatusMessageBytes)
+        return schemaError(path + ".messages",
+                           "entries must be strings of at most " +
+                               std::to_string(kMaxStatusMessageBytes) +
+                               " bytes");
+      arg.messages.push_back(m.asString());
+    }
+  }
   return Status::OK();
 }
 
@@ -157,7 +184,9 @@ Status parseEntryPoint(const json::Value &e, const std::string &path,
                                   "the first argument");
     if (i > 0 && arg.role < last)
       return schemaError(argPath, "comes out of order: arguments are "
-                                  "[weights], inputs..., outputs...");
+                                  "[weights], inputs..., outputs..., [status]");
+    if (i > 0 && arg.role == ArgRole::kStatus && last == ArgRole::kStatus)
+      return schemaError(argPath, "is a second status argument");
     last = arg.role;
     if (!names.insert(arg.name).second)
       return schemaError(argPath + ".name",
@@ -296,6 +325,8 @@ std::string_view argRoleName(ArgRole role) {
     return "input";
   case ArgRole::kOutput:
     return "output";
+  case ArgRole::kStatus:
+    return "status";
   }
   return "?";
 }

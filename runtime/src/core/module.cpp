@@ -597,6 +597,18 @@ Module::outputShapes(std::string_view name,
 
 namespace {
 
+/// The error of a call whose code set its status argument to `flag`.
+Status statusFailure(const EntryPointSpec &ep, int32_t flag) {
+  const std::vector<std::string> &messages = ep.status()->messages;
+  std::string what = flag >= 1 && size_t(flag) <= messages.size()
+                         ? messages[size_t(flag) - 1]
+                         : "check " + std::to_string(flag) + " failed";
+  return Status(StatusCode::kOutOfRange,
+                "entry point '" + ep.name + "': " + what)
+      .withSubject(ep.name)
+      .withValue(flag);
+}
+
 /// Runs a GPU model's entry point: inputs are copied to device buffers, the
 /// code runs on a stream of the device's pool bound to this thread (its
 /// mgpu* calls use it), outputs come back to the caller's host buffers.
@@ -658,6 +670,21 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
     outBuffers.push_back(*p);
     descs.push_back(descriptor(*p, out.shape));
   }
+  // The status flag: one zeroed i32 on the device, read back after.
+  void *statusBuffer = nullptr;
+  int32_t statusFlag = 0;
+  if (ep.status()) {
+    StatusOr<void *> p = gpu.allocateAsync(sizeof(int32_t), stream);
+    if (!p.ok())
+      return finish(p.status());
+    statusBuffer = *p;
+    buffers.push_back(statusBuffer);
+    if (Status s = gpu.copyToDevice(statusBuffer, &statusFlag, sizeof(int32_t),
+                                    stream);
+        !s.ok())
+      return finish(std::move(s));
+    descs.push_back(descriptor(statusBuffer, {}));
+  }
   std::vector<void *> args;
   args.reserve(descs.size());
   for (std::vector<int64_t> &d : descs)
@@ -686,10 +713,16 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
     if (Status s = gpu.copyToHost(host, outBuffers[i], bytes, stream); !s.ok())
       return finish(std::move(s));
   }
+  if (statusBuffer) {
+    if (Status s =
+            gpu.copyToHost(&statusFlag, statusBuffer, sizeof(int32_t), stream);
+        !s.ok())
+      return finish(std::move(s));
+  }
   SITS_RETURN_IF_ERROR(finish(Status::OK()));
   for (auto &[view, p] : copyBack)
     copyStrided(*view, p, true);
-  return Status::OK();
+  return statusFlag ? statusFailure(ep, statusFlag) : Status::OK();
 }
 
 } // namespace
@@ -762,6 +795,10 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
       return p.status();
     descs.push_back(descriptor(*p, out.shape));
   }
+  // The code's checks report through a zeroed i32 after the outputs.
+  alignas(64) int32_t statusFlag = 0;
+  if (ep.status())
+    descs.push_back(descriptor(&statusFlag, {}));
   std::vector<void *> args;
   args.reserve(descs.size());
   for (std::vector<int64_t> &d : descs)
@@ -776,7 +813,7 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
     else
       copyStrided(*view, static_cast<uint8_t *>(p), true);
   }
-  return Status::OK();
+  return statusFlag ? statusFailure(ep, statusFlag) : Status::OK();
 }
 
 } // namespace sits::runtime

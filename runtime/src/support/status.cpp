@@ -39,6 +39,8 @@ const char *statusCodeName(StatusCode code) {
     return "DeviceUnavailable";
   case StatusCode::kDriverError:
     return "DriverError";
+  case StatusCode::kOutOfRange:
+    return "OutOfRange";
   case StatusCode::kOutOfBlocks:
     return "OutOfBlocks";
   case StatusCode::kCapacityExceeded:

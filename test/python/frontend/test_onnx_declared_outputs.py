@@ -86,18 +86,3 @@ def test_declared_rank_the_graph_contradicts_is_refused():
     with pytest.raises(sits_mlir.CompileError, match="'y' is declared with rank 3 but computed "
                                                      "with rank 2"):
         sits_mlir.compile(model)
-
-
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_gather_indices_out_of_range_stay_in_the_table(tmp_path, dynamic):
-    """ONNX leaves out-of-range Gather indices undefined (an error); the
-    code must still never read outside the table: they are clamped (-size
-    and beyond to row 0, size and beyond to the last row)."""
-    table = np.arange(40, dtype=np.float32).reshape(10, 4)
-    count = "k" if dynamic else 6
-    model = _model([h.make_node("Gather", ["table", "ids"], ["y"])],
-                   [("table", TP.FLOAT, [10, 4]), ("ids", TP.INT64, [count])],
-                   [("y", [count, 4])])
-    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
-    ids = np.array([10, -11, 10**6, 2**40, -2**40, -1])
-    np.testing.assert_array_equal(m(table, ids), table[[9, 0, 9, 9, 0, 9]])

@@ -163,7 +163,7 @@ def test_missing_symbol(good, marker):
 
 def test_manifest_schema_violation(good, marker):
     err = refuse(patch_manifest(good, '"role": "input"', '"role": "inout"'),
-                 runtime.CorruptArtifactError, "must be \"weights\", \"input\" or", marker)
+                 runtime.CorruptArtifactError, "must be \"weights\", \"input\", \"output\" or \"status\"", marker)
     assert err.subject == "entry_points[0].args[0].role"
 
 

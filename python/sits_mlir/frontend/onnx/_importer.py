@@ -16,6 +16,7 @@ from ._builder import Builder, shape_of
 from ._graph import Graph, attributes, extent_tree
 from ._load import LoadedModel
 from ._ops import CONVERTERS  # every op family, registered
+from ._ops_common import status_value
 from ._patterns import emit_fusion, match
 
 
@@ -70,6 +71,9 @@ class Importer:
         self._transposes: dict = {}
         self._attrs: dict = {}
         self.b: Optional[Builder] = None
+        # (i1 tensor, message) per run-time index check (`check_indices`):
+        # @main returns their status as a last result marked `sits.status`.
+        self.range_checks: list = []
 
     def _live_nodes(self) -> set:
         """Emitted nodes some graph output still needs once fusions read only
@@ -374,15 +378,25 @@ class Importer:
                             if _types.is_byte_coded(g.dtype(name)):
                                 r = self.b.to_bytes(r, g.dtype(name))
                             results.append(r)
+                    outputs = list(results)
+                    if self.range_checks:
+                        with ir.Location.name("status"):
+                            status, messages = status_value(self.range_checks)
+                            results.append(status)
                     func.ReturnOp(results)
                 fn.attributes["function_type"] = ir.TypeAttr.get(
                     ir.FunctionType.get(arg_types, [r.type for r in results]))
+                if self.range_checks:
+                    messages = ir.ArrayAttr.get([ir.StringAttr.get(m) for m in messages])
+                    fn.attributes["res_attrs"] = ir.ArrayAttr.get(
+                        [ir.DictAttr.get({}) for _ in outputs] +
+                        [ir.DictAttr.get({"sits.status": messages})])
             try:
                 module.operation.verify()
             except ir.MLIRError as e:
                 raise CompileError.from_mlir_error("the imported module does not verify", e) from None
             out_specs = [TensorSpec(n, shape_of(r), g.dtype(n), _dim_names(g, n))
-                         for n, r in zip(g.outputs, results)]
+                         for n, r in zip(g.outputs, outputs)]
         return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
                              weights=weights, opset=g.opset, context=ctx)
 

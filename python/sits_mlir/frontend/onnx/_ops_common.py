@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, tensor
+from ...dialects import arith, linalg, tensor
 from . import _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
@@ -223,6 +223,90 @@ def _PARALLEL():
 def _affine(n, exprs):
     """The affine map attribute of `n` dims to the expressions `exprs`."""
     return ir.AffineMapAttr.get(ir.AffineMap.get(n, 0, list(exprs)))
+
+
+def check_indices(ctx, node, indices: ir.Value, bounds, what: str) -> None:
+    """Makes an index out of range an error, as ONNX defines it: records in
+    the model's status (`Importer.range_checks`) whether some element of
+    `indices` lies outside [-n, n). `bounds` holds n, one `index` Value or
+    int for every element or, for index tuples (ScatterND), one per
+    position along the last dimension. Constant indices are checked now.
+    The accesses themselves still go through `wrap_clamp`, so a bad index
+    never reads or writes outside the tensor; the runtime then fails the
+    call (InputOutOfRangeError) naming `what`."""
+    g = ctx.g
+    name = node.name or f"{node.op_type} -> '{node.output[0]}'"
+    message = f"{node.op_type} node '{name}': {what} out of range"[:1000]
+    per_tuple = isinstance(bounds, (list, tuple))
+    static = [b for b in (bounds if per_tuple else [bounds]) if isinstance(b, int)]
+    if g.is_const(node.input[1]) and len(static) == (len(bounds) if per_tuple else 1):
+        idx = np.asarray(g.const(node.input[1]), np.int64)
+        n = np.asarray(static, np.int64) if per_tuple else static[0]
+        if idx.size and (np.any(idx < -n) or np.any(idx >= n)):
+            from ...errors import CompileError
+
+            raise CompileError(f"{message}: the constant indices must lie in [-n, n) for "
+                               f"n = {static if per_tuple else static[0]}")
+        return
+    b = ctx.b
+    if indices is None:
+        indices = ctx.get(node.input[1])
+    index = ir.IndexType.get()
+    i1 = ir.IntegerType.get_signless(1)
+    rank = len(shape_of(indices))
+    values = [arith.constant(index, v) if isinstance(v, int) else v
+              for v in (bounds if per_tuple else [bounds])]
+    # Per element whether it is out of range, then their `or`.
+    init = b.empty(b.mixed_shape(indices), i1)
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
+    op = linalg.GenericOp(
+        [init.type], [indices], [init], ir.ArrayAttr.get([ident, ident]),
+        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank))
+    block = op.regions[0].blocks.append(elem_of(indices), i1)
+    with ir.InsertionPoint(block):
+        i = arith.index_cast(index, block.arguments[0])
+        n = values[0]
+        if per_tuple:  # the bound of the tuple component at this position
+            c = linalg.IndexOp(rank - 1).result
+            for k, v in enumerate(values[1:], 1):
+                n = arith.select(arith.cmpi(arith.CmpIPredicate.eq, c, arith.constant(index, k)),
+                                 v, n)
+        zero = arith.constant(index, 0)
+        low = arith.cmpi(arith.CmpIPredicate.slt, i, arith.subi(zero, n))
+        high = arith.cmpi(arith.CmpIPredicate.sge, i, n)
+        linalg.YieldOp([arith.ori(low, high)])
+    flag = b.reduce(op.results[0], range(rank), arith.ori, False)
+    ctx.range_checks.append((flag, message))
+
+
+# The runtime reads at most this many status messages (manifest.cpp).
+MAX_CHECKS = 4096
+
+
+def status_value(checks) -> tuple[ir.Value, list[str]]:
+    """The model's status from its `check_indices` flags (tensor<i1>s):
+    an i32 scalar tensor, 0 or k when check k (the first failing one,
+    1-based) found an index out of range, and the messages of the codes.
+    Checks past MAX_CHECKS share its code. It is a linalg op (a kernel of
+    its own on a GPU), not host scalar code."""
+    i1, i32 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(32)
+    messages = [m for _, m in checks[:MAX_CHECKS]]
+    if len(checks) > MAX_CHECKS:
+        rest = len(checks) - MAX_CHECKS + 1
+        messages[-1] = f"one of {rest} index checks failed (the first: {messages[-1]})"
+    flags = [f for f, _ in checks]
+    out = tensor.empty([], i32)
+    scalar = ir.AffineMapAttr.get(ir.AffineMap.get(0, 0, []))
+    op = linalg.GenericOp([out.type], flags, [out],
+                          ir.ArrayAttr.get([scalar] * (len(flags) + 1)), ir.ArrayAttr.get([]))
+    block = op.regions[0].blocks.append(*([i1] * len(flags)), i32)
+    with ir.InsertionPoint(block):
+        code = arith.constant(i32, 0)
+        for k in reversed(range(len(flags))):
+            code = arith.select(block.arguments[k],
+                                arith.constant(i32, min(k + 1, MAX_CHECKS)), code)
+        linalg.YieldOp([code])
+    return op.results[0], messages
 
 
 def wrap_clamp(i: ir.Value, size: ir.Value) -> ir.Value:

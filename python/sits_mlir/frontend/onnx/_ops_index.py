@@ -20,7 +20,7 @@ from ...dialects import arith, linalg, math, scf, tensor
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import I64, has_input, need_const, need_float, norm_axis
+from ._ops_common import I64, check_indices, has_input, need_const, need_float, norm_axis
 from ._ops_common import wrap_clamp as _wrap_clamp
 from ._ops_registry import converter
 
@@ -223,6 +223,8 @@ def gather_elements(ctx, data, indices, axis):
 def _gather_elements(ctx, node):
     data, indices = ctx.get(node.input[0]), ctx.get(node.input[1])
     axis = norm_axis(ctx.attrs(node).get("axis", 0), len(shape_of(data)))
+    check_indices(ctx, node, indices, _extent(ctx.b, data, axis),
+                  f"an index of '{node.input[1]}' (into axis {axis} of '{node.input[0]}') is")
     return [gather_elements(ctx, data, indices, axis)]
 
 
@@ -376,6 +378,8 @@ def _scatter_elements(ctx, node):
     combine = _scatter_combine(a.get("reduction", "none"), ctx.g.dtype(node.input[0]))
     extents = [_extent(b, indices, d) for d in range(n)]
     size = _extent(b, data, axis)
+    check_indices(ctx, node, indices, size,
+                  f"an index of '{node.input[1]}' (into axis {axis} of '{node.input[0]}') is")
 
     def body(ivs, t):
         i = _wrap_clamp(tensor.extract(indices, ivs), _as_index(size))
@@ -419,6 +423,8 @@ def _scatter_nd(ctx, node):
     outer = [_extent(b, indices, d) for d in range(len(is_) - 1)]
     inner = [_extent(b, data, d) for d in range(k, len(ds))]
     sizes = [_extent(b, data, d) for d in range(k)]
+    check_indices(ctx, node, indices, sizes,
+                  f"an index tuple of '{node.input[1]}' (into '{node.input[0]}') is")
     # A dynamic tuple length must be k; clamp the reads should it be shorter.
     last = None if is_[-1] is not None else b.dim(indices, len(is_) - 1)
 

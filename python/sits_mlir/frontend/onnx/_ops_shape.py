@@ -11,8 +11,8 @@ from ... import ir
 from ...dialects import arith, linalg, tensor
 from ._builder import elem_of, reshape_kind, shape_of
 from ._graph import attributes
-from ._ops_common import (I64, _PARALLEL, _fmt, cast_value, extract_slice, has_input, need_const,
-                          need_static, norm_axis, pad_tensor, wrap_clamp)
+from ._ops_common import (I64, _PARALLEL, _fmt, cast_value, check_indices, extract_slice,
+                          has_input, need_const, need_static, norm_axis, pad_tensor, wrap_clamp)
 from ._ops_registry import converter
 
 
@@ -316,6 +316,9 @@ def _emit_gather(ctx, node, data) -> ir.Value:
     ds = shape_of(data)
     axis = norm_axis(ctx.attrs(node).get("axis", 0), len(ds))
     idx_name = node.input[1]
+    check_indices(ctx, node, None if g.is_const(idx_name) else ctx.get(idx_name),
+                  ds[axis] if ds[axis] is not None else b.dim(data, axis),
+                  f"an index of '{idx_name}' (into axis {axis} of '{node.input[0]}') is")
     if g.is_const(idx_name):
         idx = g.const(idx_name)
         if ds[axis] is not None:

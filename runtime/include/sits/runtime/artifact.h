@@ -64,8 +64,13 @@ enum class ArgRole : uint8_t {
   kInput,
   /// A caller-owned output buffer the code writes in place.
   kOutput,
+  /// The code's error flag: an i32 scalar after every output, supplied by
+  /// the runtime and zeroed before each call. The code leaves 0, or writes
+  /// k >= 1 when check k failed (an index out of range); the runtime then
+  /// fails the call with kOutOfRange and `messages[k - 1]`. At most one.
+  kStatus,
 };
-/// "weights", "input", "output".
+/// "weights", "input", "output", "status".
 SITS_RUNTIME_API std::string_view argRoleName(ArgRole role);
 
 struct SITS_RUNTIME_API ArgSpec {
@@ -81,6 +86,8 @@ struct SITS_RUNTIME_API ArgSpec {
   /// An input the code also writes (a paged KV pool): the caller's buffer
   /// receives the update, staged or not. Manifest key "updated_in_place".
   bool updatedInPlace = false;
+  /// A status argument's messages: what check k (1-based) found.
+  std::vector<std::string> messages;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   /// "f32[?, 4]".
@@ -102,6 +109,11 @@ struct SITS_RUNTIME_API EntryPointSpec {
   /// The input (resp. output) arguments, in order.
   std::vector<const ArgSpec *> inputs() const;
   std::vector<const ArgSpec *> outputs() const;
+  /// The status argument (the last one), or nullptr.
+  const ArgSpec *status() const {
+    return !args.empty() && args.back().role == ArgRole::kStatus ? &args.back()
+                                                                 : nullptr;
+  }
 };
 
 struct SITS_RUNTIME_API TargetSpec {

@@ -88,6 +88,12 @@ enum class StatusCode : int32_t {
   /// `actual` the driver's error name ("CUDA_ERROR_OUT_OF_MEMORY"), `value`
   /// its numeric code.
   kDriverError = 19,
+  /// The values of a call's inputs are outside what the model accepts: an
+  /// index past the extent it indexes (ONNX Gather, GatherElements,
+  /// ScatterElements, ScatterND), found by the code's own checks (the
+  /// status argument). `subject` is the entry point, `value` the check's
+  /// number; the message says which node.
+  kOutOfRange = 20,
 
   // --- KV-cache allocator (spec §4.9) -----------------------------------
   /// Retryable: free + evictable blocks < needed (+ watermark for

@@ -255,6 +255,44 @@ func.func @updates_range(%x: tensor<4xf32>) -> (tensor<4xf32> {sits.updates = 2}
 
 // -----
 
+// expected-error @+1 {{'sits.status' on result 0 must be a non-empty array of strings on an i32 scalar result, got ["x"]}}
+func.func @status_type(%x: tensor<i64>) -> (tensor<i64> {sits.status = ["x"]}) {
+  return %x : tensor<i64>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.status' on result 0 must be a non-empty array of strings on an i32 scalar result, got []}}
+func.func @status_empty(%x: tensor<i32>) -> (tensor<i32> {sits.status = []}) {
+  return %x : tensor<i32>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.status' on result 0 must be a non-empty array of strings on an i32 scalar result, got [1]}}
+func.func @status_messages(%x: tensor<i32>) -> (tensor<i32> {sits.status = [1]}) {
+  return %x : tensor<i32>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.status' on argument 0 must be a non-empty array of strings on an i32 scalar argument, got ["x"]}}
+func.func @status_argument(%x: memref<2xi32> {sits.status = ["x"]}) {
+  return
+}
+
+// -----
+
+// Valid status results and out-parameters: no diagnostic.
+func.func @status_ok(%x: tensor<i32>) -> (tensor<i32> {sits.status = ["Gather node 'g': an index is out of range"]}) {
+  return %x : tensor<i32>
+}
+func.func @status_out(%x: memref<i32> {sits.status = ["Gather node 'g': an index is out of range"]}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'sits.weights' entries must be {name = string, offset = integer, value = elements}, got {name = "w", offset = 0 : i64}}}
 module attributes {sits.weights = [{name = "w", offset = 0 : i64}]} {}
 

@@ -321,6 +321,31 @@ TEST(Manifest, EveryFieldIsChecked) {
       "{\"role\": \"input\", \"name\": \"x\", \"dtype\": \"f32\"",
       "{\"role\": \"weights\", \"name\": \"x\", \"dtype\": \"f32\"",
       "entry_points[0].args[0]");
+  // The status argument: last, one, an i32 scalar with 1+ messages.
+  const std::string status = "{\"role\": \"status\", \"name\": \"s\", "
+                             "\"dtype\": \"i32\", \"shape\": [], "
+                             "\"messages\": [\"m\"]}";
+  const std::string firstArg = "{\"role\": \"input\", \"name\": \"x\"";
+  expectSchemaError(firstArg, status + ", " + firstArg,
+                    "entry_points[0].args[1]"); // out of order
+  expectSchemaError(firstArg,
+                    "{\"role\": \"status\", \"name\": \"s\", \"dtype\": "
+                    "\"i64\", \"shape\": [], \"messages\": [\"m\"]}, " +
+                        firstArg,
+                    "entry_points[0].args[0]");
+  expectSchemaError(firstArg,
+                    "{\"role\": \"status\", \"name\": \"s\", \"dtype\": "
+                    "\"i32\", \"shape\": [], \"messages\": []}, " +
+                        firstArg,
+                    "entry_points[0].args[0].messages");
+  expectSchemaError(firstArg,
+                    "{\"role\": \"status\", \"name\": \"s\", \"dtype\": "
+                    "\"i32\", \"shape\": [], \"messages\": [1]}, " +
+                        firstArg,
+                    "entry_points[0].args[0].messages");
+  expectSchemaError("\"shape\": []}]}]",
+                    "\"shape\": []}, " + status + ", " + status + "]}]",
+                    "entry_points[0].args[3]"); // a second status
   expectSchemaError(std::string(64, 'a'), std::string(63, 'a'), "content_hash");
   expectSchemaError(std::string(64, 'a'), std::string(64, 'A'), "content_hash");
 }

@@ -176,6 +176,49 @@ TEST(Module, SignatureMismatchesNameExpectedAndGiven) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
+/// The status kernel's entry: x -> y, and a status argument with two
+/// messages.
+std::string statusEntry() {
+  std::string e = entryJson("main", {{"input", "x", "f32", {-1}, {"n"}},
+                                     {"output", "y", "f32", {-1}, {"n"}}});
+  e.insert(e.size() - 2, ", {\"role\": \"status\", \"name\": \"status\", "
+                         "\"dtype\": \"i32\", \"shape\": [], \"messages\": "
+                         "[\"Gather node 'g': an index is out of range\", "
+                         "\"second\"]}");
+  return e;
+}
+
+TEST(Module, StatusArgumentTurnsIntoOutOfRange) {
+  std::vector<uint8_t> bytes =
+      writeArtifact(manifestJson({statusEntry()}), kernelBytes("status"));
+  StatusOr<Module> m = Module::load(bytes.data(), bytes.size());
+  ASSERT_TRUE(m.ok()) << m.status().toString();
+  const EntryPointSpec *ep = m->signature("main");
+  ASSERT_NE(ep, nullptr);
+  ASSERT_NE(ep->status(), nullptr);
+  EXPECT_EQ(ep->status()->messages.size(), 2u);
+  EXPECT_EQ(ep->outputs().size(), 1u) << "the status is not an output";
+
+  Floats x(4, 1), y(4);
+  BufferView xv(x.data(), DType::kF32, {4}), yv(y.data(), DType::kF32, {4});
+  SITS_ASSERT_OK(m->run("main", {xv}, {yv}));
+  EXPECT_EQ(y.data()[3], 4.0f);
+  x.data()[2] = -1;
+  Status s = m->run("main", {xv}, {yv});
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(s.message(),
+            "entry point 'main': Gather node 'g': an index is out of range");
+  EXPECT_EQ(s.info().subject, "main");
+  // A code without a message still fails the call, naming the check.
+  x.data()[2] = 5000;
+  s = m->run("main", {xv}, {yv});
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(s.message(), "entry point 'main': check 3 failed");
+  // Zeroed again for the next call (the kernel traps otherwise).
+  x.data()[2] = 3;
+  SITS_ASSERT_OK(m->run("main", {xv}, {yv}));
+}
+
 TEST(Module, DynamicOutputsWithoutANameCannotBeSized) {
   std::vector<uint8_t> bytes = writeArtifact(
       manifestJson({entryJson("scale", {{"input", "x", "f32", {-1}, {}},
