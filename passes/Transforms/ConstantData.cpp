@@ -9,6 +9,13 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// Linux 5.4; older kernels refuse it (EINVAL), which costs nothing.
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
 
 using namespace mlir;
 
@@ -34,6 +41,21 @@ std::optional<ArrayRef<char>> mlir::sits::getConstantBytes(ElementsAttr value) {
       type.getNumElements() * getElementBytes(type))
     return std::nullopt;
   return bytes;
+}
+
+void mlir::sits::releaseConstantPages(ElementsAttr value) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(value);
+  AsmResourceBlob *blob =
+      resource ? resource.getRawHandle().getBlob() : nullptr;
+  if (!blob || blob->isMutable())
+    return; // the compiler's own buffers: nothing mapped to give back
+  ArrayRef<char> bytes = blob->getData();
+  // Whole pages inside the data only.
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (uintptr_t(bytes.data()) + page - 1) & ~(page - 1);
+  uintptr_t end = (uintptr_t(bytes.data()) + bytes.size()) & ~(page - 1);
+  if (end > begin)
+    (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_PAGEOUT);
 }
 
 int64_t mlir::sits::getElementBytes(ShapedType type) {

@@ -23,6 +23,15 @@ namespace mlir::sits {
 /// splat. The view is valid as long as the attribute is.
 std::optional<ArrayRef<char>> getConstantBytes(ElementsAttr value);
 
+/// Hints that the data of `value`, just re-laid out into a new constant,
+/// is not needed again soon. For imported weights (read-only resource
+/// blobs, which the frontend maps from the model's file) this drops their
+/// pages from the compiler's resident set, so that the original and the
+/// re-laid-out copy of every weight are not resident together; the page
+/// cache keeps them for a later read. It never changes the data
+/// (madvise(MADV_PAGEOUT)); a no-op for anything else.
+void releaseConstantPages(ElementsAttr value);
+
 /// Bytes per element of a constant whose data getConstantBytes can read.
 int64_t getElementBytes(ShapedType type);
 

@@ -77,6 +77,7 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
       std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
                   bytes->data() + (kk * nSize + nb * nr) * elementBytes,
                   rowBytes);
+  releaseConstantPages(value);
   auto packedType =
       RankedTensorType::get({panels, kSize, nr}, type.getElementType());
 
