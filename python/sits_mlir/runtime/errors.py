@@ -26,6 +26,7 @@ section, manifest field, symbol, path or device it is about),
     │       │                          ``error_name``, ``error_code``
     │       └── DeviceOutOfMemoryError device memory exhausted (also MemoryError)
     ├── RuntimeCoreError               anything else (bad argument, I/O, internal)
+    │   └── RuntimeOutOfMemoryError    a buffer larger than memory (also MemoryError)
     └── KVError                        the KV-cache allocator (sits_mlir.runtime.kv),
         │                              one class per code of spec §4.9:
         ├── KVInvalidArgument          InvalidArgument (also ValueError): ``field``, ``value``
@@ -73,6 +74,7 @@ __all__ = [
     "KVOutOfMemory",
     "MissingSymbolError",
     "RuntimeCoreError",
+    "RuntimeOutOfMemoryError",
     "SequenceExists",
     "SignatureError",
     "UnknownSequence",
@@ -183,6 +185,11 @@ class RuntimeCoreError(_Details, SitsError):
     """Any other failure of the runtime core: an invalid argument (e.g. an
     unknown entry point or a manifest the writer rejects), an I/O error, an
     allocation failure, or an internal error."""
+
+
+class RuntimeOutOfMemoryError(RuntimeCoreError, MemoryError):
+    """A buffer of a call (an output, a staged input) is larger than the
+    memory the system can give; refused before it is allocated."""
 
 
 #: Payload defaults (an ErrorInfo field that does not apply keeps these).
@@ -343,6 +350,7 @@ _BY_CODE = {
     "NotFound": ArtifactNotFoundError,
     "SignatureMismatch": SignatureError,
     "OutOfRange": InputOutOfRangeError,
+    "OutOfMemory": RuntimeOutOfMemoryError,
     "DeviceUnavailable": DeviceError,
 }
 

@@ -4,10 +4,41 @@
 
 #include "buffer_cache.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
 namespace sits::runtime {
+
+namespace {
+
+/// Bytes the system can still hand out (MemAvailable + SwapFree), or
+/// SIZE_MAX when /proc/meminfo cannot tell.
+size_t availableMemory() {
+  std::FILE *f = std::fopen("/proc/meminfo", "r");
+  if (!f)
+    return SIZE_MAX;
+  char line[256];
+  unsigned long long kib, available = 0, swap = 0;
+  bool found = false;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+      available = kib;
+      found = true;
+    } else if (std::sscanf(line, "SwapFree: %llu kB", &kib) == 1) {
+      swap = kib;
+    }
+  }
+  std::fclose(f);
+  return found ? size_t((available + swap) * 1024) : SIZE_MAX;
+}
+
+// Requests from this size on are checked against availableMemory first:
+// Linux overcommits, so a buffer larger than the machine can back would be
+// granted and the process killed while the code fills it.
+constexpr size_t kCheckedAllocation = size_t(1) << 30;
+
+} // namespace
 
 int64_t BufferView::numElements() const {
   int64_t n = 1;
@@ -67,6 +98,15 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes) {
     return Status(StatusCode::kOutOfMemory,
                   "cannot allocate " + std::to_string(bytes) + " bytes")
         .withValue(static_cast<int64_t>(bytes));
+  if (rounded >= kCheckedAllocation) {
+    size_t available = availableMemory();
+    if (rounded > available)
+      return Status(StatusCode::kOutOfMemory,
+                    "cannot allocate " + std::to_string(bytes) +
+                        " bytes: the system has " + std::to_string(available) +
+                        " bytes available")
+          .withValue(static_cast<int64_t>(bytes));
+  }
   // From the buffer cache: outputs of the same shapes every call reuse
   // their pages instead of faulting fresh ones in.
   void *p = cachedAllocate(kBufferAlignment, rounded);
