@@ -8,6 +8,13 @@
 
 #define SITS_EXPORT __attribute__((visibility("default")))
 
+/* A rank-0 (scalar) memref. */
+typedef struct {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+} MemRef0;
+
 typedef struct {
   void *allocated;
   void *aligned;

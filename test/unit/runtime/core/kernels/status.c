@@ -4,12 +4,6 @@
    else left as the runtime zeroed it. */
 #include "memref.h"
 
-typedef struct {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-} MemRef0;
-
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *x = (MemRef1 *)args[0], *y = (MemRef1 *)args[1];
   MemRef0 *status = (MemRef0 *)args[2];

@@ -2,12 +2,6 @@
    (scalar) outputs, whose descriptors are {allocated, aligned, offset}. */
 #include "memref.h"
 
-typedef struct {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-} MemRef0;
-
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *x = (MemRef1 *)args[0];
   MemRef0 *total = (MemRef0 *)args[1], *count = (MemRef0 *)args[2];
