@@ -129,3 +129,16 @@ def test_reference_interpreter_reports_the_status_too():
     np.testing.assert_array_equal(out[0], [[6, 7], [0, 1]])
     with pytest.raises(ReferenceError, match="Gather node 'emb'"):
         evaluate(imported, {"ids": np.array([4, 0])})
+
+
+def test_negative_constant_index_along_a_dynamic_axis(tmp_path):
+    """x[:, -1, :] of a decoder export: the last position of a run-time
+    sequence length."""
+    k = numpy_helper.from_array(np.array(-1, np.int64), "k")
+    model = _model([h.make_node("Gather", ["x", "k"], ["y"], axis=1, name="last")],
+                   [("x", TP.FLOAT, ["b", "s", 4])], [("y", TP.FLOAT, ["b", 4])], [k])
+    m = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()
+    for s in (1, 5):
+        x = np.random.default_rng(s).standard_normal((2, s, 4)).astype(np.float32)
+        np.testing.assert_array_equal(m(x), x[:, -1, :])
+

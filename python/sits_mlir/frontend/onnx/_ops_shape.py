@@ -293,7 +293,10 @@ def _check_gather(g, node):
     xs, is_ = g.shape(node.input[0]), g.shape(node.input[1])
     if xs is None or is_ is None:
         return "input ranks are unknown"
-    axis = norm_axis(attributes(node).get("axis", 0), len(xs))
+    axis = attributes(node).get("axis", 0)
+    if not -len(xs) <= axis < len(xs):
+        return f"axis {axis} is out of range for rank {len(xs)}"
+    axis = norm_axis(axis, len(xs))
     if xs[axis] is None and not g.is_const(node.input[1]):
         return "Gather along a dynamic axis is not supported"
     return None
@@ -319,7 +322,10 @@ def _emit_gather(ctx, node, data) -> ir.Value:
     check_indices(ctx, node, None if g.is_const(idx_name) else ctx.get(idx_name),
                   ds[axis] if ds[axis] is not None else b.dim(data, axis),
                   f"an index of '{idx_name}' (into axis {axis} of '{node.input[0]}') is")
-    if g.is_const(idx_name):
+    if g.is_const(idx_name) and (ds[axis] is not None or np.all(g.const(idx_name) >= 0)):
+        # Slices at constant offsets. (Negative indices along a dynamic
+        # axis, x[:, -1] in a decoder, count from an extent known only at
+        # run time: the generic below wraps them.)
         idx = g.const(idx_name)
         if ds[axis] is not None:
             idx = np.where(idx < 0, idx + ds[axis], idx)
