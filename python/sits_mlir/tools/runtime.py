@@ -116,7 +116,9 @@ def decoder_geometry(model) -> dict:
 def _int(r: dict, key: str, low: int, high: int, default=None):
     """r[key] as an int in [low, high) (JSON integers only: no floats,
     booleans or strings); `default` when absent or null."""
-    v = r.get(key, default)
+    v = r.get(key)
+    if v is None:
+        v = default
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
@@ -127,7 +129,9 @@ def _int(r: dict, key: str, low: int, high: int, default=None):
 
 
 def _float(r: dict, key: str, default: float) -> float:
-    v = r.get(key, default)
+    v = r.get(key)
+    if v is None:
+        v = default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ValueError(f"'{key}' must be a finite number, got {json.dumps(v)}")
     return float(v)
@@ -156,6 +160,17 @@ def _request(r, args, vocab: int) -> dict:
             "stop_token": _int(r, "stop_token", 0, vocab)}
 
 
+def parse_request(line: str, args, vocab: int) -> dict:
+    """One line of a prompts file as a checked request (`_request`); a
+    ValueError for anything else, malformed or too deeply nested JSON
+    included."""
+    try:
+        r = json.loads(line)
+    except RecursionError:  # nested deeper than the parser goes
+        raise ValueError("the JSON is nested too deeply") from None
+    return _request(r, args, vocab)
+
+
 def _requests(args, vocab: int) -> list:
     """The requests: checked dicts, or for each bad one of a prompts file
     the ValueError saying why (the others are still served)."""
@@ -166,8 +181,8 @@ def _requests(args, vocab: int) -> list:
                 if not line.strip():
                     continue
                 try:
-                    out.append(_request(json.loads(line), args, vocab))
-                except ValueError as e:  # json.JSONDecodeError too
+                    out.append(parse_request(line, args, vocab))
+                except ValueError as e:
                     out.append(ValueError(f"{args.prompts}:{number}: {e}"))
         if not out:
             raise ValueError(f"{args.prompts}: no requests")

@@ -178,6 +178,13 @@ class Importer:
         for a in n.attribute:
             if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
                 return "ops with subgraphs are not supported"
+        schema = _schema(n, domain, g.opsets.get(domain, g.opset))
+        missing = _missing_input(n, schema)
+        if missing is not None:
+            return f"its required input {missing} is not given (an empty name)"
+        mixed = _mixed_types(g, n, schema)
+        if mixed:
+            return mixed
         upstream = False
         unread = {x for k, x in enumerate(n.input)
                   if conv.reads is not None and k not in conv.reads}
@@ -399,6 +406,67 @@ class Importer:
                          for n, r in zip(g.outputs, outputs)]
         return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
                              weights=weights, opset=g.opset, context=ctx)
+
+
+def _schema(node, domain: str, opset: int):
+    """The ONNX schema of `node`'s op at `opset` (or its newest, for an op
+    SITS imports before ONNX defines it), None for ops ONNX does not know."""
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, domain)
+    except Exception:
+        try:
+            return onnx.defs.get_schema(node.op_type, domain=domain)
+        except Exception:
+            return None
+
+
+def _formal_inputs(node, schema):
+    """(input name, formal parameter) of each input `node` gives."""
+    if schema is None:
+        return
+    option = onnx.defs.OpSchema.FormalParameterOption
+    for k, formal in enumerate(schema.inputs):
+        if formal.option == option.Variadic:
+            for name in node.input[k:]:
+                yield name, formal
+            return
+        if k < len(node.input):
+            yield node.input[k], formal
+
+
+def _missing_input(node, schema) -> Optional[int]:
+    """The first input the op's schema requires that `node` leaves out with
+    an empty name (onnx.checker lets that through), or None."""
+    if schema is None:
+        return None
+    option = onnx.defs.OpSchema.FormalParameterOption
+    for k, formal in enumerate(schema.inputs):
+        if formal.option == option.Variadic:
+            break
+        if formal.option == option.Single and (k >= len(node.input) or not node.input[k]):
+            return k
+    return None
+
+
+def _mixed_types(g: Graph, node, schema) -> Optional[str]:
+    """Why `node`'s inputs break its schema's type constraints (two inputs
+    of one type parameter with different element types), or None. ONNX's
+    inference does not always see it (declared types it cannot check), and
+    the converters assume it."""
+    if schema is None:
+        return None
+    params = {c.type_param_str for c in schema.type_constraints}
+    bound: dict = {}
+    for name, formal in _formal_inputs(node, schema):
+        et = g.elem_type(name) if name else None
+        if et is None or formal.type_str not in params:
+            continue
+        first = bound.setdefault(formal.type_str, (name, et))
+        if first[1] != et:
+            return (f"inputs '{first[0]}' ({_types.dtype_name(first[1])}) and '{name}' "
+                    f"({_types.dtype_name(et)}) must have one element type "
+                    f"({formal.type_str})")
+    return None
 
 
 def _all_equal(c: np.ndarray) -> bool:

@@ -87,6 +87,7 @@ def _fail(summary: str, detail: str = "") -> CompileError:
 def read_model(model) -> tuple:
     """Returns (ModelProto, path or None) or raises CompileError."""
     if isinstance(model, onnx.ModelProto):
+        _check_strings(model, "<ModelProto>")
         return model, None
     if isinstance(model, (bytes, bytearray, memoryview)):
         return _parse(bytes(model), "<bytes>"), None
@@ -225,7 +226,42 @@ def _parse(data: bytes, what: str) -> onnx.ModelProto:
         raise _fail(f"'{what}' is not an ONNX model (protobuf parse error: {e})") from None
     if proto.ir_version <= 0 or not proto.HasField("graph") or not proto.opset_import:
         raise _fail(f"'{what}' is not an ONNX model (no IR version, graph or opset import)")
+    _check_strings(proto, what)
     return proto
+
+
+def _bad_string(message, path: str) -> Optional[str]:
+    """The path of the first string field of `message` (recursively) that is
+    not valid UTF-8, or None. The protobuf parser accepts such bytes and
+    hands them back as `bytes` rather than `str`, which nothing downstream
+    expects. Bytes fields (raw_data) are not read: no weight is copied."""
+    for field in message.DESCRIPTOR.fields:
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else \
+            field.label == field.LABEL_REPEATED  # protobuf < 6
+        if field.type == field.TYPE_STRING:
+            values = getattr(message, field.name) if repeated else (
+                [getattr(message, field.name)] if message.HasField(field.name) else [])
+            for i, v in enumerate(values):
+                if not isinstance(v, str):
+                    return f"{path}.{field.name}" + (f"[{i}]" if repeated else "")
+        elif field.type == field.TYPE_MESSAGE:
+            if repeated:
+                for i, sub in enumerate(getattr(message, field.name)):
+                    bad = _bad_string(sub, f"{path}.{field.name}[{i}]")
+                    if bad:
+                        return bad
+            elif message.HasField(field.name):
+                bad = _bad_string(getattr(message, field.name), f"{path}.{field.name}")
+                if bad:
+                    return bad
+    return None
+
+
+def _check_strings(proto: onnx.ModelProto, what: str) -> None:
+    bad = _bad_string(proto, "model")
+    if bad:
+        raise _fail(f"'{what}' is not a valid ONNX model: the string field {bad} is not "
+                    f"valid UTF-8")
 
 
 def _schema_known(node: onnx.NodeProto, opsets: Mapping[str, int]) -> bool:
@@ -257,12 +293,20 @@ def _skeleton(model: onnx.ModelProto, opsets, dynamic_dims) -> onnx.ModelProto:
         else:
             sg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     sg.output.extend(g.output)
-    sg.value_info.extend(g.value_info)
+    # value_info is a hint; one with a negative extent is dropped: ONNX's
+    # inference would read it, and its Slice inference aborts the process
+    # on one (std::clamp's assertion).
+    sg.value_info.extend(v for v in g.value_info
+                         if not any(d.HasField("dim_value") and d.dim_value < 0
+                                    for d in v.type.tensor_type.shape.dim))
     sg.sparse_initializer.extend(g.sparse_initializer)
     need_unknown_domain = False
     for node in g.node:
         key = (node.domain or "", node.op_type)
-        if key in SHAPE_PRESERVING_CONTRIB:
+        # Stand-ins need an input 0 and an output 0; a node without them is
+        # left for the checker and the pre-flight check to refuse.
+        wired = bool(node.input and node.input[0] and node.output and node.output[0])
+        if key in SHAPE_PRESERVING_CONTRIB and wired:
             stand_in = onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]],
                                              name=node.name)
             sg.node.append(stand_in)
@@ -274,7 +318,7 @@ def _skeleton(model: onnx.ModelProto, opsets, dynamic_dims) -> onnx.ModelProto:
                 sg.node.append(n2)
                 need_unknown_domain = True
             continue
-        if key == ("com.microsoft", "MatMulNBits"):
+        if key == ("com.microsoft", "MatMulNBits") and wired:
             # Shape inference sees A x W[K, N] (W a typed stand-in input).
             attrs = {a.name: a.i for a in node.attribute}
             w = f"__sits_stand_in_{len(sg.node)}"
@@ -433,6 +477,7 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
     ops `expand` selects (those SITS has no converter for) are replaced by
     their ONNX function body where the op has one."""
     proto, path = read_model(model)
+    _check_initializer_sizes(proto)
     external = None
     if path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                 for t in proto.graph.initializer):
@@ -450,6 +495,9 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
     if opset is None:
         raise _fail("the model imports no ai.onnx opset")
     if opset < MIN_OPSET:
+        # onnx.version_converter crashes the process on some models the
+        # checker refuses (an attribute of the wrong type): check first.
+        _check_model(_skeleton(proto, opsets, {}))
         proto = _upgrade(proto, opset)
         opsets[""] = opset = MIN_OPSET
     if opset > MAX_OPSET:
@@ -459,13 +507,7 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
         raise _fail("dynamic_dims must be a mapping from symbolic dimension names "
                     f"to sizes (or None), got {type(dynamic_dims).__name__}")
     skel = _skeleton(proto, opsets, dynamic_dims or {})
-    try:
-        onnx.checker.check_model(skel)
-    except onnx.checker.ValidationError as e:
-        raise _fail("invalid ONNX model (onnx.checker)", str(e).strip().splitlines()[0]
-                    if str(e).strip() else repr(e)) from None
-    except Exception as e:
-        raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
+    _check_model(skel)
     types = _infer(skel)
     if expand is not None and _expand_functions(proto, opset, types, expand):
         skel = _skeleton(proto, opsets, dynamic_dims or {})
@@ -474,6 +516,17 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
         types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
     return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
                        skeleton=skel, external=external)
+
+
+def _check_model(skel: onnx.ModelProto) -> None:
+    """onnx.checker on a skeleton, its refusal as a CompileError."""
+    try:
+        onnx.checker.check_model(skel)
+    except onnx.checker.ValidationError as e:
+        raise _fail("invalid ONNX model (onnx.checker)", str(e).strip().splitlines()[0]
+                    if str(e).strip() else repr(e)) from None
+    except Exception as e:
+        raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
 
 
 def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = None) -> dict:
@@ -493,6 +546,7 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     g = skel.graph
     _check_sizes([(v.name, _value_type(v)) for v in list(g.input) + list(g.output)] +
                  [(t.name, ValueType(t.data_type, tuple(t.dims))) for t in g.initializer])
+    _check_shape_inputs(skel)
     bare = onnx.ModelProto()
     bare.CopyFrom(skel)
     for out in bare.graph.output:
@@ -536,6 +590,72 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
         for name, _ in conflicts:
             types[name] = outs.get(name) or declared[name]
     return types
+
+
+#: Inputs of ONNX ops that hold shapes, axes, pads or slice bounds: one
+#: element per dimension of some tensor, so a few, and ONNX's shape
+#: inference (Slice) and onnxruntime's symbolic inference (Reshape) work
+#: per element of their declared extent, whether data is known or not.
+_SHAPE_INPUTS = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
+    "ConstantOfShape": (0,), "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,),
+    "Squeeze": (1,), "Unsqueeze": (1,), "CenterCropPad": (1, 2), "Col2Im": (1, 2, 3),
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                           "ReduceLogSumExp")},
+}
+#: The most elements such an input may declare (a rank of 65536).
+_MAX_SHAPE_INPUT = 1 << 16
+
+
+def _check_shape_inputs(skel: onnx.ModelProto) -> None:
+    """CompileError for a shape-like input (`_SHAPE_INPUTS`) that a graph
+    input or initializer declares with more than _MAX_SHAPE_INPUT elements:
+    inference would take memory and time in proportion (2^31 elements:
+    tens of GB)."""
+    g = skel.graph
+    declared = {t.name: tuple(t.dims) for t in g.initializer}
+    for i in g.input:
+        vt = _value_type(i)
+        if vt is not None and vt.shape is not None:
+            declared[i.name] = vt.shape
+    for n in g.node:
+        if (n.domain or "") not in _STANDARD_DOMAINS:
+            continue
+        for k in _SHAPE_INPUTS.get(n.op_type, ()):
+            if k >= len(n.input) or n.input[k] not in declared:
+                continue
+            static = [d for d in declared[n.input[k]] if isinstance(d, int)]
+            if math.prod(static) > _MAX_SHAPE_INPUT:
+                raise _fail(f"input {k} ('{n.input[k]}') of node '{n.name or n.op_type}' "
+                            f"({n.op_type}) has the shape {list(declared[n.input[k]])}: it holds "
+                            f"a shape, axes or bounds, at most {_MAX_SHAPE_INPUT} elements")
+
+
+def _check_initializer_sizes(proto: onnx.ModelProto) -> None:
+    """CompileError for an initializer whose dims declare more elements
+    than its data can hold (less than one byte, or half a byte for 4-bit
+    types, each): every later step would believe the dims. The check reads
+    no data (protobuf's ByteSize)."""
+    for t in proto.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        dims = [int(d) for d in t.dims]
+        if any(d < 0 for d in dims):
+            raise _fail(f"initializer '{t.name}' has a negative extent (dims {dims})")
+        count = math.prod(dims)
+        per_byte = 2 if t.data_type in _SUB_BYTE else 1
+        if count > per_byte * t.ByteSize():
+            raise _fail(f"initializer '{t.name}' declares {count} elements (dims {dims}) but "
+                        f"holds {t.ByteSize()} bytes")
+        if count <= _SKELETON_LIMIT:
+            # Small ones are read now (cheap), as checking and inference
+            # read them: their data must agree with their dims.
+            initializer_array(t)
+
+
+_SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+             if hasattr(onnx.TensorProto, n)}
 
 
 def _check_sizes(values) -> None:

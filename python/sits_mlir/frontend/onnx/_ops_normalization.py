@@ -6,6 +6,8 @@ MeanVarianceNormalization and LpNormalization.
 
 from __future__ import annotations
 
+import math as math_
+
 import numpy as np
 
 from ...dialects import arith, math, sits
@@ -186,8 +188,17 @@ def _batch_norm(ctx, node):
     return [arith.addf(y, b.broadcast_to(bv, shape)), None, None][:len(node.output)]
 
 
+def _check_epsilon(node):
+    """sits.layer_norm and sits.rms_norm take a finite, non-negative
+    epsilon."""
+    eps = attributes(node).get("epsilon", 1e-5)
+    if not isinstance(eps, (int, float)) or not math_.isfinite(eps) or eps < 0:
+        return f"epsilon={eps} is not supported (it must be finite and non-negative)"
+    return None
+
+
 def _check_layer_norm(g, node):
-    r = need_float(g, node)
+    r = need_float(g, node) or _check_epsilon(node)
     if r:
         return r
     if attributes(node).get("stash_type", 1) != 1:
@@ -263,7 +274,10 @@ def _layer_norm_stats(ctx, x, dt, axis, eps):
 
 
 def _check_rms_norm(g, node):
-    r = need_float(g, node) or unused_outputs(1, 2, 3)(g, node)
+    # com.microsoft's op has no ONNX schema: onnx.checker does not know its arity.
+    if len(node.input) < 2 or not all(node.input[:2]) or not node.output or not node.output[0]:
+        return f"{node.op_type} takes the input and the scale, and gives output 0"
+    r = need_float(g, node) or unused_outputs(1, 2, 3)(g, node) or _check_epsilon(node)
     if r:
         return r
     if node.op_type == "SimplifiedLayerNormalization" and len(node.input) > 2:

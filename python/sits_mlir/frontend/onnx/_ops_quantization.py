@@ -190,6 +190,9 @@ def _dynamic_quantize(ctx, node):
 # -- com.microsoft MatMulNBits -------------------------------------------------
 
 def _check_matmul_nbits(g, node):
+    # A contrib op: onnx.checker does not know its arity.
+    if len(node.input) < 3 or not all(node.input[:3]) or len(node.output) != 1:
+        return "MatMulNBits takes the inputs A, B and scales (and optional ones) and one output"
     a = attributes(node)
     r = need_float(g, node)
     if r:

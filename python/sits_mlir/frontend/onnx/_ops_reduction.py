@@ -50,6 +50,9 @@ def reduce_axes(g, node, axes_input=None):
         if a.get("noop_with_empty_axes", 0):
             return []
         axes = list(range(rank))
+    bad = [int(x) for x in axes if not -rank <= int(x) < rank]
+    if bad:
+        return f"axis {bad[0]} is out of range for rank {rank}"
     return sorted({norm_axis(int(x), rank) for x in axes})
 
 

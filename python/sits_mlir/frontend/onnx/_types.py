@@ -65,7 +65,10 @@ def numpy_dtype(onnx_type: int) -> np.dtype:
 
 
 def dtype_name(onnx_type: int) -> str:
-    return TensorProto.DataType.Name(onnx_type).lower()
+    try:
+        return TensorProto.DataType.Name(onnx_type).lower()
+    except ValueError:  # a number ONNX does not define
+        return f"<element type {onnx_type}>"
 
 
 def mlir_type(dtype) -> ir.Type:
