@@ -22,7 +22,6 @@ is one of `CONFIGS`, picked by a hash of the input: deterministic.
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 import random
 import subprocess
@@ -94,13 +93,7 @@ def setup() -> None:
 def _engine(kind: str, args):
     """The pool and engine `sits_mlir.tools.runtime.run` builds."""
     model, geometry = _MODELS[kind]
-    bs = args.block_size or geometry["block_size"] or 16
-    num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
-    config = kv.PoolConfig(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
-                           num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
-                           dtype="f32", max_seq_len=args.max_seq_len,
-                           enable_prefix_caching=not args.no_prefix_caching,
-                           num_host_blocks=args.host_blocks)
+    config = cli.pool_config(args, geometry)
     config.validate()
     pool = kv.KVAllocator(config)
     runner = (PagedRunner if geometry["paged"] else PastKVRunner)(model, kv.KVMemory(pool))

@@ -209,6 +209,25 @@ def _available_bytes() -> int | None:
     return None
 
 
+def pool_config(args, geometry: dict):
+    """The KV pool the options ask for, for a decoder of `geometry`
+    (`decoder_geometry`); ValueError when the block size contradicts a
+    paged model's."""
+    from ..runtime import kv
+
+    bs = args.block_size or geometry["block_size"] or 16
+    if geometry["paged"] and bs != geometry["block_size"]:
+        raise ValueError(f"--block-size {bs} differs from the model's KV block size "
+                         f"{geometry['block_size']} (it was compiled with kv_block_size="
+                         f"{geometry['block_size']})")
+    num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
+    return kv.PoolConfig(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
+                         num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
+                         dtype="f32", max_seq_len=args.max_seq_len,
+                         enable_prefix_caching=not args.no_prefix_caching,
+                         num_host_blocks=args.host_blocks)
+
+
 def run(args) -> dict:
     from ..errors import SitsError
     from ..runtime import kv
@@ -219,17 +238,8 @@ def run(args) -> dict:
     model = load(args.config, trusted_keys=args.trusted_key)
     geometry = decoder_geometry(model)
     requests = _requests(args, geometry["vocab"])
-    bs = args.block_size or geometry["block_size"] or 16
-    if geometry["paged"] and bs != geometry["block_size"]:
-        raise ValueError(f"--block-size {bs} differs from the model's KV block size "
-                         f"{geometry['block_size']} (it was compiled with kv_block_size="
-                         f"{geometry['block_size']})")
-    num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
-    config = kv.PoolConfig(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
-                           num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
-                           dtype="f32", max_seq_len=args.max_seq_len,
-                           enable_prefix_caching=not args.no_prefix_caching,
-                           num_host_blocks=args.host_blocks)
+    config = pool_config(args, geometry)
+    num_blocks, bs = config.num_blocks, config.block_size
     # Refused before anything is allocated: a pool past the memory left
     # would be the OOM killer's to end.
     sizes = config.validate()
