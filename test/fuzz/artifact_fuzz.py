@@ -46,6 +46,10 @@ import xxhash
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _harness  # noqa: E402
 
+# The suite's independent encoder of the layout (ARTIFACT.md).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python" / "runtime"))
+from runtime_helpers import layout  # noqa: E402
+
 with _harness.instrumented("sits_mlir.errors", "sits_mlir.runtime"):
     from sits_mlir import runtime
     from sits_mlir.runtime import errors
@@ -181,29 +185,6 @@ def decode(data: bytes):
     if not any(n == "manifest" for n, _ in sections):
         return None
     return version, sections
-
-
-def layout(version: int, sections) -> bytearray:
-    """The writer's layout of `sections`, unsealed: the header (hash
-    position from the manifest's last "content_hash" key, or 0), the table,
-    each section on a 64-byte boundary and the weights on a 4096-byte one."""
-    header_size = 64 + 64 * len(sections)
-    offsets, end = [], header_size
-    for name, body in sections:
-        align = 4096 if name == "weights" else 64
-        end = (end + align - 1) // align * align
-        offsets.append(end)
-        end += len(body)
-    out = bytearray(end)
-    manifest = next((b for n, b in sections if n == "manifest"), b"")
-    key = manifest.rfind(_HASH_KEY)
-    pos = key + len(_HASH_KEY) if key >= 0 else 0
-    out[0:8] = _MAGIC
-    struct.pack_into("<IIIIQ", out, 8, version, header_size, len(sections), pos, end)
-    for i, ((name, body), off) in enumerate(zip(sections, offsets)):
-        struct.pack_into("<40sQQII", out, 64 + 64 * i, name.encode()[:39], off, len(body), 0, 0)
-        out[off:off + len(body)] = body
-    return out
 
 
 def seal(out: bytearray) -> bytes:

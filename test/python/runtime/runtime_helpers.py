@@ -77,6 +77,31 @@ def weights_digest_pos(manifest_bytes) -> int | None:
     return manifest_bytes.index(hex_key, key) + len(hex_key)
 
 
+def layout(version: int, sections) -> bytearray:
+    """The writer's layout of `sections`, unsealed: the header (hash
+    position from the manifest's last "content_hash" key, or 0), the table,
+    each section on a 64-byte boundary and the weights on a 4096-byte one.
+    (The fuzz target test/fuzz/artifact_fuzz.py lays out its mutants with
+    it too, so names are cut to 39 bytes rather than refused.)"""
+    header_size = 64 + 64 * len(sections)
+    offsets, end = [], header_size
+    for name, body in sections:
+        align = 4096 if name == "weights" else 64
+        end = (end + align - 1) // align * align
+        offsets.append(end)
+        end += len(body)
+    out = bytearray(end)
+    manifest = next((b for n, b in sections if n == "manifest"), b"")
+    key = manifest.rfind(b'"content_hash": "')
+    pos = key + len(b'"content_hash": "') if key >= 0 else 0
+    out[0:8] = b"\x89SITSM\r\n"
+    struct.pack_into("<IIIIQ", out, 8, version, header_size, len(sections), pos, end)
+    for i, ((name, body), off) in enumerate(zip(sections, offsets)):
+        struct.pack_into("<40sQQII", out, 64 + 64 * i, name.encode()[:39], off, len(body), 0, 0)
+        out[off:off + len(body)] = body
+    return out
+
+
 def encode(version: int, sections) -> bytes:
     """Lays `sections` out as ARTIFACT.md says and seals them: for version 2
     and later the weights digest (when the manifest has one) goes into the
@@ -92,20 +117,10 @@ def encode(version: int, sections) -> bytes:
     key = b'"content_hash": "'
     pos = manifest_bytes.rindex(key) + len(key)
     manifest_bytes[pos:pos + 64] = b"0" * 64
-    header_size = 64 + 64 * len(sections)
-    offsets, end = [], header_size
-    for name, body in sections:
-        align = 4096 if name == "weights" else 64
-        end = (end + align - 1) // align * align
-        offsets.append(end)
-        end += len(body)
-    out = bytearray(end)
-    out[0:8] = b"\x89SITSM\r\n"
-    struct.pack_into("<IIIIQ", out, 8, version, header_size, len(sections), pos, end)
+    out = layout(version, sections)
+    offsets = [struct.unpack_from("<Q", out, 64 + 64 * i + 40)[0] for i in range(len(sections))]
     skip = (0, 0)
-    for i, ((name, body), off) in enumerate(zip(sections, offsets)):
-        struct.pack_into("<40sQQII", out, 64 + 64 * i, name.encode(), off, len(body), 0, 0)
-        out[off:off + len(body)] = body
+    for (name, body), off in zip(sections, offsets):
         if name == "weights" and version >= 2:
             skip = (off, off + len(body))
     view = memoryview(out)
