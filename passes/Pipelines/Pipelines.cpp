@@ -40,6 +40,24 @@ static void addSetTarget(OpPassManager &pm, StringRef target) {
   pm.addPass(createSitsSetTarget(set));
 }
 
+/// Upstream's buffer-deallocation-pipeline, plus what keeps it linear in
+/// the depth of the model and frees each buffer after its last use:
+/// ownership-based deallocation frees every activation of @main in one op
+/// at its end.
+static void addDeallocation(OpPassManager &pm) {
+  memref::ExpandReallocPassOptions expandRealloc;
+  expandRealloc.emitDeallocs = false;
+  pm.addPass(memref::createExpandReallocPass(expandRealloc));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createSitsSplitFreshDeallocs());
+  pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  addCleanup(pm);
+  pm.addPass(createSitsDeallocAfterLastUse());
+}
+
 static void addCpuCodegenPasses(OpPassManager &pm,
                                 const CpuCodegenPipelineOptions &options);
 
@@ -95,6 +113,10 @@ static void addCpuCodegenPasses(OpPassManager &pm,
 
   // Bufferize with results as caller-provided out-params: the runtime owns
   // every output buffer and the compiled code writes into it in place.
+  // Destinations that CSE merged across layers are split again first, or
+  // the analysis costs grow with the square of the depth.
+  pm.addPass(createSitsSplitEmptyTensors());
+  pm.addPass(createSitsReadOnlyInputs());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -114,8 +136,7 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // Each loop nest becomes a function of its own, equal ones one function:
   // what follows, LLVM included, then sees every layer's kernels once.
   pm.addPass(createSitsOutlineKernels());
-  bufferization::BufferDeallocationPipelineOptions dealloc;
-  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+  addDeallocation(pm);
 
   // Vectors down to what LLVM selects well; remaining linalg ops (dynamic
   // shapes, large reductions) become loops LLVM can still vectorize.
@@ -258,6 +279,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // Bufferize with results as caller-provided out-params (device buffers
   // the runtime owns) and the weights as a leading device buffer, as on the
   // CPU. Workgroup tensors become workgroup buffers.
+  pm.addPass(createSitsReadOnlyInputs());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

@@ -359,6 +359,105 @@ def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsReadOnlyInputs : Pass<"sits-read-only-inputs", "::mlir::ModuleOp"> {
+  let summary = "Mark the inputs of public functions read-only for bufferization";
+  let description = [{
+    One-Shot Bufferize takes every tensor argument of a function as
+    writable unless it carries `bufferization.writable = false`. The
+    arguments of a public function are the caller's arrays (the runtime
+    passes aligned inputs without copying them), so an op that could update
+    its operand in place (a scatter, an in-place elementwise op) would
+    overwrite the user's input. This pass marks every tensor argument of a
+    public function read-only, except those a result marked
+    `sits.updates = i` updates in place (the paged KV pool); bufferization
+    then copies an input before writing into it. Run before bufferization.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
+def SitsSplitEmptyTensors : Pass<"sits-split-empty-tensors"> {
+  let summary = "One tensor.empty per use";
+  let description = [{
+    Gives every use of a `tensor.empty` a `tensor.empty` of its own, placed
+    right before the user. CSE merges equal `tensor.empty` ops (every
+    hidden-state-sized destination of every layer becomes one value), and
+    One-Shot Bufferize then sees all the writes into them as writes into one
+    buffer: its conflict analysis, and that of `eliminate-empty-tensors`,
+    costs the product of that buffer's reads and writes, quadratic in the
+    depth of the model. Run right before bufferization; the buffers are the
+    same either way (an empty tensor has no contents to copy).
+
+    ```mlir
+    %e = tensor.empty(%n) : tensor<?x256xf32>
+    %0 = call @dispatch_1(%x, %e)
+    %1 = call @dispatch_1(%0, %e)
+    // becomes
+    %e0 = tensor.empty(%n) : tensor<?x256xf32>
+    %0 = call @dispatch_1(%x, %e0)
+    %e1 = tensor.empty(%n) : tensor<?x256xf32>
+    %1 = call @dispatch_1(%0, %e1)
+    ```
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numSplit", "num-split", "tensor.empty ops added">,
+  ];
+}
+
+def SitsDeallocAfterLastUse : Pass<"sits-dealloc-after-last-use"> {
+  let summary = "Free each buffer right after its last use";
+  let description = [{
+    Ownership-based buffer deallocation frees a buffer at the end of the
+    block that allocated it, so every intermediate of a model stays alive
+    until `@main` returns: a prefill's peak memory is the sum of all its
+    activations, layer after layer. This pass moves each unconditional
+    `memref.dealloc` of a `memref.alloc` in the same block up to right
+    after the last op of the block that uses the buffer or a view of it
+    (any op result of memref type derived from it, through regions and
+    calls). The runtime's allocator then hands the freed memory to the next
+    layer. Buffers that escape (returned or yielded out of a region, stored,
+    turned into pointers) keep their deallocation where it was. Run after
+    `buffer-deallocation-pipeline`.
+
+    ```mlir
+    %a = memref.alloc(%n) : memref<?x256xf32>
+    call @layer_0(%x, %a)
+    %b = memref.alloc(%n) : memref<?x256xf32>
+    call @layer_1(%a, %b)
+    ...
+    memref.dealloc %a : memref<?x256xf32>
+    // becomes
+    call @layer_1(%a, %b)
+    memref.dealloc %a : memref<?x256xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numMoved", "num-moved", "Deallocations moved up">,
+  ];
+}
+
+def SitsSplitFreshDeallocs : Pass<"sits-split-fresh-deallocs"> {
+  let summary = "One bufferization.dealloc per distinct fresh allocation";
+  let description = [{
+    Splits each `bufferization.dealloc` that retains nothing and frees
+    several distinct `memref.alloc` results into one op per buffer.
+    Distinct allocations never alias, while `buffer-deallocation-
+    simplification` would query the aliasing of every pair of them:
+    ownership-based deallocation frees all the activations of `@main` in
+    one op at its end, so that cost grows with the square of the model's
+    depth. Run between `ownership-based-buffer-deallocation` and
+    `buffer-deallocation-simplification`.
+
+    ```mlir
+    bufferization.dealloc (%a, %b : memref<?xf32>, memref<?xf32>) if (%t, %t)
+    // becomes
+    bufferization.dealloc (%a : memref<?xf32>) if (%t)
+    bufferization.dealloc (%b : memref<?xf32>) if (%t)
+    ```
+  }];
+}
+
 def SitsResolveExpandShapes
     : Pass<"sits-resolve-expand-shapes", "::mlir::ModuleOp"> {
   let summary = "Expand buffer shapes with several dynamic extents in a group";
