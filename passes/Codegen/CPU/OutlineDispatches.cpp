@@ -91,14 +91,19 @@ SmallVector<Operation *> giveOwnDestinations(OpBuilder &builder,
     if (!isClonedIntoDispatch(value, destinations))
       continue;
     auto type = cast<RankedTensorType>(value.getType());
+    // A fill's extents are its destination's: asked of the fill's result,
+    // they would keep the fill alive, to be outlined as a dispatch of its
+    // own that computes what nothing reads.
+    auto fill = value.getDefiningOp<linalg::FillOp>();
+    Value shaped = fill ? fill.getOutputs()[0] : value;
     auto own = tensor::EmptyOp::create(
-        builder, loc, tensor::getMixedSizes(builder, loc, value),
+        builder, loc, tensor::getMixedSizes(builder, loc, shaped),
         type.getElementType());
     destinations.insert(own);
     Value destination = own.getResult();
     if (destination.getType() != type)
       destination = tensor::CastOp::create(builder, loc, type, destination);
-    if (auto fill = value.getDefiningOp<linalg::FillOp>()) {
+    if (fill) {
       destination =
           linalg::FillOp::create(builder, loc, fill.getInputs()[0], destination)
               .getResult(0);
