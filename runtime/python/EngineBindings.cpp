@@ -159,6 +159,7 @@ nb::dict engineMetricsDict(const eng::EngineMetrics &m) {
   SITS_ENGINE_METRIC(prefix_cache_hit_tokens)
   SITS_ENGINE_METRIC(requests_finished)
   SITS_ENGINE_METRIC(requests_failed)
+  SITS_ENGINE_METRIC(requests_aborted)
   SITS_ENGINE_METRIC(busy_s)
   SITS_ENGINE_METRIC(tokens_per_s)
   SITS_ENGINE_METRIC(kv_blocks_peak)
@@ -189,7 +190,7 @@ public:
   uint64_t addRequest(std::vector<int32_t> prompt, int64_t maxNewTokens,
                       float temperature, int32_t topK, float topP,
                       std::optional<uint64_t> seed, int64_t n,
-                      std::optional<int32_t> stopToken) {
+                      std::vector<int32_t> stopTokens, int32_t logprobs) {
     eng::Request r;
     r.prompt = std::move(prompt);
     r.max_new_tokens = maxNewTokens;
@@ -198,7 +199,8 @@ public:
     r.sampling.top_p = topP;
     r.sampling.seed = seed;
     r.n = n;
-    r.stop_token = stopToken;
+    r.stop_tokens = std::move(stopTokens);
+    r.logprobs = logprobs;
     auto id = engine_->addRequest(std::move(r));
     if (!id.ok())
       raiseEngine(id.status());
@@ -219,16 +221,33 @@ public:
       raiseEngine(st);
   }
 
-  /// (id, finished, error (code, message) or None, [(tokens, reason)],
-  /// metrics dict).
+  /// (id, finished, error (code, message) or None, [(tokens, reason,
+  /// logprobs or None, top logprobs [[(token, logprob)]] or None)], metrics
+  /// dict).
   nb::tuple result(uint64_t id) const {
     auto r = engine_->result(id);
     if (!r.ok())
       raiseEngine(r.status());
     nb::list samples;
-    for (const eng::SampleResult &s : r->samples)
+    const int32_t wanted = r->logprobs;
+    for (const eng::SampleResult &s : r->samples) {
+      nb::object logprobs = nb::none(), top = nb::none();
+      if (wanted >= 0)
+        logprobs = numpyCopy(s.logprobs);
+      if (wanted > 0) {
+        nb::list rows;
+        for (const auto &best : s.top_logprobs) {
+          nb::list row;
+          for (const eng::TokenLogprob &t : best)
+            row.append(nb::make_tuple(t.token, t.logprob));
+          rows.append(row);
+        }
+        top = rows;
+      }
       samples.append(nb::make_tuple(numpyCopy(s.tokens),
-                                    eng::finishReasonName(s.finish_reason)));
+                                    eng::finishReasonName(s.finish_reason),
+                                    logprobs, top));
+    }
     nb::object error = nb::none();
     if (!r->status.ok())
       error =
@@ -239,6 +258,12 @@ public:
 
   void release(uint64_t id) {
     Status st = engine_->release(id);
+    if (!st.ok())
+      raiseEngine(st);
+  }
+
+  void abort(uint64_t id) {
+    Status st = engine_->abort(id);
     if (!st.ok())
       raiseEngine(st);
   }
@@ -286,11 +311,12 @@ void bindEngine(nb::module_ &m) {
            "preemption"_a, "vocab_size"_a = 0)
       .def("add_request", &PyEngine::addRequest, "prompt"_a, "max_new_tokens"_a,
            "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "n"_a,
-           "stop_token"_a.none())
+           "stop_tokens"_a, "logprobs"_a)
       .def("step", &PyEngine::step)
       .def("run_until_done", &PyEngine::runUntilDone)
       .def("result", &PyEngine::result, "request_id"_a)
       .def("release", &PyEngine::release, "request_id"_a)
+      .def("abort", &PyEngine::abort, "request_id"_a)
       .def("metrics", &PyEngine::metrics)
       .def_prop_ro("has_unfinished", &PyEngine::hasUnfinished)
       .def_prop_ro("num_running", &PyEngine::numRunning)

@@ -289,9 +289,12 @@ class KVMemory:
 
 # --- the generation engine (EngineBindings.cpp) ---------------------------------
 
-# (id, finished, (code, message) or None, [(tokens, finish_reason)], metrics)
+# (id, finished, (code, message) or None, [(tokens, finish_reason, logprobs
+# or None, top logprobs or None)], metrics)
 _RequestResult = tuple[int, bool, tuple[str, str] | None,
-                       list[tuple[numpy.ndarray, str]], dict[str, Any]]
+                       list[tuple[numpy.ndarray, str, numpy.ndarray | None,
+                                  list[list[tuple[int, float]]] | None]],
+                       dict[str, Any]]
 
 class Engine:
     def __init__(
@@ -312,12 +315,14 @@ class Engine:
         top_p: float,
         seed: int | None,
         n: int,
-        stop_token: int | None,
+        stop_tokens: Sequence[int],
+        logprobs: int,
     ) -> int: ...
     def step(self) -> None: ...
     def run_until_done(self) -> None: ...
     def result(self, request_id: int) -> _RequestResult: ...
     def release(self, request_id: int) -> None: ...
+    def abort(self, request_id: int) -> None: ...
     def metrics(self) -> dict[str, Any]: ...
     @property
     def has_unfinished(self) -> bool: ...

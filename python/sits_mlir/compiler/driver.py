@@ -99,6 +99,13 @@ class CompileOptions:
     #: then runs the final norm and the LM head on one row per sequence.
     #: "all" keeps every position.
     logits: str = "all"
+    #: A Hugging Face model folder whose tokenizer is bundled into the
+    #: artifact for serving text (sits_mlir.runtime.text): tokenizer.json,
+    #: the chat template and special tokens (tokenizer_config.json,
+    #: chat_template.jinja) and the EOS ids (generation_config.json), as
+    #: `text.*` sections. A model folder compiled as the model bundles its
+    #: own unless this names another; False bundles none.
+    tokenizer: str | os.PathLike | bool | None = None
 
 
 @dataclass
@@ -495,9 +502,12 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
     """Compiles `model` for `target` into one .sitsm artifact file.
 
     `model` is an ONNX file path, its bytes or an `onnx.ModelProto`, an
-    `.mlir` file path, or an `ir.Module` (SITS/linalg IR with a public
-    `@main`, compiled in place). `output` defaults to the model's path with
-    the `.sitsm` suffix, or a temporary file. Options are a CompileOptions
+    `.mlir` file path, an `ir.Module` (SITS/linalg IR with a public
+    `@main`, compiled in place), or a Hugging Face model folder, whose
+    causal LM is exported with its KV cache first (sits_mlir.compiler.hf;
+    torch and transformers) and whose tokenizer is bundled. `output`
+    defaults to the model's path with the `.sitsm` suffix (the folder's
+    path with `.sitsm` appended), or a temporary file. Options are a CompileOptions
     or its fields as keywords (`threads=4`, `progress=True`, ...).
 
     Raises CompileError listing every problem found (all unsupported ONNX
@@ -511,6 +521,13 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         setattr(options, key, value)
     progress = _Progress(options.progress)
     t = targets.lookup(target)
+    from . import hf
+
+    folder = os.fspath(model) if hf.is_model_folder(model) else None
+    if folder is not None and output is None:  # next to the folder, not the exported ONNX
+        output = os.path.abspath(folder) + ".sitsm"
+    # Read (and checked) before the compile: a bad tokenizer should not cost one.
+    text_sections = _text_sections(options.tokenizer, folder)
     unsupported = None
     if t.is_gpu:
         try:
@@ -525,6 +542,11 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
     with contextlib.ExitStack() as stack:
         if not isinstance(model, ir.Module):
             stack.enter_context(ir.Context())
+        if folder is not None:
+            exported = stack.enter_context(tempfile.TemporaryDirectory(prefix="sits-hf-"))
+            with progress.stage("export", f"({folder})"):
+                model = os.path.join(exported, "model.onnx")
+                hf.export_folder(folder, model)
         with progress.stage("import"):
             module, input_specs, output_specs, keep_alive, source = _import(model)
         if options.kv_cache not in ("contiguous", "paged"):
@@ -625,7 +647,8 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
 
             runtime.write_artifact(path, manifest=manifest, code=shared_object,
                                    weights=iter(weights) if weights_size else None,
-                                   weights_size=weights_size or None, target=t.name)
+                                   weights_size=weights_size or None, target=t.name,
+                                   sections=text_sections or None)
             # The writer digested the weights as it streamed them: reading
             # back checks the rest (re-hashing would map every weight page).
             manifest = runtime.read_artifact(path, verify="metadata").manifest
@@ -660,6 +683,27 @@ def _explain(module: ir.Module, options: CompileOptions, target: str,
             with open(options.explain, "w", encoding="utf-8") as f:
                 f.write(text)
     return reports
+
+
+def _text_sections(tokenizer, folder: str | None) -> dict:
+    """The tokenizer sections to bundle (sits_mlir.runtime.text): of the
+    `tokenizer` folder, else of the model folder, or none."""
+    if tokenizer is False or (tokenizer is None and folder is None):
+        return {}
+    if tokenizer is True and folder is None:
+        raise ValueError("tokenizer=True bundles the model folder's tokenizer: the model is "
+                         "not a folder, name the tokenizer's folder instead")
+    where = os.fspath(folder if tokenizer in (None, True) else tokenizer)
+    from ..runtime.text import tokenizer_sections
+
+    try:
+        return tokenizer_sections(where)
+    except ImportError as e:  # the 'tokenizers' package
+        raise CompileError(f"bundling the tokenizer of {where}: {e}") from None
+    except ValueError as e:
+        hint = (" (tokenizer=False compiles the model without it)"
+                if tokenizer is None else "")
+        raise CompileError(f"cannot bundle the tokenizer: {e}{hint}") from None
 
 
 def _default_output(source: str | None) -> str:

@@ -22,6 +22,9 @@ The compiler writes artifacts with `write_artifact` (and reads them back with
 The paged KV-cache allocator for decoder models is `sits_mlir.runtime.kv`
 (`from sits_mlir.runtime import kv; kv.KVAllocator(...)`); its errors are the
 `KVError` subclasses of `sits_mlir.runtime.errors`.
+
+Text in and out (the tokenizer, chat template and EOS ids bundled with a
+decoder) is `TextCodec` (`sits_mlir.runtime.text`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from .errors import (
     UntrustedArtifactError,
 )
 from .model import CompiledModel, EntryPoint, TensorSpec, load, load_bytes, numpy_dtype
+from .text import IncrementalDecoder, TextCodec
 from . import signing
 
 __all__ = [
@@ -61,12 +65,14 @@ __all__ = [
     "FORMAT_VERSION",
     "GpuDriverError",
     "IncompatibleArtifactError",
+    "IncrementalDecoder",
     "InputOutOfRangeError",
     "MissingSymbolError",
     "RuntimeCoreError",
     "RuntimeOutOfMemoryError",
     "SignatureError",
     "TensorSpec",
+    "TextCodec",
     "UnsupportedFormatError",
     "UntrustedArtifactError",
     "default_num_threads",

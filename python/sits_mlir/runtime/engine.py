@@ -18,6 +18,9 @@
     engine.run_until_done()
     engine.result(rid).samples[0].tokens
 
+``engine.abort(rid)`` ends a request early (finish reason ``"abort"``) and
+frees its KV blocks at once.
+
 All the work happens in the C++ core (runtime/src/engine, design note
 runtime/src/engine/README.md): each ``step()`` decodes one token for every
 running sequence, preempts the newest one when the pool runs out of blocks
@@ -37,7 +40,7 @@ never fit raises ``KVCapacityError``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, Sequence
+from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -91,8 +94,13 @@ class ModelRunner(Protocol):
 
 class Sample(NamedTuple):
     tokens: list[int]
-    #: "stop", "length", "error", or "none" while running.
+    #: "stop", "length", "error", "abort", or "none" while running.
     finish_reason: str
+    #: With `logprobs` >= 0: per token, its log-probability under the
+    #: model (log-softmax of the raw logits, before temperature and filters).
+    logprobs: list[float] | None = None
+    #: With `logprobs` k > 0: per token, the k most likely (token, logprob).
+    top_logprobs: list[list[tuple[int, float]]] | None = None
 
 
 class RequestResult(NamedTuple):
@@ -133,12 +141,18 @@ class Engine:
 
     def add_request(self, prompt: Sequence[int] | np.ndarray, max_new_tokens: int = 16, *,
                     sampling: SamplingParams | None = None, n: int = 1,
-                    stop_token: int | None = None) -> int:
-        """Queues a request; returns its id."""
+                    stop_token: int | Iterable[int] | None = None,
+                    logprobs: int | None = None) -> int:
+        """Queues a request; returns its id. `stop_token`: one stop token id
+        or several (any of them ends a sample). `logprobs`: None records no
+        log-probabilities, 0 the sampled tokens', k in [1, 20] also the k
+        most likely tokens' at each step (`Sample.logprobs`,
+        `Sample.top_logprobs`)."""
         p = sampling if sampling is not None else SamplingParams()
         return self._e.add_request([int(t) for t in np.asarray(prompt).reshape(-1)],
                                    max_new_tokens, p.temperature, p.top_k, p.top_p,
-                                   p.seed, n, stop_token)
+                                   p.seed, n, _stop_tokens(stop_token),
+                                   -1 if logprobs is None else logprobs)
 
     def step(self) -> None:
         self._e.step()
@@ -148,7 +162,7 @@ class Engine:
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 16, *,
                  sampling: SamplingParams | None = None, n: int = 1,
-                 stop_token: int | None = None) -> list[RequestResult]:
+                 stop_token: int | Iterable[int] | None = None) -> list[RequestResult]:
         """Adds the prompts, runs to completion, returns (and releases) their
         results in order."""
         ids = [self.add_request(p, max_new_tokens, sampling=sampling, n=n,
@@ -165,18 +179,30 @@ class Engine:
         if error is not None:
             exc = _from_status(error[0], error[1], kv=True, payload={})
         return RequestResult(rid, finished,
-                             [Sample(t.tolist(), reason) for t, reason in samples],
+                             [Sample(t.tolist(), reason,
+                                     None if lp is None else lp.tolist(),
+                                     None if top is None else
+                                     [[(int(a), float(b)) for a, b in row] for row in top])
+                              for t, reason, lp, top in samples],
                              metrics, exc)
 
     def release(self, request_id: int) -> None:
         """Forgets a finished request."""
         self._e.release(request_id)
 
+    def abort(self, request_id: int) -> None:
+        """Finishes an unfinished request now: its unfinished samples end
+        with finish reason "abort" (keeping the tokens drawn so far) and
+        its KV blocks are free when this returns. A finished request is left
+        as it is; an unknown (or released) id raises KVInvalidArgument (a
+        ValueError). Call it between steps, from the thread that steps."""
+        self._e.abort(request_id)
+
     @property
     def metrics(self) -> dict[str, Any]:
         """steps, prefills, decodes, computed_tokens, output_tokens,
         preemptions, swap_outs, swap_ins, prefix_cache_hit_tokens,
-        requests_finished, requests_failed, busy_s, tokens_per_s,
+        requests_finished, requests_failed, requests_aborted, busy_s, tokens_per_s,
         kv_blocks_peak, kv_utilization_peak, kv_utilization_mean, mean_ttft_s,
         mean_tpot_s."""
         return self._e.metrics()
@@ -196,6 +222,16 @@ class Engine:
     @property
     def num_swapped(self) -> int:
         return self._e.num_swapped
+
+
+def _stop_tokens(stop: int | Iterable[int] | None) -> list[int]:
+    """The stop token ids as a list: None, one id, or an iterable of ids
+    (checked by the engine)."""
+    if stop is None:
+        return []
+    if isinstance(stop, (int, np.integer)):
+        return [int(stop)]
+    return [int(t) for t in stop]
 
 
 def sample(logits: np.ndarray, params: SamplingParams = GREEDY, *, stream: int = 0,

@@ -3,8 +3,14 @@
     sits-compile model.onnx --target cpu -o model.sitsm [--threads N]
     sits-compile model.onnx --target v100 --profile latency --emit-schedule model.sits
                  [--explain[=report.md]]
+    sits-compile path/to/hf-model --target cpu --kv-cache paged -o model.sitsm
+    sits-compile decoder.onnx --kv-cache paged --tokenizer path/to/hf-model -o model.sitsm
 
-Accepts ONNX models and .mlir files (SITS/linalg IR with a public @main).
+Accepts ONNX models, .mlir files (SITS/linalg IR with a public @main) and
+Hugging Face model folders (the causal LM exported with its KV cache through
+torch and transformers, `pip install 'sits-mlir[hf]'`; its tokenizer, chat
+template and EOS ids bundled for serving text, as --tokenizer bundles them
+with any model).
 Prints the artifact's signature and the time of each stage; errors go to
 stderr with every problem found (all unsupported ONNX nodes at once), and
 the exit status is 1.
@@ -33,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="sits-compile",
                                 description="Compile a model into a SITS artifact (.sitsm).")
-    p.add_argument("model", help="an ONNX model or an .mlir file")
+    p.add_argument("model", help="an ONNX model, an .mlir file or a Hugging Face model folder")
     p.add_argument("--target", default="cpu",
                    help=f"target name or alias ({', '.join(targets.names())}; default: cpu)")
     p.add_argument("-o", "--output", metavar="PATH",
@@ -80,6 +86,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="--kv-cache paged: logits of every new position, or of each "
                         "sequence's last one only (what serving samples from; a prefill "
                         "then skips the LM head for the other positions)")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--tokenizer", metavar="DIR",
+                      help="bundle the tokenizer of this Hugging Face model folder "
+                           "(tokenizer.json, the chat template and special tokens, the EOS ids "
+                           "of generation_config.json) for serving text (default: the model's "
+                           "own when the model is a folder)")
+    text.add_argument("--no-tokenizer", dest="tokenizer", action="store_false",
+                      help="a model folder: do not bundle its tokenizer")
+    p.set_defaults(tokenizer=None)
     p.add_argument("--sign", metavar="KEY",
                    help="sign the artifact with this Ed25519 private key (PEM); writes "
                         "<output>.sig next to it (sits_mlir.runtime.signing)")
@@ -125,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  explain=args.explain, precision=args.precision,
                                  error_budget=args.error_budget, group_size=args.group_size,
                                  kv_cache=args.kv_cache, kv_block_size=args.kv_block_size,
-                                 logits=args.logits)
+                                 logits=args.logits, tokenizer=args.tokenizer)
         signature = signing.sign(artifact.path, signing_key) if signing_key else None
     except ImportError as error:  # --sign without the 'cryptography' package
         print(f"sits-compile: error: {error}", file=sys.stderr)
@@ -140,12 +155,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
         return 1
     if not args.quiet:
+        from .. import runtime
+
         entry = artifact.manifest["entry_points"][0]
         for arg in entry["args"]:
             if arg["role"] in ("weights", "status"):
                 continue
             dims = "x".join("?" if d < 0 else str(d) for d in arg["shape"]) or "scalar"
             print(f"  {arg['role']:<6s} {arg['name']}: {dims} {arg['dtype']}")
+        bundled = [n for n in runtime.read_artifact(artifact.path, verify="metadata").sections
+                   if n.startswith("text.")]
+        if bundled:
+            print(f"  text   {', '.join(n[len('text.'):] for n in bundled)}")
         size = os.path.getsize(artifact.path)
         total = sum(artifact.timings.values())
         print(f"wrote {artifact.path} ({size / 2**20:.1f} MiB) in {total:.2f} s")

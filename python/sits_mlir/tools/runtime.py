@@ -3,6 +3,7 @@ over the paged KV cache, and report how it went.
 
     sits-runtime --config model.sitsm --batch-size 8 --max-seq-len 2048 --prompts prompts.jsonl
     sits-runtime --config model.sitsm --synthetic 32 --prompt-len 128 --output-len 64 --seed 1
+    sits-runtime serve --config model.sitsm --port 8000      # the OpenAI API: sits_mlir.serving
 
 The model is a decoder exported with its KV cache, compiled with
 `kv_cache="paged"` (its attention reads and writes the KV pool through the
@@ -12,8 +13,12 @@ with the exported signature (`input_ids`, `position_ids`,
 `present_value_<l>`: each sequence's past is copied out of the pool and back,
 one sequence at a time). Its layers, K/V heads and head size are read from
 the signature. Each line of the prompts file is a JSON
-object: `prompt_ids` (token ids; required), and optionally `max_new_tokens`,
-`n`, `temperature`, `top_k`, `top_p`, `seed`, `stop_token`. A line that is
+object: `prompt_ids` (token ids) or, when the artifact bundles a tokenizer
+(sits-compile of a Hugging Face model folder, or --tokenizer), `prompt`
+(text: encoded with the model's special tokens, generation stops at the
+model's EOS ids, and the report has each sample's decoded `text`); and
+optionally `max_new_tokens`, `n`, `temperature`, `top_k`, `top_p`, `seed`,
+`stop_token`. A line that is
 not such a request (or that the pool can never hold) fails that request
 alone: the others are served, and the report and the exit status (1) say
 which failed and why. The synthetic
@@ -31,6 +36,7 @@ with every request's tokens, as JSON.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -45,7 +51,9 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sits-runtime",
-        description="Serve a compiled decoder with continuous batching over the paged KV cache.")
+        description="Serve a compiled decoder with continuous batching over the paged KV cache.",
+        epilog="`sits-runtime serve --config model.sitsm --port 8000` serves it over the "
+               "OpenAI HTTP API instead (`sits-runtime serve --help`).")
     p.add_argument("--config", required=True, metavar="SITSM",
                    help="the compiled decoder (.sitsm)")
     p.add_argument("--batch-size", type=int, default=8, metavar="N",
@@ -67,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="default sampling temperature (default: 0, greedy)")
     p.add_argument("--top-k", type=int, default=0, help="default top-k (default: 0, off)")
     p.add_argument("--top-p", type=float, default=1.0, help="default top-p (default: 1, off)")
+    add_pool_arguments(p)
+    p.add_argument("--json", metavar="FILE", help="write the report and the tokens as JSON")
+    return p
+
+
+def add_pool_arguments(p: argparse.ArgumentParser) -> None:
+    """The KV pool's, the engine's and the artifact trust options, which the
+    batch CLI and `sits-runtime serve` share (read by `pool_config`)."""
     p.add_argument("--block-size", type=int, metavar="N",
                    help="tokens per KV block (default: the paged model's, or 16)")
     p.add_argument("--num-blocks", type=int, metavar="N",
@@ -82,8 +98,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trusted-key", action="append", metavar="PUB",
                    help="require a signature by this Ed25519 public key (PEM; repeatable; "
                         "default: $SITS_TRUSTED_KEYS)")
-    p.add_argument("--json", metavar="FILE", help="write the report and the tokens as JSON")
-    return p
 
 
 def decoder_geometry(model) -> dict:
@@ -137,41 +151,69 @@ def _float(r: dict, key: str, default: float) -> float:
     return float(v)
 
 
-def _request(r, args, vocab: int) -> dict:
+def _text_codec(codec):
+    """The artifact's TextCodec (`codec`: one, None, or a callable giving
+    one or None); ValueError when there is none."""
+    codec = codec() if callable(codec) else codec
+    if codec is None:
+        raise ValueError("'prompt' is text and the model bundles no tokenizer: give "
+                         "'prompt_ids', or compile the model with its tokenizer (sits-compile "
+                         "of a Hugging Face model folder, or --tokenizer DIR)")
+    return codec
+
+
+def _request(r, args, vocab: int, codec=None) -> dict:
     """One request's fields, checked (ValueError naming the field): what
-    the engine is then given can only fail for capacity."""
+    the engine is then given can only fail for capacity. A text `prompt` is
+    encoded with `codec` (see _text_codec) and stops at its EOS ids."""
     if not isinstance(r, dict):
         raise ValueError(f"expected a JSON object with 'prompt_ids', got {json.dumps(r)[:80]}")
-    ids = r.get("prompt_ids")
-    if not isinstance(ids, list) or not ids:
-        raise ValueError("expected a JSON object with 'prompt_ids' (a non-empty list of "
-                         "token ids)")
+    text = r.get("prompt")
+    stops = []
+    if "prompt" in r and "prompt_ids" in r:
+        raise ValueError("give 'prompt' (text) or 'prompt_ids' (token ids), not both")
+    if isinstance(text, str):
+        codec = _text_codec(codec)
+        ids = codec.encode(text)
+        if not ids:
+            raise ValueError("'prompt' encodes to no tokens")
+        stops = list(codec.eos_token_ids)
+    else:
+        ids = r.get("prompt_ids")
+        if not isinstance(ids, list) or not ids:
+            raise ValueError("expected a JSON object with 'prompt_ids' (a non-empty list of "
+                             "token ids) or 'prompt' (text)")
+        text = None
     for i, t in enumerate(ids):
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
-            raise ValueError(f"prompt_ids[{i}] = {json.dumps(t)}: token ids must be integers "
+            what = "'prompt' encodes to token id" if text is not None else f"prompt_ids[{i}] ="
+            raise ValueError(f"{what} {json.dumps(t)}: token ids must be integers "
                              f"in [0, {vocab})")
-    return {"prompt_ids": ids,
+    stop_token = _int(r, "stop_token", 0, vocab)
+    if stop_token is not None:
+        stops.append(stop_token)
+    return {"prompt_ids": ids, "prompt": text, "stop_tokens": sorted(set(stops)),
             "max_new_tokens": _int(r, "max_new_tokens", 1, 1 << 31, args.output_len),
             "n": _int(r, "n", 1, args.batch_size + 1, 1),
             "temperature": _float(r, "temperature", args.temperature),
             "top_k": _int(r, "top_k", 0, 1 << 31, args.top_k),
             "top_p": _float(r, "top_p", args.top_p),
             "seed": _int(r, "seed", 0, 1 << 64),
-            "stop_token": _int(r, "stop_token", 0, vocab)}
+            "stop_token": stop_token}
 
 
-def parse_request(line: str, args, vocab: int) -> dict:
-    """One line of a prompts file as a checked request (`_request`); a
-    ValueError for anything else, malformed or too deeply nested JSON
-    included."""
+def parse_request(line: str, args, vocab: int, codec=None) -> dict:
+    """One line of a prompts file as a checked request (`_request`, text
+    prompts encoded with `codec`); a ValueError for anything else, malformed
+    or too deeply nested JSON included."""
     try:
         r = json.loads(line)
     except RecursionError:  # nested deeper than the parser goes
         raise ValueError("the JSON is nested too deeply") from None
-    return _request(r, args, vocab)
+    return _request(r, args, vocab, codec)
 
 
-def _requests(args, vocab: int) -> list:
+def _requests(args, vocab: int, codec=None) -> list:
     """The requests: checked dicts, or for each bad one of a prompts file
     the ValueError saying why (the others are still served)."""
     if args.prompts:
@@ -181,7 +223,7 @@ def _requests(args, vocab: int) -> list:
                 if not line.strip():
                     continue
                 try:
-                    out.append(parse_request(line, args, vocab))
+                    out.append(parse_request(line, args, vocab, codec))
                 except ValueError as e:
                     out.append(ValueError(f"{args.prompts}:{number}: {e}"))
         if not out:
@@ -237,7 +279,19 @@ def run(args) -> dict:
 
     model = load(args.config, trusted_keys=args.trusted_key)
     geometry = decoder_geometry(model)
-    requests = _requests(args, geometry["vocab"])
+
+    @functools.cache
+    def codec():
+        """The bundled tokenizer, read at the first text prompt (id prompts
+        need neither it nor the 'tokenizers' package)."""
+        from ..runtime.text import TextCodec
+
+        try:
+            return TextCodec.from_artifact(model)
+        except ImportError as e:
+            raise ValueError(str(e)) from None
+
+    requests = _requests(args, geometry["vocab"], codec)
     config = pool_config(args, geometry)
     num_blocks, bs = config.num_blocks, config.block_size
     # Refused before anything is allocated: a pool past the memory left
@@ -264,7 +318,7 @@ def run(args) -> dict:
             sampling = SamplingParams(r["temperature"], r["top_k"], r["top_p"], r["seed"])
             ids.append((index, engine.add_request(r["prompt_ids"], r["max_new_tokens"],
                                                   sampling=sampling, n=r["n"],
-                                                  stop_token=r["stop_token"])))
+                                                  stop_token=r["stop_tokens"])))
         except (ValueError, SitsError) as e:  # out of range for the pool or model
             refused[index] = f"request {index}: {e}"
     # Step by step, sampling the pool between steps: its waste and peak.
@@ -304,11 +358,23 @@ def run(args) -> dict:
         "cached_blocks_at_end": stats.cached_blocks,
         "outputs": sorted(
             [{"request": index, "id": r.id, "error": str(r.error) if r.error else None,
-              "samples": [{"tokens": s.tokens, "finish_reason": s.finish_reason}
-                          for s in r.samples]} for (index, _), r in zip(ids, results)] +
+              "samples": [_sample(s, requests[index], codec) for s in r.samples]}
+             for (index, _), r in zip(ids, results)] +
             [{"request": index, "id": None, "error": why, "samples": []}
              for index, why in refused.items()], key=lambda o: o["request"]),
     }
+
+
+def _sample(s, request: dict, codec) -> dict:
+    """A sample of the report: its tokens and finish reason, and for a text
+    prompt its text (without the stop token that ended it)."""
+    out = {"tokens": s.tokens, "finish_reason": s.finish_reason}
+    if request["prompt"] is not None:
+        tokens = s.tokens
+        if s.finish_reason == "stop" and tokens and tokens[-1] in request["stop_tokens"]:
+            tokens = tokens[:-1]
+        out["text"] = codec().decode(tokens)
+    return out
 
 
 def _print(report: dict, out) -> None:
@@ -330,6 +396,11 @@ def _print(report: dict, out) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # the OpenAI-compatible server (sits_mlir.serving)
+        from ..serving.server import main as serve_main
+
+        return serve_main(argv[1:])
     args = _parser().parse_args(argv)
     for name in ("batch_size", "max_seq_len", "block_size", "prompt_len", "output_len",
                  "num_blocks"):

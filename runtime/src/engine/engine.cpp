@@ -16,6 +16,8 @@
 #include "errors.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -31,6 +33,8 @@ const char *finishReasonName(FinishReason reason) {
     return "length";
   case FinishReason::kError:
     return "error";
+  case FinishReason::kAbort:
+    return "abort";
   }
   return "unknown";
 }
@@ -49,6 +53,7 @@ struct Engine::RequestState {
   Request request;
   RequestResult result;
   int64_t unfinished = 0;
+  bool aborted = false;
   /// Per sample: time of its first token (-1 before).
   std::vector<double> first_token_s;
   double tpot_sum = 0;
@@ -70,6 +75,33 @@ struct Engine::Seq {
 };
 
 namespace {
+
+/// log-softmax of `row` at `token`, and the `top` most likely entries
+/// (descending, ties: lower id first). -inf entries have probability 0.
+float logprobsOf(const float *row, int64_t vocab, int32_t token, int32_t top,
+                 std::vector<TokenLogprob> *best) {
+  float peak = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i)
+    peak = std::max(peak, row[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    sum += std::exp(static_cast<double>(row[i]) - peak);
+  const double lse = peak + std::log(sum);
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i)
+      ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const size_t k = std::min<size_t>(static_cast<size_t>(top), ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k),
+                      ids.end(), [&](int32_t a, int32_t b) {
+                        return row[a] > row[b] || (row[a] == row[b] && a < b);
+                      });
+    best->clear();
+    for (size_t i = 0; i < k; ++i)
+      best->push_back({ids[i], static_cast<float>(row[ids[i]] - lse)});
+  }
+  return static_cast<float>(row[token] - lse);
+}
 
 Status capacityExceeded(const char *subject, int64_t value, int64_t limit,
                         std::string message) {
@@ -170,11 +202,26 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
                                     std::to_string(config_.max_batch_size) +
                                     "]");
   SITS_RETURN_IF_ERROR(validateSamplingParams(request.sampling));
-  if (request.stop_token &&
-      (*request.stop_token < 0 || (vocab > 0 && *request.stop_token >= vocab)))
-    return invalidArgument(
-        "stop_token", "stop_token = " + std::to_string(*request.stop_token) +
-                          ": token ids must be " + range);
+  for (size_t i = 0; i < request.stop_tokens.size(); ++i) {
+    const int32_t t = request.stop_tokens[i];
+    if (t < 0 || (vocab > 0 && t >= vocab)) {
+      Status st =
+          invalidArgument("stop_tokens", "stop_token = " + std::to_string(t) +
+                                             ": token ids must be " + range);
+      st.withIndex(static_cast<int64_t>(i));
+      return st;
+    }
+  }
+  if (request.logprobs < -1 || request.logprobs > kMaxLogprobs)
+    return invalidArgument("logprobs",
+                           "logprobs = " + std::to_string(request.logprobs) +
+                               ": must be -1 (none) or in [0, " +
+                               std::to_string(kMaxLogprobs) + "]");
+  // Sorted and unique, so that each draw is checked by binary search.
+  std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
+  request.stop_tokens.erase(
+      std::unique(request.stop_tokens.begin(), request.stop_tokens.end()),
+      request.stop_tokens.end());
   const int64_t promptLen = static_cast<int64_t>(request.prompt.size());
   if (request.max_new_tokens > maxSeqLen_ ||
       promptLen + request.max_new_tokens > maxSeqLen_) {
@@ -205,6 +252,7 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
   const int64_t n = state->request.n;
   state->result.id = id;
   state->result.samples.resize(static_cast<size_t>(n));
+  state->result.logprobs = state->request.logprobs;
   state->result.metrics.arrival_s = now();
   state->result.metrics.prompt_tokens = promptLen;
   state->unfinished = n;
@@ -248,6 +296,33 @@ Status Engine::release(uint64_t requestId) {
                                ": the request has not finished");
   requests_.erase(it);
   return Status::OK();
+}
+
+Status Engine::abort(uint64_t requestId) {
+  auto it = requests_.find(requestId);
+  if (it == requests_.end()) {
+    Status st = invalidArgument("request_id",
+                                "request_id = " + std::to_string(requestId) +
+                                    ": no such request");
+    st.withValue(static_cast<int64_t>(requestId));
+    return st;
+  }
+  RequestState *r = it->second.get();
+  if (r->result.finished)
+    return Status::OK();
+  // Every sequence of the request, wherever it is queued: a swapped one
+  // holds host blocks (and maybe shared device ones) that free releases too.
+  releaseRequestSeqs(r);
+  for (SampleResult &sample : r->result.samples)
+    if (sample.finish_reason == FinishReason::kNone)
+      sample.finish_reason = FinishReason::kAbort;
+  r->aborted = true;
+  r->unfinished = 0;
+  finishRequest(r, now());
+  // Between steps nothing points at the Seqs: drop them now, so that the
+  // queue sizes say at once that the request is gone.
+  dropFinished();
+  return broken_;
 }
 
 EngineMetrics Engine::metrics() const {
@@ -304,7 +379,9 @@ void Engine::finishRequest(RequestState *r, double t) {
   r->result.finished = true;
   m.finish_s = t;
   m.tpot_s = r->tpot_count > 0 ? r->tpot_sum / r->tpot_count : 0;
-  if (r->result.status.ok()) {
+  if (r->aborted) {
+    ++metrics_.requests_aborted;
+  } else if (r->result.status.ok()) {
     ++metrics_.requests_finished;
     if (m.ttft_s >= 0) {
       ttftSum_ += m.ttft_s;
@@ -329,6 +406,17 @@ void Engine::releaseSeq(Seq *s) {
   s->finished = true;
 }
 
+void Engine::releaseRequestSeqs(RequestState *r) {
+  auto release = [&](auto &queue) {
+    for (auto &s : queue)
+      if (s->req == r && !s->finished)
+        releaseSeq(s.get());
+  };
+  release(running_);
+  release(waiting_);
+  release(swapped_);
+}
+
 void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
   releaseSeq(s);
   RequestState *r = s->req;
@@ -347,16 +435,7 @@ void Engine::finishSeq(Seq *s, FinishReason reason, double t) {
 void Engine::failRequest(RequestState *r, const Status &status) {
   if (r->result.finished)
     return;
-  auto release = [&](Seq *s) {
-    if (s->req == r && !s->finished)
-      releaseSeq(s);
-  };
-  for (auto &s : running_)
-    release(s.get());
-  for (auto &s : waiting_)
-    release(s.get());
-  for (auto &s : swapped_)
-    release(s.get());
+  releaseRequestSeqs(r);
   r->result.status = status;
   for (SampleResult &sample : r->result.samples)
     if (sample.finish_reason == FinishReason::kNone)
@@ -394,7 +473,15 @@ void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
     return;
   }
   s->tokens.push_back(*tok);
-  r->result.samples[static_cast<size_t>(s->sample)].tokens.push_back(*tok);
+  SampleResult &out = r->result.samples[static_cast<size_t>(s->sample)];
+  out.tokens.push_back(*tok);
+  if (r->request.logprobs >= 0) {
+    std::vector<TokenLogprob> best;
+    out.logprobs.push_back(
+        logprobsOf(row, vocab, *tok, r->request.logprobs, &best));
+    if (r->request.logprobs > 0)
+      out.top_logprobs.push_back(std::move(best));
+  }
   ++r->result.metrics.output_tokens;
   ++metrics_.output_tokens;
   if (generated == 0) {
@@ -404,7 +491,8 @@ void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
       r->result.metrics.ttft_s = t - r->result.metrics.arrival_s;
     }
   }
-  if (r->request.stop_token && *tok == *r->request.stop_token)
+  const std::vector<int32_t> &stops = r->request.stop_tokens;
+  if (std::binary_search(stops.begin(), stops.end(), *tok))
     finishSeq(s, FinishReason::kStop, t);
   else if (generated + 1 >= r->request.max_new_tokens)
     finishSeq(s, FinishReason::kLength, t);

@@ -73,46 +73,11 @@ def export(model, path: str, layers: int, kv_heads: int, head_dim: int,
     """Exports a `transformers` decoder as one step graph (prefill and
     decode alike) to `path`: inputs `input_ids`, `position_ids`,
     `past_{key,value}_<i>` (of `dtype`, the model's); outputs `logits`,
-    `present_{key,value}_<i>`."""
-    import torch
-    import transformers
+    `present_{key,value}_<i>` (sits_mlir.compiler.hf.export_decoder, which
+    compiling a model folder uses)."""
+    from sits_mlir.compiler.hf import export_decoder
 
-    class Step(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, position_ids, *past):
-            cache = transformers.DynamicCache()
-            for i in range(layers):
-                cache.update(past[2 * i], past[2 * i + 1], i)
-            out = self.m(input_ids=input_ids, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True)
-            flat = []
-            for layer in out.past_key_values.layers[:layers]:
-                flat += [layer.keys, layer.values]
-            return (out.logits, *flat)
-
-    b, t, p = 1, 3, 2
-    ids = torch.zeros((b, t), dtype=torch.int64)
-    pos = torch.arange(p, p + t).unsqueeze(0)
-    past = [torch.zeros(b, kv_heads, p, head_dim, dtype=getattr(torch, dtype))
-            for _ in range(2 * layers)]
-    names = ["input_ids", "position_ids"] + [
-        f"past_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
-    outs = ["logits"] + [f"present_{kind}_{i}" for i in range(layers) for kind in ("key", "value")]
-    dynamic = {"input_ids": {0: "batch", 1: "seq"}, "position_ids": {0: "batch", 1: "seq"},
-               "logits": {0: "batch", 1: "seq"}}
-    for n in names[2:]:
-        dynamic[n] = {0: "batch", 2: "past"}
-    for n in outs[1:]:
-        dynamic[n] = {0: "batch", 2: "total"}
-    import warnings
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Step(model), (ids, pos, *past), path, input_names=names,
-                          output_names=outs, dynamic_axes=dynamic, opset_version=17,
-                          dynamo=False)
+    export_decoder(model, path, layers, kv_heads, head_dim, dtype=dtype)
 
 
 def greedy_contiguous(run, dec: Decoder, prompt, new_tokens: int, dtype=np.float32):

@@ -223,3 +223,88 @@ def test_sample():
     assert draws <= {0, 1, 2, 3} and len(draws) >= 3
     with pytest.raises(ValueError, match="top_k"):
         sample(row, SamplingParams(top_k=-1))
+
+
+def test_abort_frees_blocks_at_once():
+    """`abort` ends a running (forked) and a waiting request at once with
+    finish reason "abort", keeps the tokens drawn so far, frees their blocks
+    before it returns, and leaves the other requests' tokens unchanged."""
+    a = pool(64)
+    e = Engine(a, SlotRunner(64), max_batch_size=3)
+    greedy = SamplingParams(temperature=0.0)
+    ps = prompts(4)
+    ids = [e.add_request(ps[0], 12, sampling=greedy, n=2),
+           e.add_request(ps[1], 12, sampling=greedy),
+           e.add_request(ps[2], 12, sampling=greedy),
+           e.add_request(ps[3], 12, sampling=greedy)]
+    for _ in range(3):
+        e.step()
+    assert e.num_running == 3 and e.num_waiting == 2
+    active = a.stats().active_blocks
+    e.abort(ids[0])
+    e.abort(ids[3])
+    assert a.stats().num_sequences == 1
+    assert a.stats().active_blocks < active
+    assert e.num_running == 1 and e.num_waiting == 1
+    r = e.result(ids[0])
+    assert r.finished and r.error is None
+    assert [s.finish_reason for s in r.samples] == ["abort", "abort"]
+    assert [s.tokens for s in r.samples] == [reference(ps[0], 3)] * 2
+    assert e.result(ids[3]).samples[0].tokens == []
+    assert e.result(ids[3]).samples[0].finish_reason == "abort"
+    e.abort(ids[0])  # again: nothing happens
+    e.run_until_done()
+    e.abort(ids[1])  # finished: nothing happens
+    for i in (1, 2):
+        assert e.result(ids[i]).samples[0].tokens == reference(ps[i], 12)
+        assert e.result(ids[i]).samples[0].finish_reason == "length"
+    assert e.metrics["requests_aborted"] == 2 and e.metrics["requests_finished"] == 2
+    assert a.stats().num_sequences == 0 and a.stats().active_blocks == 0
+    with pytest.raises(KVInvalidArgument, match="request_id = 99: no such request"):
+        e.abort(99)
+    e.release(ids[0])
+    with pytest.raises(ValueError, match="no such request"):
+        e.abort(ids[0])
+
+
+def test_several_stop_tokens():
+    """`stop_token` takes one id or several; any of them ends a sample."""
+    e = Engine(pool(64), SlotRunner(64), max_batch_size=2)
+    p = prompts(1)[0]
+    free = reference(p, 10)
+    stops = [t for t in range(VOCAB) if t not in free][:1] + [free[4]]
+    greedy = SamplingParams(temperature=0.0)
+    (r,) = e.generate([p], 10, sampling=greedy, stop_token=stops)
+    cut = free.index(free[4]) + 1
+    assert r.samples[0].tokens == free[:cut] and r.samples[0].finish_reason == "stop"
+    (r,) = e.generate([p], 10, sampling=greedy, stop_token=np.int64(free[4]))
+    assert r.samples[0].tokens == free[:cut]
+    (r,) = e.generate([p], 10, sampling=greedy, stop_token=[])
+    assert r.samples[0].tokens == free and r.samples[0].finish_reason == "length"
+    with pytest.raises(KVInvalidArgument, match="stop_token = -3"):
+        e.add_request(p, 4, stop_token=(1, -3))
+
+
+def test_logprobs():
+    """`logprobs=k`: per token the sampled token's log-softmax of the
+    runner's logits and the k most likely; None records nothing."""
+    e = Engine(pool(64), SlotRunner(64), max_batch_size=2)
+    p = prompts(1)[0]
+    ids = [e.add_request(p, 5, sampling=SamplingParams(0.0), logprobs=2),
+           e.add_request(p, 5, sampling=SamplingParams(0.0))]
+    e.run_until_done()
+    r, q = e.result(ids[0]), e.result(ids[1])
+    s = r.samples[0]
+    assert s.tokens == reference(p, 5)
+    history = list(p)
+    for tok, lp, top in zip(s.tokens, s.logprobs, s.top_logprobs):
+        row = logits_of(history).astype(np.float64)
+        logsm = row - np.log(np.exp(row).sum())
+        assert lp == pytest.approx(logsm[tok], abs=1e-5)
+        order = np.argsort(-row, kind="stable")[:2]
+        assert [t for t, _ in top] == order.tolist()
+        assert [v for _, v in top] == pytest.approx(logsm[order].tolist(), abs=1e-5)
+        history.append(tok)
+    assert q.samples[0].logprobs is None and q.samples[0].top_logprobs is None
+    with pytest.raises(KVInvalidArgument, match="logprobs = 21"):
+        e.add_request(p, 4, logprobs=21)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import fails_unchanged, state
+from kv_checks import fails_unchanged, state
 from sits_mlir.runtime import kv
 
 

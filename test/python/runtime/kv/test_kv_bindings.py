@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import fails_unchanged, state
+from kv_checks import fails_unchanged, state
 from sits_mlir import _sits_runtime
 from sits_mlir.errors import SitsError
 from sits_mlir.runtime import errors, kv

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -128,7 +130,9 @@ std::vector<Request> workload(int count, float temperature = 0.0f,
     if (temperature > 0)
       r.sampling.seed = 1000 + static_cast<uint64_t>(i);
     if (i % 3 == 0)
-      r.stop_token = 7;
+      r.stop_tokens = {7};
+    else if (i % 3 == 1)
+      r.stop_tokens = {3, 11, 3}; // a set: duplicates are harmless
     r.n = n;
     reqs.push_back(r);
   }
@@ -148,8 +152,10 @@ void expectMatchesReference(const std::vector<Request> &reqs,
       const auto expected =
           referenceGenerate(reqs[i], kVocab, seed, static_cast<uint64_t>(k));
       EXPECT_EQ(sample.tokens, expected) << "request " << i << " sample " << k;
-      const bool stopped = reqs[i].stop_token && !expected.empty() &&
-                           expected.back() == *reqs[i].stop_token;
+      const auto &stops = reqs[i].stop_tokens;
+      const bool stopped =
+          !expected.empty() &&
+          std::find(stops.begin(), stops.end(), expected.back()) != stops.end();
       EXPECT_EQ(sample.finish_reason,
                 stopped ? FinishReason::kStop : FinishReason::kLength);
     }
@@ -389,8 +395,8 @@ TEST(Engine, RequestValidation) {
   r.sampling.top_k = -2;
   expectInvalid(r, "top_k");
   r = good;
-  r.stop_token = -1;
-  expectInvalid(r, "stop_token");
+  r.stop_tokens = {1, -1};
+  expectInvalid(r, "stop_tokens");
 
   // Can never fit: longer than max_seq_len, or than the pool.
   r = good;
@@ -466,7 +472,7 @@ TEST(Engine, RunnerFailureFailsItsBatchOnly) {
   auto reqs = workload(4);
   std::vector<uint64_t> ids;
   for (auto &r : reqs) {
-    r.stop_token.reset();
+    r.stop_tokens.clear();
     r.max_new_tokens = 6;
     ids.push_back(*(*engine)->addRequest(r));
   }
@@ -595,7 +601,7 @@ TEST(Engine, SamplesThatFinishAtTheirFirstToken) {
   one.sampling.temperature = 0;
   Request stop = one;
   stop.max_new_tokens = 10;
-  stop.stop_token = referenceGenerate(one, kVocab, 0, 0)[0];
+  stop.stop_tokens = {referenceGenerate(one, kVocab, 0, 0)[0]};
   Request hot = one;
   hot.sampling.temperature = 1.0f;
   hot.sampling.seed = 3;
@@ -607,4 +613,222 @@ TEST(Engine, SamplesThatFinishAtTheirFirstToken) {
     EXPECT_EQ(s.finish_reason, FinishReason::kStop);
   }
   EXPECT_EQ(out.stats.forks, 6);
+}
+
+TEST(Engine, AbortFreesTheBlocksAtOnceAndKeepsTheOthersRunning) {
+  const kv::PoolConfig pool = poolConfig(512);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  cfg.max_batch_size = 4;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  auto reqs = workload(6);
+  for (Request &r : reqs) {
+    r.max_new_tokens = 20;
+    r.stop_tokens.clear(); // so that nothing finishes before the aborts
+  }
+  reqs[1].n = 2; // forked samples share the prompt's blocks
+  std::vector<uint64_t> ids;
+  for (const Request &r : reqs) {
+    auto id = (*engine)->addRequest(r);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  for (int i = 0; i < 3; ++i)
+    ENGINE_ASSERT_OK((*engine)->step());
+  // Requests 0, 1 (forked) and 2 fill the 4 places; 3, 4 and 5 wait.
+  auto before = (*alloc)->stats();
+  ASSERT_TRUE(before.ok());
+  auto running = (*engine)->result(ids[1]);
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->samples[0].tokens.size(), 3u);
+  ASSERT_EQ((*engine)->numWaiting(), 3u);
+  ASSERT_EQ((*engine)->numRunning(), 4u);
+
+  ENGINE_ASSERT_OK((*engine)->abort(ids[1]));
+  ENGINE_ASSERT_OK((*engine)->abort(ids[5]));
+  ENGINE_ASSERT_OK((*alloc)->checkInvariants());
+  auto after = (*alloc)->stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->num_sequences, before->num_sequences - 2);
+  EXPECT_LT(after->active_blocks, before->active_blocks);
+  EXPECT_EQ((*engine)->numRunning(), 2u);
+  EXPECT_EQ((*engine)->numWaiting(), 2u);
+
+  auto aborted = (*engine)->result(ids[1]);
+  ASSERT_TRUE(aborted.ok());
+  EXPECT_TRUE(aborted->finished);
+  EXPECT_TRUE(aborted->status.ok());
+  for (int k = 0; k < 2; ++k) {
+    const SampleResult &s = aborted->samples[static_cast<size_t>(k)];
+    EXPECT_EQ(s.finish_reason, FinishReason::kAbort);
+    ASSERT_EQ(s.tokens.size(), 3u) << "sample " << k;
+    auto ref = referenceGenerate(reqs[1], kVocab, 0, static_cast<uint64_t>(k));
+    EXPECT_EQ(s.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 3));
+  }
+  auto waiting = (*engine)->result(ids[5]);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_TRUE(waiting->finished);
+  EXPECT_EQ(waiting->samples[0].finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(waiting->samples[0].tokens.empty());
+  EXPECT_STREQ(finishReasonName(FinishReason::kAbort), "abort");
+
+  // Again, and on a finished request: nothing happens.
+  ENGINE_ASSERT_OK((*engine)->abort(ids[1]));
+  ENGINE_ASSERT_OK((*engine)->runUntilDone());
+  ENGINE_ASSERT_OK((*engine)->abort(ids[0]));
+  for (size_t i : {0u, 2u, 3u, 4u}) {
+    auto r = (*engine)->result(ids[i]);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->samples[0].finish_reason, FinishReason::kLength);
+    EXPECT_EQ(r->samples[0].tokens, referenceGenerate(reqs[i], kVocab, 0, 0));
+  }
+  EngineMetrics m = (*engine)->metrics();
+  EXPECT_EQ(m.requests_aborted, 2);
+  EXPECT_EQ(m.requests_finished, 4);
+  auto end = (*alloc)->stats();
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->num_sequences, 0);
+  EXPECT_EQ(end->active_blocks, 0);
+
+  // Unknown and released ids are typed errors.
+  Status st = (*engine)->abort(12345);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.info().subject, "request_id");
+  ENGINE_ASSERT_OK((*engine)->release(ids[1]));
+  EXPECT_EQ((*engine)->abort(ids[1]).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Engine, AbortOfSwappedAndPreemptedRequestsFreesEverything) {
+  // A pool too small for the batch, swapping to the host tier: abort every
+  // request once some are swapped out.
+  const kv::PoolConfig pool = poolConfig(14, true, /*hostBlocks=*/128);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  EngineConfig cfg;
+  cfg.max_batch_size = 8;
+  cfg.preemption = PreemptionMode::kSwap;
+  auto engine = Engine::create(cfg, alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  std::vector<uint64_t> ids;
+  for (const Request &r : workload(12)) {
+    auto id = (*engine)->addRequest(r);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  int64_t guard = 0;
+  while ((*engine)->numSwapped() == 0) {
+    ASSERT_TRUE((*engine)->hasUnfinished()) << "nothing was swapped out";
+    ENGINE_ASSERT_OK((*engine)->step());
+    ASSERT_LT(++guard, 1000);
+  }
+  auto mid = (*alloc)->stats();
+  ASSERT_TRUE(mid.ok());
+  EXPECT_GT(mid->host_used, 0);
+  for (uint64_t id : ids)
+    ENGINE_ASSERT_OK((*engine)->abort(id));
+  ENGINE_ASSERT_OK((*alloc)->checkInvariants());
+  EXPECT_FALSE((*engine)->hasUnfinished());
+  EXPECT_EQ((*engine)->numSwapped(), 0u);
+  auto end = (*alloc)->stats();
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->num_sequences, 0);
+  EXPECT_EQ(end->active_blocks, 0);
+  EXPECT_EQ(end->host_used, 0);
+  ENGINE_ASSERT_OK((*engine)->step()); // nothing left to do
+  const EngineMetrics m = (*engine)->metrics();
+  EXPECT_EQ(m.requests_aborted + m.requests_finished, 12);
+  EXPECT_GT(m.requests_aborted, 0);
+}
+
+TEST(Engine, AnyOfSeveralStopTokensEndsASample) {
+  Request r;
+  r.prompt = {5, 6, 7, 8, 9};
+  r.max_new_tokens = 12;
+  r.sampling.temperature = 0;
+  const auto free = referenceGenerate(r, kVocab, 0, 0);
+  ASSERT_EQ(free.size(), 12u);
+  // The fourth token and a token never drawn: the sample stops at the
+  // first of them it draws.
+  int32_t never = 0;
+  while (std::find(free.begin(), free.end(), never) != free.end())
+    ++never;
+  r.stop_tokens = {never, free[3]};
+  RunOutput out;
+  runAll(poolConfig(64), 2, {r}, &out);
+  const auto &s = out.results[0].samples[0];
+  const size_t first = static_cast<size_t>(
+      std::find(free.begin(), free.end(), free[3]) - free.begin());
+  EXPECT_EQ(s.tokens,
+            std::vector<int32_t>(free.begin(), free.begin() + first + 1));
+  EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+}
+
+TEST(Engine, LogprobsAreTheModelsLogSoftmax) {
+  Request r;
+  r.prompt = {9, 8, 7, 6, 5, 4};
+  r.max_new_tokens = 6;
+  r.sampling.temperature = 0.7f; // logprobs ignore temperature
+  r.sampling.seed = 3;
+  r.logprobs = 3;
+  r.n = 2;
+  Request none = r;
+  none.logprobs = -1;
+  RunOutput out;
+  runAll(poolConfig(64), 4, {r, none}, &out);
+  expectMatchesReference({r, none}, out);
+  EXPECT_EQ(out.results[0].logprobs, 3);
+  std::vector<float> row(kVocab);
+  for (const SampleResult &s : out.results[0].samples) {
+    ASSERT_EQ(s.logprobs.size(), s.tokens.size());
+    ASSERT_EQ(s.top_logprobs.size(), s.tokens.size());
+    std::vector<int32_t> history = r.prompt;
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      logitsFor(
+          historyHash(history.data(), static_cast<int64_t>(history.size())),
+          kVocab, row.data());
+      double sum = 0;
+      for (float v : row)
+        sum += std::exp(static_cast<double>(v));
+      const double lse = std::log(sum);
+      EXPECT_NEAR(s.logprobs[i], row[static_cast<size_t>(s.tokens[i])] - lse,
+                  1e-4);
+      const auto &top = s.top_logprobs[i];
+      ASSERT_EQ(top.size(), 3u);
+      EXPECT_GE(top[0].logprob, top[1].logprob);
+      EXPECT_GE(top[1].logprob, top[2].logprob);
+      const int32_t argmax = static_cast<int32_t>(
+          std::max_element(row.begin(), row.end()) - row.begin());
+      EXPECT_EQ(top[0].token, argmax);
+      EXPECT_NEAR(top[0].logprob, row[static_cast<size_t>(argmax)] - lse, 1e-4);
+      EXPECT_LE(s.logprobs[i], top[0].logprob);
+      history.push_back(s.tokens[i]);
+    }
+  }
+  for (const SampleResult &s : out.results[1].samples) {
+    EXPECT_TRUE(s.logprobs.empty());
+    EXPECT_TRUE(s.top_logprobs.empty());
+  }
+}
+
+TEST(Engine, LogprobsValidation) {
+  const kv::PoolConfig pool = poolConfig(64);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  auto engine = Engine::create(EngineConfig(), alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  Request r;
+  r.prompt = {1, 2};
+  for (int32_t bad : {-2, kMaxLogprobs + 1}) {
+    r.logprobs = bad;
+    auto id = (*engine)->addRequest(r);
+    ASSERT_EQ(id.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(id.status().info().subject, "logprobs");
+  }
+  r.logprobs = kMaxLogprobs; // the limit itself is fine
+  ASSERT_TRUE((*engine)->addRequest(r).ok());
 }

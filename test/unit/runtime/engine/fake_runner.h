@@ -68,7 +68,8 @@ inline std::vector<int32_t> referenceGenerate(const Request &request,
       return {};
     tokens.push_back(*tok);
     out.push_back(*tok);
-    if (request.stop_token && *tok == *request.stop_token)
+    if (std::find(request.stop_tokens.begin(), request.stop_tokens.end(),
+                  *tok) != request.stop_tokens.end())
       break;
   }
   return out;

@@ -24,7 +24,10 @@
 //      A request with n > 1 is prefilled once, then forked into n sequences
 //      that share the prompt's blocks; each samples its own first token from
 //      the same logits (a shared partial tail is copied on first write).
-//   4. Stop token or max_new_tokens finishes a sample and frees its blocks.
+//   4. A stop token or max_new_tokens finishes a sample and frees its blocks.
+//
+// `abort(id)` (between steps) finishes a waiting, running or swapped request
+// at once (FinishReason::kAbort) and frees its blocks before it returns.
 //
 // Requests that can never fit (prompt + max_new_tokens > max_seq_len, or
 // more blocks than the pool has) fail at `addRequest` with
@@ -83,8 +86,21 @@ struct Request {
   SamplingParams sampling;
   /// Parallel samples, in [1, max_batch_size].
   int64_t n = 1;
-  /// Ends a sample when drawn (and is its last token).
-  std::optional<int32_t> stop_token;
+  /// Stop token ids: any of them ends a sample when drawn (and is its last
+  /// token). Duplicates are harmless; empty: none.
+  std::vector<int32_t> stop_tokens;
+  /// Log-probabilities to record per generated token, of the model's
+  /// distribution (log-softmax of the raw logits row, before temperature
+  /// and filters): -1 none; 0 the sampled token's; k in [1, kMaxLogprobs]
+  /// also the k most likely tokens' (ties: lower id first).
+  int32_t logprobs = -1;
+};
+
+constexpr int32_t kMaxLogprobs = 20;
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
 };
 
 enum class FinishReason : int32_t {
@@ -92,6 +108,7 @@ enum class FinishReason : int32_t {
   kStop = 1,   ///< drew the stop token
   kLength = 2, ///< reached max_new_tokens
   kError = 3,  ///< the request failed (RequestResult::status)
+  kAbort = 4,  ///< aborted by `Engine::abort` before it finished
 };
 const char *finishReasonName(FinishReason reason);
 
@@ -99,6 +116,10 @@ struct SampleResult {
   /// Generated tokens, the stop token included.
   std::vector<int32_t> tokens;
   FinishReason finish_reason = FinishReason::kNone;
+  /// With Request::logprobs >= 0: one per token, the sampled token's
+  /// log-probability; with logprobs k > 0 also, per token, the k most likely.
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
 };
 
 /// Times are seconds on the engine's steady clock (0 = engine creation).
@@ -128,6 +149,8 @@ struct RequestResult {
   Status status;
   /// n entries, in sample order.
   std::vector<SampleResult> samples;
+  /// The request's Request::logprobs (what the samples record).
+  int32_t logprobs = -1;
   RequestMetrics metrics;
 };
 
@@ -148,6 +171,7 @@ struct EngineMetrics {
   int64_t prefix_cache_hit_tokens = 0;
   int64_t requests_finished = 0;
   int64_t requests_failed = 0;
+  int64_t requests_aborted = 0;
   /// Wall time inside step(), and output tokens per second of it.
   double busy_s = 0;
   double tokens_per_s = 0;
@@ -198,6 +222,13 @@ public:
   StatusOr<RequestResult> result(uint64_t requestId) const;
   /// Forgets a finished request (its result is gone afterwards).
   Status release(uint64_t requestId);
+  /// Finishes an unfinished request now: its unfinished samples get
+  /// FinishReason::kAbort (tokens generated so far are kept in the result)
+  /// and every block its sequences hold is freed before this returns. A
+  /// finished request is left as it is (OK). Not during `step` (the engine
+  /// is single-threaded). InvalidArgument with subject "request_id" for an
+  /// unknown (or released) id.
+  Status abort(uint64_t requestId);
 
   /// Derived fields (tokens_per_s, means) are computed on each call.
   EngineMetrics metrics() const;
@@ -216,6 +247,9 @@ private:
   /// Frees the sequence's blocks (an allocator error breaks the engine) and
   /// marks it finished.
   void releaseSeq(Seq *seq);
+  /// releaseSeq for every unfinished sequence of `request`, running, waiting
+  /// or swapped.
+  void releaseRequestSeqs(RequestState *request);
   void finishSeq(Seq *seq, FinishReason reason, double t);
   void finishRequest(RequestState *request, double t);
   void sampleNext(Seq *seq, const float *row, int64_t vocab, double t);
