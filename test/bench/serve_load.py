@@ -103,31 +103,59 @@ async def _drive(url: str, model: str, prompts: list[tuple[str, int]], concurren
     return out
 
 
-def _aiperf(url: str, model: str, args, concurrency: int, count: int) -> dict:
-    """One run of `aiperf profile` at `concurrency`; its JSON export's
-    statistics in the script's shape."""
+def _aiperf(url: str, model: str, args, concurrency: int, count: int, tokenizer: str) -> dict:
+    """One run of `aiperf profile` at `concurrency` (synthetic prompts
+    tokenized with the served model's own tokenizer, the folder
+    `tokenizer`); its JSON export's statistics in the script's shape."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["aiperf", "profile", "--model", model, "--url", url, "--endpoint-type",
                "completions", "--streaming", "--concurrency", str(concurrency),
-               "--request-count", str(count),
-               "--synthetic-input-tokens-mean", str(args.prompt_len),
-               "--synthetic-input-tokens-stddev", str(args.prompt_len // 4),
-               "--output-tokens-mean", str(args.output_len),
-               "--output-tokens-stddev", str(args.output_len // 4),
-               "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp]
+               "--request-count", str(count), "--tokenizer", tokenizer,
+               "--prompt-input-tokens-mean", str(args.prompt_len),
+               "--prompt-input-tokens-stddev", str(args.prompt_len // 4),
+               "--prompt-output-tokens-mean", str(args.output_len),
+               "--prompt-output-tokens-stddev", str(args.output_len // 4),
+               "--extra-inputs", "ignore_eos:true", "--random-seed", str(args.seed),
+               # Output tokens as the server counts them (usage): text
+               # re-tokenized merges differently from the ids generated.
+               "--use-server-token-count", "--output-artifact-dir", tmp]
+        # aiperf in offline mode looks tokenizers up in the hub's cache only,
+        # never at a local path.
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
-        found = list(pathlib.Path(tmp).rglob("*aiperf*.json"))
+        found = sorted(pathlib.Path(tmp).rglob("profile_export_aiperf.json"))
+        if done.returncode != 0 or not found:
+            raise RuntimeError(f"aiperf failed (exit {done.returncode}):\n"
+                               f"{(done.stderr or done.stdout)[-2000:]}")
         stats = json.loads(found[0].read_text())
-    ttft, itl = stats.get("time_to_first_token", {}), stats.get("inter_token_latency", {})
-    ms = 1e-3
-    return {"ttft_p": (ttft.get("p50", 0) * ms, ttft.get("p99", 0) * ms),
-            "itl_p": (itl.get("p50", 0) * ms, itl.get("p99", 0) * ms),
-            "tokens_per_s": stats.get("output_token_throughput", {}).get("avg", 0),
-            "completed": int(stats.get("request_count", {}).get("avg", count)),
-            "errors": int(stats.get("error_request_count", {}).get("avg", 0)), "rejected": 0,
+    stats = stats.get("records", stats)
+
+    def stat(name, key):
+        entry = stats.get(name) or {}
+        return float(entry.get(key) or 0)
+
+    ms = 1e-3  # aiperf reports milliseconds
+    return {"ttft_p": (stat("time_to_first_token", "p50") * ms,
+                       stat("time_to_first_token", "p99") * ms),
+            "itl_p": (stat("inter_token_latency", "p50") * ms,
+                      stat("inter_token_latency", "p99") * ms),
+            "tokens_per_s": stat("output_token_throughput", "avg"),
+            "completed": int(stat("request_count", "avg") or count),
+            "errors": int(stat("error_request_count", "avg")), "rejected": 0,
             "wall_s": wall}
+
+
+def _tokenizer_folder(artifact: str, folder: pathlib.Path) -> str:
+    """The artifact's bundled tokenizer files written to `folder`, which
+    aiperf loads as a Hugging Face tokenizer."""
+    from sits_mlir.runtime.text import _artifact_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in _artifact_files(artifact).items():
+        (folder / name).write_bytes(data)
+    return str(folder)
 
 
 def _prompts(codec, count: int, args, rng: random.Random) -> list[tuple[str, int]]:
@@ -240,7 +268,8 @@ def main(argv=None) -> int:
             for c in (int(x) for x in args.concurrency.split(",")):
                 count = args.requests or max(16, 4 * c)
                 if use_aiperf:
-                    r = _aiperf(url, "bench", args, c, count)
+                    r = _aiperf(url, "bench", args, c, count,
+                                _tokenizer_folder(artifact, pathlib.Path(tmp) / "tokenizer"))
                 else:
                     raw = asyncio.run(_drive(url, "bench", _prompts(codec, count, args, rng), c))
                     r = {"ttft_p": (_percentile(raw["ttft"], 50), _percentile(raw["ttft"], 99)),
