@@ -94,8 +94,9 @@ class Importer:
             if any(o in needed for o in n.output if o):
                 live.add(i)
                 conv = self._converter(i)
-                reads = conv.reads if conv is not None and conv.reads is not None \
-                    else range(len(n.input))
+                reads = conv.read_inputs(g, n) if conv is not None else None
+                if reads is None:
+                    reads = range(len(n.input))
                 needed.update(n.input[k] for k in reads if k < len(n.input) and n.input[k])
         return live
 
@@ -186,8 +187,8 @@ class Importer:
         if mixed:
             return mixed
         upstream = False
-        unread = {x for k, x in enumerate(n.input)
-                  if conv.reads is not None and k not in conv.reads}
+        reads = conv.read_inputs(g, n)
+        unread = {x for k, x in enumerate(n.input) if reads is not None and k not in reads}
         for name in list(n.input) + list(n.output):
             if not name:
                 continue

@@ -35,9 +35,14 @@ class Converter:
     #: False for ops registered only to give the pre-flight check a
     #: specific reason (quantized ops, data-dependent shapes).
     supported: bool = True
-    #: Indices of the inputs `emit` reads as run-time values (None: all);
-    #: the others are read only as constants or not at all.
-    reads: Optional[tuple] = None
+    #: Indices of the inputs `emit` reads as run-time values (None: all),
+    #: or a function (graph, node) giving them; the others are read only as
+    #: constants or not at all, and their producers need not be imported.
+    reads: Optional[tuple | Callable] = None
+
+    def read_inputs(self, g, node) -> Optional[tuple]:
+        """The indices of `node`'s inputs `emit` reads at run time (None: all)."""
+        return tuple(self.reads(g, node)) if callable(self.reads) else self.reads
     #: The first opset version (of the op's domain) this converter imports.
     since: int = 1
 

@@ -195,9 +195,28 @@ def _transpose(ctx, node):
     return [ctx.transpose(x, node.input[0], perm)]
 
 
-@converter("Concat")
+def _concat_reads(g, node) -> tuple:
+    """The inputs a Concat reads: not those statically empty along its axis
+    (the pass-through half of a partial rotary embedding that covers the
+    whole head), whose producers then need not be imported; all of them
+    when every input is empty."""
+    named = [k for k, x in enumerate(node.input) if x]
+    shapes = [g.shape(node.input[k]) for k in named]
+    if not shapes or any(s is None for s in shapes):
+        return tuple(named)
+    axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+    rank = len(shapes[0])
+    if axis is None or not -rank <= axis < rank:
+        return tuple(named)
+    axis = norm_axis(axis, rank)
+    full = tuple(k for k, s in zip(named, shapes) if len(s) == rank and s[axis] != 0)
+    return full or tuple(named)
+
+
+@converter("Concat", reads=_concat_reads)
 def _concat(ctx, node):
-    vals = [ctx.get(n) for n in node.input if n]
+    reads = _concat_reads(ctx.g, node)
+    vals = [ctx.get(node.input[k]) for k in reads]
     shapes = [shape_of(v) for v in vals]
     rank = len(shapes[0])
     axis = norm_axis(ctx.attrs(node)["axis"], rank)
