@@ -592,18 +592,11 @@ class ServerState:
         from ..runtime.engine import Engine
         from ..runtime.model import load
         from ..runtime.text import TextCodec
-        from ..tools.runtime import _available_bytes, decoder_geometry, pool_config
+        from ..tools.runtime import decoder_geometry, fitting_pool_config
 
         model = load(options.config, trusted_keys=options.trusted_key)
         geometry = decoder_geometry(model)
-        config = pool_config(options, geometry)
-        sizes = config.validate()
-        pool_bytes = sizes["total_bytes"] + sizes["host_total_bytes"]
-        available = _available_bytes()
-        if available is not None and pool_bytes > available:
-            raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB, more "
-                             f"than the {available / (1 << 30):.1f} GiB of memory available: "
-                             "lower --batch-size, --max-seq-len or --num-blocks")
+        config = fitting_pool_config(options, geometry)
         codec = TextCodec.from_artifact(model)
         pool = kv.KVAllocator(config)
         runner_type = PagedRunner if geometry["paged"] else PastKVRunner

@@ -270,6 +270,23 @@ def pool_config(args, geometry: dict):
                          num_host_blocks=args.host_blocks)
 
 
+def fitting_pool_config(args, geometry: dict):
+    """`pool_config`, checked against the memory left (MemAvailable): a
+    pool past it is refused with a ValueError before anything is
+    allocated, rather than left for the OOM killer to end."""
+    config = pool_config(args, geometry)
+    sizes = config.validate()
+    pool_bytes = sizes["total_bytes"] + sizes["host_total_bytes"]
+    available = _available_bytes()
+    if available is not None and pool_bytes > available:
+        raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "
+                         f"({config.num_blocks} device + {args.host_blocks} host blocks of "
+                         f"{sizes['bytes_per_block']} bytes), more than the "
+                         f"{available / (1 << 30):.1f} GiB of memory available: lower "
+                         "--batch-size, --max-seq-len or --num-blocks")
+    return config
+
+
 def run(args) -> dict:
     from ..errors import SitsError
     from ..runtime import kv
@@ -292,19 +309,8 @@ def run(args) -> dict:
             raise ValueError(str(e)) from None
 
     requests = _requests(args, geometry["vocab"], codec)
-    config = pool_config(args, geometry)
+    config = fitting_pool_config(args, geometry)
     num_blocks, bs = config.num_blocks, config.block_size
-    # Refused before anything is allocated: a pool past the memory left
-    # would be the OOM killer's to end.
-    sizes = config.validate()
-    pool_bytes = sizes["total_bytes"] + sizes["host_total_bytes"]
-    available = _available_bytes()
-    if available is not None and pool_bytes > available:
-        raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "
-                         f"({num_blocks} device + {args.host_blocks} host blocks of "
-                         f"{sizes['bytes_per_block']} bytes), more than the "
-                         f"{available / (1 << 30):.1f} GiB of memory available: lower "
-                         "--batch-size, --max-seq-len or --num-blocks")
     pool = kv.KVAllocator(config)
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
     engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),

@@ -103,6 +103,15 @@ float logprobsOf(const float *row, int64_t vocab, int32_t token, int32_t top,
   return static_cast<float>(row[token] - lse);
 }
 
+/// The error of a call naming a request the engine does not hold.
+Status noSuchRequest(uint64_t requestId) {
+  Status st = invalidArgument("request_id",
+                              "request_id = " + std::to_string(requestId) +
+                                  ": no such request");
+  st.withValue(static_cast<int64_t>(requestId));
+  return st;
+}
+
 Status capacityExceeded(const char *subject, int64_t value, int64_t limit,
                         std::string message) {
   ErrorInfo e;
@@ -274,22 +283,15 @@ bool Engine::hasUnfinished() const {
 
 StatusOr<RequestResult> Engine::result(uint64_t requestId) const {
   auto it = requests_.find(requestId);
-  if (it == requests_.end()) {
-    Status st = invalidArgument("request_id",
-                                "request_id = " + std::to_string(requestId) +
-                                    ": no such request");
-    st.withValue(static_cast<int64_t>(requestId));
-    return st;
-  }
+  if (it == requests_.end())
+    return noSuchRequest(requestId);
   return it->second->result;
 }
 
 Status Engine::release(uint64_t requestId) {
   auto it = requests_.find(requestId);
   if (it == requests_.end())
-    return invalidArgument("request_id",
-                           "request_id = " + std::to_string(requestId) +
-                               ": no such request");
+    return noSuchRequest(requestId);
   if (!it->second->result.finished)
     return invalidArgument("request_id",
                            "request_id = " + std::to_string(requestId) +
@@ -300,13 +302,8 @@ Status Engine::release(uint64_t requestId) {
 
 Status Engine::abort(uint64_t requestId) {
   auto it = requests_.find(requestId);
-  if (it == requests_.end()) {
-    Status st = invalidArgument("request_id",
-                                "request_id = " + std::to_string(requestId) +
-                                    ": no such request");
-    st.withValue(static_cast<int64_t>(requestId));
-    return st;
-  }
+  if (it == requests_.end())
+    return noSuchRequest(requestId);
   RequestState *r = it->second.get();
   if (r->result.finished)
     return Status::OK();
