@@ -177,8 +177,7 @@ def _prompts(codec, count: int, args, rng: random.Random) -> list[tuple[str, int
 @contextlib.contextmanager
 def _served(artifact: str, args):
     """`sits-runtime serve` in a subprocess; yields its URL, SIGTERM at the end."""
-    import httpx
-    from server_helpers import free_port
+    from server_helpers import free_port, wait_healthy
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "sits_mlir.tools.runtime", "serve",
@@ -188,16 +187,7 @@ def _served(artifact: str, args):
                              "--log-level", "warning"])
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.1)
+        wait_healthy(url, proc, 120)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -78,6 +78,27 @@ def running_server(artifact: str, **options) -> Iterator[Running]:
         assert not state.worker._thread.is_alive(), "the engine thread did not stop"
 
 
+def wait_healthy(url: str, proc, timeout: float) -> None:
+    """Waits until the server process `proc` answers 200 on `url`/health;
+    RuntimeError (with its output, when it exited) if it ends or the
+    timeout passes first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}: "
+                               f"{proc.communicate() if proc.stdout else ''}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not come up")
+        time.sleep(0.1)
+
+
 def metric(text: str, name: str) -> float:
     """A sample's value in Prometheus text (`name` with its labels)."""
     m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -17,7 +16,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 httpx = pytest.importorskip("httpx")
 
-from server_helpers import free_port  # noqa: E402
+from server_helpers import free_port, wait_healthy  # noqa: E402
 
 CLI = [sys.executable, "-m", "sits_mlir.tools.runtime", "serve"]
 
@@ -42,16 +41,7 @@ def test_serve_until_sigterm(served_artifact):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        wait_healthy(url, proc, 60)
         r = httpx.post(url + "/v1/completions", headers={"Authorization": "Bearer k"},
                        json={"model": "tiny", "prompt": "Hello", "max_tokens": 4}, timeout=60)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
