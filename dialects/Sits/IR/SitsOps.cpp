@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
@@ -741,10 +742,15 @@ LogicalResult PagedAttentionOp::verify() {
   if (!ShapedType::isDynamic(ps[2]) && ps[2] != 2)
     return emitOpError("pool dimension 2 must hold K and V (extent 2), got ")
            << ps[2];
-  if (!ShapedType::isDynamic(ps[1]) && getLayer() >= uint64_t(ps[1]))
+  if (getLayer().has_value() == static_cast<bool>(getLayerIndex()))
+    return emitOpError("expects exactly one of the 'layer' attribute and a "
+                       "layer operand");
+  std::optional<int64_t> layer = getConstantLayer();
+  if (layer && *layer < 0)
+    return emitOpError("layer must be non-negative, got ") << *layer;
+  if (layer && !ShapedType::isDynamic(ps[1]) && *layer >= ps[1])
     return emitOpError("layer ")
-           << getLayer() << " is out of range for a pool of " << ps[1]
-           << " layers";
+           << *layer << " is out of range for a pool of " << ps[1] << " layers";
   if (!ShapedType::isDynamic(ps[4]) && ps[4] <= 0)
     return emitOpError("block size must be positive, got ") << ps[4];
   int64_t kvHeads = mergeExtent(ks[1], mergeExtent(vs[1], ps[3]));
@@ -760,6 +766,26 @@ LogicalResult PagedAttentionOp::verify() {
 
 std::optional<double> PagedAttentionOp::getScaleOrDefault() {
   return scaleOrDefault(getScale(), getQuery().getType());
+}
+
+std::optional<int64_t> PagedAttentionOp::getConstantLayer() {
+  if (std::optional<uint64_t> layer = getLayer())
+    return *layer;
+  APInt layer;
+  if (!getLayerIndex() || !matchPattern(getLayerIndex(), m_ConstantInt(&layer)))
+    return std::nullopt;
+  return layer.getSExtValue();
+}
+
+LogicalResult PagedAttentionOp::fold(FoldAdaptor adaptor,
+                                     SmallVectorImpl<OpFoldResult> &) {
+  // A constant layer operand becomes the attribute, in place.
+  auto layer = dyn_cast_if_present<IntegerAttr>(adaptor.getLayerIndex());
+  if (!layer)
+    return failure();
+  setLayer(layer.getValue().getZExtValue());
+  getLayerIndexMutable().clear();
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -284,8 +284,11 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     One decoder layer's attention for a batch of sequences whose keys and
     values live in a paged KV pool (the layout of the runtime's KV
     allocator): `pool` is `[num_blocks, layers, 2, Hkv, block_size, D]`, where
-    block `n`, layer `layer`, kind 0 (K) or 1 (V) holds `block_size`
-    consecutive token positions of one sequence.
+    block `n`, layer `l`, kind 0 (K) or 1 (V) holds `block_size`
+    consecutive token positions of one sequence. The op reads and writes one
+    layer, given either by the `layer` attribute or, in a function shared by
+    all layers, by an `index` operand, `layer(%l)`; a constant operand folds
+    into the attribute.
 
     `query` is `[B, Hq, S, D]` and `key`/`value` are the `S` new tokens'
     `[B, Hkv, S, D]`. The op first writes token `s` of sequence `b` into slot
@@ -313,6 +316,11 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
         : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>,
            tensor<?x2x2x2x16x16xf32>, tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>)
         -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x16xf32>)
+    // The same, in a function called once per layer.
+    %o, %pool1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens layer(%l)
+        : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>,
+           tensor<?x2x2x2x16x16xf32>, tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>)
+        -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x16xf32>)
     ```
   }];
   let arguments = (ins
@@ -323,16 +331,24 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     RankedTensorOf<[I32]>:$block_tables,
     RankedTensorOf<[I64]>:$slot_mapping,
     RankedTensorOf<[I32]>:$context_lens,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+    Optional<Index>:$layer_index,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$layer,
     OptionalAttr<F64Attr>:$scale
   );
   let results = (outs Sits_FloatTensor:$result, Sits_FloatTensor:$updated_pool);
+  // The layer operand's type is always `index`: it stays out of the types.
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $pool `,` $block_tables `,` $slot_mapping `,`
-    $context_lens attr-dict `:` functional-type(operands, results)
+    $context_lens (`layer` `(` $layer_index^ `)`)? attr-dict `:`
+    `(` type($query) `,` type($key) `,` type($value) `,` type($pool) `,`
+    type($block_tables) `,` type($slot_mapping) `,` type($context_lens) `)`
+    `->` `(` type($result) `,` type($updated_pool) `)`
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
   let extraClassDeclaration = [{
+    /// The layer when it is known: the attribute or a constant operand.
+    std::optional<int64_t> getConstantLayer();
     /// The softmax scale, defaulted to 1/sqrt(head dim) when not set.
     std::optional<double> getScaleOrDefault();
   }];

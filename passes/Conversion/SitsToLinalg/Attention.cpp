@@ -281,7 +281,7 @@ namespace {
 /// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, D]` slice
 /// per kind, which bufferizes in place when the pool is.
 Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
-                 Value slots, int64_t layer) {
+                 Value slots, OpFoldResult layer) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   OpFoldResult blockSize = dimOf(b, loc, pool, 4);
@@ -331,7 +331,7 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
                       Value slice = tensor::ExtractSliceOp::create(
                           tb, tl, sliceType, source, from, sizes, one);
                       SmallVector<OpFoldResult> to = {block,
-                                                      tb.getIndexAttr(layer),
+                                                      layer,
                                                       tb.getIndexAttr(kind),
                                                       tb.getIndexAttr(0),
                                                       offset,
@@ -365,7 +365,7 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
 /// thread pool splits: element-wise reads through the table would vectorize
 /// to gathers.
 Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
-                    int64_t layer, int64_t kind) {
+                    OpFoldResult layer, int64_t kind) {
   auto poolType = cast<RankedTensorType>(pool.getType());
   OpFoldResult batch = dimOf(b, loc, tables, 0),
                width = dimOf(b, loc, tables, 1), heads = dimOf(b, loc, pool, 3),
@@ -389,8 +389,8 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
   Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                         block, numBlocks);
   block = arith::SelectOp::create(b, loc, inRange, block, c0);
-  SmallVector<OpFoldResult> from = {
-      block, b.getIndexAttr(layer), b.getIndexAttr(kind), zero, zero, zero};
+  SmallVector<OpFoldResult> from = {block, layer, b.getIndexAttr(kind),
+                                    zero,  zero,  zero};
   SmallVector<OpFoldResult> sizes = {one, one, one, heads, blockSize, headDim};
   auto chunkType = tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
       3, poolType, sizes);
@@ -412,7 +412,10 @@ FailureOr<SmallVector<Value>>
 mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
                                   PagedAttentionOp::Adaptor operands) {
   Location loc = op.getLoc();
-  int64_t layer = static_cast<int64_t>(op.getLayer());
+  // A static layer gives static pool offsets, a dynamic one dynamic ones.
+  OpFoldResult layer = operands.getLayerIndex()
+                           ? OpFoldResult(operands.getLayerIndex())
+                           : b.getIndexAttr(*op.getLayer());
   Value pool =
       writeSlots(b, loc, operands.getPool(), operands.getKey(),
                  operands.getValue(), operands.getSlotMapping(), layer);

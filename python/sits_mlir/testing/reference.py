@@ -579,8 +579,9 @@ class _Interpreter:
         return expand(scale), expand(zp)
 
     def op_sits_paged_attention(self, op, ins, env):
-        q, k, v, pool, tables, slots, lens = ins
-        layer = _int(op.attributes["layer"])
+        q, k, v, pool, tables, slots, lens, *layer_index = ins
+        # The layer is the attribute or, in a function shared by layers, an operand.
+        layer = int(layer_index[0]) if layer_index else _int(op.attributes["layer"])
         pool = pool.copy()
         blocks, block = pool.shape[0], pool.shape[4]
         batch, hq, width, d = q.shape

@@ -680,7 +680,7 @@ def _group_query_attention(ctx, node):
     kw = {}
     if a.get("scale"):
         kw["scale"] = f64_attr(a["scale"])
-    y, pool = sits.paged_attention(q, k, v, pool, tables, slots, lens, i64_attr(0), **kw)
+    y, pool = sits.paged_attention(q, k, v, pool, tables, slots, lens, layer=i64_attr(0), **kw)
     presents = []
     for kind in range(2):
         sizes = [bs, 1, 1, hkv, present, head]

@@ -59,3 +59,24 @@ func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor
 //       CHECK:       arith.cmpi sgt, %[[KJ]], %[[LAST]] : i64
 //       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[VC]] :
 //       CHECK:   return %{{.+}}, %[[WRITTEN]] : tensor<?x4x1x16xf32>, tensor<?x3x2x2x4x16xf32>
+
+// A layer operand becomes the layer offset of every pool slice.
+
+func.func @shared_layer(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
+                        %pool: tensor<?x?x2x2x4x16xf32>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
+                        %lens: tensor<?xi32>, %layer: index) -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x4x16xf32>) {
+  %o, %pool1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens layer(%layer)
+      : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x?x2x2x4x16xf32>,
+         tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>) -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x4x16xf32>)
+  return %o, %pool1 : tensor<?x4x1x16xf32>, tensor<?x?x2x2x4x16xf32>
+}
+// CHECK-LABEL: func.func @shared_layer
+//  CHECK-SAME: %[[LAYER:[^:]+]]: index)
+//       CHECK:   %[[WRITTEN:.+]] = scf.for
+//       CHECK:         tensor.insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %[[LAYER]], 0, 0, %{{.+}}, 0] [1, 1, 1, 2, 1, 16]
+//       CHECK:         tensor.insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %[[LAYER]], 1, 0, %{{.+}}, 0] [1, 1, 1, 2, 1, 16]
+//       CHECK:   scf.forall
+//       CHECK:     tensor.extract_slice %[[WRITTEN]][%{{.+}}, %[[LAYER]], 0, 0, 0, 0] [1, 1, 1, 2, 4, 16] [1, 1, 1, 1, 1, 1] : tensor<?x?x2x2x4x16xf32> to tensor<2x4x16xf32>
+//       CHECK:   scf.forall
+//       CHECK:     tensor.extract_slice %[[WRITTEN]][%{{.+}}, %[[LAYER]], 1, 0, 0, 0] [1, 1, 1, 2, 4, 16]
+//       CHECK:   return %{{.+}}, %[[WRITTEN]] : tensor<?x4x1x16xf32>, tensor<?x?x2x2x4x16xf32>

@@ -260,3 +260,26 @@ func.func @no_fold_dequantize_of_quantize(%x: tensor<16xf32>, %s: tensor<f32>) -
   %1 = sits.dequantize %0, %s : (tensor<16xi8>, tensor<f32>) -> tensor<16xf32>
   return %1 : tensor<16xf32>
 }
+
+// -----
+
+// A constant layer operand of sits.paged_attention becomes the attribute; any
+// other operand stays.
+// CHECK-LABEL: func.func @paged_attention_constant_layer
+//  CHECK-SAME: %[[I:[^:]+]]: index)
+//       CHECK:   %[[O:.+]], %{{.+}} = sits.paged_attention {{.+}} {layer = 1 : i64, scale = 2.500000e-01 : f64}
+//       CHECK:   %{{.+}}, %[[P:.+]] = sits.paged_attention {{.+}} layer(%[[I]]) :
+//       CHECK:   return %[[O]], %[[P]]
+func.func @paged_attention_constant_layer(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>,
+                                          %pool: tensor<8x2x2x2x4x16xf32>, %t: tensor<1x2xi32>,
+                                          %s: tensor<1x1xi64>, %l: tensor<1xi32>, %i: index)
+    -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>) {
+  %c1 = arith.constant 1 : index
+  %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l layer(%c1) {scale = 0.25 : f64}
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x2x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>)
+  %o1, %p1 = sits.paged_attention %q, %k, %k, %p, %t, %s, %l layer(%i)
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x2x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>)
+  return %o, %p1 : tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>
+}

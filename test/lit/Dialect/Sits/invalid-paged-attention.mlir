@@ -101,6 +101,52 @@ func.func @layer(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tens
 
 // -----
 
+func.func @layer_twice(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x2x2x2x4x16xf32>,
+                       %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>, %i: index) {
+  // expected-error @+1 {{'sits.paged_attention' op expects exactly one of the 'layer' attribute and a layer operand}}
+  %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l layer(%i) {layer = 0}
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x2x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @no_layer(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x2x2x2x4x16xf32>,
+                    %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
+  // expected-error @+1 {{'sits.paged_attention' op expects exactly one of the 'layer' attribute and a layer operand}}
+  %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x2x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @constant_layer(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x2x2x2x4x16xf32>,
+                          %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
+  %c2 = arith.constant 2 : index
+  // expected-error @+1 {{'sits.paged_attention' op layer 2 is out of range for a pool of 2 layers}}
+  %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l layer(%c2)
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x2x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x2x2x2x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @negative_layer(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x?x2x2x4x16xf32>,
+                          %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
+  %c-1 = arith.constant -1 : index
+  // expected-error @+1 {{'sits.paged_attention' op layer must be non-negative, got -1}}
+  %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l layer(%c-1)
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x?x2x2x4x16xf32>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
+      -> (tensor<1x4x1x16xf32>, tensor<8x?x2x2x4x16xf32>)
+  return
+}
+
+// -----
+
 func.func @block_size(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x1x2x2x0x16xf32>,
                       %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
   // expected-error @+1 {{'sits.paged_attention' op block size must be positive, got 0}}

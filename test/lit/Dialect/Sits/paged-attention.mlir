@@ -2,7 +2,7 @@
 // RUN: sits-opt %s --split-input-file | sits-opt --split-input-file | FileCheck %s
 
 // Round trip of sits.paged_attention: a GQA decode step with dynamic batch,
-// and a static prefill with an explicit scale.
+// a static prefill with an explicit scale, and a layer given as an operand.
 
 func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
                   %pool: tensor<?x2x2x2x16x16xf32>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
@@ -30,3 +30,20 @@ func.func @prefill(%q: tensor<2x8x5x32xf16>, %k: tensor<2x8x5x32xf16>, %v: tenso
 }
 // CHECK-LABEL: func.func @prefill
 //       CHECK:   sits.paged_attention {{.+}} {layer = 0 : i64, scale = 1.250000e-01 : f64}
+
+// -----
+
+// The layer as an operand, in a function shared by every layer.
+func.func @shared_layer(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
+                        %pool: tensor<?x?x2x2x16x16xf32>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
+                        %lens: tensor<?xi32>, %layer: index) -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x16x16xf32>) {
+  %o, %pool1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens layer(%layer) {scale = 0.25 : f64}
+      : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x?x2x2x16x16xf32>,
+         tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>) -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x16x16xf32>)
+  return %o, %pool1 : tensor<?x4x1x16xf32>, tensor<?x?x2x2x16x16xf32>
+}
+// CHECK-LABEL: func.func @shared_layer
+//  CHECK-SAME: (%[[Q:[^:]+]]: {{.+}}, %[[K:[^:]+]]: {{.+}}, %[[V:[^:]+]]: {{.+}}, %[[P:[^:]+]]: {{.+}}, %[[T:[^:]+]]: {{.+}}, %[[S:[^:]+]]: {{.+}}, %[[L:[^:]+]]: {{.+}}, %[[I:[^:]+]]: index)
+//       CHECK:   sits.paged_attention %[[Q]], %[[K]], %[[V]], %[[P]], %[[T]], %[[S]], %[[L]] layer(%[[I]]) {scale = 2.500000e-01 : f64}
+//  CHECK-SAME:     : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x?x2x2x16x16xf32>, tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>)
+//  CHECK-SAME:     -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x16x16xf32>)
