@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <cassert>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #endif
 
 using namespace mlir;
+using namespace mlir::sits;
 
 std::optional<ArrayRef<char>> mlir::sits::getConstantBytes(ElementsAttr value) {
   auto type = dyn_cast<ShapedType>(value.getType());
@@ -116,4 +118,116 @@ TypedAttr mlir::sits::makeConstantLike(ElementsAttr original,
         type, (resource.getRawHandle().getKey() + suffix).str(),
         std::move(blob));
   return DenseElementsAttr::getFromRawBuffer(type, blob.getData());
+}
+
+mlir::sits::CallSites::CallSites(ModuleOp module) {
+  SymbolTableCollection symbolTables;
+  SymbolUserMap users(symbolTables, module);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func.isPrivate())
+      continue;
+    SmallVector<func::CallOp> funcCalls;
+    for (Operation *user : users.getUsers(func)) {
+      auto call = dyn_cast<func::CallOp>(user);
+      if (!call || call.getCallee() != func.getSymName()) {
+        funcCalls.clear();
+        break;
+      }
+      funcCalls.push_back(call);
+    }
+    if (!funcCalls.empty())
+      calls[func] = std::move(funcCalls);
+  }
+}
+
+ArrayRef<func::CallOp> mlir::sits::CallSites::lookup(func::FuncOp func) const {
+  auto it = calls.find(func);
+  return it == calls.end() ? ArrayRef<func::CallOp>() : it->second;
+}
+
+/// `value`'s defining constant, when it holds elements.
+static std::optional<ConstantSource> getOwnConstant(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<ElementsAttr>(constant.getValue()) : nullptr;
+  if (!elements)
+    return std::nullopt;
+  return ConstantSource{constant, elements, nullptr};
+}
+
+/// The function `value` is an argument of, when it is one.
+static func::FuncOp getArgumentFunction(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || !arg.getOwner()->isEntryBlock())
+    return nullptr;
+  return dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+}
+
+SmallVector<ConstantSource>
+mlir::sits::getConstantSources(Value value, const CallSites &calls) {
+  if (std::optional<ConstantSource> own = getOwnConstant(value))
+    return {*own};
+  func::FuncOp func = getArgumentFunction(value);
+  if (!func)
+    return {};
+  unsigned index = cast<BlockArgument>(value).getArgNumber();
+  SmallVector<ConstantSource> sources;
+  for (func::CallOp call : calls.lookup(func)) {
+    std::optional<ConstantSource> passed =
+        getOwnConstant(call.getOperand(index));
+    if (!passed)
+      return {};
+    passed->call = call;
+    sources.push_back(*passed);
+  }
+  return sources;
+}
+
+Value mlir::sits::deriveConstant(
+    RewriterBase &rewriter, Value value, ArrayRef<ConstantSource> sources,
+    function_ref<TypedAttr(const ConstantSource &)> derive) {
+  assert(!sources.empty() && "deriveConstant needs the value's constants");
+  if (!sources.front().call)
+    return arith::ConstantOp::create(rewriter, sources.front().op->getLoc(),
+                                     derive(sources.front()));
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  func::FuncOp func = getArgumentFunction(value);
+  unsigned index = func.getNumArguments();
+  Type type;
+  for (const ConstantSource &source : sources) {
+    rewriter.setInsertionPoint(source.call);
+    Value derived = arith::ConstantOp::create(rewriter, source.op->getLoc(),
+                                              derive(source));
+    assert((!type || derived.getType() == type) &&
+           "constants derived for one argument differ in type");
+    type = derived.getType();
+    rewriter.modifyOpInPlace(
+        source.call, [&] { source.call->insertOperands(index, derived); });
+  }
+  // func.func takes any signature: this cannot fail.
+  rewriter.modifyOpInPlace(func, [&] {
+    (void)func.insertArgument(index, type, /*argAttrs=*/{}, value.getLoc());
+  });
+  return func.getArgument(index);
+}
+
+void mlir::sits::eraseIfUnused(RewriterBase &rewriter, Value value,
+                               ArrayRef<ConstantSource> sources) {
+  if (!value.use_empty())
+    return;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
+    rewriter.eraseOp(constant);
+    return;
+  }
+  unsigned index = cast<BlockArgument>(value).getArgNumber();
+  for (const ConstantSource &source : sources) {
+    rewriter.modifyOpInPlace(source.call,
+                             [&] { source.call->eraseOperand(index); });
+    if (source.op->use_empty())
+      rewriter.eraseOp(source.op);
+  }
+  // func.func takes any signature: this cannot fail.
+  func::FuncOp func = getArgumentFunction(value);
+  rewriter.modifyOpInPlace(func, [&] { (void)func.eraseArgument(index); });
 }

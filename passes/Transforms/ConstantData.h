@@ -2,16 +2,23 @@
 //
 // Passes that re-lay out weights at compile time (transposed, in panels,
 // as a GEMM filter) read a constant's raw bytes and write new ones. These
-// helpers are the one place that knows how constants hold their data.
+// helpers are the one place that knows how constants hold their data, and
+// where a weight's constants are: its own `arith.constant`, or, in a
+// model's repeated layer outlined into one private function, the constant
+// each call passes for the argument.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SITS_PASSES_TRANSFORMS_CONSTANTDATA_H
 #define SITS_PASSES_TRANSFORMS_CONSTANTDATA_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <optional>
 #include <string>
@@ -45,6 +52,51 @@ void loadFloats(ArrayRef<char> bytes, FloatType type,
 /// otherwise.
 TypedAttr makeConstantLike(ElementsAttr original, RankedTensorType type,
                            AsmResourceBlob blob, StringRef suffix);
+
+/// The calls of a module's private functions, found once per pass run so
+/// that finding the constants of every weight stays linear in the module.
+class CallSites {
+public:
+  explicit CallSites(ModuleOp module);
+
+  /// Every call of `func` when it is private and referenced by calls only
+  /// (in IR order); nothing otherwise.
+  ArrayRef<func::CallOp> lookup(func::FuncOp func) const;
+
+private:
+  DenseMap<Operation *, SmallVector<func::CallOp>> calls;
+};
+
+/// One constant a value holds on a path into it.
+struct ConstantSource {
+  arith::ConstantOp op;
+  ElementsAttr value;
+  /// The call passing `op` for a function argument; null for the value's
+  /// own constant.
+  func::CallOp call;
+};
+
+/// The constants `value` holds on every path into it: the `arith.constant`
+/// defining it, or, for an argument of a private function, the one each of
+/// its calls passes. Empty when a path brings anything else, or the
+/// function has other uses than calls.
+SmallVector<ConstantSource> getConstantSources(Value value,
+                                               const CallSites &calls);
+
+/// A value, where `value` is, holding `derive` of each of its `sources`
+/// (getConstantSources of `value`), all of one type: for a constant, a new
+/// constant at the rewriter's insertion point; for a function argument, a
+/// new argument at the end of the function's, for which each call passes
+/// the constant derived from its own, created right before the call.
+Value deriveConstant(RewriterBase &rewriter, Value value,
+                     ArrayRef<ConstantSource> sources,
+                     function_ref<TypedAttr(const ConstantSource &)> derive);
+
+/// Erases `value` once nothing uses it: its constant, or the function
+/// argument with what each call of `sources` passes for it (and that
+/// constant, when this was its last use).
+void eraseIfUnused(RewriterBase &rewriter, Value value,
+                   ArrayRef<ConstantSource> sources);
 
 } // namespace mlir::sits
 

@@ -17,33 +17,19 @@ namespace mlir::sits {
 using namespace mlir;
 using namespace mlir::sits;
 
-FailureOr<MatmulOp>
-mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
-                                        MatmulOp matmul) {
-  if (!matmul.getTransposeRhs())
-    return rewriter.notifyMatchFailure(matmul, "rhs is not transposed");
-  auto constant = matmul.getRhs().getDefiningOp<arith::ConstantOp>();
-  if (!constant || !matmul.getRhs().hasOneUse())
-    return rewriter.notifyMatchFailure(matmul,
-                                       "rhs is not a constant used only here");
-  auto value = dyn_cast<ElementsAttr>(constant.getValue());
-  auto type = dyn_cast<RankedTensorType>(constant.getType());
-  std::optional<ArrayRef<char>> bytes = value && type && !type.getEncoding()
-                                            ? getConstantBytes(value)
-                                            : std::nullopt;
-  if (!bytes)
-    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
+/// `value` ([..., rows, cols]) with its two innermost dimensions swapped.
+static TypedAttr transposeInnermost(ElementsAttr value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  ArrayRef<char> bytes = *getConstantBytes(value);
   int64_t elementBytes = getElementBytes(type);
-
-  // Transpose the two innermost dimensions of every batch.
   ArrayRef<int64_t> shape = type.getShape();
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   int64_t matrices = type.getNumElements() / (rows * cols);
   AsmResourceBlob blob =
-      HeapAsmResourceBlob::allocate(bytes->size(), /*align=*/64);
+      HeapAsmResourceBlob::allocate(bytes.size(), /*align=*/64);
   MutableArrayRef<char> out = blob.getMutableData();
   for (int64_t b = 0; b < matrices; ++b) {
-    const char *src = bytes->data() + b * rows * cols * elementBytes;
+    const char *src = bytes.data() + b * rows * cols * elementBytes;
     char *dst = out.data() + b * rows * cols * elementBytes;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
@@ -54,17 +40,37 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter,
   std::swap(transposedShape[shape.size() - 2], transposedShape.back());
   auto transposedType =
       RankedTensorType::get(transposedShape, type.getElementType());
+  return makeConstantLike(value, transposedType, std::move(blob), ".t");
+}
 
-  TypedAttr transposedValue =
-      makeConstantLike(value, transposedType, std::move(blob), ".t");
-  rewriter.setInsertionPoint(constant);
-  auto transposed =
-      arith::ConstantOp::create(rewriter, constant.getLoc(), transposedValue);
+FailureOr<MatmulOp>
+mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter, MatmulOp matmul,
+                                        const CallSites &calls) {
+  if (!matmul.getTransposeRhs())
+    return rewriter.notifyMatchFailure(matmul, "rhs is not transposed");
+  Value rhs = matmul.getRhs();
+  SmallVector<ConstantSource> sources = getConstantSources(rhs, calls);
+  if (sources.empty() || !rhs.hasOneUse())
+    return rewriter.notifyMatchFailure(matmul,
+                                       "rhs is not a constant used only here");
+  auto type = dyn_cast<RankedTensorType>(rhs.getType());
+  if (!type || type.getEncoding() ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
+    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
+
+  if (Operation *constant = rhs.getDefiningOp())
+    rewriter.setInsertionPoint(constant);
+  Value transposed =
+      deriveConstant(rewriter, rhs, sources, [](const ConstantSource &source) {
+        return transposeInnermost(source.value);
+      });
   rewriter.modifyOpInPlace(matmul, [&] {
     matmul.getRhsMutable().assign(transposed);
     matmul.setTransposeRhs(false);
   });
-  rewriter.eraseOp(constant);
+  eraseIfUnused(rewriter, rhs, sources);
   return matmul;
 }
 
@@ -73,11 +79,12 @@ namespace {
 struct SitsFoldWeightTransposesPass
     : sits::impl::SitsFoldWeightTransposesBase<SitsFoldWeightTransposesPass> {
   void runOnOperation() override {
+    CallSites calls(getOperation());
     SmallVector<MatmulOp> matmuls;
     getOperation()->walk([&](MatmulOp op) { matmuls.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (MatmulOp op : matmuls)
-      if (succeeded(foldConstantWeightTranspose(rewriter, op)))
+      if (succeeded(foldConstantWeightTranspose(rewriter, op, calls)))
         ++numFolded;
   }
 };

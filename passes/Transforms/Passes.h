@@ -30,12 +30,17 @@ inline constexpr llvm::StringLiteral kUpdatesAttr = "sits.updates";
 FailureOr<FusedEpilogueOpInterface>
 fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 
+class CallSites;
+
 /// Replaces the constant rhs of a `sits.matmul {transpose_rhs}` by its
 /// transpose (computed now) and clears the flag. Fails, changing nothing,
-/// unless the rhs is a statically shaped constant with byte-sized elements
-/// used only by this matmul.
+/// unless the rhs is used only by this matmul and is a statically shaped
+/// constant with byte-sized elements, or an argument of a private function
+/// for which each of `calls` passes one: each call then passes its
+/// constant's transpose as a new argument instead.
 FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
-                                                MatmulOp matmul);
+                                                MatmulOp matmul,
+                                                const CallSites &calls);
 
 /// One decoder layer reading its past K/V from function arguments: a causal
 /// `sits.attention` over `tensor.concat` (dim 2) of the past K/V and the new

@@ -36,7 +36,8 @@ def SitsFuseEpilogue : Pass<"sits-fuse-epilogue"> {
   ];
 }
 
-def SitsFoldWeightTransposes : Pass<"sits-fold-weight-transposes"> {
+def SitsFoldWeightTransposes
+    : Pass<"sits-fold-weight-transposes", "::mlir::ModuleOp"> {
   let summary = "Store transposed constant weights already transposed";
   let description = [{
     ONNX models multiply by `W^T` with W constant (`Gemm transB=1`, a
@@ -45,6 +46,12 @@ def SitsFoldWeightTransposes : Pass<"sits-fold-weight-transposes"> {
     gets a transposed copy of the constant instead, computed once at compile
     time, and loses the flag: the kernel then streams the weight along its
     rows, and the original constant is dropped.
+
+    A weight that is an argument of a private function (a model's repeated
+    layer, outlined once) is folded when every use of the function is a
+    call passing a constant: each call passes the transpose of its own
+    constant as a new argument, which replaces the old one. As this changes
+    the callers, the pass runs on the module.
 
     ```mlir
     // Before
