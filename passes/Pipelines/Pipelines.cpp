@@ -85,8 +85,8 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // Constant weights are laid out in register-block panels first, so that
   // the reshapes this introduces propagate through the epilogues during
   // elementwise fusion.
-  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuConvToGemm());
-  pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuPackWeights());
+  pm.addPass(cpu::createSitsCpuConvToGemm());
+  pm.addPass(cpu::createSitsCpuPackWeights());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());
   addCleanup(pm);
   // Each fusion group becomes a function of its own, equal ones one

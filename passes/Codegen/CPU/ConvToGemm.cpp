@@ -38,8 +38,11 @@ using namespace mlir::sits;
 namespace {
 
 /// The filter [F, C, KH, KW] as panels [F / nr, C * KH * KW, nr].
-AsmResourceBlob filterPanels(ArrayRef<char> bytes, ArrayRef<int64_t> shape,
-                             int64_t elementBytes, int64_t nr) {
+TypedAttr filterPanels(ElementsAttr value, int64_t nr) {
+  auto type = cast<RankedTensorType>(value.getType());
+  ArrayRef<char> bytes = *getConstantBytes(value);
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t elementBytes = getElementBytes(type);
   int64_t f = shape[0], k = shape[1] * shape[2] * shape[3];
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(bytes.size(), 64);
   MutableArrayRef<char> out = blob.getMutableData();
@@ -49,25 +52,26 @@ AsmResourceBlob filterPanels(ArrayRef<char> bytes, ArrayRef<int64_t> shape,
         std::memcpy(out.data() + ((fb * k + kk) * nr + j) * elementBytes,
                     bytes.data() + ((fb * nr + j) * k + kk) * elementBytes,
                     elementBytes);
-  return blob;
+  auto panelType =
+      RankedTensorType::get({f / nr, k, nr}, type.getElementType());
+  return makeConstantLike(value, panelType, std::move(blob), ".panels");
 }
 
 LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
-                                     linalg::Conv2DNchwFchwOp conv,
-                                     int64_t nr) {
+                                     linalg::Conv2DNchwFchwOp conv, int64_t nr,
+                                     const CallSites &calls) {
   FailureOr<codegen::ConvGemm> match = codegen::matchConvAsGemm(conv);
   if (failed(match))
     return failure();
-  Value init = match->init;
-  RankedTensorType filterType = match->filterType;
-  auto constant = match->filter.getDefiningOp<arith::ConstantOp>();
-  auto value = constant ? dyn_cast<ElementsAttr>(constant.getValue()) : nullptr;
-  std::optional<ArrayRef<char>> bytes =
-      value ? getConstantBytes(value) : std::nullopt;
-  if (!bytes || match->f % nr != 0)
+  Value init = match->init, filter = match->filter;
+  SmallVector<ConstantSource> sources = getConstantSources(filter, calls);
+  if (sources.empty() || match->f % nr != 0 ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
     return failure();
 
-  int64_t n = match->n, k = match->k, oh = match->oh, ow = match->ow;
+  int64_t n = match->n, oh = match->oh, ow = match->ow;
   int64_t panels = match->f / nr;
   Type element = match->initType.getElementType();
   Location loc = conv.getLoc();
@@ -75,14 +79,10 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   rewriter.setInsertionPoint(conv);
 
   // The filter, once, in panels.
-  auto panelType =
-      RankedTensorType::get({panels, k, nr}, filterType.getElementType());
-  Value panelsValue = arith::ConstantOp::create(
-      rewriter, loc,
-      makeConstantLike(value, panelType,
-                       filterPanels(*bytes, filterType.getShape(),
-                                    getElementBytes(filterType), nr),
-                       ".panels"));
+  Value panelsValue = deriveConstant(rewriter, filter, sources,
+                                     [&](const ConstantSource &source) {
+                                       return filterPanels(source.value, nr);
+                                     });
 
   // The gather of input patches (k-major, see Common/ConvToGemm.h).
   Value patches =
@@ -143,8 +143,7 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   Value result = tensor::CollapseShapeOp::create(
       rewriter, loc, match->initType, out5.getResult(0), splitChannels);
   rewriter.replaceOp(conv, result);
-  if (constant->use_empty())
-    rewriter.eraseOp(constant);
+  eraseIfUnused(rewriter, filter, sources);
   return success();
 }
 
@@ -152,12 +151,13 @@ struct SitsCpuConvToGemmPass
     : cpu::impl::SitsCpuConvToGemmBase<SitsCpuConvToGemmPass> {
   void runOnOperation() override {
     cpu::CpuTilingConfig config = cpu::getCpuTilingConfig(getOperation());
+    CallSites calls(getOperation());
     SmallVector<linalg::Conv2DNchwFchwOp> convs;
     getOperation().walk(
         [&](linalg::Conv2DNchwFchwOp op) { convs.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::Conv2DNchwFchwOp conv : convs)
-      if (succeeded(rewriteConvAsPanelGemm(rewriter, conv, config.nr)))
+      if (succeeded(rewriteConvAsPanelGemm(rewriter, conv, config.nr, calls)))
         ++numRewritten;
   }
 };

@@ -22,10 +22,35 @@ using namespace mlir::sits;
 
 namespace {
 
-/// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N]) to read B
-/// from panels of `nr` columns. Fails, changing nothing, for any other shape.
+/// `value` ([K, N]) as panels [N / nr, K, nr]: P[nb][k][j] = B[k][nb * nr +
+/// j], each panel row one register block's slice of a row of B, and a panel
+/// contiguous.
+TypedAttr packPanels(ElementsAttr value, int64_t nr) {
+  auto type = cast<RankedTensorType>(value.getType());
+  ArrayRef<char> bytes = *getConstantBytes(value);
+  int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
+  int64_t elementBytes = getElementBytes(type);
+  int64_t panels = nSize / nr;
+  AsmResourceBlob blob =
+      HeapAsmResourceBlob::allocate(bytes.size(), /*align=*/64);
+  MutableArrayRef<char> out = blob.getMutableData();
+  int64_t rowBytes = nr * elementBytes;
+  for (int64_t nb = 0; nb < panels; ++nb)
+    for (int64_t kk = 0; kk < kSize; ++kk)
+      std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
+                  bytes.data() + (kk * nSize + nb * nr) * elementBytes,
+                  rowBytes);
+  releaseConstantPages(value);
+  auto packedType =
+      RankedTensorType::get({panels, kSize, nr}, type.getElementType());
+  return makeConstantLike(value, packedType, std::move(blob), ".packed");
+}
+
+/// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N], or an
+/// argument every call passes a constant for) to read B from panels of `nr`
+/// columns. Fails, changing nothing, for any other shape.
 LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
-                              int64_t nr) {
+                              int64_t nr, const CallSites &calls) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
       !linalg::isaContractionOpInterface(op))
@@ -48,46 +73,30 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
           AffineMap::get(3, 0, {dim(m), dim(n)}, ctx))
     return failure();
 
-  auto constant = rhs->get().getDefiningOp<arith::ConstantOp>();
-  auto type = dyn_cast<RankedTensorType>(rhs->get().getType());
+  Value weight = rhs->get();
+  SmallVector<ConstantSource> sources = getConstantSources(weight, calls);
+  auto type = dyn_cast<RankedTensorType>(weight.getType());
   auto initType = dyn_cast<RankedTensorType>(init->get().getType());
-  if (!constant || !type || !initType || !type.hasStaticShape() ||
+  if (sources.empty() || !type || !initType || !type.hasStaticShape() ||
       type.getEncoding() || !type.getElementType().isIntOrFloat() ||
       type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
     return failure();
-  int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
-  if (nSize % nr != 0 || nSize == nr)
+  int64_t nSize = type.getDimSize(1);
+  if (nSize % nr != 0 || nSize == nr ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
     return failure();
-  auto value = dyn_cast<ElementsAttr>(constant.getValue());
-  std::optional<ArrayRef<char>> bytes =
-      value ? getConstantBytes(value) : std::nullopt;
-  if (!bytes)
-    return failure();
-  int64_t elementBytes = getElementBytes(type);
-
-  // P[nb][k][j] = B[k][nb * nr + j]: each panel row is one register block's
-  // slice of a row of B, and a panel is contiguous.
   int64_t panels = nSize / nr;
-  AsmResourceBlob blob =
-      HeapAsmResourceBlob::allocate(bytes->size(), /*align=*/64);
-  MutableArrayRef<char> out = blob.getMutableData();
-  int64_t rowBytes = nr * elementBytes;
-  for (int64_t nb = 0; nb < panels; ++nb)
-    for (int64_t kk = 0; kk < kSize; ++kk)
-      std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
-                  bytes->data() + (kk * nSize + nb * nr) * elementBytes,
-                  rowBytes);
-  releaseConstantPages(value);
-  auto packedType =
-      RankedTensorType::get({panels, kSize, nr}, type.getElementType());
 
   // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr],
   // with the same scalar body (multiply-add, and any casts).
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
-  Value packed = arith::ConstantOp::create(
-      rewriter, loc,
-      makeConstantLike(value, packedType, std::move(blob), ".packed"));
+  Value packed = deriveConstant(rewriter, weight, sources,
+                                [&](const ConstantSource &source) {
+                                  return packPanels(source.value, nr);
+                                });
   SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
   auto expandedType = RankedTensorType::get(
       {initType.getDimSize(0), panels, nr}, initType.getElementType());
@@ -117,8 +126,7 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   Value collapsed = tensor::CollapseShapeOp::create(
       rewriter, loc, initType, panelOp.getResult(0), split);
   rewriter.replaceOp(op, collapsed);
-  if (constant->use_empty())
-    rewriter.eraseOp(constant);
+  eraseIfUnused(rewriter, weight, sources);
   return success();
 }
 
@@ -126,11 +134,12 @@ struct SitsCpuPackWeightsPass
     : cpu::impl::SitsCpuPackWeightsBase<SitsCpuPackWeightsPass> {
   void runOnOperation() override {
     cpu::CpuTilingConfig config = cpu::getCpuTilingConfig(getOperation());
+    CallSites calls(getOperation());
     SmallVector<linalg::LinalgOp> candidates;
     getOperation().walk([&](linalg::LinalgOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : candidates)
-      if (succeeded(packConstantRhs(rewriter, op, config.nr)))
+      if (succeeded(packConstantRhs(rewriter, op, config.nr, calls)))
         ++numPacked;
   }
 };

@@ -5,7 +5,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
+def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "::mlir::ModuleOp"> {
   let summary = "2-D convolutions with constant filters as im2col and a panel GEMM";
   let description = [{
     Rewrites `linalg.conv_2d_nchw_fchw` whose filter is a constant into
@@ -23,6 +23,12 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "func::FuncOp"> {
     patches, a row of output pixels at a time (one vector read per k).
     Filters whose output channels are not a multiple of `nr` keep
     the convolution.
+
+    A filter that is an argument of a private function (a model's repeated
+    layer, outlined once) is rewritten when every use of the function is a
+    call passing a constant: each call passes its own filter in panels as
+    a new argument, which replaces the old one. As this changes the
+    callers, the pass runs on the module.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
@@ -136,7 +142,7 @@ def SitsCpuApproximateMath : Pass<"sits-cpu-approximate-math", "func::FuncOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
-def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "func::FuncOp"> {
+def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "::mlir::ModuleOp"> {
   let summary = "Store constant matmul weights in register-block panels";
   let description = [{
     A contraction `C[m, n] += A[m, k] * B[k, n]` whose `B` is a constant
@@ -147,7 +153,12 @@ def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "func::FuncOp"> {
     strided rows a page apart: weight-bound layers (batch-8 MLPs, decode
     steps) become bandwidth-bound instead of latency-bound.
 
-    Weights whose `n` is not a multiple of `nr` keep their layout.
+    Weights whose `n` is not a multiple of `nr` keep their layout. A weight
+    that is an argument of a private function (a model's repeated layer,
+    outlined once) is packed when every use of the function is a call
+    passing a constant: each call passes its own weight in panels as a new
+    argument, which replaces the old one once unused. As this changes the
+    callers, the pass runs on the module.
 
     ```mlir
     // Before

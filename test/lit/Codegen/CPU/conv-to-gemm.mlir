@@ -1,5 +1,5 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-conv-to-gemm))' | FileCheck %s
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},func.func(sits-cpu-conv-to-gemm))' | FileCheck %s --check-prefix=V3
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},sits-cpu-conv-to-gemm)' | FileCheck %s
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},sits-cpu-conv-to-gemm)' | FileCheck %s --check-prefix=V3
 
 // A convolution with a constant filter becomes a k-major gather of input
 // patches I[n, k, oh, ow], a contraction with the filter in panels
@@ -123,4 +123,99 @@ func.func @int8_filter(%x: tensor<1x1x3x3xf32>) -> tensor<1x32x3x2xf32> {
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
   return %y : tensor<1x32x3x2xf32>
+}
+
+// -----
+
+// A convolution layer outlined into a private function: each call passes
+// its own filter in panels as a new argument, appended, and the old one
+// goes with the constants only it read. Panel row k = 0 holds
+// F[0..31][0], row 1 F[0..31][1]: a different filter per call.
+// CHECK-LABEL: func.func private @conv_layer
+//  CHECK-SAME:   (%[[X:.+]]: tensor<1x1x3x3xf32>, %[[P:.+]]: tensor<1x2x32xi8>)
+//       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[P]] : tensor<1x2x3x2xf32>, tensor<1x2x32xi8>)
+//   CHECK-NOT:   linalg.conv_2d_nchw_fchw
+// CHECK-LABEL: func.func @conv_layers
+//  CHECK-SAME:   (%[[IN:.+]]: tensor<1x1x3x3xf32>)
+//   CHECK-NOT:   tensor<32x1x1x2xi8>
+//       CHECK:   %[[F0:.+]] = arith.constant dense<{{\[}}{{\[}}[0, 1, 2, {{.*}}, 31], [0, -1, -2, {{.*}}, -31]]]> : tensor<1x2x32xi8>
+//  CHECK-NEXT:   call @conv_layer(%[[IN]], %[[F0]])
+//       CHECK:   %[[F1:.+]] = arith.constant dense<{{\[}}{{\[}}[32, 33, 34, {{.*}}, 63], [-32, -33, -34, {{.*}}, -63]]]> : tensor<1x2x32xi8>
+//  CHECK-NEXT:   call @conv_layer(%[[IN]], %[[F1]])
+//       CHECK:   %[[F2:.+]] = arith.constant dense<{{\[}}{{\[}}[64, 65, 66, {{.*}}, 95], [-64, -65, -66, {{.*}}, -95]]]> : tensor<1x2x32xi8>
+//  CHECK-NEXT:   call @conv_layer(%[[IN]], %[[F2]])
+//   CHECK-NOT:   tensor<32x1x1x2xi8>
+// V3-LABEL: func.func private @conv_layer
+//  V3-SAME:   (%{{.+}}: tensor<1x1x3x3xf32>, %{{.+}}: tensor<2x2x16xi8>)
+// V3-LABEL: func.func @conv_layers
+//       V3:   %[[F0:.+]] = arith.constant dense<{{\[}}{{\[}}[0, 1, 2, {{.*}}, 15], [0, -1, -2, {{.*}}, -15]], {{\[}}[16, 17, {{.*}}, 31], [-16, -17, {{.*}}, -31]]]> : tensor<2x2x16xi8>
+//  V3-NEXT:   call @conv_layer(%{{.+}}, %[[F0]])
+//       V3:   %[[F1:.+]] = arith.constant dense<{{\[}}{{\[}}[32, 33, 34, {{.*}}, 47], [-32, -33, -34, {{.*}}, -47]], {{\[}}[48, 49, {{.*}}, 63], [-48, -49, {{.*}}, -63]]]> : tensor<2x2x16xi8>
+//  V3-NEXT:   call @conv_layer(%{{.+}}, %[[F1]])
+func.func private @conv_layer(%x: tensor<1x1x3x3xf32>, %w: tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x3x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  return %y : tensor<1x32x3x2xf32>
+}
+func.func @conv_layers(%x: tensor<1x1x3x3xf32>) -> (tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>) {
+  %w0 = arith.constant dense<[[[[0, 0]]], [[[1, -1]]], [[[2, -2]]], [[[3, -3]]], [[[4, -4]]], [[[5, -5]]], [[[6, -6]]], [[[7, -7]]], [[[8, -8]]], [[[9, -9]]], [[[10, -10]]], [[[11, -11]]], [[[12, -12]]], [[[13, -13]]], [[[14, -14]]], [[[15, -15]]], [[[16, -16]]], [[[17, -17]]], [[[18, -18]]], [[[19, -19]]], [[[20, -20]]], [[[21, -21]]], [[[22, -22]]], [[[23, -23]]], [[[24, -24]]], [[[25, -25]]], [[[26, -26]]], [[[27, -27]]], [[[28, -28]]], [[[29, -29]]], [[[30, -30]]], [[[31, -31]]]]> : tensor<32x1x1x2xi8>
+  %y0 = call @conv_layer(%x, %w0) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  %w1 = arith.constant dense<[[[[32, -32]]], [[[33, -33]]], [[[34, -34]]], [[[35, -35]]], [[[36, -36]]], [[[37, -37]]], [[[38, -38]]], [[[39, -39]]], [[[40, -40]]], [[[41, -41]]], [[[42, -42]]], [[[43, -43]]], [[[44, -44]]], [[[45, -45]]], [[[46, -46]]], [[[47, -47]]], [[[48, -48]]], [[[49, -49]]], [[[50, -50]]], [[[51, -51]]], [[[52, -52]]], [[[53, -53]]], [[[54, -54]]], [[[55, -55]]], [[[56, -56]]], [[[57, -57]]], [[[58, -58]]], [[[59, -59]]], [[[60, -60]]], [[[61, -61]]], [[[62, -62]]], [[[63, -63]]]]> : tensor<32x1x1x2xi8>
+  %y1 = call @conv_layer(%x, %w1) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  %w2 = arith.constant dense<[[[[64, -64]]], [[[65, -65]]], [[[66, -66]]], [[[67, -67]]], [[[68, -68]]], [[[69, -69]]], [[[70, -70]]], [[[71, -71]]], [[[72, -72]]], [[[73, -73]]], [[[74, -74]]], [[[75, -75]]], [[[76, -76]]], [[[77, -77]]], [[[78, -78]]], [[[79, -79]]], [[[80, -80]]], [[[81, -81]]], [[[82, -82]]], [[[83, -83]]], [[[84, -84]]], [[[85, -85]]], [[[86, -86]]], [[[87, -87]]], [[[88, -88]]], [[[89, -89]]], [[[90, -90]]], [[[91, -91]]], [[[92, -92]]], [[[93, -93]]], [[[94, -94]]], [[[95, -95]]]]> : tensor<32x1x1x2xi8>
+  %y2 = call @conv_layer(%x, %w2) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  return %y0, %y1, %y2 : tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>
+}
+
+// -----
+
+// A call passing a non-constant and a public function: the convolutions
+// stay. An argument with another use is laid out, and kept for that use.
+// CHECK-LABEL: func.func private @some_constant
+//       CHECK:   linalg.conv_2d_nchw_fchw
+// CHECK-LABEL: func.func @public
+//       CHECK:   linalg.conv_2d_nchw_fchw
+// CHECK-LABEL: func.func private @second_use
+//  CHECK-SAME:   (%{{.+}}: tensor<1x1x3x3xf32>, %[[W:.+]]: tensor<32x1x1x2xi8>, %[[P:.+]]: tensor<1x2x32xi8>)
+//       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[P]] :
+//       CHECK:   return %{{.+}}, %[[W]]
+// CHECK-LABEL: func.func @callers
+//  CHECK-SAME:   (%[[IN:.+]]: tensor<1x1x3x3xf32>, %[[V:.+]]: tensor<32x1x1x2xi8>)
+//       CHECK:   %[[C:.+]] = arith.constant dense<{{.+}}> : tensor<32x1x1x2xi8>
+//       CHECK:   call @some_constant(%[[IN]], %[[C]])
+//       CHECK:   call @some_constant(%[[IN]], %[[V]])
+//       CHECK:   call @public(%[[IN]], %[[C]])
+//       CHECK:   %[[P:.+]] = arith.constant dense<{{.+}}> : tensor<1x2x32xi8>
+//  CHECK-NEXT:   call @second_use(%[[IN]], %[[C]], %[[P]])
+// V3-LABEL: func.func @callers
+func.func private @some_constant(%x: tensor<1x1x3x3xf32>, %w: tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x3x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  return %y : tensor<1x32x3x2xf32>
+}
+func.func @public(%x: tensor<1x1x3x3xf32>, %w: tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x3x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  return %y : tensor<1x32x3x2xf32>
+}
+func.func private @second_use(%x: tensor<1x1x3x3xf32>, %w: tensor<32x1x1x2xi8>) -> (tensor<1x32x3x2xf32>, tensor<32x1x1x2xi8>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x3x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) outs(%init : tensor<1x32x3x2xf32>) -> tensor<1x32x3x2xf32>
+  return %y, %w : tensor<1x32x3x2xf32>, tensor<32x1x1x2xi8>
+}
+func.func @callers(%x: tensor<1x1x3x3xf32>, %v: tensor<32x1x1x2xi8>) -> (tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<32x1x1x2xi8>) {
+  %w = arith.constant dense<[[[[0, 0]]], [[[1, -1]]], [[[2, -2]]], [[[3, -3]]], [[[4, -4]]], [[[5, -5]]], [[[6, -6]]], [[[7, -7]]], [[[8, -8]]], [[[9, -9]]], [[[10, -10]]], [[[11, -11]]], [[[12, -12]]], [[[13, -13]]], [[[14, -14]]], [[[15, -15]]], [[[16, -16]]], [[[17, -17]]], [[[18, -18]]], [[[19, -19]]], [[[20, -20]]], [[[21, -21]]], [[[22, -22]]], [[[23, -23]]], [[[24, -24]]], [[[25, -25]]], [[[26, -26]]], [[[27, -27]]], [[[28, -28]]], [[[29, -29]]], [[[30, -30]]], [[[31, -31]]]]> : tensor<32x1x1x2xi8>
+  %a = call @some_constant(%x, %w) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  %b = call @some_constant(%x, %v) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  %c = call @public(%x, %w) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> tensor<1x32x3x2xf32>
+  %d, %u = call @second_use(%x, %w) : (tensor<1x1x3x3xf32>, tensor<32x1x1x2xi8>) -> (tensor<1x32x3x2xf32>, tensor<32x1x1x2xi8>)
+  return %a, %b, %c, %d, %u : tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<1x32x3x2xf32>, tensor<32x1x1x2xi8>
 }

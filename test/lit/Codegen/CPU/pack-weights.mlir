@@ -1,5 +1,5 @@
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},func.func(sits-cpu-pack-weights))' | FileCheck %s --check-prefixes=CHECK,V4
-// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},func.func(sits-cpu-pack-weights))' | FileCheck %s --check-prefixes=CHECK,V3
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v4},sits-cpu-pack-weights)' | FileCheck %s --check-prefixes=CHECK,V4
+// RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},sits-cpu-pack-weights)' | FileCheck %s --check-prefixes=CHECK,V3
 
 // A constant rhs is stored in panels of nr columns, the target's register
 // block of two vectors: nr = 32 on x86-64-v4 (AVX-512), 16 on x86-64-v3
@@ -53,4 +53,96 @@ func.func @unpacked(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x40xf
   %f2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<8x64xf32>) -> tensor<8x64xf32>
   %n = linalg.matmul ins(%x, %v : tensor<8x4xf32>, tensor<4x64xf32>) outs(%f2 : tensor<8x64xf32>) -> tensor<8x64xf32>
   return %m, %n : tensor<8x40xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// A layer outlined into a private function: each call passes its own weight
+// in panels as a new argument, appended, and the old one goes with the
+// constants only it read. Panel 0 holds row 0's first nr values, then row
+// 1's (B[1][0] = 64.0 for the first call, 164.0 and 264.0 for the others).
+// CHECK-LABEL: func.func private @layer
+//  CHECK-SAME:   (%[[X:.+]]: tensor<8x2xf32>,
+//     V4-SAME:   %[[P:.+]]: tensor<2x2x32xf32>)
+//     V3-SAME:   %[[P:.+]]: tensor<4x2x16xf32>)
+//       CHECK:   linalg.generic {{.+}} ins(%[[X]], %[[P]] :
+//   CHECK-NOT:   linalg.matmul
+// CHECK-LABEL: func.func @layers
+//  CHECK-SAME:   (%[[IN:.+]]: tensor<8x2xf32>)
+//   CHECK-NOT:   tensor<2x64xf32>
+//       V4:   %[[W0:.+]] = arith.constant dense<"0x000000000000803F0000004000004040000080400000A0400000C0400000E0400000004100001041000020410000304100004041000050410000604100007041000080410000884100009041000098410000A0410000A8410000B0410000B8410000C0410000C8410000D0410000D8410000E0410000E8410000F0410000F84100008042{{.*}}"> : tensor<2x2x32xf32>
+//       V3:   %[[W0:.+]] = arith.constant dense<"0x000000000000803F0000004000004040000080400000A0400000C0400000E040000000410000104100002041000030410000404100005041000060410000704100008042{{.*}}"> : tensor<4x2x16xf32>
+//  CHECK-NEXT:   call @layer(%[[IN]], %[[W0]]) :
+//       V4:   %[[W1:.+]] = arith.constant dense<"0x0000C8420000CA420000CC420000CE420000D0420000D2420000D4420000D6420000D8420000DA420000DC420000DE420000E0420000E2420000E4420000E6420000E8420000EA420000EC420000EE420000F0420000F2420000F4420000F6420000F8420000FA420000FC420000FE420000004300000143000002430000034300002443{{.*}}"> : tensor<2x2x32xf32>
+//       V3:   %[[W1:.+]] = arith.constant dense<"0x0000C8420000CA420000CC420000CE420000D0420000D2420000D4420000D6420000D8420000DA420000DC420000DE420000E0420000E2420000E4420000E64200002443{{.*}}"> : tensor<4x2x16xf32>
+//  CHECK-NEXT:   call @layer(%[[IN]], %[[W1]]) :
+//       V4:   %[[W2:.+]] = arith.constant dense<"0x000048430000494300004A4300004B4300004C4300004D4300004E4300004F430000504300005143000052430000534300005443000055430000564300005743000058430000594300005A4300005B4300005C4300005D4300005E4300005F43000060430000614300006243000063430000644300006543000066430000674300008443{{.*}}"> : tensor<2x2x32xf32>
+//       V3:   %[[W2:.+]] = arith.constant dense<"0x000048430000494300004A4300004B4300004C4300004D4300004E4300004F43000050430000514300005243000053430000544300005543000056430000574300008443{{.*}}"> : tensor<4x2x16xf32>
+//  CHECK-NEXT:   call @layer(%[[IN]], %[[W2]]) :
+//   CHECK-NOT:   tensor<2x64xf32>
+func.func private @layer(%x: tensor<8x2xf32>, %w: tensor<2x64xf32>) -> tensor<8x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x2xf32>, tensor<2x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %m : tensor<8x64xf32>
+}
+func.func @layers(%x: tensor<8x2xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) {
+  %w0 = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0], [64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0, 80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0, 120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0]]> : tensor<2x64xf32>
+  %h0 = call @layer(%x, %w0) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  %w1 = arith.constant dense<[[100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0, 120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0, 128.0, 129.0, 130.0, 131.0, 132.0, 133.0, 134.0, 135.0, 136.0, 137.0, 138.0, 139.0, 140.0, 141.0, 142.0, 143.0, 144.0, 145.0, 146.0, 147.0, 148.0, 149.0, 150.0, 151.0, 152.0, 153.0, 154.0, 155.0, 156.0, 157.0, 158.0, 159.0, 160.0, 161.0, 162.0, 163.0], [164.0, 165.0, 166.0, 167.0, 168.0, 169.0, 170.0, 171.0, 172.0, 173.0, 174.0, 175.0, 176.0, 177.0, 178.0, 179.0, 180.0, 181.0, 182.0, 183.0, 184.0, 185.0, 186.0, 187.0, 188.0, 189.0, 190.0, 191.0, 192.0, 193.0, 194.0, 195.0, 196.0, 197.0, 198.0, 199.0, 200.0, 201.0, 202.0, 203.0, 204.0, 205.0, 206.0, 207.0, 208.0, 209.0, 210.0, 211.0, 212.0, 213.0, 214.0, 215.0, 216.0, 217.0, 218.0, 219.0, 220.0, 221.0, 222.0, 223.0, 224.0, 225.0, 226.0, 227.0]]> : tensor<2x64xf32>
+  %h1 = call @layer(%x, %w1) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  %w2 = arith.constant dense<[[200.0, 201.0, 202.0, 203.0, 204.0, 205.0, 206.0, 207.0, 208.0, 209.0, 210.0, 211.0, 212.0, 213.0, 214.0, 215.0, 216.0, 217.0, 218.0, 219.0, 220.0, 221.0, 222.0, 223.0, 224.0, 225.0, 226.0, 227.0, 228.0, 229.0, 230.0, 231.0, 232.0, 233.0, 234.0, 235.0, 236.0, 237.0, 238.0, 239.0, 240.0, 241.0, 242.0, 243.0, 244.0, 245.0, 246.0, 247.0, 248.0, 249.0, 250.0, 251.0, 252.0, 253.0, 254.0, 255.0, 256.0, 257.0, 258.0, 259.0, 260.0, 261.0, 262.0, 263.0], [264.0, 265.0, 266.0, 267.0, 268.0, 269.0, 270.0, 271.0, 272.0, 273.0, 274.0, 275.0, 276.0, 277.0, 278.0, 279.0, 280.0, 281.0, 282.0, 283.0, 284.0, 285.0, 286.0, 287.0, 288.0, 289.0, 290.0, 291.0, 292.0, 293.0, 294.0, 295.0, 296.0, 297.0, 298.0, 299.0, 300.0, 301.0, 302.0, 303.0, 304.0, 305.0, 306.0, 307.0, 308.0, 309.0, 310.0, 311.0, 312.0, 313.0, 314.0, 315.0, 316.0, 317.0, 318.0, 319.0, 320.0, 321.0, 322.0, 323.0, 324.0, 325.0, 326.0, 327.0]]> : tensor<2x64xf32>
+  %h2 = call @layer(%x, %w2) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  return %h0, %h1, %h2 : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// A call passing a non-constant and a public function: nothing to pack. An
+// argument with another use is packed, and kept for that use.
+// CHECK-LABEL: func.func private @some_constant
+//       CHECK:   linalg.matmul
+// CHECK-LABEL: func.func @public
+//       CHECK:   linalg.matmul
+// CHECK-LABEL: func.func private @second_use
+//  CHECK-SAME:   (%{{.+}}: tensor<8x2xf32>, %[[W:.+]]: tensor<2x64xf32>, %[[P:.+]]: tensor<{{2x2x32|4x2x16}}xf32>)
+//       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[P]] :
+//       CHECK:   return %{{.+}}, %[[W]]
+// CHECK-LABEL: func.func @callers
+//  CHECK-SAME:   (%[[IN:.+]]: tensor<8x2xf32>, %[[V:.+]]: tensor<2x64xf32>)
+//       CHECK:   %[[C:.+]] = arith.constant dense<{{.+}}> : tensor<2x64xf32>
+//       CHECK:   call @some_constant(%[[IN]], %[[C]])
+//       CHECK:   call @some_constant(%[[IN]], %[[V]])
+//       CHECK:   call @public(%[[IN]], %[[C]])
+//       CHECK:   %[[P:.+]] = arith.constant dense<{{.+}}> : tensor<{{2x2x32|4x2x16}}xf32>
+//  CHECK-NEXT:   call @second_use(%[[IN]], %[[C]], %[[P]])
+func.func private @some_constant(%x: tensor<8x2xf32>, %w: tensor<2x64xf32>) -> tensor<8x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x2xf32>, tensor<2x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %m : tensor<8x64xf32>
+}
+func.func @public(%x: tensor<8x2xf32>, %w: tensor<2x64xf32>) -> tensor<8x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x2xf32>, tensor<2x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %m : tensor<8x64xf32>
+}
+func.func private @second_use(%x: tensor<8x2xf32>, %w: tensor<2x64xf32>) -> (tensor<8x64xf32>, tensor<2x64xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x2xf32>, tensor<2x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %m, %w : tensor<8x64xf32>, tensor<2x64xf32>
+}
+func.func @callers(%x: tensor<8x2xf32>, %v: tensor<2x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<2x64xf32>) {
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0], [64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0, 80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0, 120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0]]> : tensor<2x64xf32>
+  %a = call @some_constant(%x, %w) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  %b = call @some_constant(%x, %v) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  %c = call @public(%x, %w) : (tensor<8x2xf32>, tensor<2x64xf32>) -> tensor<8x64xf32>
+  %d, %u = call @second_use(%x, %w) : (tensor<8x2xf32>, tensor<2x64xf32>) -> (tensor<8x64xf32>, tensor<2x64xf32>)
+  return %a, %b, %c, %d, %u : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<2x64xf32>
 }
