@@ -214,10 +214,10 @@ Value mlir::sits::deriveConstant(
 
 void mlir::sits::eraseIfUnused(RewriterBase &rewriter, Value value,
                                ArrayRef<ConstantSource> sources) {
-  if (!value.use_empty())
+  if (!value.use_empty() || sources.empty())
     return;
-  if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
-    rewriter.eraseOp(constant);
+  if (!sources.front().call) {
+    rewriter.eraseOp(sources.front().op);
     return;
   }
   unsigned index = cast<BlockArgument>(value).getArgNumber();
@@ -230,4 +230,11 @@ void mlir::sits::eraseIfUnused(RewriterBase &rewriter, Value value,
   // func.func takes any signature: this cannot fail.
   func::FuncOp func = getArgumentFunction(value);
   rewriter.modifyOpInPlace(func, [&] { (void)func.eraseArgument(index); });
+}
+
+Value mlir::sits::getPassedValue(Value value, func::CallOp call) {
+  func::FuncOp func = call ? getArgumentFunction(value) : nullptr;
+  if (!func || call.getCallee() != func.getSymName())
+    return value;
+  return call.getOperand(cast<BlockArgument>(value).getArgNumber());
 }

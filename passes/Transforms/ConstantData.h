@@ -92,11 +92,17 @@ Value deriveConstant(RewriterBase &rewriter, Value value,
                      ArrayRef<ConstantSource> sources,
                      function_ref<TypedAttr(const ConstantSource &)> derive);
 
-/// Erases `value` once nothing uses it: its constant, or the function
-/// argument with what each call of `sources` passes for it (and that
-/// constant, when this was its last use).
+/// Erases `value`, whose constants are `sources` (getConstantSources of
+/// `value`), once nothing uses it: its constant, or the function argument
+/// with what each call passes for it (and that constant, when this was its
+/// last use). Does nothing without sources.
 void eraseIfUnused(RewriterBase &rewriter, Value value,
                    ArrayRef<ConstantSource> sources);
+
+/// What `value` is on the path through `call`: the operand `call` passes
+/// for it when `value` is an argument of the function `call` calls; `value`
+/// itself otherwise, or when `call` is null.
+Value getPassedValue(Value value, func::CallOp call);
 
 } // namespace mlir::sits
 

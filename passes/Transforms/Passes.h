@@ -5,6 +5,7 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -97,7 +98,10 @@ struct InputStats {
 };
 /// The statistics of `matmul`'s lhs (K channels): a `sits.input_stats`
 /// attribute, else derived from a layer norm producer, else the default.
-InputStats estimateInputStats(MatmulOp matmul, int64_t k);
+/// The layer norm's parameters are read through `call` (see
+/// getPassedValue) when they are arguments of the function it calls.
+InputStats estimateInputStats(MatmulOp matmul, int64_t k,
+                              func::CallOp call = nullptr);
 
 struct PrecisionConfig {
   WeightFormat format = WeightFormat::Fp32;
@@ -133,11 +137,18 @@ PrecisionPlan planWeightPrecision(ArrayRef<float> weight, int64_t k, int64_t n,
                                   const PrecisionConfig &config);
 
 /// Replaces a matmul by a constant f32 [K, N] (or transposed) weight with
-/// quantized pieces per the plan for `config`, its bias corrected. Fails,
-/// changing nothing, for other matmuls.
-FailureOr<PrecisionPlan> quantizeMatmulWeight(RewriterBase &rewriter,
-                                              MatmulOp matmul,
-                                              const PrecisionConfig &config);
+/// quantized pieces per the plan for `config`, its bias corrected. A weight
+/// that is an argument of a private function, for which each of `calls`
+/// passes a constant, is quantized per call in a fixed format: the
+/// function gets one argument per constant of the pieces (codes, scales,
+/// corrected bias), each call passing those of its own weight. Returns one
+/// plan per constant of the weight (getConstantSources order). Fails,
+/// changing nothing, for other matmuls, and for such an argument with
+/// `config.autoSelect` (a plan per call would differ in its pieces) or
+/// when the calls differ in how the bias is corrected.
+FailureOr<SmallVector<PrecisionPlan>>
+quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
+                     const PrecisionConfig &config, const CallSites &calls);
 
 /// The statistics of `conv`'s input (C channels, over batch and pixels): a
 /// `sits.input_stats` attribute, else the default.
@@ -146,10 +157,15 @@ InputStats estimateInputStats(ConvOp conv, int64_t channels);
 /// Replaces a convolution by a constant f32 filter with a `sits.qconv` of
 /// its INT8 codes, one scale per output channel, its bias corrected. With
 /// `config.autoSelect`, only when the estimated relative error is within
-/// `config.errorBudget`. Fails, changing nothing, for other convolutions
-/// and for other formats (convolutions are quantized to INT8 only).
-FailureOr<PrecisionPlan> quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
-                                            const PrecisionConfig &config);
+/// `config.errorBudget`. A filter that is an argument of a private
+/// function, for which each of `calls` passes a constant, is quantized per
+/// call as quantizeMatmulWeight does (with `config.autoSelect`, when every
+/// call's error is within the budget). Returns one plan per constant of
+/// the filter. Fails, changing nothing, for other convolutions and for
+/// other formats (convolutions are quantized to INT8 only).
+FailureOr<SmallVector<PrecisionPlan>>
+quantizeConvWeight(RewriterBase &rewriter, ConvOp conv,
+                   const PrecisionConfig &config, const CallSites &calls);
 
 /// What a structured pruning rewrite removed: channel or head indices (of
 /// `total`), the constant bytes it saved, and how many constant channels it

@@ -585,12 +585,24 @@ def SitsMixedPrecision : Pass<"sits-mixed-precision", "::mlir::ModuleOp"> {
     variance; bias correction adds `E[x_c] . r` summed over each output
     channel's window.
 
+    A weight that is an argument of a private function (a model's repeated
+    layer, outlined once) is quantized when every use of the function is a
+    call passing a constant: each call's constant as it would be on its own
+    (its input statistics and bias read through the call), in a fixed
+    format (`int8`, `int4`, `fp8`; a filter with `auto` when every call's
+    error is within the budget). The function gets one new argument per
+    constant of the rewrite (codes, scales, corrected bias), each call
+    passing those of its own weight; the weight and bias arguments go once
+    unused. A matmul weight with `auto`, or calls whose biases would be
+    corrected differently, are skipped: one rewrite serves all calls.
+
     Every decision goes into the module's `sits.report.precision` array:
     per weight its `op` (location name), `kind` (`quantized` or `skipped`
     with a `reason`), `shape` (`[K, N]`, or the conv filter's),
     `format` per block (row-major), `block_shape`,
     `est_error`, `bytes` (weights + scales), `fp32_bytes` and
-    `bias_correction` (L2 norm of the correction).
+    `bias_correction` (L2 norm of the correction); a weight passed by calls
+    has one entry per call, with its `call` (location name).
 
     ```mlir
     // precision=int8

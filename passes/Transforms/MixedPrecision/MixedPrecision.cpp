@@ -13,6 +13,8 @@
 
 #include "passes/Transforms/Passes.h"
 
+#include "passes/Transforms/ConstantData.h"
+
 #include "dialects/Target/KnownTargets.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -49,14 +51,19 @@ struct SitsMixedPrecisionPass
     if (precision == "fp32")
       return;
 
-    // Contractions by constant weights, in IR order.
+    // Contractions by constant weights (through calls too), in IR order.
+    CallSites calls(module);
+    auto weightOf = [](Operation *op) -> Value {
+      if (auto matmul = dyn_cast<MatmulOp>(op))
+        return matmul.getRhs();
+      if (auto conv = dyn_cast<ConvOp>(op))
+        return conv.getFilter();
+      return nullptr;
+    };
     SmallVector<Operation *> weighted;
     module.walk([&](Operation *op) {
-      if (auto matmul = dyn_cast<MatmulOp>(op);
-          matmul && matmul.getRhs().getDefiningOp<arith::ConstantOp>())
-        weighted.push_back(op);
-      if (auto conv = dyn_cast<ConvOp>(op);
-          conv && conv.getFilter().getDefiningOp<arith::ConstantOp>())
+      if (Value weight = weightOf(op);
+          weight && !getConstantSources(weight, calls).empty())
         weighted.push_back(op);
     });
     SmallVector<Attribute> report;
@@ -68,18 +75,19 @@ struct SitsMixedPrecisionPass
     for (Operation *op : weighted) {
       std::string name = getReportName(op->getLoc());
       // Read before the rewrite, which erases `op`: the weight as [K, N]
-      // for a matmul, the filter's own shape for a convolution.
+      // for a matmul, the filter's own shape for a convolution, and the
+      // calls passing it when it is an argument.
       auto matmul = dyn_cast<MatmulOp>(op);
-      auto weightType = cast<RankedTensorType>(
-          matmul ? matmul.getRhs().getType()
-                 : cast<ConvOp>(op).getFilter().getType());
+      Value weight = weightOf(op);
+      auto weightType = cast<RankedTensorType>(weight.getType());
+      SmallVector<ConstantSource> sources = getConstantSources(weight, calls);
       SmallVector<int64_t> shape(weightType.getShape());
       if (matmul && matmul.getTransposeRhs() && shape.size() == 2)
         std::swap(shape[0], shape[1]);
       // The diagnostic of a failed match is the reason it was skipped.
       std::string reason;
       rewriter.setListener(nullptr);
-      FailureOr<PrecisionPlan> plan = [&] {
+      FailureOr<SmallVector<PrecisionPlan>> plans = [&] {
         struct Reasons : RewriterBase::Listener {
           std::string &reason;
           explicit Reasons(std::string &r) : reason(r) {}
@@ -92,13 +100,14 @@ struct SitsMixedPrecisionPass
           }
         } listener(reason);
         rewriter.setListener(&listener);
-        FailureOr<PrecisionPlan> result =
-            matmul ? quantizeMatmulWeight(rewriter, matmul, config)
-                   : quantizeConvWeight(rewriter, cast<ConvOp>(op), config);
+        FailureOr<SmallVector<PrecisionPlan>> result =
+            matmul
+                ? quantizeMatmulWeight(rewriter, matmul, config, calls)
+                : quantizeConvWeight(rewriter, cast<ConvOp>(op), config, calls);
         rewriter.setListener(nullptr);
         return result;
       }();
-      if (failed(plan)) {
+      if (failed(plans)) {
         report.push_back(b.getDictionaryAttr({
             b.getNamedAttr("op", b.getStringAttr(name)),
             b.getNamedAttr("kind", b.getStringAttr("skipped")),
@@ -106,37 +115,44 @@ struct SitsMixedPrecisionPass
         }));
         continue;
       }
-      SmallVector<Attribute> formats, blockErrors;
-      for (size_t i = 0; i < plan->blockCandidate.size(); ++i) {
-        formats.push_back(b.getStringAttr(
-            stringifyWeightFormat(plan->candidates[plan->blockCandidate[i]])));
-        blockErrors.push_back(
-            b.getF64FloatAttr(plan->relativeError(plan->blockNoise[i])));
-      }
-      double correction = 0.0;
-      for (double d : plan->biasDelta)
-        correction += d * d;
       int64_t fp32Bytes = weightType.getNumElements() * 4;
-      report.push_back(b.getDictionaryAttr({
-          b.getNamedAttr("op", b.getStringAttr(name)),
-          b.getNamedAttr("kind", b.getStringAttr("quantized")),
-          b.getNamedAttr("precision", b.getStringAttr(precision)),
-          b.getNamedAttr("shape", b.getI64ArrayAttr(shape)),
-          b.getNamedAttr("block_shape",
-                         b.getI64ArrayAttr({plan->blockK, plan->blockN})),
-          b.getNamedAttr("format", b.getArrayAttr(formats)),
-          b.getNamedAttr("block_error", b.getArrayAttr(blockErrors)),
-          b.getNamedAttr("est_error",
-                         b.getF64FloatAttr(plan->relativeError(plan->noise))),
-          b.getNamedAttr("bytes", b.getI64IntegerAttr(plan->bytes)),
-          b.getNamedAttr("fp32_bytes", b.getI64IntegerAttr(fp32Bytes)),
-          b.getNamedAttr("bias_correction",
-                         b.getF64FloatAttr(std::sqrt(correction))),
-          b.getNamedAttr("input_stats", b.getStringAttr(plan->statsSource)),
-      }));
-      ++numQuantized;
-      numFp32Bytes += fp32Bytes;
-      numBytes += plan->bytes;
+      for (auto [plan, source] : llvm::zip_equal(*plans, sources)) {
+        SmallVector<Attribute> formats, blockErrors;
+        for (size_t i = 0; i < plan.blockCandidate.size(); ++i) {
+          formats.push_back(b.getStringAttr(
+              stringifyWeightFormat(plan.candidates[plan.blockCandidate[i]])));
+          blockErrors.push_back(
+              b.getF64FloatAttr(plan.relativeError(plan.blockNoise[i])));
+        }
+        double correction = 0.0;
+        for (double d : plan.biasDelta)
+          correction += d * d;
+        SmallVector<NamedAttribute> entry = {
+            b.getNamedAttr("op", b.getStringAttr(name)),
+            b.getNamedAttr("kind", b.getStringAttr("quantized")),
+            b.getNamedAttr("precision", b.getStringAttr(precision)),
+            b.getNamedAttr("shape", b.getI64ArrayAttr(shape)),
+            b.getNamedAttr("block_shape",
+                           b.getI64ArrayAttr({plan.blockK, plan.blockN})),
+            b.getNamedAttr("format", b.getArrayAttr(formats)),
+            b.getNamedAttr("block_error", b.getArrayAttr(blockErrors)),
+            b.getNamedAttr("est_error",
+                           b.getF64FloatAttr(plan.relativeError(plan.noise))),
+            b.getNamedAttr("bytes", b.getI64IntegerAttr(plan.bytes)),
+            b.getNamedAttr("fp32_bytes", b.getI64IntegerAttr(fp32Bytes)),
+            b.getNamedAttr("bias_correction",
+                           b.getF64FloatAttr(std::sqrt(correction))),
+            b.getNamedAttr("input_stats", b.getStringAttr(plan.statsSource)),
+        };
+        // A weight passed by calls: one entry per call, named after it.
+        if (source.call)
+          entry.push_back(b.getNamedAttr(
+              "call", b.getStringAttr(getReportName(source.call.getLoc()))));
+        report.push_back(b.getDictionaryAttr(entry));
+        ++numQuantized;
+        numFp32Bytes += fp32Bytes;
+        numBytes += plan.bytes;
+      }
     }
     if (!report.empty())
       module->setAttr("sits.report.precision", b.getArrayAttr(report));

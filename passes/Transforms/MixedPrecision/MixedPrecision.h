@@ -18,9 +18,9 @@
 #ifndef SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H
 #define SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H
 
+#include "passes/Transforms/ConstantData.h"
 #include "passes/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 #include <optional>
@@ -32,29 +32,22 @@ namespace mlir::sits::mixed_precision {
 /// The 1-D f32 values of a constant, if `value` is one with `size` elements.
 std::optional<std::vector<float>> constantVector(Value value, int64_t size);
 
-/// Constants the rewrite creates: resources named after the original weight
+/// Constants the rewrite creates from one weight: resources named after it
 /// when it is one (so they stay out of the printed IR), else inline data.
 struct ConstantMaker {
   ElementsAttr original;
-  std::string suffix;
 
-  Value bytes(OpBuilder &b, Location loc, RankedTensorType type,
-              ArrayRef<char> data, StringRef what) const {
-    AsmResourceBlob blob =
-        HeapAsmResourceBlob::allocateAndCopyWithAlign(data, /*align=*/64);
-    if (auto resource = dyn_cast<DenseResourceElementsAttr>(original))
-      return arith::ConstantOp::create(
-          b, loc,
-          DenseResourceElementsAttr::get(
-              type, (resource.getRawHandle().getKey() + suffix + what).str(),
-              std::move(blob)));
-    return arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::getFromRawBuffer(type, blob.getData()));
+  TypedAttr bytes(RankedTensorType type, ArrayRef<char> data,
+                  StringRef what) const {
+    return makeConstantLike(
+        original, type,
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(data, /*align=*/64),
+        what);
   }
 
-  Value floats(OpBuilder &b, Location loc, RankedTensorType type,
-               ArrayRef<float> values, StringRef what) const {
-    return bytes(b, loc, type,
+  TypedAttr floats(RankedTensorType type, ArrayRef<float> values,
+                   StringRef what) const {
+    return bytes(type,
                  ArrayRef<char>(reinterpret_cast<const char *>(values.data()),
                                 values.size() * sizeof(float)),
                  what);

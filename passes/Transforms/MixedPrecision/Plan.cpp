@@ -84,7 +84,8 @@ static InputStats attachedOrDefaultStats(Operation *op, int64_t channels) {
   return stats;
 }
 
-InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
+InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k,
+                                          func::CallOp call) {
   InputStats stats = attachedOrDefaultStats(matmul, k);
   if (stats.source != "default")
     return stats;
@@ -96,9 +97,9 @@ InputStats mlir::sits::estimateInputStats(MatmulOp matmul, int64_t k) {
     if (axis < 0)
       axis += inputType.getRank();
     std::optional<std::vector<float>> gamma =
-        constantVector(norm.getScale(), k);
+        constantVector(getPassedValue(norm.getScale(), call), k);
     std::optional<std::vector<float>> beta =
-        norm.getBias() ? constantVector(norm.getBias(), k)
+        norm.getBias() ? constantVector(getPassedValue(norm.getBias(), call), k)
                        : std::vector<float>(k, 0.0f);
     if (axis == inputType.getRank() - 1 && gamma && beta) {
       for (int64_t i = 0; i < k; ++i) {

@@ -15,7 +15,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <algorithm>
-#include <cstring>
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -33,11 +32,12 @@ struct Piece {
 } // namespace
 
 /// The codes (or fp32 values) of a piece as a constant of its logical type.
-static Value makePieceWeight(OpBuilder &b, Location loc,
-                             const QuantizedWeight &q, ArrayRef<float> weight,
-                             int64_t n, const Piece &p,
-                             const ConstantMaker &maker, StringRef name) {
-  MLIRContext *ctx = b.getContext();
+static TypedAttr makePieceWeight(const QuantizedWeight &q,
+                                 ArrayRef<float> weight, int64_t n,
+                                 const Piece &p, const ConstantMaker &maker,
+                                 StringRef name) {
+  MLIRContext *ctx = maker.original.getContext();
+  Builder b(ctx);
   int64_t rows = p.k1 - p.k0, cols = p.n1 - p.n0;
   switch (q.format) {
   case WeightFormat::Fp32: {
@@ -46,8 +46,7 @@ static Value makePieceWeight(OpBuilder &b, Location loc,
     for (int64_t r = p.k0; r < p.k1; ++r)
       for (int64_t c = p.n0; c < p.n1; ++c)
         values.push_back(weight[r * n + c]);
-    return maker.floats(b, loc,
-                        RankedTensorType::get({rows, cols}, b.getF32Type()),
+    return maker.floats(RankedTensorType::get({rows, cols}, b.getF32Type()),
                         values, name);
   }
   case WeightFormat::Int8:
@@ -60,8 +59,8 @@ static Value makePieceWeight(OpBuilder &b, Location loc,
     Type element = q.format == WeightFormat::Int8
                        ? Type(b.getI8Type())
                        : Type(Float8E4M3FNType::get(ctx));
-    return maker.bytes(b, loc, RankedTensorType::get({rows, cols}, element),
-                       data, name);
+    return maker.bytes(RankedTensorType::get({rows, cols}, element), data,
+                       name);
   }
   case WeightFormat::Int4: {
     // Two rows per byte, the even row in the low nibble.
@@ -76,15 +75,14 @@ static Value makePieceWeight(OpBuilder &b, Location loc,
           data.push_back(static_cast<char>(
               (uint8_t(q.codes[r * n + c]) & 0xf) |
               ((uint8_t(q.codes[(r + 1) * n + c]) & 0xf) << 4)));
-      return maker.bytes(b, loc, type, data, name);
+      return maker.bytes(type, data, name);
     }
     SmallVector<APInt> values;
     values.reserve(rows * cols);
     for (int64_t r = p.k0; r < p.k1; ++r)
       for (int64_t c = p.n0; c < p.n1; ++c)
         values.push_back(APInt(4, q.codes[r * n + c], /*isSigned=*/true));
-    return arith::ConstantOp::create(b, loc,
-                                     DenseElementsAttr::get(type, values));
+    return DenseElementsAttr::get(type, values);
   }
   }
   llvm_unreachable("unknown weight format");
@@ -113,38 +111,38 @@ static RankedTensorType withLastDim(RankedTensorType type, int64_t n) {
   return RankedTensorType::get(shape, type.getElementType());
 }
 
-FailureOr<PrecisionPlan>
-mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
-                                 const PrecisionConfig &config) {
-  if (matmul.getTransposeLhs())
-    return rewriter.notifyMatchFailure(matmul, "lhs is transposed");
-  auto constant = matmul.getRhs().getDefiningOp<arith::ConstantOp>();
-  if (!constant)
-    return rewriter.notifyMatchFailure(matmul, "rhs is not a constant");
-  auto value = dyn_cast<ElementsAttr>(constant.getValue());
-  auto type = cast<RankedTensorType>(matmul.getRhs().getType());
-  auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
-  // f32 weights, or f16/bf16 ones an f32 model stores narrow.
-  auto weightType = dyn_cast<FloatType>(type.getElementType());
-  if (!lhsType.getElementType().isF32())
-    return rewriter.notifyMatchFailure(matmul, "activations are not f32");
-  if (type.getRank() != 2 || !weightType ||
-      !(weightType.isF32() || weightType.isF16() || weightType.isBF16()) ||
-      type.getEncoding())
-    return rewriter.notifyMatchFailure(matmul,
-                                       "rhs is not a 2-D f32/f16/bf16 weight");
-  std::optional<ArrayRef<char>> bytes =
-      value ? getConstantBytes(value) : std::nullopt;
-  if (!bytes)
-    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
+namespace {
 
-  // W as [K, N] whatever the stored layout.
-  bool transposed = matmul.getTransposeRhs();
-  int64_t k = type.getDimSize(transposed ? 1 : 0);
-  int64_t n = type.getDimSize(transposed ? 0 : 1);
-  std::vector<float> weight(k * n);
-  loadFloats(*bytes, weightType, weight);
-  if (transposed) { // stored [N, K]: transposed in cache-sized tiles
+/// One constant of a matmul's weight quantized per the plan, before any IR:
+/// what the pieces' constants are made of.
+struct QuantizedSource {
+  ConstantMaker maker;
+  /// The weight as [K, N].
+  std::vector<float> weight;
+  PrecisionPlan plan;
+  bool correctBias = false;
+  /// The values of the bias on this path (zeros without one), for the
+  /// constants a corrected or cut bias becomes; none when it is not a
+  /// constant.
+  std::optional<std::vector<float>> biasValues;
+};
+
+} // namespace
+
+/// Quantizes `source`, a constant of `matmul`'s [K, N] (or transposed)
+/// weight with element type `weightType`, per `config`. Input statistics
+/// and the bias are those on the path of `source`'s call.
+static QuantizedSource quantizeSource(MatmulOp matmul,
+                                      const ConstantSource &source, int64_t k,
+                                      int64_t n, FloatType weightType,
+                                      const PrecisionConfig &config) {
+  QuantizedSource result;
+  result.maker.original = source.value;
+  std::vector<float> &weight = result.weight;
+  weight.resize(k * n);
+  loadFloats(*getConstantBytes(source.value), weightType, weight);
+  if (matmul.getTransposeRhs()) {
+    // Stored [N, K]: transposed in cache-sized tiles.
     std::vector<float> stored = std::move(weight);
     weight.assign(k * n, 0.0f);
     constexpr int64_t kTile = 64;
@@ -154,12 +152,10 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
           for (int64_t r = r0; r < std::min(k, r0 + kTile); ++r)
             weight[r * n + c] = stored[c * k + r];
   }
-  if (config.format == WeightFormat::Int4 && !config.autoSelect && k % 2 != 0)
-    return rewriter.notifyMatchFailure(matmul,
-                                       "INT4 needs an even K (two per byte)");
 
-  InputStats stats = estimateInputStats(matmul, k);
-  PrecisionPlan plan = planWeightPrecision(weight, k, n, stats, config);
+  InputStats stats = estimateInputStats(matmul, k, source.call);
+  PrecisionPlan &plan = result.plan;
+  plan = planWeightPrecision(weight, k, n, stats, config);
   plan.statsSource = stats.source;
 
   // Bias correction: E[x] . (W - W^) per output channel, with W^ the
@@ -179,8 +175,81 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
                                               q.dequantized[r * n + c]);
       }
     }
-  bool correctBias =
+  result.correctBias =
       llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
+
+  Value bias = matmul.getBias();
+  if (result.correctBias || bias)
+    result.biasValues =
+        bias ? constantVector(getPassedValue(bias, source.call), n)
+             : std::vector<float>(n, 0.0f);
+  return result;
+}
+
+FailureOr<SmallVector<PrecisionPlan>>
+mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
+                                 const PrecisionConfig &config,
+                                 const CallSites &calls) {
+  if (matmul.getTransposeLhs())
+    return rewriter.notifyMatchFailure(matmul, "lhs is transposed");
+  Value rhs = matmul.getRhs();
+  SmallVector<ConstantSource> sources = getConstantSources(rhs, calls);
+  if (sources.empty())
+    return rewriter.notifyMatchFailure(matmul, "rhs is not a constant");
+  auto type = cast<RankedTensorType>(rhs.getType());
+  auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
+  // f32 weights, or f16/bf16 ones an f32 model stores narrow.
+  auto weightType = dyn_cast<FloatType>(type.getElementType());
+  if (!lhsType.getElementType().isF32())
+    return rewriter.notifyMatchFailure(matmul, "activations are not f32");
+  if (type.getRank() != 2 || !weightType ||
+      !(weightType.isF32() || weightType.isF16() || weightType.isBF16()) ||
+      type.getEncoding())
+    return rewriter.notifyMatchFailure(matmul,
+                                       "rhs is not a 2-D f32/f16/bf16 weight");
+  if (!llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
+    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
+  if (sources.front().call && config.autoSelect)
+    return rewriter.notifyMatchFailure(
+        matmul, "precision auto plans each weight alone, and the calls pass "
+                "different ones");
+
+  // W as [K, N] whatever the stored layout.
+  bool transposed = matmul.getTransposeRhs();
+  int64_t k = type.getDimSize(transposed ? 1 : 0);
+  int64_t n = type.getDimSize(transposed ? 0 : 1);
+  if (config.format == WeightFormat::Int4 && !config.autoSelect && k % 2 != 0)
+    return rewriter.notifyMatchFailure(matmul,
+                                       "INT4 needs an even K (two per byte)");
+
+  // One quantization per constant, keyed by the call passing it. A fixed
+  // format makes the same pieces of every one; the bias must be corrected
+  // alike too, for one rewrite to serve all.
+  DenseMap<Operation *, QuantizedSource> quantized;
+  for (const ConstantSource &source : sources)
+    quantized.try_emplace(
+        source.call, quantizeSource(matmul, source, k, n, weightType, config));
+  const QuantizedSource &first = quantized.find(sources.front().call)->second;
+  if (llvm::any_of(quantized, [&](const auto &entry) {
+        return entry.second.correctBias != first.correctBias ||
+               entry.second.biasValues.has_value() !=
+                   first.biasValues.has_value();
+      }))
+    return rewriter.notifyMatchFailure(
+        matmul, "the calls' weights differ in how their bias is corrected");
+  const PrecisionPlan &plan = first.plan;
+  bool correctBias = first.correctBias;
+  // A constant of the rewrite: made from each quantized constant of the
+  // weight, an argument through calls.
+  auto constant =
+      [&](function_ref<TypedAttr(const QuantizedSource &)> make) -> Value {
+    return deriveConstant(rewriter, rhs, sources,
+                          [&](const ConstantSource &source) {
+                            return make(quantized.find(source.call)->second);
+                          });
+  };
 
   // Pieces: strips of block columns with the same formats down K, cut into
   // runs of equal-format blocks along K.
@@ -201,48 +270,24 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
 
   Location loc = matmul.getLoc();
   rewriter.setInsertionPoint(matmul);
-  ConstantMaker maker{value, ""};
   RankedTensorType resultType = matmul.getType();
   Value x = matmul.getLhs();
 
   // The bias, corrected: a constant bias gets the correction folded in.
   Value bias = matmul.getBias();
-  std::optional<std::vector<float>> biasValues;
-  if (correctBias || bias) {
-    biasValues = std::vector<float>(n, 0.0f);
-    if (bias) {
-      auto biasConstant = bias.getDefiningOp<arith::ConstantOp>();
-      auto biasAttr = biasConstant
-                          ? dyn_cast<ElementsAttr>(biasConstant.getValue())
-                          : ElementsAttr();
-      auto biasType = cast<RankedTensorType>(bias.getType());
-      std::optional<ArrayRef<char>> biasBytes =
-          biasAttr ? getConstantBytes(biasAttr) : std::nullopt;
-      if (biasBytes && biasType.getElementType().isF32()) {
-        std::memcpy(biasValues->data(), biasBytes->data(), n * sizeof(float));
-      } else if (auto dense = dyn_cast_or_null<DenseElementsAttr>(biasAttr);
-                 dense && dense.getElementType().isF32()) {
-        auto values = dense.getValues<float>();
-        std::copy(values.begin(), values.end(), biasValues->begin());
-      } else {
-        biasValues.reset(); // not a constant: corrected with an addition
-      }
-    }
-  }
-  std::vector<float> delta(plan.biasDelta.begin(), plan.biasDelta.end());
   auto biasSlice = [&](int64_t n0, int64_t n1) -> Value {
     auto sliceType = RankedTensorType::get({n1 - n0}, rewriter.getF32Type());
     if (!correctBias && n0 == 0 && n1 == n)
       return bias;
-    if (biasValues) {
-      std::vector<float> values(biasValues->begin() + n0,
-                                biasValues->begin() + n1);
-      if (correctBias)
-        for (int64_t c = n0; c < n1; ++c)
-          values[c - n0] += delta[c];
-      return maker.floats(rewriter, loc, sliceType, values,
-                          ".bias" + std::to_string(n0));
-    }
+    if (first.biasValues)
+      return constant([&](const QuantizedSource &q) {
+        std::vector<float> values(q.biasValues->begin() + n0,
+                                  q.biasValues->begin() + n1);
+        if (correctBias)
+          for (int64_t c = n0; c < n1; ++c)
+            values[c - n0] += float(q.plan.biasDelta[c]);
+        return q.maker.floats(sliceType, values, ".bias" + std::to_string(n0));
+      });
     Value slice = bias;
     if (n0 != 0 || n1 != n)
       slice = tensor::ExtractSliceOp::create(
@@ -252,9 +297,12 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
           SmallVector<OpFoldResult>{rewriter.getIndexAttr(1)});
     if (!correctBias)
       return slice;
-    std::vector<float> values(delta.begin() + n0, delta.begin() + n1);
-    Value correction = maker.floats(rewriter, loc, sliceType, values,
-                                    ".bias_correction" + std::to_string(n0));
+    Value correction = constant([&](const QuantizedSource &q) {
+      std::vector<float> values(q.plan.biasDelta.begin() + n0,
+                                q.plan.biasDelta.begin() + n1);
+      return q.maker.floats(sliceType, values,
+                            ".bias_correction" + std::to_string(n0));
+    });
     return arith::AddFOp::create(rewriter, loc, slice, correction);
   };
   bool hasBias = bias || correctBias;
@@ -276,39 +324,46 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
     bool single = runs.size() == 1;
     Value sum;
     for (auto [i, p] : llvm::enumerate(runs)) {
-      const QuantizedWeight &q = plan.quantized[p.candidate];
-      std::string name = ".q" + stringifyWeightFormat(q.format).str() + "." +
-                         std::to_string(p.k0) + "." + std::to_string(p.n0);
+      const QuantizedWeight &quantization = plan.quantized[p.candidate];
+      std::string name =
+          ".q" + stringifyWeightFormat(quantization.format).str() + "." +
+          std::to_string(p.k0) + "." + std::to_string(p.n0);
       Value pieceX = sliceLastDim(rewriter, loc, x, p.k0, p.k1, k);
       Value pieceBias = i == 0 && hasBias ? biasSlice(n0, n1) : Value();
       ActivationKind activation =
           single ? matmul.getActivation() : ActivationKind::None;
-      Value w = makePieceWeight(rewriter, loc, q, weight, n, p, maker, name);
+      Value w = constant([&](const QuantizedSource &q) {
+        return makePieceWeight(q.plan.quantized[p.candidate], q.weight, n, p,
+                               q.maker, name);
+      });
       Value result;
-      if (q.format == WeightFormat::Fp32) {
+      if (quantization.format == WeightFormat::Fp32) {
         result = MatmulOp::create(rewriter, loc, pieceType, pieceX, w,
                                   pieceBias, false, false, activation);
       } else {
         // One scale row per group inside the piece (group rows align with
         // the piece: pieces start at block rows, a multiple of the group).
-        int64_t g0 = p.k0 / q.group;
-        int64_t g1 = (p.k1 + q.group - 1) / q.group;
-        std::vector<float> scales;
-        for (int64_t g = g0; g < g1; ++g)
-          for (int64_t c = p.n0; c < p.n1; ++c)
-            scales.push_back(q.scales[g * n + c]);
-        bool perChannel = q.group >= k;
+        int64_t g0 = p.k0 / quantization.group;
+        int64_t g1 = (p.k1 + quantization.group - 1) / quantization.group;
+        bool perChannel = quantization.group >= k;
         auto scaleType =
             perChannel
                 ? RankedTensorType::get({p.n1 - p.n0}, rewriter.getF32Type())
                 : RankedTensorType::get({g1 - g0, p.n1 - p.n0},
                                         rewriter.getF32Type());
-        Value scale =
-            maker.floats(rewriter, loc, scaleType, scales, name + ".scale");
+        Value scale = constant([&](const QuantizedSource &q) {
+          const QuantizedWeight &piece = q.plan.quantized[p.candidate];
+          std::vector<float> scales;
+          for (int64_t g = g0; g < g1; ++g)
+            for (int64_t c = p.n0; c < p.n1; ++c)
+              scales.push_back(piece.scales[g * n + c]);
+          return q.maker.floats(scaleType, scales, name + ".scale");
+        });
         auto qmatmul = QMatmulOp::create(
             rewriter, loc, pieceType, pieceX, w, scale, /*zero_point=*/Value(),
             pieceBias, rewriter.getI64IntegerAttr(perChannel ? 1 : 0),
-            perChannel ? IntegerAttr() : rewriter.getI64IntegerAttr(q.group),
+            perChannel ? IntegerAttr()
+                       : rewriter.getI64IntegerAttr(quantization.group),
             /*transpose_weight=*/false, activation);
         result = qmatmul;
       }
@@ -323,12 +378,12 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   if (stripResults.size() > 1)
     result = tensor::ConcatOp::create(rewriter, loc, resultType.getRank() - 1,
                                       stripResults);
+  SmallVector<PrecisionPlan> plans;
+  for (const ConstantSource &source : sources)
+    plans.push_back(quantized.find(source.call)->second.plan);
   rewriter.replaceOp(matmul, result);
-  if (constant->use_empty())
-    rewriter.eraseOp(constant);
-  if (Operation *biasOp =
-          bias ? bias.getDefiningOp<arith::ConstantOp>() : nullptr;
-      biasOp && biasOp->use_empty())
-    rewriter.eraseOp(biasOp);
-  return plan;
+  eraseIfUnused(rewriter, rhs, sources);
+  if (bias)
+    eraseIfUnused(rewriter, bias, getConstantSources(bias, calls));
+  return plans;
 }

@@ -96,3 +96,51 @@ func.func @skipped(%x: tensor<1x2x4x4xf16>, %x32: tensor<1x2x4x4xf32>, %w: tenso
   %s = sits.conv %x32, %ones : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("splat")
   return %y, %z, %e, %s : tensor<1x2x4x4xf16>, tensor<1x2x4x4xf32>, tensor<1x0x4x4xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// A convolution layer outlined into a private function: each call's filter
+// is quantized as it would be in a function of its own (the first as in
+// @int8 above; the second has a residual of 0.1 in channel 0, so its bias
+// [0.5, 0.25] gains 0.2), and the function gets the codes, scales and
+// corrected biases as new arguments, the filter and bias arguments going.
+// With `auto`, the filters are quantized when every call's error is within
+// the budget: the first call's 1.06e-3 is not within 1e-3.
+
+// CHECK: call = "layer0", {{.*}}op = "conv1"{{.*}}call = "layer1", {{.*}}op = "conv1"
+// CHECK-LABEL: func.func private @conv_layer
+//  CHECK-SAME:   (%[[X:.+]]: tensor<1x2x3x4xf32>, %[[Q:.+]]: tensor<2x2x1x2xi8>, %[[S:.+]]: tensor<2xf32>, %[[B:.+]]: tensor<2xf32>)
+//       CHECK:   sits.qconv %[[X]], %[[Q]], %[[S]] bias(%[[B]]) {activation = #sits.activation<relu>}
+// CHECK-LABEL: func.func @conv_layers
+//       CHECK:   %[[Q0:.+]] = arith.constant dense<{{\[}}{{\[}}{{\[}}[127, 0]], {{\[}}[-1, 2]]], {{\[}}{{\[}}[127, 0]], {{\[}}[0, -127]]]]> : tensor<2x2x1x2xi8>
+//  CHECK-NEXT:   %[[S0:.+]] = arith.constant dense<[1.000000e+00, 0.00393700786]> : tensor<2xf32>
+//  CHECK-NEXT:   %[[B0:.+]] = arith.constant dense<[1.600000e+00, -1.000000e+00]> : tensor<2xf32>
+//  CHECK-NEXT:   call @conv_layer(%{{.+}}, %[[Q0]], %[[S0]], %[[B0]])
+//       CHECK:   %[[Q1:.+]] = arith.constant dense<{{\[}}{{\[}}{{\[}}[127, 0]], {{\[}}[-3, 5]]], {{\[}}{{\[}}[127, 0]], {{\[}}[0, -127]]]]> : tensor<2x2x1x2xi8>
+//  CHECK-NEXT:   %[[S1:.+]] = arith.constant dense<[1.000000e+00, 0.00393700786]> : tensor<2xf32>
+//  CHECK-NEXT:   %[[B1:.+]] = arith.constant dense<[0.699999988, 2.500000e-01]> : tensor<2xf32>
+//  CHECK-NEXT:   call @conv_layer(%{{.+}}, %[[Q1]], %[[S1]], %[[B1]])
+//   CHECK-NOT:   tensor<2x2x1x2xf32>
+// OFF-LABEL: func.func private @conv_layer
+//  OFF-SAME:   (%{{.+}}: tensor<1x2x3x4xf32>, %[[B:.+]]: tensor<2xf32>, %[[Q:.+]]: tensor<2x2x1x2xi8>, %[[S:.+]]: tensor<2xf32>)
+//       OFF:   sits.qconv %{{.+}}, %[[Q]], %[[S]] bias(%[[B]])
+// AUTO-LABEL: func.func private @conv_layer
+//       AUTO:   sits.qconv
+// TIGHT: {kind = "skipped", op = "conv1", reason = "INT8 estimated error 1.05{{[0-9]*}}e-03 exceeds the error budget 1.000000e-03"}
+// TIGHT-LABEL: func.func private @conv_layer
+//       TIGHT:   sits.conv
+// INT4-LABEL: func.func private @conv_layer
+//       INT4:   sits.conv
+func.func private @conv_layer(%x: tensor<1x2x3x4xf32>, %w: tensor<2x2x1x2xf32>, %b: tensor<2xf32>) -> tensor<1x2x3x3xf32> {
+  %y = sits.conv %x, %w bias(%b) {activation = #sits.activation<relu>, sits.input_stats = {mean = dense<[2.0, 0.0]> : tensor<2xf32>, mean_square = dense<[5.0, 1.0]> : tensor<2xf32>}} : (tensor<1x2x3x4xf32>, tensor<2x2x1x2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32> loc("conv1")
+  return %y : tensor<1x2x3x3xf32>
+}
+func.func @conv_layers(%x: tensor<1x2x3x4xf32>) -> (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) {
+  %w0 = arith.constant dense<[[[[127.0, 0.3]], [[-1.0, 2.0]]], [[[0.5, 0.0]], [[0.0, -0.5]]]]> : tensor<2x2x1x2xf32>
+  %b0 = arith.constant dense<[1.0, -1.0]> : tensor<2xf32>
+  %y0 = call @conv_layer(%x, %w0, %b0) : (tensor<1x2x3x4xf32>, tensor<2x2x1x2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32> loc("layer0")
+  %w1 = arith.constant dense<[[[[127.0, 0.1]], [[-3.0, 5.0]]], [[[0.5, 0.0]], [[0.0, -0.5]]]]> : tensor<2x2x1x2xf32>
+  %b1 = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  %y1 = call @conv_layer(%x, %w1, %b1) : (tensor<1x2x3x4xf32>, tensor<2x2x1x2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32> loc("layer1")
+  return %y0, %y1 : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>
+}

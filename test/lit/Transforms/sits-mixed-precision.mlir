@@ -97,3 +97,56 @@ func.func @skipped(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>, %h: tensor<2x2xf16>
   %2 = sits.matmul %h, %w16 : (tensor<2x2xf16>, tensor<2x2xf16>) -> tensor<2x2xf16> loc("half")
   return %0, %1, %2 : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf16>
 }
+
+// -----
+
+// A layer outlined into a private function: each call's weight is quantized
+// as it would be in a function of its own (the first as in @int8 above),
+// and the function gets the pieces' constants (codes, scales) as new
+// arguments, each call passing those of its weight, named after it. The
+// report has one entry per call. Precision auto would choose different
+// pieces per call: it leaves the weight alone.
+
+// INT8: module attributes {sits.report.precision = [{{{.*}}call = "layer0", {{.*}}op = "fc", precision = "int8"{{.*}}}, {{{.*}}call = "layer1", {{.*}}op = "fc", precision = "int8"{{.*}}}]}
+// INT8-LABEL: func.func private @layer
+//  INT8-SAME:   (%[[X:.+]]: tensor<3x4xf32>, %[[Q:.+]]: tensor<4x2xi8>, %[[S:.+]]: tensor<2xf32>)
+//       INT8:   sits.qmatmul %[[X]], %[[Q]], %[[S]] {activation = #sits.activation<relu>, axis = 1 : i64}
+// INT8-LABEL: func.func @layers
+//  INT8-SAME:   (%[[IN:.+]]: tensor<3x4xf32>)
+//   INT8-NOT:   tensor<4x2xf32>
+//       INT8:   %[[Q0:.+]] = arith.constant dense_resource<w0.qint8.0.0> : tensor<4x2xi8>
+//  INT8-NEXT:   %[[S0:.+]] = arith.constant dense_resource<w0.qint8.0.0.scale> : tensor<2xf32>
+//  INT8-NEXT:   call @layer(%[[IN]], %[[Q0]], %[[S0]])
+//       INT8:   %[[Q1:.+]] = arith.constant dense<{{\[}}[-127, 127], [2, 0], [1, -127], [0, 64]]> : tensor<4x2xi8>
+//  INT8-NEXT:   %[[S1:.+]] = arith.constant dense<[2.000000e+00, 0.00787401571]> : tensor<2xf32>
+//  INT8-NEXT:   call @layer(%[[IN]], %[[Q1]], %[[S1]])
+//   INT8-NOT:   tensor<4x2xf32>
+// INT4-LABEL: func.func private @layer
+//  INT4-SAME:   (%{{.+}}: tensor<3x4xf32>, %{{.+}}: tensor<4x2xi4, #sits.packed<storage = i8, axis = 0>>, %{{.+}}: tensor<2xf32>)
+// INT4-LABEL: func.func @layers
+//       INT4:   %[[Q1:.+]] = arith.constant dense<{{\[}}[-7, 7], [0, 0], [0, -7], [0, 3]]> : tensor<4x2xi4, #sits.packed<storage = i8, axis = 0>>
+//  INT4-NEXT:   %[[S1:.+]] = arith.constant dense<[36.2857132, 0.142857149]> : tensor<2xf32>
+//  INT4-NEXT:   call @layer(%{{.+}}, %[[Q1]], %[[S1]])
+// AUTO: {kind = "skipped", op = "fc", reason = "precision auto plans each weight alone, and the calls pass different ones"}
+// AUTO-LABEL: func.func private @layer
+//  AUTO-SAME:   (%{{.+}}: tensor<3x4xf32>, %[[W:.+]]: tensor<4x2xf32>)
+//       AUTO:   sits.matmul %{{.+}}, %[[W]]
+func.func private @layer(%x: tensor<3x4xf32>, %w: tensor<4x2xf32>) -> tensor<3x2xf32> {
+  %y = sits.matmul %x, %w {activation = #sits.activation<relu>} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32> loc("fc")
+  return %y : tensor<3x2xf32>
+}
+func.func @layers(%x: tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w0 = arith.constant dense_resource<w0> : tensor<4x2xf32>
+  %y0 = call @layer(%x, %w0) : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32> loc("layer0")
+  %w1 = arith.constant dense<[[-254.0, 1.0], [4.0, 0.0], [2.0, -1.0], [0.0, 0.5]]> : tensor<4x2xf32>
+  %y1 = call @layer(%x, %w1) : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32> loc("layer1")
+  return %y0, %y1 : tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      w0: "0x040000000000FE4200007E42000040C00000803F0000A040000020C0000000000000003F"
+    }
+  }
+#-}
