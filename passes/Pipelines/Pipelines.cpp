@@ -125,10 +125,7 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   pm.addPass(cpu::createSitsCpuDropUpdatedResults());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuDistinctResults());
-  bufferization::BufferResultsToOutParamsPassOptions outParams;
-  outParams.hoistStaticAllocs = true;
-  outParams.modifyPublicFunctions = true;
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(cpu::createSitsCpuResultsToOutParams());
   addCleanup(pm);
   // Weights leave the code for their own artifact section, passed in as a
   // leading buffer argument: code size and compile time follow the graph.
@@ -197,8 +194,11 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   addCleanup(pm);
 }
 
-void mlir::sits::buildSitsGraphPassPipeline(
-    OpPassManager &pm, const SitsGraphPipelineOptions &options) {
+/// The graph passes, `afterPrune` run once pruning has decided what
+/// remains.
+static void
+addSitsGraphPasses(OpPassManager &pm, const SitsGraphPipelineOptions &options,
+                   llvm::function_ref<void(OpPassManager &)> afterPrune) {
   // Pruning first: every later decision (fusion, precision per block,
   // schedule) is then made for the weights and ops that remain.
   if (options.prune) {
@@ -206,6 +206,7 @@ void mlir::sits::buildSitsGraphPassPipeline(
     prune.threshold = options.pruneThreshold;
     pm.addPass(createSitsPrune(prune));
   }
+  afterPrune(pm);
   // Canonicalization first folds identity activations and quantize/
   // dequantize round trips, so that epilogue fusion sees real producers.
   addCleanup(pm);
@@ -230,10 +231,23 @@ void mlir::sits::buildSitsGraphPassPipeline(
   pm.addPass(createSitsReorder(reorder));
 }
 
+void mlir::sits::buildSitsGraphPassPipeline(
+    OpPassManager &pm, const SitsGraphPipelineOptions &options) {
+  addSitsGraphPasses(pm, options, [](OpPassManager &) {});
+}
+
 void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
                                       const CpuPipelineOptions &options) {
   addSetTarget(pm, options.target);
-  buildSitsGraphPassPipeline(pm, options);
+  // A transformer's layers are one function from here on: the passes
+  // below see each distinct layer once. Pruning sees every layer's
+  // weights first, as it decides per head and channel from their values.
+  addSitsGraphPasses(pm, options, [&](OpPassManager &nested) {
+    // Per-block precision is chosen for one weight's data, not for every
+    // call's: with it, layers stay inline.
+    if (options.outlineLayers && options.precision != "auto")
+      nested.addPass(createSitsOutlineLayers());
+  });
   // The CPU kernels stream the rhs along its rows; constant weights used
   // transposed are stored transposed once, at compile time.
   pm.addPass(createSitsFoldWeightTransposes());

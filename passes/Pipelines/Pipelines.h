@@ -43,6 +43,12 @@ struct CpuCodegenPipelineOptions
       llvm::cl::desc("Outline fusion groups into functions before tiling, "
                      "one per distinct group"),
       llvm::cl::init(true)};
+  Option<bool> outlineLayers{
+      *this, "outline-layers",
+      llvm::cl::desc("Outline a model's repeated layers into one function "
+                     "after pruning (sits-cpu-pipeline; see "
+                     "sits-outline-layers)"),
+      llvm::cl::init(true)};
 };
 
 /// Options of the graph-level passes. The hardware facts they need come from

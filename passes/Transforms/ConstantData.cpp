@@ -1,6 +1,7 @@
 //===- ConstantData.cpp - Reading and re-laying out constant data ---------===//
 
 #include "passes/Transforms/ConstantData.h"
+#include "passes/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinDialect.h"
@@ -229,7 +230,16 @@ void mlir::sits::eraseIfUnused(RewriterBase &rewriter, Value value,
   }
   // func.func takes any signature: this cannot fail.
   func::FuncOp func = getArgumentFunction(value);
-  rewriter.modifyOpInPlace(func, [&] { (void)func.eraseArgument(index); });
+  rewriter.modifyOpInPlace(func, [&] {
+    (void)func.eraseArgument(index);
+    // Results updating a later argument in place now name it one lower.
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (auto updated = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttr);
+          updated && updated.getInt() > int64_t(index))
+        func.setResultAttr(
+            i, kUpdatesAttr,
+            IntegerAttr::get(updated.getType(), updated.getInt() - 1));
+  });
 }
 
 Value mlir::sits::getPassedValue(Value value, func::CallOp call) {

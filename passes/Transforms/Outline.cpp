@@ -174,11 +174,10 @@ struct KernelOutliner::Distinct {
   }
 };
 
-SmallVector<func::FuncOp>
-mlir::sits::getDefinedPublicFunctions(ModuleOp module) {
+SmallVector<func::FuncOp> mlir::sits::getOutliningRoots(ModuleOp module) {
   SmallVector<func::FuncOp> functions;
   for (auto func : module.getOps<func::FuncOp>())
-    if (func.isPublic() && !func.isExternal())
+    if (!func.isExternal() && (func.isPublic() || func->hasAttr(kLayerAttr)))
       functions.push_back(func);
   return functions;
 }
@@ -187,13 +186,14 @@ KernelOutliner::KernelOutliner(ModuleOp module) : symbols(module) {}
 KernelOutliner::~KernelOutliner() = default;
 
 func::CallOp KernelOutliner::outline(ArrayRef<Operation *> ops, StringRef name,
-                                     const CapturePolicy &policy) {
+                                     const CapturePolicy &policy,
+                                     const llvm::DenseSet<Value> &returned) {
   Operation *last = ops.back();
   llvm::SmallPtrSet<Operation *, 8> members(ops.begin(), ops.end());
   SmallVector<Value> results;
   for (Operation *op : ops)
     for (Value result : op->getResults()) {
-      bool escapes = false;
+      bool escapes = returned.contains(result);
       for (Operation *user : result.getUsers()) {
         Operation *outside = last->getBlock()->findAncestorOpInBlock(*user);
         if (outside && members.contains(outside))
@@ -240,15 +240,15 @@ func::CallOp KernelOutliner::outline(ArrayRef<Operation *> ops, StringRef name,
   };
   for (Operation *op : ops)
     cloneAfterReads(op);
-  SmallVector<Value> returned =
+  SmallVector<Value> returnedValues =
       llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); });
-  func::ReturnOp::create(builder, loc, returned);
+  func::ReturnOp::create(builder, loc, returnedValues);
   func->setType(FunctionType::get(ctx, entry->getArgumentTypes(),
-                                  ValueRange(returned).getTypes()));
+                                  ValueRange(returnedValues).getTypes()));
   // A tensor result written into an argument (through destination-style
   // ops) is that argument updated: once buffers, the caller's own.
   llvm::SmallDenseSet<unsigned> updated;
-  for (auto [i, value] : llvm::enumerate(returned)) {
+  for (auto [i, value] : llvm::enumerate(returnedValues)) {
     if (!isa<TensorType>(value.getType()))
       continue;
     Value source = value;

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <memory>
@@ -29,9 +30,11 @@ struct CapturePolicy {
   llvm::function_ref<bool(Value)> clone;
 };
 
-/// The module's public functions with a body: what both outlining passes
-/// outline from (entry points; the functions they create are private).
-SmallVector<func::FuncOp> getDefinedPublicFunctions(ModuleOp module);
+/// What both kernel outlining passes outline from: the module's public
+/// functions with a body (entry points) and its outlined layers (the body
+/// of an entry point, called once per layer). The functions they create
+/// are private and not outlined from again.
+SmallVector<func::FuncOp> getOutliningRoots(ModuleOp module);
 
 /// Outlines groups of ops into private functions of a module, reusing a
 /// function whenever a group's body equals one outlined before.
@@ -45,10 +48,13 @@ public:
   /// function outlined before. Values the ops read from outside become
   /// arguments in the order they are first read, unless `policy` clones
   /// them; their results used elsewhere become results, marked
-  /// `kUpdatesAttr` when written into an argument. Returns null and changes
-  /// nothing when such a use comes before the last op.
+  /// `kUpdatesAttr` when written into an argument, and so do those in
+  /// `returned` (so that equal groups whose results are read in different
+  /// places have one signature). Returns null and changes nothing when such
+  /// a use comes before the last op.
   func::CallOp outline(ArrayRef<Operation *> ops, StringRef name,
-                       const CapturePolicy &policy);
+                       const CapturePolicy &policy,
+                       const llvm::DenseSet<Value> &returned = {});
 
   /// Distinct functions created so far.
   unsigned numFunctions() const { return functions; }

@@ -58,7 +58,7 @@ struct SitsOutlineKernelsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     KernelOutliner outliner(module);
-    for (func::FuncOp func : getDefinedPublicFunctions(module)) {
+    for (func::FuncOp func : getOutliningRoots(module)) {
       SmallVector<Operation *> kernels;
       for (Operation &op : func.getBody().getOps())
         if (isKernel(&op))

@@ -24,6 +24,12 @@ namespace mlir::sits {
 /// dispatch's destination). Once buffers, it is the caller's buffer.
 inline constexpr llvm::StringLiteral kUpdatesAttr = "sits.updates";
 
+/// A unit attribute on a private function `sits-outline-layers` made of a
+/// model's repeated layer: outlining passes treat it as an entry point's
+/// body, and it returns the buffers it computes (their extents are known
+/// only inside it) instead of taking them as out-params.
+inline constexpr llvm::StringLiteral kLayerAttr = "sits.layer";
+
 /// Folds `activation` into the epilogue of the contraction producing its
 /// input. Fails, without changing the IR, when the producer is not a
 /// contraction, already has an activation, or has other users. Returns the

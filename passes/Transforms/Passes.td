@@ -366,6 +366,59 @@ def SitsOutlineKernels : Pass<"sits-outline-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsOutlineLayers : Pass<"sits-outline-layers", "::mlir::ModuleOp"> {
+  let summary = "Outline a model's repeated layers into one function";
+  let description = [{
+    A transformer repeats one layer N times; every pass after import would
+    see N copies of the same ops on other weights, so compile time would
+    grow with the depth. This pass finds, in each public function, the
+    longest run of N >= 2 consecutive blocks of ops that are equal but for
+    their weights (non-splat tensor constants, which stay in the caller) and
+    the layer a `sits.paged_attention` reads (which becomes an operand), and
+    replaces each block by a call to one private function marked
+    `sits.layer`. Everything a block reads from outside (the previous
+    layer's results, the weights, the inputs it shares with the other
+    layers) is an argument; scalar and splat constants are cloned into the
+    function; every call returns what any block's results are read for
+    outside it, so that all share one signature. A first block that also
+    computes what every block reads (the rotary tables reshaped for the
+    heads) has those ops moved before it. Runs covering under a tenth of
+    the function are left inline (a call boundary, which fusion does not
+    cross, for little compile time); the ops before and after a run are
+    searched the same way.
+
+    The rest of the pipeline compiles the layer once: weight re-layouts
+    apply to every call's constants, the KV pool a layer writes is its
+    argument updated in place (`sits.updates`), and the layer returns the
+    new buffers it computes.
+
+    ```mlir
+    // Before: two layers.
+    %w0 = arith.constant dense_resource<w0> : tensor<64x64xf32>
+    %a = sits.matmul %x, %w0 : ...
+    %b = sits.gelu %a : ...
+    %w1 = arith.constant dense_resource<w1> : tensor<64x64xf32>
+    %c = sits.matmul %b, %w1 : ...
+    %d = sits.gelu %c : ...
+    // After
+    %w0 = arith.constant dense_resource<w0> : tensor<64x64xf32>
+    %b = call @main_layer(%x, %w0) : ...
+    %w1 = arith.constant dense_resource<w1> : tensor<64x64xf32>
+    %d = call @main_layer(%b, %w1) : ...
+    ```
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", /*default=*/"16",
+           "Fewest ops a repeated block must have to be outlined">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numLayers", "num-layers", "Blocks replaced by a call">,
+    Statistic<"numFunctions", "num-functions", "Layer functions created">,
+  ];
+}
+
 def SitsReadOnlyInputs : Pass<"sits-read-only-inputs", "::mlir::ModuleOp"> {
   let summary = "Mark the inputs of public functions read-only for bufferization";
   let description = [{

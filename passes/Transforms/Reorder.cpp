@@ -164,7 +164,9 @@ struct SitsReorderPass
 
     SmallVector<Attribute> report;
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || !func.isPublic() ||
+      // A layer's ops are scheduled in the layer, once for every call.
+      if (func.isExternal() ||
+          !(func.isPublic() || func->hasAttr(kLayerAttr)) ||
           !llvm::hasSingleElement(func.getBody()))
         continue;
       scheduleFunction(func, model, limit, report, file);

@@ -141,6 +141,9 @@ def main(argv=None) -> int:
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--max-seq-len", type=int, default=1024)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--no-outline-layers", action="store_true",
+                   help="compile every layer inline (compile_options outline_layers=False), "
+                        "to compare")
     p.add_argument("--measure", choices=("ort", "sits", "copy", "paged"), help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -154,11 +157,12 @@ def main(argv=None) -> int:
     out = tempfile.mkdtemp(prefix="sits-llm-bench-")
     dec = build(args.model, out, layers=args.layers, hidden=args.hidden, heads=args.heads,
                 vocab=args.vocab, positions=args.max_seq_len)
+    options = {"threads": args.threads, "outline_layers": not args.no_outline_layers}
     start = time.perf_counter()
-    sits_mlir.compile(dec.path, "cpu", os.path.join(out, "model.sitsm"), threads=args.threads)
+    sits_mlir.compile(dec.path, "cpu", os.path.join(out, "model.sitsm"), **options)
     compile_s = time.perf_counter() - start
     # The serving form: the engine samples from each sequence's last logits.
-    sits_mlir.compile(dec.path, "cpu", os.path.join(out, "paged.sitsm"), threads=args.threads,
+    sits_mlir.compile(dec.path, "cpu", os.path.join(out, "paged.sitsm"), **options,
                       kv_cache="paged", kv_block_size=BLOCK, logits="last")
     spec = {"decoder": {k: getattr(dec, k) for k in ("path", "vocab", "layers", "kv_heads",
                                                      "head_dim")},

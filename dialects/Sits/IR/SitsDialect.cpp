@@ -86,6 +86,13 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                              << "' is only valid on a builtin.module";
     return verifyReport(op, attr);
   }
+  // A function sits-outline-layers made of a model's repeated layer.
+  if (attr.getName().getValue() == "sits.layer") {
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'sits.layer' must be a unit attribute on a function";
+    return success();
+  }
   if (attr.getName() != getTargetAttrName() &&
       attr.getName() != getWeightsAttrName())
     return op->emitError() << "unknown SITS attribute '"

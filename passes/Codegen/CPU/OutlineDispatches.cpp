@@ -125,7 +125,7 @@ struct SitsCpuOutlineDispatchesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     KernelOutliner outliner(module);
-    for (func::FuncOp func : getDefinedPublicFunctions(module))
+    for (func::FuncOp func : getOutliningRoots(module))
       outlineGroups(func, outliner);
     numFunctions = outliner.numFunctions();
   }

@@ -106,6 +106,21 @@ def SitsCpuDropUpdatedResults
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def SitsCpuResultsToOutParams
+    : Pass<"sits-cpu-results-to-out-params", "::mlir::ModuleOp"> {
+  let summary = "Results as caller-provided out-params, but those of layers";
+  let description = [{
+    Upstream's `buffer-results-to-out-params{hoist-static-allocs
+    modify-public-functions}` for every function but the layers of
+    `sits-outline-layers` (marked `sits.layer`): the runtime owns an entry
+    point's outputs and the code writes them in place, while a layer's
+    results (the next layer's hidden state) have extents computed inside
+    the layer, which its caller cannot allocate for; a layer returns the
+    buffers it allocated, which its caller then owns.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def SitsCpuExpandSmallFloats
     : Pass<"sits-cpu-expand-small-floats", "func::FuncOp"> {
   let summary = "fp8, fp4 and (where not native) bf16 conversions in integers";

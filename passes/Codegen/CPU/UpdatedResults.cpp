@@ -11,11 +11,13 @@
 #include "passes/Codegen/CPU/Passes.h"
 #include "passes/Transforms/Passes.h"
 
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/BitVector.h"
 
 namespace mlir::sits::cpu {
 #define GEN_PASS_DEF_SITSCPUDROPUPDATEDRESULTS
+#define GEN_PASS_DEF_SITSCPURESULTSTOOUTPARAMS
 #include "passes/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::sits::cpu
 
@@ -64,13 +66,31 @@ struct SitsCpuDropUpdatedResultsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     llvm::DenseMap<Operation *, SmallVector<func::CallOp>> calls;
+    llvm::DenseMap<Operation *, SmallVector<func::FuncOp>> callees;
     SymbolTableCollection symbols;
     module.walk([&](func::CallOp call) {
-      if (Operation *callee = call.resolveCallableInTable(&symbols))
-        calls[callee].push_back(call);
+      auto callee =
+          dyn_cast_or_null<func::FuncOp>(call.resolveCallableInTable(&symbols));
+      if (!callee)
+        return;
+      calls[callee].push_back(call);
+      callees[call->getParentOfType<func::FuncOp>()].push_back(callee);
     });
+    // Callees first: a caller returning what a call returned sees the
+    // argument it passed once the callee's updated result is dropped.
+    llvm::DenseSet<Operation *> visited;
+    std::function<LogicalResult(func::FuncOp)> visit =
+        [&](func::FuncOp func) -> LogicalResult {
+      if (!visited.insert(func).second)
+        return success();
+      for (func::FuncOp callee : callees.lookup(func))
+        if (failed(visit(callee)))
+          return failure();
+      return success(func.isExternal() ||
+                     succeeded(dropUpdatedResults(func, calls[func])));
+    };
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && failed(dropUpdatedResults(func, calls[func])))
+      if (failed(visit(func)))
         return signalPassFailure();
   }
 
@@ -131,6 +151,22 @@ struct SitsCpuDropUpdatedResultsPass
       call.erase();
     }
     return success();
+  }
+};
+
+struct SitsCpuResultsToOutParamsPass
+    : sits::cpu::impl::SitsCpuResultsToOutParamsBase<
+          SitsCpuResultsToOutParamsPass> {
+  void runOnOperation() override {
+    bufferization::BufferResultsToOutParamsOpts options;
+    options.filterFn = [](func::FuncOp *func) {
+      return !(*func)->hasAttr(mlir::sits::kLayerAttr);
+    };
+    options.hoistStaticAllocs = true;
+    options.modifyPublicFunctions = true;
+    if (failed(bufferization::promoteBufferResultsToOutParams(getOperation(),
+                                                              options)))
+      signalPassFailure();
   }
 };
 

@@ -44,6 +44,10 @@ class CompileOptions:
     opt_level: int = 3
     #: Vectorize tiled ops (off only to debug numerics).
     vectorize: bool = True
+    #: Compile a model's repeated layers once (sits-outline-layers, CPU
+    #: targets): compile time then follows the distinct layers, not the
+    #: depth. Off only to compare.
+    outline_layers: bool = True
     #: Print one line per stage with its duration to stderr.
     progress: bool = False
     #: Run sits-prune: fold weight-only subgraphs, remove identities and
@@ -229,6 +233,7 @@ def _cpu_pipeline(options: CompileOptions, target: str = "cpu") -> str:
     return ("builtin.module(sits-cpu-pipeline{"
             f"target={target} num-threads={options.threads} "
             f"vectorize={'true' if options.vectorize else 'false'} "
+            f"outline-layers={'true' if options.outline_layers else 'false'} "
             f"{_graph_options(options)} "
             f"peak-gflops={host.peak_fp32_gflops!r} bandwidth-gbs={host.bandwidth_gbs!r}"
             "})")
