@@ -10,7 +10,10 @@
 
 #include <cassert>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <string>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,6 +62,52 @@ void mlir::sits::releaseConstantPages(ElementsAttr value) {
   uintptr_t end = (uintptr_t(bytes.data()) + bytes.size()) & ~(page - 1);
   if (end > begin)
     (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_PAGEOUT);
+}
+
+/// A shared mapping of `size` bytes of a new scratch file nothing else can
+/// open (unlinked, or never linked), or null.
+static char *mapScratchFile(size_t size) {
+  const char *env = std::getenv("TMPDIR");
+  std::string dir = env && *env ? env : "/tmp";
+  int fd = -1;
+#ifdef O_TMPFILE
+  fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+  if (fd < 0) {
+    std::string path = dir + "/sits-weights-XXXXXX";
+    fd = mkstemp(path.data());
+    if (fd >= 0)
+      unlink(path.c_str());
+  }
+  if (fd < 0)
+    return nullptr;
+  void *data = MAP_FAILED;
+  if (ftruncate(fd, off_t(size)) == 0)
+    data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd); // the mapping keeps the file
+  return data == MAP_FAILED ? nullptr : static_cast<char *>(data);
+}
+
+AsmResourceBlob
+mlir::sits::makeWeightBlob(size_t size,
+                           function_ref<void(MutableArrayRef<char>)> fill) {
+  // Below this, a scratch file costs more than the memory it saves.
+  constexpr size_t kScratchBytes = size_t(1) << 20;
+  char *data = size >= kScratchBytes ? mapScratchFile(size) : nullptr;
+  if (!data) {
+    AsmResourceBlob blob = HeapAsmResourceBlob::allocate(size, /*align=*/64);
+    fill(blob.getMutableData());
+    return blob;
+  }
+  fill(MutableArrayRef<char>(data, size));
+  // Written back now, the pages are clean and dropped (MADV_PAGEOUT keeps
+  // dirty ones); the writer reads them back from the page cache or disk.
+  (void)msync(data, size, MS_SYNC);
+  (void)madvise(data, size, MADV_PAGEOUT);
+  return AsmResourceBlob(
+      ArrayRef<char>(data, size), /*alignment=*/64,
+      [size](void *p, size_t, size_t) { munmap(p, size); },
+      /*dataIsMutable=*/false);
 }
 
 int64_t mlir::sits::getElementBytes(ShapedType type) {

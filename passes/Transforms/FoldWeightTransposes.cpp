@@ -26,16 +26,16 @@ static TypedAttr transposeInnermost(ElementsAttr value) {
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   int64_t matrices = type.getNumElements() / (rows * cols);
   AsmResourceBlob blob =
-      HeapAsmResourceBlob::allocate(bytes.size(), /*align=*/64);
-  MutableArrayRef<char> out = blob.getMutableData();
-  for (int64_t b = 0; b < matrices; ++b) {
-    const char *src = bytes.data() + b * rows * cols * elementBytes;
-    char *dst = out.data() + b * rows * cols * elementBytes;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(dst + (c * rows + r) * elementBytes,
-                    src + (r * cols + c) * elementBytes, elementBytes);
-  }
+      makeWeightBlob(bytes.size(), [&](MutableArrayRef<char> out) {
+        for (int64_t b = 0; b < matrices; ++b) {
+          const char *src = bytes.data() + b * rows * cols * elementBytes;
+          char *dst = out.data() + b * rows * cols * elementBytes;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+              std::memcpy(dst + (c * rows + r) * elementBytes,
+                          src + (r * cols + c) * elementBytes, elementBytes);
+        }
+      });
   SmallVector<int64_t> transposedShape(shape);
   std::swap(transposedShape[shape.size() - 2], transposedShape.back());
   auto transposedType =

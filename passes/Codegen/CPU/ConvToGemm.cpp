@@ -44,14 +44,16 @@ TypedAttr filterPanels(ElementsAttr value, int64_t nr) {
   ArrayRef<int64_t> shape = type.getShape();
   int64_t elementBytes = getElementBytes(type);
   int64_t f = shape[0], k = shape[1] * shape[2] * shape[3];
-  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(bytes.size(), 64);
-  MutableArrayRef<char> out = blob.getMutableData();
-  for (int64_t fb = 0; fb < f / nr; ++fb)
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < nr; ++j)
-        std::memcpy(out.data() + ((fb * k + kk) * nr + j) * elementBytes,
-                    bytes.data() + ((fb * nr + j) * k + kk) * elementBytes,
-                    elementBytes);
+  AsmResourceBlob blob =
+      makeWeightBlob(bytes.size(), [&](MutableArrayRef<char> out) {
+        for (int64_t fb = 0; fb < f / nr; ++fb)
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < nr; ++j)
+              std::memcpy(out.data() + ((fb * k + kk) * nr + j) * elementBytes,
+                          bytes.data() +
+                              ((fb * nr + j) * k + kk) * elementBytes,
+                          elementBytes);
+      });
   auto panelType =
       RankedTensorType::get({f / nr, k, nr}, type.getElementType());
   return makeConstantLike(value, panelType, std::move(blob), ".panels");

@@ -31,15 +31,15 @@ TypedAttr packPanels(ElementsAttr value, int64_t nr) {
   int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
   int64_t elementBytes = getElementBytes(type);
   int64_t panels = nSize / nr;
-  AsmResourceBlob blob =
-      HeapAsmResourceBlob::allocate(bytes.size(), /*align=*/64);
-  MutableArrayRef<char> out = blob.getMutableData();
   int64_t rowBytes = nr * elementBytes;
-  for (int64_t nb = 0; nb < panels; ++nb)
-    for (int64_t kk = 0; kk < kSize; ++kk)
-      std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
-                  bytes.data() + (kk * nSize + nb * nr) * elementBytes,
-                  rowBytes);
+  AsmResourceBlob blob =
+      makeWeightBlob(bytes.size(), [&](MutableArrayRef<char> out) {
+        for (int64_t nb = 0; nb < panels; ++nb)
+          for (int64_t kk = 0; kk < kSize; ++kk)
+            std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
+                        bytes.data() + (kk * nSize + nb * nr) * elementBytes,
+                        rowBytes);
+      });
   releaseConstantPages(value);
   auto packedType =
       RankedTensorType::get({panels, kSize, nr}, type.getElementType());
