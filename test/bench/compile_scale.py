@@ -527,7 +527,8 @@ def stage_compile(spec: dict) -> dict:
     art = sits_mlir.compile(spec["onnx"], spec["target"], spec["artifact"],
                             threads=spec["threads"], kv_cache=spec["kv_cache"],
                             kv_block_size=spec["block_size"],
-                            precision=spec.get("precision", "fp32"), progress=True)
+                            precision=spec.get("precision", "fp32"), progress=True,
+                            outline_layers=spec.get("outline_layers", True))
     total = time.perf_counter() - start
     anon.stop()
     if dump_s[0] and "lower" in stages:
@@ -737,6 +738,7 @@ def measure(shape: dict, args, kv_cache: str, workdir: str, label: str,
             "dtype": args.dtype or ("float16" if args.shape == "llama7b" else "float32"),
             "synthesize": synthesize and shape["layers"] > EXPORTED_LAYERS,
             "serve_tokens": args.serve_tokens, "precision": args.precision,
+            "outline_layers": not args.no_outline_layers,
             "artifact": os.path.join(workdir, f"llama-{kv_cache}.sitsm"),
             "target": args.target, "threads": args.threads, "kv_cache": kv_cache,
             "block_size": args.block_size, "pass_timing": args.pass_timing,
@@ -1047,6 +1049,8 @@ def main(argv=None) -> int:
                         "(auto: llama7b)")
     p.add_argument("--precision", choices=("fp32", "int8", "int4", "auto"), default="fp32",
                    help="weight precision (sits_mlir.compile's precision=)")
+    p.add_argument("--no-outline-layers", action="store_true",
+                   help="compile every layer inline (outline_layers=False), to compare")
     p.add_argument("--serve-tokens", type=int, default=0,
                    help="after loading, one prefill and this many greedy decode steps "
                         "(SITS alone; seconds per step)")
