@@ -7,6 +7,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
@@ -173,6 +174,19 @@ struct KernelOutliner::Distinct {
     sites.push_back(site);
   }
 };
+
+bool mlir::sits::isScalarOrSplatConstant(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (!def || !def->hasTrait<OpTrait::ConstantLike>())
+    return false;
+  if (!isa<TensorType>(value.getType()))
+    return true;
+  Attribute attr;
+  auto elements = matchPattern(value, m_Constant(&attr))
+                      ? dyn_cast<DenseElementsAttr>(attr)
+                      : DenseElementsAttr();
+  return elements && elements.isSplat();
+}
 
 SmallVector<func::FuncOp> mlir::sits::getOutliningRoots(ModuleOp module) {
   SmallVector<func::FuncOp> functions;

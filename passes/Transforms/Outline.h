@@ -30,6 +30,12 @@ struct CapturePolicy {
   llvm::function_ref<bool(Value)> clone;
 };
 
+/// A scalar or splat constant: what outlining clones into a function
+/// rather than passing in (its value lets the code fold; as an argument it
+/// would also make equal functions differ). Other tensor constants are
+/// weights.
+bool isScalarOrSplatConstant(Value value);
+
 /// What both kernel outlining passes outline from: the module's public
 /// functions with a body (entry points) and its outlined layers (the body
 /// of an entry point, called once per layer). The functions they create

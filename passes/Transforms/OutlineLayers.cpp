@@ -28,26 +28,11 @@ using namespace mlir::sits;
 
 namespace {
 
-/// A scalar or splat constant: cloned into the layer, where its value lets
-/// the code fold. Other tensor constants are weights, passed in.
-bool isClonedConstant(Value value) {
-  Operation *def = value.getDefiningOp();
-  if (!def || !def->hasTrait<OpTrait::ConstantLike>())
-    return false;
-  if (!isa<TensorType>(value.getType()))
-    return true;
-  Attribute attr;
-  auto elements = matchPattern(value, m_Constant(&attr))
-                      ? dyn_cast<DenseElementsAttr>(attr)
-                      : DenseElementsAttr();
-  return elements && elements.isSplat();
-}
-
 /// A tensor constant each layer may hold its own of: left in the caller.
 bool isWeight(Operation *op) {
   return op->hasTrait<OpTrait::ConstantLike>() && op->getNumResults() == 1 &&
          isa<TensorType>(op->getResult(0).getType()) &&
-         !isClonedConstant(op->getResult(0));
+         !isScalarOrSplatConstant(op->getResult(0));
 }
 
 /// What must agree for two ops to be the same op of two layers: everything
@@ -162,7 +147,7 @@ bool isSameBlock(ArrayRef<Operation *> ops, const Repeat &repeat, unsigned r,
     // other at another place.
     if (inBlock(topLevel(a), first) || inBlock(topLevel(b), base))
       return failure();
-    if (isClonedConstant(a) || isClonedConstant(b)) {
+    if (isScalarOrSplatConstant(a) || isScalarOrSplatConstant(b)) {
       Attribute x, y;
       return success(matchPattern(a, m_Constant(&x)) &&
                      matchPattern(b, m_Constant(&y)) && x == y &&
@@ -350,7 +335,7 @@ struct SitsOutlineLayersPass
           attention && attention.getLayer())
         layerIndices.insert(makeLayerOperand(builder, attention));
     auto cloned = [&](Value value) {
-      return !layerIndices.contains(value) && isClonedConstant(value);
+      return !layerIndices.contains(value) && isScalarOrSplatConstant(value);
     };
     CapturePolicy policy{cloned};
     // Every block returns what any block's results are read for outside

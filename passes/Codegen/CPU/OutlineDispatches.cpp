@@ -14,7 +14,6 @@
 #include "passes/Transforms/Outline.h"
 
 #include "mlir/Dialect/UB/IR/UBOps.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -55,15 +54,8 @@ bool isClonedIntoDispatch(Value value, const Destinations &destinations) {
     return false;
   if (isa<ub::PoisonOp>(def))
     return true;
-  if (def->hasTrait<OpTrait::ConstantLike>()) {
-    if (!isa<TensorType>(value.getType()))
-      return true;
-    Attribute attr;
-    auto elements = matchPattern(value, m_Constant(&attr))
-                        ? dyn_cast<DenseElementsAttr>(attr)
-                        : DenseElementsAttr();
-    return elements && elements.isSplat();
-  }
+  if (def->hasTrait<OpTrait::ConstantLike>())
+    return isScalarOrSplatConstant(value);
   if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
           tensor::CollapseShapeOp, tensor::CastOp>(def))
     return true;
