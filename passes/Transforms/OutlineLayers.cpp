@@ -225,7 +225,12 @@ struct SitsOutlineLayersPass
     if (std::optional<Repeat> longer = withFirstBlock(ops, sigs, begin, repeat);
         longer && same(*longer))
       repeat = *longer;
-    if (same(repeat))
+    // Constants stay in the caller: a block of constants alone (weights
+    // that canonicalization hoisted together) has nothing to outline.
+    unsigned computing = llvm::count_if(
+        ArrayRef(ops).slice(repeat.start, repeat.period),
+        [](Operation *op) { return !op->hasTrait<OpTrait::ConstantLike>(); });
+    if (computing >= minOps && same(repeat))
       outlineBlocks(func, ops, repeat, outliner);
     outlineRepeats(func, ops, sigs, begin, repeat.start, outliner);
     outlineRepeats(func, ops, sigs, repeat.start + repeat.period * repeat.count,

@@ -221,3 +221,28 @@ func.func @shared_splat(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %o2 = arith.addf %a2, %c2 : tensor<2x4xf32>
   return %o2 : tensor<2x4xf32>
 }
+
+// -----
+
+// Weights that canonicalization hoisted together repeat too, but a block of
+// constants alone has nothing to outline.
+
+// CHECK-LABEL: func.func @constants_only
+//   CHECK-NOT:   call
+//       CHECK:   return
+func.func @constants_only(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %a0 = arith.constant dense<[[1.0, 2.0, 3.0, 4.0]]> : tensor<1x4xf32>
+  %b0 = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %c0 = arith.constant dense<[1, 2]> : tensor<2xi32>
+  %d0 = arith.constant dense<[[1.0], [2.0]]> : tensor<2x1xf32>
+  %a1 = arith.constant dense<[[5.0, 2.0, 3.0, 4.0]]> : tensor<1x4xf32>
+  %b1 = arith.constant dense<[5.0, 2.0]> : tensor<2xf32>
+  %c1 = arith.constant dense<[5, 2]> : tensor<2xi32>
+  %d1 = arith.constant dense<[[5.0], [2.0]]> : tensor<2x1xf32>
+  %a2 = arith.constant dense<[[6.0, 2.0, 3.0, 4.0]]> : tensor<1x4xf32>
+  %b2 = arith.constant dense<[6.0, 2.0]> : tensor<2xf32>
+  %c2 = arith.constant dense<[6, 2]> : tensor<2xi32>
+  %d2 = arith.constant dense<[[6.0], [2.0]]> : tensor<2x1xf32>
+  %y = math.exp %x : tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
