@@ -419,6 +419,48 @@ def SitsOutlineLayers : Pass<"sits-outline-layers", "::mlir::ModuleOp"> {
   ];
 }
 
+def SitsInlineLayers : Pass<"sits-inline-layers", "::mlir::ModuleOp"> {
+  let summary = "Inline the layer functions the ONNX importer emits once";
+  let description = [{
+    The importer emits each distinct repeated layer once, as a private
+    function marked `sits.inline`, and calls it once per layer: shape
+    inference, folding and emission run once per distinct layer. This pass,
+    run right after import, inlines every call of such a function (in any
+    function of the module) and erases the function, so that the module is
+    flat as if every layer had been imported on its own.
+
+    The function has one block; its ops but the `func.return` are cloned
+    before the call, its arguments standing for the call's operands, and
+    the returned values replace the call's results (constants stay clones).
+    The function's `sits.node_names`, an array of strings N_0..N_{P-1}
+    (the first of equal names wins), names the ONNX nodes of the layer it
+    was imported from; a call's `sits.node_names`, as long, names those of
+    its own layer. In every op cloned for the call (nested ones and their
+    block arguments included), each NameLoc named N_j, also inside a fused,
+    call-site or name location, is named by the call's j-th name, its child
+    location kept. A call without `sits.node_names` keeps the function's
+    locations. Errors: a call's `sits.node_names` that is not an array of
+    strings as long as the function's; a `sits.inline` function that is a
+    declaration, has more than one block, lacks its `sits.node_names` or
+    calls another `sits.inline` function.
+
+    ```mlir
+    // Before
+    func.func private @layer(%x: tensor<4xf32>) -> tensor<4xf32>
+        attributes {sits.inline, sits.node_names = ["/l0/Relu"]} {
+      %y = sits.activation <relu> %x : ... loc("/l0/Relu")
+      return %y : tensor<4xf32>
+    }
+    %a = call @layer(%x) {sits.node_names = ["/l0/Relu"]} : ...
+    %b = call @layer(%a) {sits.node_names = ["/l1/Relu"]} : ...
+    // After
+    %a = sits.activation <relu> %x : ... loc("/l0/Relu")
+    %b = sits.activation <relu> %a : ... loc("/l1/Relu")
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def SitsReadOnlyInputs : Pass<"sits-read-only-inputs", "::mlir::ModuleOp"> {
   let summary = "Mark the inputs of public functions read-only for bufferization";
   let description = [{

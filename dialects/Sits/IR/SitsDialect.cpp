@@ -3,6 +3,7 @@
 #include "dialects/Sits/IR/SitsOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
@@ -91,6 +92,24 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()
              << "'sits.layer' must be a unit attribute on a function";
+    return success();
+  }
+  // A layer function the ONNX importer emitted once, for sits-inline-layers
+  // to inline at each of its calls.
+  if (attr.getName().getValue() == "sits.inline") {
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'sits.inline' must be a unit attribute on a function";
+    return success();
+  }
+  // The ONNX node names of such a function's layer, or of a call's.
+  if (attr.getName().getValue() == "sits.node_names") {
+    auto names = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface, CallOpInterface>(op) || !names ||
+        !llvm::all_of(names, llvm::IsaPred<StringAttr>))
+      return op->emitError() << "'sits.node_names' must be an array of "
+                                "strings on a function or a call, got "
+                             << attr.getValue();
     return success();
   }
   if (attr.getName() != getTargetAttrName() &&

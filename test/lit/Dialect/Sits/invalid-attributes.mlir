@@ -312,6 +312,54 @@ module {
 
 // -----
 
+// `sits.inline` and `sits.node_names`: a layer function the ONNX importer
+// emitted once and its calls (see sits-inline-layers).
+module {
+  // expected-error @+1 {{'sits.inline' must be a unit attribute on a function}}
+  func.func private @f() attributes {sits.inline = 1 : i64, sits.node_names = []} {
+    return
+  }
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'sits.inline' must be a unit attribute on a function}}
+  %y = arith.negf %x {sits.inline} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'sits.node_names' must be an array of strings on a function or a call, got [1]}}
+  call @g() {sits.node_names = [1]} : () -> ()
+  return
+}
+func.func private @g()
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'sits.node_names' must be an array of strings on a function or a call, got ["/Neg"]}}
+  %y = arith.negf %x {sits.node_names = ["/Neg"]} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// A layer function and a call: no diagnostic.
+func.func @calls(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = call @layer(%x) {sits.node_names = ["/l1/Neg"]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @layer(%x: tensor<4xf32>) -> tensor<4xf32> attributes {sits.inline, sits.node_names = ["/l0/Neg"]} {
+  %y = arith.negf %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // `sits.report.<pass>`: the decisions of a graph pass, an array of
 // dictionaries on the module.
 // expected-error @+1 {{'sits.report.schedule' must be an array of dictionaries, got [1]}}
