@@ -15,6 +15,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSINLINELAYERS
@@ -151,12 +152,30 @@ struct SitsInlineLayersPass
         return NameLoc::get(names[it->second], loc.getChildLoc());
       });
     }
+    // A constant only this call reads (a layer's weight) moves to its first
+    // reader, where importing node by node puts it: the module is the same
+    // whichever way it was imported, down to the order of its ops.
+    llvm::SmallPtrSet<Operation *, 16> sink;
+    for (Value operand : call.getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && def->hasTrait<OpTrait::ConstantLike>() &&
+          def->getBlock() == call->getBlock() &&
+          llvm::all_of(def->getUsers(),
+                       [&](Operation *user) { return user == call; }))
+        sink.insert(def);
     OpBuilder builder(call);
     for (Operation &op : callee.body->without_terminator()) {
       Operation *clone = builder.clone(op, mapping);
       if (replacer)
         replacer->recursivelyReplaceElementsIn(clone, /*replaceAttrs=*/false,
                                                /*replaceLocs=*/true);
+      if (sink.empty())
+        continue;
+      clone->walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          if (Operation *def = operand.getDefiningOp(); def && sink.erase(def))
+            def->moveBefore(clone);
+      });
     }
     auto ret = cast<func::ReturnOp>(callee.body->getTerminator());
     for (auto [result, value] :

@@ -59,6 +59,33 @@ func.func private @layer(%h: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
 
 // -----
 
+// A constant only one call reads (that layer's weight) moves to its first
+// reader; one read elsewhere too stays where it is.
+// CHECK-LABEL: func.func @weights
+//       CHECK:   %[[S:.+]] = arith.constant dense<2.000000e+00>
+//       CHECK:   %[[N:.+]] = arith.negf
+//  CHECK-NEXT:   %[[W0:.+]] = arith.constant dense<[1.000000e+00, 2.000000e+00]>
+//  CHECK-NEXT:   arith.mulf %[[N]], %[[W0]]
+//       CHECK:   %[[N1:.+]] = arith.negf
+//  CHECK-NEXT:   %[[W1:.+]] = arith.constant dense<[3.000000e+00, 4.000000e+00]>
+//  CHECK-NEXT:   arith.mulf %[[N1]], %[[W1]]
+func.func @weights(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %w0 = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %w1 = arith.constant dense<[3.0, 4.0]> : tensor<2xf32>
+  %s = arith.constant dense<2.0> : tensor<2xf32>
+  %a = call @scale(%x, %w0, %s) {sits.node_names = ["/l0/Neg", "/l0/Mul", "/l0/Add"]} : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %b = call @scale(%a, %w1, %s) {sits.node_names = ["/l1/Neg", "/l1/Mul", "/l1/Add"]} : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %b, %s : tensor<2xf32>, tensor<2xf32>
+}
+func.func private @scale(%x: tensor<2xf32>, %w: tensor<2xf32>, %s: tensor<2xf32>) -> tensor<2xf32> attributes {sits.inline, sits.node_names = ["/l0/Neg", "/l0/Mul", "/l0/Add"]} {
+  %n = arith.negf %x : tensor<2xf32>
+  %m = arith.mulf %n, %w : tensor<2xf32>
+  %r = arith.addf %m, %s : tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
 // A call without `sits.node_names`, in any function, keeps the layer's
 // locations.
 

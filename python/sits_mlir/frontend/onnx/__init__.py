@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 from ...errors import CompileError
 from ._importer import ImportedModel, Importer, TensorSpec
+from ._layers import NoLayers
 from ._load import MAX_OPSET, MIN_OPSET, load
 from ._ops import CONVERTERS
 
@@ -102,7 +103,8 @@ def _without_converter(op_type: str) -> bool:
 
 
 def import_model(model: ModelLike, *, context=None,
-                 dynamic_dims: Optional[Mapping[str, Optional[int]]] = None) -> ImportedModel:
+                 dynamic_dims: Optional[Mapping[str, Optional[int]]] = None,
+                 shared_layers: bool = True) -> ImportedModel:
     """Imports an ONNX model into the SITS dialect.
 
     `model` is a path to an `.onnx` file (external data next to it is read),
@@ -115,8 +117,34 @@ def import_model(model: ModelLike, *, context=None,
 
     Runs the pre-flight check first and raises one `CompileError` listing
     every unsupported node (see `check`) before any IR is built.
+
+    With `shared_layers`, a transformer's repeated layers are checked,
+    inferred and emitted once and their copies cloned in the IR (the module
+    is the same, each op named by its own layer's node), so that import
+    time hardly grows with the depth. Where the repeat cannot be shared, or
+    anything fails, the model is imported node by node.
     """
+    if shared_layers:
+        try:
+            loaded = load(model, dynamic_dims=dynamic_dims, expand=_without_converter,
+                          layers=True)
+        except (NoLayers, CompileError):
+            loaded = None  # the model is read again below, and errors name every node
+        if loaded is not None and loaded.layers is None:
+            return _import(loaded, context)
+        if loaded is not None:
+            try:
+                importer = Importer(loaded)
+                importer.check_layers()
+                if not importer.preflight():
+                    return importer.build(context)
+            except (NoLayers, CompileError):
+                pass
     loaded = load(model, dynamic_dims=dynamic_dims, expand=_without_converter)
+    return _import(loaded, context)
+
+
+def _import(loaded, context) -> ImportedModel:
     importer = Importer(loaded)
     problems = importer.preflight()
     if problems:

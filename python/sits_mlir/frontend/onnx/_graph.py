@@ -147,6 +147,9 @@ class Graph:
         self.initializer_names = set(self.consts)
         self.inputs = [i.name for i in g.input if i.name not in self.consts]
         self.outputs = [o.name for o in g.output]
+        #: Values kept though no output needs them: what later layers read
+        #: of the one the reduced graph holds (see `_layers`).
+        self.keep = set(loaded.layers.keep) if loaded.layers is not None else set()
         self.producer = {}
         for i, n in enumerate(self.nodes):
             for o in n.output:
@@ -258,7 +261,7 @@ class Graph:
     # -- folding and liveness ------------------------------------------------
 
     def _needed_nodes(self, stop_at_consts: bool) -> set:
-        needed = set(self.outputs)
+        needed = set(self.outputs) | self.keep
         live = set()
         for i in range(len(self.nodes) - 1, -1, -1):
             n = self.nodes[i]

@@ -8,13 +8,14 @@ from typing import Optional
 import numpy as np
 import onnx
 
-from ... import ir
+from ... import ir, passmanager
 from ...dialects import arith, func, tensor
 from ...errors import CompileError, Diagnostic, UnsupportedNode
 from . import _types
 from ._builder import Builder, shape_of
 from ._graph import Graph, attributes, extent_tree
-from ._load import LoadedModel
+from ._layers import NoLayers, Slot
+from ._load import LoadedModel, ValueType, initializer_array
 from ._ops import CONVERTERS  # every op family, registered
 from ._ops_common import status_value
 from ._patterns import emit_fusion, match
@@ -74,12 +75,17 @@ class Importer:
         # (i1 tensor, message) per run-time index check (`check_indices`):
         # @main returns their status as a last result marked `sits.status`.
         self.range_checks: list = []
+        #: Each layer's escaping values, by name (see `_emit_layers`).
+        self._layer_results: dict = {}
+        #: While a layer function is emitted: @main's values, the function's
+        #: entry block and the graph inputs it added as arguments.
+        self._outer = None
 
     def _live_nodes(self) -> set:
         """Emitted nodes some graph output still needs once fusions read only
         their own inputs (e.g. a causal mask's producers become dead)."""
         g, m = self.g, self.matcher
-        needed = set(g.outputs)
+        needed = set(g.outputs) | g.keep
         live = set()
         for i in sorted(g.emit_nodes, reverse=True):
             f = m.by_anchor.get(i)
@@ -93,12 +99,21 @@ class Importer:
             n = g.nodes[i]
             if any(o in needed for o in n.output if o):
                 live.add(i)
-                conv = self._converter(i)
-                reads = conv.read_inputs(g, n) if conv is not None else None
-                if reads is None:
-                    reads = range(len(n.input))
-                needed.update(n.input[k] for k in reads if k < len(n.input) and n.input[k])
+                needed.update(self._reads(i))
         return live
+
+    def _reads(self, i: int) -> list:
+        """The values emitting live node `i` (or the fusion it anchors) reads."""
+        g = self.g
+        f = self.matcher.by_anchor.get(i)
+        if f is not None:
+            return f.external_inputs(g)
+        n = g.nodes[i]
+        conv = self._converter(i)
+        reads = conv.read_inputs(g, n) if conv is not None else None
+        if reads is None:
+            reads = range(len(n.input))
+        return [n.input[k] for k in reads if k < len(n.input) and n.input[k]]
 
     def _converter(self, i: int):
         """Node `i`'s converter for the opset the model imports its domain
@@ -259,6 +274,12 @@ class Importer:
                 v = self.b.constant(g.const(name), name=name)
             self.values[name] = v
             return v
+        if self._outer is not None and name in self._outer[0] and name in g.inputs:
+            # A graph input the layer reads the extents of: one more argument.
+            v = self._outer[1].add_argument(self._outer[0][name].type, ir.Location.name(name))
+            self.values[name] = v
+            self._outer[2].append(name)
+            return v
         raise KeyError(f"value '{name}' is not available")
 
     def weight(self, name: str) -> ir.Value:
@@ -341,6 +362,167 @@ class Importer:
             for name, v in zip(n.output, outs):
                 self._bind(name, v)
 
+    def _emit_nodes(self, indices):
+        g = self.g
+        for i in indices:
+            try:
+                self._emit_node(i)
+            except CompileError:
+                raise
+            except ir.MLIRError as e:
+                raise CompileError.from_mlir_error(
+                    f"importing node '{g.node_name(i)}' ({g.nodes[i].op_type}) failed",
+                    e) from None
+            except Exception as e:
+                raise CompileError(
+                    f"internal error importing node '{g.node_name(i)}' ({g.nodes[i].op_type})",
+                    [Diagnostic(f"{type(e).__name__}: {e}", _loc_str(g.node_name(i)))]) from e
+
+    # -- repeated layers (see `_layers`) -----------------------------------------
+
+    def _counterpart(self, name: str) -> str:
+        """`name`, or for a later layer's graph output the first layer's,
+        which the reduced graph holds."""
+        plan = self.g.loaded.layers
+        return plan.counterpart.get(name, name) if plan is not None else name
+
+    def check_layers(self):
+        """Raises NoLayers where the reduced graph's analysis does not hold
+        for every layer."""
+        g, plan = self.g, self.g.loaded.layers
+        start, stop = plan.start, plan.start + plan.period
+
+        def region(i):
+            return 0 if i < start else 1 if i < stop else 2
+        for f in self.matcher.by_anchor.values():
+            if len({region(i) for i in f.nodes}) > 1:
+                raise NoLayers("a fusion crosses the first layer's boundary")
+        # The first layer's folded values must not depend on what differs
+        # between layers (its weights, its inputs' data); extents may.
+        own = {s.names[0] for s in plan.slots if s.kind in ("carried", "varying")}
+        for i in range(start, stop):
+            n = g.nodes[i]
+            if n.op_type in ("Shape", "Size") or not any(x in own for x in n.input if x):
+                continue
+            if i in g.folded:
+                raise NoLayers(f"node '{g.node_name(i)}' folds what differs between layers")
+            own.update(o for o in n.output if o)
+        for s in plan.slots:
+            x0 = s.names[0]
+            if s.kind == "carried":
+                y0 = plan.escape_names[plan.escapes.index(s.carried_from)][0]
+                if g.elem_type(x0) != g.elem_type(y0) or g.sym_shape(x0) != g.sym_shape(y0) \
+                        or g.is_const(x0) or g.is_const(y0):
+                    raise NoLayers(f"a layer maps '{x0}' to '{y0}' of another type")
+            elif s.kind == "varying" and x0 not in plan.initializers:
+                for x in s.names[1:]:
+                    if x in plan.initializers:
+                        continue
+                    if g.elem_type(x) != g.elem_type(x0) or g.sym_shape(x) != g.sym_shape(x0):
+                        raise NoLayers(f"layers read '{x0}' and '{x}' of different types")
+                if all(g.is_const(x) for x in s.names) and \
+                        int(np.prod(g.shape(x0) or (), dtype=np.int64)) <= (1 << 16) and \
+                        all(_same(g.const(x), g.const(x0)) for x in s.names[1:]):
+                    s.kind = "constant"
+
+    def _layer_value(self, name: str) -> ir.Value:
+        """A later layer's own input `name` in @main."""
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        t = self.g.loaded.layers.initializers.get(name)
+        if t is None:
+            return self.get(name)
+        with ir.Location.name(name):
+            v = self.b.constant(initializer_array(t, self.loaded.external), name=name)
+        self.values[name] = v
+        return v
+
+    def _emit_layers(self, module: ir.Module, main: str):
+        """The prefix, one call per layer to a function holding the first
+        layer, and the suffix, which reads the last call's results."""
+        g, plan = self.g, self.g.loaded.layers
+        start, stop = plan.start, plan.start + plan.period
+        live = sorted(self.live)
+        self._emit_nodes(i for i in live if i < start)
+        reads = set()
+        for i in live:
+            if start <= i < stop:
+                reads.update(self._reads(i))
+        args = [s for s in plan.slots if s.names[0] in reads and (
+            s.kind in ("carried", "varying") or
+            (s.kind == "shared" and not g.is_const(s.names[0])))]
+        first = [self.get(s.names[0]) for s in args]
+        arg_types = [v.type for v in first]
+
+        # The function: the first layer's nodes on its arguments; the
+        # layer's own constants are arguments, not constants, in it.
+        scope = (self.values, self._transposes, self.b._index_consts, len(self.range_checks))
+        hidden = {}
+        for s in args:
+            x = s.names[0]
+            if x in g.consts:
+                hidden[x] = (g.consts.pop(x), g.types.get(x))
+                g.types[x] = ValueType(_onnx_elem_type(hidden[x][0]), _const_shape(hidden[x][0]))
+        with ir.InsertionPoint(module.body), ir.Location.name(plan.node_names[0][0]):
+            layer = func.FuncOp(f"{main}_layer", (arg_types, []), visibility="private")
+        entry = layer.add_entry_block()
+        self.values = {s.names[0]: a for s, a in zip(args, entry.arguments)}
+        self._transposes, self.b._index_consts = {}, {}
+        self._outer = (scope[0], entry, [])
+        try:
+            with ir.InsertionPoint(entry):
+                self._emit_nodes(i for i in live if start <= i < stop)
+                returned = [self.get(names[0]) for names in plan.escape_names]
+                checks = self.range_checks[scope[3]:]
+                with ir.Location.name(plan.node_names[0][-1]):
+                    func.ReturnOp(returned + [c for c, _ in checks])
+        finally:
+            extra = self._outer[2]
+            self._outer = None
+            self.values, self._transposes, self.b._index_consts = scope[:3]
+            del self.range_checks[scope[3]:]
+            for x, (c, t) in hidden.items():
+                g.consts[x] = c
+                if t is None:
+                    g.types.pop(x, None)
+                else:
+                    g.types[x] = t
+        args += [Slot("shared", (x,) * plan.count) for x in extra]
+        arg_types += [self.values[x].type for x in extra]
+        result_types = [v.type for v in returned] + [c.type for c, _ in checks]
+        layer.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(arg_types, result_types))
+        layer.attributes["sits.inline"] = ir.UnitAttr.get()
+        layer.attributes["sits.node_names"] = _names_attr(plan.node_names[0])
+
+        # One call per layer.
+        prev = None
+        for k in range(plan.count):
+            operands = []
+            for s, t in zip(args, arg_types):
+                if s.kind == "carried" and k > 0:
+                    v = prev[plan.escapes.index(s.carried_from)]
+                else:
+                    v = self._layer_value(s.names[k]) if k > 0 else self.get(s.names[0])
+                if v.type != t:
+                    raise NoLayers(f"layer {k} reads '{s.names[k]}' as {v.type}, not {t}")
+                operands.append(v)
+            with ir.Location.name(plan.node_names[k][0]):
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(layer.name.value),
+                                   operands)
+            call.attributes["sits.node_names"] = _names_attr(plan.node_names[k])
+            results = list(call.results)
+            prev = results[:len(plan.escapes)]
+            for (_, message), v in zip(checks, results[len(plan.escapes):]):
+                self.range_checks.append((v, message))
+            for names, v in zip(plan.escape_names, prev):
+                self._layer_results[names[k]] = v
+        # The suffix reads the last layer's values under the first's names.
+        for names, v in zip(plan.escape_names, prev):
+            self.values[names[0]] = v
+        self._emit_nodes(i for i in live if i >= stop)
+
     def build(self, context: Optional[ir.Context]) -> ImportedModel:
         g = self.g
         weights: dict = {}
@@ -349,6 +531,8 @@ class Importer:
         with ctx, ir.Location.name(g.model.graph.name or "main"):
             self.b = Builder(weights)
             module = ir.Module.create()
+            plan = g.loaded.layers
+            out_names = plan.outputs if plan is not None else g.outputs
             in_specs = [TensorSpec(n, g.shape(n), g.dtype(n), _dim_names(g, n)) for n in g.inputs]
             # fp8, int4 and the like cross the boundary as bytes (the
             # runtime's and ml_dtypes' layout) and convert inside.
@@ -364,27 +548,18 @@ class Importer:
                             with ir.Location.name(spec.name):
                                 arg = self.b.from_bytes(arg, spec.dtype)
                         self.values[spec.name] = arg
-                    for i in sorted(self.live):
-                        try:
-                            self._emit_node(i)
-                        except CompileError:
-                            raise
-                        except ir.MLIRError as e:
-                            raise CompileError.from_mlir_error(
-                                f"importing node '{g.node_name(i)}' ({g.nodes[i].op_type}) "
-                                f"failed", e) from None
-                        except Exception as e:
-                            raise CompileError(
-                                f"internal error importing node '{g.node_name(i)}' "
-                                f"({g.nodes[i].op_type})",
-                                [Diagnostic(f"{type(e).__name__}: {e}",
-                                            _loc_str(g.node_name(i)))]) from e
+                    if plan is None:
+                        self._emit_nodes(sorted(self.live))
+                    else:
+                        self._emit_layers(module, fn.name.value)
                     results = []
-                    for name in g.outputs:
+                    for name in out_names:
                         with ir.Location.name(name):
-                            r = self.get(name)
-                            if _types.is_byte_coded(g.dtype(name)):
-                                r = self.b.to_bytes(r, g.dtype(name))
+                            r = self._layer_results.get(name)
+                            r = self.get(name) if r is None else r
+                            dtype = g.dtype(self._counterpart(name))
+                            if _types.is_byte_coded(dtype):
+                                r = self.b.to_bytes(r, dtype)
                             results.append(r)
                     outputs = list(results)
                     if self.range_checks:
@@ -403,8 +578,18 @@ class Importer:
                 module.operation.verify()
             except ir.MLIRError as e:
                 raise CompileError.from_mlir_error("the imported module does not verify", e) from None
-            out_specs = [TensorSpec(n, shape_of(r), g.dtype(n), _dim_names(g, n))
-                         for n, r in zip(g.outputs, outputs)]
+            out_specs = [TensorSpec(n, shape_of(r), g.dtype(self._counterpart(n)),
+                                    _dim_names(g, self._counterpart(n)))
+                         for n, r in zip(out_names, outputs)]
+            del outputs, results
+            if plan is not None:
+                self._layer_results.clear()
+                try:
+                    passmanager.PassManager.parse("builtin.module(sits-inline-layers)").run(
+                        module.operation)
+                except ir.MLIRError as e:
+                    raise CompileError.from_mlir_error("inlining the imported layers failed",
+                                                       e) from None
         return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
                              weights=weights, opset=g.opset, context=ctx)
 
@@ -468,6 +653,27 @@ def _mixed_types(g: Graph, node, schema) -> Optional[str]:
                     f"({_types.dtype_name(et)}) must have one element type "
                     f"({formal.type_str})")
     return None
+
+
+def _names_attr(names) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+def _onnx_elem_type(c) -> int:
+    if isinstance(c, onnx.TensorProto):
+        return c.data_type
+    return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(c).dtype)
+
+
+def _const_shape(c) -> tuple:
+    if isinstance(c, onnx.TensorProto):
+        return tuple(int(d) for d in c.dims)
+    return tuple(np.asarray(c).shape)
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def _all_equal(c: np.ndarray) -> bool:

@@ -29,6 +29,7 @@ from onnx import numpy_helper
 
 from ...errors import CompileError, Diagnostic
 from ...runtime.model import MAX_TENSOR_BYTES
+from ._layers import LayerPlan, NoLayers, find_layers, reduced
 
 #: ai.onnx opsets this frontend reads (op semantics were reviewed up to here).
 MIN_OPSET, MAX_OPSET = 13, 28
@@ -78,6 +79,9 @@ class LoadedModel:
     path: Optional[str] = None
     skeleton: Optional[onnx.ModelProto] = None
     external: Optional["ExternalData"] = None
+    #: The repeated layers `model` stands for (see `_layers`): `model` is
+    #: then the reduced graph.
+    layers: Optional[LayerPlan] = None
 
 
 def _fail(summary: str, detail: str = "") -> CompileError:
@@ -234,27 +238,39 @@ def _bad_string(message, path: str) -> Optional[str]:
     """The path of the first string field of `message` (recursively) that is
     not valid UTF-8, or None. The protobuf parser accepts such bytes and
     hands them back as `bytes` rather than `str`, which nothing downstream
-    expects. Bytes fields (raw_data) are not read: no weight is copied."""
-    for field in message.DESCRIPTOR.fields:
-        repeated = field.is_repeated if hasattr(field, "is_repeated") else \
-            field.label == field.LABEL_REPEATED  # protobuf < 6
-        if field.type == field.TYPE_STRING:
-            values = getattr(message, field.name) if repeated else (
-                [getattr(message, field.name)] if message.HasField(field.name) else [])
-            for i, v in enumerate(values):
-                if not isinstance(v, str):
-                    return f"{path}.{field.name}" + (f"[{i}]" if repeated else "")
-        elif field.type == field.TYPE_MESSAGE:
-            if repeated:
-                for i, sub in enumerate(getattr(message, field.name)):
+    expects. Bytes fields (raw_data) are not read: no weight is copied.
+    Only the fields set are visited (`ListFields`): a model's nodes set a
+    few of their many fields."""
+    string, msg = _STRING, _MESSAGE
+    for field, value in message.ListFields():
+        kind = field.type
+        if kind == string:
+            if _is_repeated(field):
+                for i, v in enumerate(value):
+                    if type(v) is not str:
+                        return f"{path}.{field.name}[{i}]"
+            elif type(value) is not str:
+                return f"{path}.{field.name}"
+        elif kind == msg:
+            if _is_repeated(field):
+                for i, sub in enumerate(value):
                     bad = _bad_string(sub, f"{path}.{field.name}[{i}]")
                     if bad:
                         return bad
-            elif message.HasField(field.name):
-                bad = _bad_string(getattr(message, field.name), f"{path}.{field.name}")
+            else:
+                bad = _bad_string(value, f"{path}.{field.name}")
                 if bad:
                     return bad
     return None
+
+
+_STRING = onnx.NodeProto.DESCRIPTOR.fields_by_name["name"].type
+_MESSAGE = onnx.NodeProto.DESCRIPTOR.fields_by_name["attribute"].type
+
+
+def _is_repeated(field) -> bool:
+    return field.is_repeated if hasattr(field, "is_repeated") else \
+        field.label == field.LABEL_REPEATED  # protobuf < 6
 
 
 def _check_strings(proto: onnx.ModelProto, what: str) -> None:
@@ -471,11 +487,13 @@ def _expand_functions(proto: onnx.ModelProto, opset: int, types: dict,
     return True
 
 
-def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = None
-         ) -> LoadedModel:
+def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = None,
+         layers: bool = False) -> LoadedModel:
     """Reads and validates `model`, and infers every value's type. Nodes of
     ops `expand` selects (those SITS has no converter for) are replaced by
-    their ONNX function body where the op has one."""
+    their ONNX function body where the op has one. With `layers`, a run of
+    repeated layers is found first and only one of them is checked and
+    inferred (`LoadedModel.layers`; see `_layers`)."""
     proto, path = read_model(model)
     _check_initializer_sizes(proto)
     external = None
@@ -506,16 +524,21 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
     if dynamic_dims is not None and not isinstance(dynamic_dims, Mapping):
         raise _fail("dynamic_dims must be a mapping from symbolic dimension names "
                     f"to sizes (or None), got {type(dynamic_dims).__name__}")
+    plan = find_layers(proto.graph) if layers else None
+    if plan is not None:
+        proto = reduced(proto, plan)
     skel = _skeleton(proto, opsets, dynamic_dims or {})
     _check_model(skel)
     types = _infer(skel)
     if expand is not None and _expand_functions(proto, opset, types, expand):
+        if plan is not None:
+            raise NoLayers("ops are expanded into their function bodies")
         skel = _skeleton(proto, opsets, dynamic_dims or {})
         types = _infer(skel)
     for t in proto.graph.initializer:
         types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
     return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
-                       skeleton=skel, external=external)
+                       skeleton=skel, external=external, layers=plan)
 
 
 def _check_model(skel: onnx.ModelProto) -> None:
