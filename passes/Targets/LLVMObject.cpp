@@ -7,8 +7,10 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -139,6 +141,27 @@ std::unique_ptr<llvm::Module> translate(Operation *module,
   return translateModuleToLLVMIR(module, llvmContext);
 }
 
+/// Functions this large without a loop are the graph's glue: the entry
+/// points and layer functions, calling one kernel after another. Their size
+/// grows with the graph, and optimizing them gains a few microseconds a run
+/// for seconds of compile time, so they are compiled unoptimized. Kernels
+/// all loop; small loop-free functions are optimized as before.
+constexpr unsigned kGlueInstructions = 1000;
+
+void markGlue(llvm::Module &module) {
+  for (llvm::Function &f : module) {
+    if (f.isDeclaration() || f.getInstructionCount() < kGlueInstructions ||
+        f.hasFnAttribute(llvm::Attribute::AlwaysInline))
+      continue;
+    llvm::DominatorTree dominators(f);
+    llvm::LoopInfo loops(dominators);
+    if (!loops.empty())
+      continue;
+    f.addFnAttr(llvm::Attribute::OptimizeNone);
+    f.addFnAttr(llvm::Attribute::NoInline);
+  }
+}
+
 /// Translates and optimizes; returns the LLVM module and its target machine.
 FailureOr<std::pair<std::unique_ptr<llvm::Module>,
                     std::unique_ptr<llvm::TargetMachine>>>
@@ -152,6 +175,7 @@ translateAndOptimize(Operation *module, const sits::LLVMObjectOptions &options,
   std::unique_ptr<llvm::Module> llvmModule = translate(module, llvmContext);
   if (!llvmModule)
     return module->emitError() << "translation to LLVM IR failed";
+  markGlue(*llvmModule);
   if (failed(optimize(*llvmModule, **machine, options.optLevel, error)))
     return module->emitError() << error;
   return std::make_pair(std::move(llvmModule), std::move(*machine));
@@ -226,6 +250,7 @@ sits::emitLLVMObjects(Operation *module, const LLVMObjectOptions &options) {
   std::unique_ptr<llvm::Module> llvmModule = translate(module, llvmContext);
   if (!llvmModule)
     return module->emitError() << "translation to LLVM IR failed";
+  markGlue(*llvmModule);
   unsigned parts = countPartitions(*llvmModule, options.jobs);
 
   // The module in parts, each in bitcode: LLVM contexts are not shared
