@@ -193,11 +193,12 @@ unsigned countPartitions(const llvm::Module &module, unsigned jobs) {
 }
 
 /// `module` as `parts` modules, each defining some of its functions and
-/// declaring the others: the largest functions first, each to the part
-/// with the fewest instructions so far. Functions and variables become
-/// hidden external symbols, so that a part calls another's functions and
-/// shares its variables; private constants (strings, small tables) are
-/// copied into every part, so that each optimizes with their values.
+/// declaring the others: the costliest functions first (instructions, less
+/// for unoptimized glue), each to the part with the least cost so far.
+/// Functions and variables become hidden external symbols, so that a part
+/// calls another's functions and shares its variables; private constants
+/// (strings, small tables) are copied into every part, so that each
+/// optimizes with their values.
 SmallVector<std::unique_ptr<llvm::Module>> splitModule(llvm::Module &module,
                                                        unsigned parts) {
   // A variable is one object: defined in the first part, seen from the
@@ -215,7 +216,12 @@ SmallVector<std::unique_ptr<llvm::Module>> splitModule(llvm::Module &module,
       f.setLinkage(llvm::GlobalValue::ExternalLinkage);
       f.setVisibility(llvm::GlobalValue::HiddenVisibility);
     }
-    functions.emplace_back(f.getInstructionCount(), &f);
+    // Unoptimized glue costs a fraction of an optimized kernel's time per
+    // instruction: counted in full, it would leave its part idle.
+    size_t cost = f.getInstructionCount();
+    if (f.hasFnAttribute(llvm::Attribute::OptimizeNone))
+      cost /= 16;
+    functions.emplace_back(cost, &f);
   }
   llvm::stable_sort(functions, [](const auto &a, const auto &b) {
     return a.first > b.first;
