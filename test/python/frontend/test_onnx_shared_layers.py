@@ -19,14 +19,15 @@ HIDDEN, FFN = 16, 32
 
 
 def _stack(layers: int, *, seed: int = 0, transpose_weights: bool = False,
-           skip_from: int = 0, shapes=None) -> onnx.ModelProto:
+           skip_from: int = 0, shapes=None, gather: bool = False) -> onnx.ModelProto:
     """A residual stack over [batch, seq, HIDDEN], 19 nodes per layer: an
     RMSNorm written out, a gated MLP, a reshape into heads and back (its
     shape a per-layer initializer), and a per-layer state (a graph input
     and output, like a KV cache). `transpose_weights` stores the down
     projection transposed behind a Transpose node; `skip_from` >= 2 makes
     layer k read layer k-2's result too; `shapes` gives per-layer reshape
-    targets."""
+    targets; `gather` adds a row of a per-layer table picked by the graph
+    input `ids` (a run-time index check in every layer)."""
     rng = np.random.default_rng(seed)
     nodes, inits, inputs, outputs = [], [], [], []
 
@@ -38,6 +39,8 @@ def _stack(layers: int, *, seed: int = 0, transpose_weights: bool = False,
         return init(name, (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
 
     inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", HIDDEN]))
+    if gather:
+        inputs.append(helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]))
     h = "x"
     hist = ["x"]
     for i in range(layers):
@@ -57,6 +60,11 @@ def _stack(layers: int, *, seed: int = 0, transpose_weights: bool = False,
         if skip_from and i >= skip_from:
             nodes.append(helper.make_node("Add", [h, hist[-2]], [p + "skip"]))
             x_in = p + "skip"
+        if gather:
+            nodes += [helper.make_node("Gather", [weight(p + "table", 16, HIDDEN), "ids"],
+                                       [p + "row"], axis=0),
+                      helper.make_node("Add", [x_in, p + "row"], [p + "xr"])]
+            x_in = p + "xr"
         nodes += [
             helper.make_node("Pow", [x_in, init(p + "two", np.float32(2))], [p + "sq"]),
             helper.make_node("ReduceMean", [p + "sq"], [p + "ms"], axes=[-1], keepdims=1),
@@ -109,9 +117,11 @@ def _summary(module):
     return ops, locs
 
 
-def _feeds(layers, batch=2, seq=3, seed=1):
+def _feeds(layers, batch=2, seq=3, seed=1, gather=False):
     rng = np.random.default_rng(seed)
     feeds = {"x": rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32)}
+    if gather:
+        feeds["ids"] = rng.integers(0, 16, (batch, seq)).astype(np.int64)
     for i in range(layers):
         feeds[f"state{i}"] = rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32)
     return feeds
@@ -148,18 +158,31 @@ def test_same_module_as_node_by_node(layers):
     assert any("l5." in loc for loc in locs_shared) or layers < 6
 
 
-def test_outputs_match_reference(tmp_path):
+@pytest.mark.parametrize("gather", [False, True])
+def test_outputs_match_reference(tmp_path, gather):
     import sits_mlir
 
-    model = _stack(4)
-    feeds = _feeds(4)
+    model = _stack(4, gather=gather)
+    feeds = _feeds(4, gather=gather)
     expected = ReferenceEvaluator(model).run(None, feeds)
+    with ir.Context():
+        assert _load.load(model, expand=_without_converter, layers=True).layers is not None
+        ops_shared, locs_shared = _summary(import_model(model).module)
+        ops_flat, locs_flat = _summary(import_model(model, shared_layers=False).module)
+    assert (ops_shared, locs_shared) == (ops_flat, locs_flat)
     artifact = sits_mlir.compile(model, "cpu", tmp_path / "stack.sitsm", threads=2)
-    got = artifact.load()(**feeds)
+    run = artifact.load()
+    got = run(**feeds)
     got = got if isinstance(got, (list, tuple)) else [got]
     assert len(got) == len(expected)
     for have, want in zip(got, expected):
         np.testing.assert_allclose(np.asarray(have), want, rtol=1e-4, atol=1e-5)
+    if gather:
+        # Every layer's index check still runs: an index out of the table
+        # is refused, not read.
+        bad = dict(feeds, ids=np.full_like(feeds["ids"], 16))
+        with pytest.raises(Exception, match="(?i)index|range|bound"):
+            run(**bad)
 
 
 def test_folded_weights_fall_back_to_node_by_node():
