@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
+#include <mutex>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -66,6 +68,52 @@ void mlir::sits::releaseConstantPages(ElementsAttr value) {
 
 /// A shared mapping of `size` bytes of a new scratch file nothing else can
 /// open (unlinked, or never linked), or null.
+namespace {
+/// Scratch blobs whose pages may still be resident, oldest first. The
+/// newest kResidentScratchBytes stay in memory, where the artifact writer
+/// copies them from; older ones are written back and dropped, so that a
+/// model's re-laid-out weights never all sit in memory at once. (Writing
+/// every blob back at once cost a disk round trip per byte: 2.5 s of a
+/// 121 M-parameter compile.)
+struct ResidentScratch {
+  std::mutex mutex;
+  std::deque<std::pair<char *, size_t>> blobs;
+  size_t bytes = 0;
+};
+constexpr size_t kResidentScratchBytes = size_t(1) << 30;
+
+ResidentScratch &residentScratch() {
+  static ResidentScratch resident;
+  return resident;
+}
+} // namespace
+
+static void keepResident(char *data, size_t size) {
+  ResidentScratch &r = residentScratch();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.blobs.emplace_back(data, size);
+  r.bytes += size;
+  while (r.bytes > kResidentScratchBytes) {
+    auto [oldest, oldestSize] = r.blobs.front();
+    r.blobs.pop_front();
+    r.bytes -= oldestSize;
+    // Written back first: MADV_PAGEOUT drops clean pages only.
+    (void)msync(oldest, oldestSize, MS_SYNC);
+    (void)madvise(oldest, oldestSize, MADV_PAGEOUT);
+  }
+}
+
+static void forgetResident(char *data) {
+  ResidentScratch &r = residentScratch();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto it = r.blobs.begin(); it != r.blobs.end(); ++it)
+    if (it->first == data) {
+      r.bytes -= it->second;
+      r.blobs.erase(it);
+      return;
+    }
+}
+
 static char *mapScratchFile(size_t size) {
   const char *env = std::getenv("TMPDIR");
   std::string dir = env && *env ? env : "/tmp";
@@ -100,13 +148,13 @@ mlir::sits::makeWeightBlob(size_t size,
     return blob;
   }
   fill(MutableArrayRef<char>(data, size));
-  // Written back now, the pages are clean and dropped (MADV_PAGEOUT keeps
-  // dirty ones); the writer reads them back from the page cache or disk.
-  (void)msync(data, size, MS_SYNC);
-  (void)madvise(data, size, MADV_PAGEOUT);
+  keepResident(data, size);
   return AsmResourceBlob(
       ArrayRef<char>(data, size), /*alignment=*/64,
-      [size](void *p, size_t, size_t) { munmap(p, size); },
+      [size](void *p, size_t, size_t) {
+        forgetResident(static_cast<char *>(p));
+        munmap(p, size);
+      },
       /*dataIsMutable=*/false);
 }
 
