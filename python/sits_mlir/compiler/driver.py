@@ -167,6 +167,10 @@ class _Progress:
         #: anonymous RSS then (MiB).
         self.memory: dict[str, dict[str, float | None]] = {}
 
+    def note(self, text: str) -> None:
+        if self.enabled:
+            print(f"[sits]   {text}", file=sys.stderr, flush=True)
+
     @contextlib.contextmanager
     def stage(self, name: str, detail: str = "") -> Iterator[None]:
         if self.enabled:
@@ -554,6 +558,9 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
                 hf.export_folder(folder, model)
         with progress.stage("import"):
             module, input_specs, output_specs, keep_alive, source = _import(model)
+        shared = getattr(keep_alive, "shared_layers", None)
+        if shared:
+            progress.note(f"{shared[0]} repeated layers of {shared[1]} nodes imported as one")
         if options.kv_cache not in ("contiguous", "paged"):
             raise ValueError(f"kv_cache must be 'contiguous' or 'paged', got {options.kv_cache!r}")
         if options.logits not in ("all", "last"):

@@ -3,6 +3,8 @@ the module is the one the node-by-node import builds, ops named by their
 own layer's node, while only one layer is inferred and emitted."""
 
 import collections
+import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -148,6 +150,8 @@ def test_same_module_as_node_by_node(layers):
             [(s.name, s.shape, s.dim_names) for s in flat.inputs]
         assert [(s.name, s.shape, s.dim_names) for s in shared.outputs] == \
             [(s.name, s.shape, s.dim_names) for s in flat.outputs]
+        assert shared.shared_layers is not None and shared.shared_layers[0] >= layers - 1
+        assert flat.shared_layers is None
         text = str(shared.module)
         assert "call @" not in text and "sits.node_names" not in text
         ops_shared, locs_shared = _summary(shared.module)
@@ -177,6 +181,12 @@ def test_outputs_match_reference(tmp_path, gather):
     assert len(got) == len(expected)
     for have, want in zip(got, expected):
         np.testing.assert_allclose(np.asarray(have), want, rtol=1e-4, atol=1e-5)
+    if not gather:
+        # Progress output says the layers were imported as one.
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            sits_mlir.compile(model, "cpu", tmp_path / "again.sitsm", threads=2, progress=True)
+        assert "repeated layers of 19 nodes imported as one" in err.getvalue()
     if gather:
         # Every layer's index check still runs: an index out of the table
         # is refused, not read.

@@ -56,6 +56,9 @@ class ImportedModel:
     weights: dict
     opset: int
     context: Optional[ir.Context] = field(default=None, repr=False)
+    #: (layers, nodes per layer) of the repeated layers that were checked,
+    #: inferred and emitted once (see `_layers`), or None.
+    shared_layers: Optional[tuple] = None
 
 
 def _loc_str(name: str) -> str:
@@ -591,7 +594,8 @@ class Importer:
                     raise CompileError.from_mlir_error("inlining the imported layers failed",
                                                        e) from None
         return ImportedModel(module=module, inputs=in_specs, outputs=out_specs,
-                             weights=weights, opset=g.opset, context=ctx)
+                             weights=weights, opset=g.opset, context=ctx,
+                             shared_layers=(plan.count, plan.period) if plan else None)
 
 
 def _schema(node, domain: str, opset: int):
