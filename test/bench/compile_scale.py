@@ -43,8 +43,9 @@ time; --serve-tokens N loads the artifact and times a prefill and N greedy
 decode steps (SITS alone).
 
 --layers-sweep L1,L2,... compiles the shape at each layer count and prints
-compile seconds against layers: the code of a decoder is one copy of the
-layer's kernels per layer, so this shows what grows with the graph.
+compile seconds against layers: a repeated layer is imported and compiled
+once, so what still grows with the depth is per-layer glue and the work
+proportional to the weights (packing, writing the artifact).
 --pass-timing prints MLIR's pass timing of the compile pipeline (top passes
 by wall time); --dump-ir DIR writes the IR before and after the pipeline,
 counts its ops and functions, and with --llvm-timing times LLVM's optimizer
