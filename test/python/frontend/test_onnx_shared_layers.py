@@ -13,7 +13,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from sits_mlir import ir, passmanager  # noqa: E402
+from ir_helpers import module_summary  # noqa: E402
+from sits_mlir import ir  # noqa: E402
 from sits_mlir.frontend.onnx import _layers, _load, _without_converter, import_model  # noqa: E402
 from sits_mlir.frontend.onnx._importer import Importer  # noqa: E402
 
@@ -103,22 +104,6 @@ def _plan(model):
     return _layers.find_layers(model.graph)
 
 
-def _summary(module):
-    """Op counts and the names of the ops' locations, after cleanup."""
-    passmanager.PassManager.parse("builtin.module(canonicalize, cse)").run(module.operation)
-    ops, locs = collections.Counter(), collections.Counter()
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    ops[inner.operation.name] += 1
-                    locs[str(inner.location)] += 1
-                    walk(inner.operation)
-    walk(module.operation)
-    return ops, locs
-
-
 def _feeds(layers, batch=2, seq=3, seed=1, gather=False):
     rng = np.random.default_rng(seed)
     feeds = {"x": rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32)}
@@ -154,8 +139,8 @@ def test_same_module_as_node_by_node(layers):
         assert flat.shared_layers is None
         text = str(shared.module)
         assert "call @" not in text and "sits.node_names" not in text
-        ops_shared, locs_shared = _summary(shared.module)
-        ops_flat, locs_flat = _summary(flat.module)
+        ops_shared, locs_shared = module_summary(shared.module)
+        ops_flat, locs_flat = module_summary(flat.module)
     assert ops_shared == ops_flat
     # Every op carries its own layer's node name.
     assert locs_shared == locs_flat
@@ -171,8 +156,8 @@ def test_outputs_match_reference(tmp_path, gather):
     expected = ReferenceEvaluator(model).run(None, feeds)
     with ir.Context():
         assert _load.load(model, expand=_without_converter, layers=True).layers is not None
-        ops_shared, locs_shared = _summary(import_model(model).module)
-        ops_flat, locs_flat = _summary(import_model(model, shared_layers=False).module)
+        ops_shared, locs_shared = module_summary(import_model(model).module)
+        ops_flat, locs_flat = module_summary(import_model(model, shared_layers=False).module)
     assert (ops_shared, locs_shared) == (ops_flat, locs_flat)
     artifact = sits_mlir.compile(model, "cpu", tmp_path / "stack.sitsm", threads=2)
     run = artifact.load()
@@ -204,8 +189,8 @@ def test_folded_weights_fall_back_to_node_by_node():
         if loaded.layers is not None:
             with pytest.raises(_layers.NoLayers):
                 Importer(loaded).check_layers()
-        ops_shared, _ = _summary(import_model(model).module)
-        ops_flat, _ = _summary(import_model(model, shared_layers=False).module)
+        ops_shared, _ = module_summary(import_model(model).module)
+        ops_flat, _ = module_summary(import_model(model, shared_layers=False).module)
     assert ops_shared == ops_flat
 
 
