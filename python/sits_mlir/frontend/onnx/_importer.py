@@ -201,6 +201,9 @@ class Importer:
         missing = _missing_input(n, schema)
         if missing is not None:
             return f"its required input {missing} is not given (an empty name)"
+        if schema is not None and len(n.output) > schema.max_output:
+            return (f"it has {len(n.output)} outputs; {n.op_type} has at most "
+                    f"{schema.max_output}")
         mixed = _mixed_types(g, n, schema)
         if mixed:
             return mixed
@@ -361,9 +364,16 @@ class Importer:
             conv = self._converter(i)
             if conv is None:
                 raise KeyError((g.domain(i), n.op_type))
-            outs = conv.emit(self, n)
-            for name, v in zip(n.output, outs):
-                self._bind(name, v)
+            outs = list(conv.emit(self, n))
+            for k, name in enumerate(n.output):
+                if k < len(outs):
+                    self._bind(name, outs[k])
+                elif name and self.g.uses(name):
+                    raise CompileError(f"node '{g.node_name(i)}' ({n.op_type}) gives "
+                                       f"{len(outs)} outputs, and output {k} ('{name}') "
+                                       f"is read", [Diagnostic(
+                                           "the converter does not produce it",
+                                           _loc_str(g.node_name(i)))])
 
     def _emit_nodes(self, indices):
         g = self.g
