@@ -427,7 +427,7 @@ class Importer:
                 if g.elem_type(x0) != g.elem_type(y0) or g.sym_shape(x0) != g.sym_shape(y0) \
                         or g.is_const(x0) or g.is_const(y0):
                     raise NoLayers(f"a layer maps '{x0}' to '{y0}' of another type")
-            elif s.kind == "varying" and x0 not in plan.initializers:
+            elif s.kind == "varying":
                 for x in s.names[1:]:
                     if x in plan.initializers:
                         continue

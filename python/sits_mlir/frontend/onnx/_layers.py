@@ -211,7 +211,7 @@ def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
                     raise NoLayers(f"block {k} is wired unlike the first")
                 names.append(x)
             if internal is None and names[0]:
-                slots.setdefault(tuple(names), []).append((j, q))
+                slots[tuple(names)] = None  # an ordered set
 
     # Values read outside their block, by position.
     readers: dict = {}
@@ -241,7 +241,7 @@ def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
 
     plan_slots = []
     keep = {names[0] for names in escape_names}
-    for names, _ in slots.items():
+    for names in slots:
         if all(x == names[0] for x in names):
             plan_slots.append(Slot("shared", names))
             continue
