@@ -3,6 +3,7 @@
 #include "passes/CAPI/Compiler.h"
 
 #include "passes/Targets/LLVMObject.h"
+#include "passes/Transforms/ConstantData.h"
 #include "passes/Transforms/Passes.h"
 
 #include "mlir/CAPI/IR.h"
@@ -55,6 +56,10 @@ MlirLogicalResult sitsEmitOptimizedLLVMIR(MlirOperation module,
     return mlirLogicalResultFailure();
   callback(mlirStringRefCreate(ir->data(), ir->size()), userData);
   return mlirLogicalResultSuccess();
+}
+
+void sitsSetWeightFile(MlirContext context, int fd, uint64_t base) {
+  sits::setWeightFile(unwrap(context), fd, base);
 }
 
 MlirLogicalResult sitsSerializeWeights(MlirOperation module,

@@ -50,6 +50,13 @@ sitsEmitOptimizedLLVMIR(MlirOperation module, SitsLLVMObjectOptions options,
 MLIR_CAPI_EXPORTED MlirLogicalResult sitsSerializeWeights(
     MlirOperation module, MlirStringCallback callback, void *userData);
 
+/// Sends the final weights (packed panels) that passes produce in `context`
+/// to their place in the artifact file open as `fd`, from byte `base` on;
+/// sits-externalize-weights then keeps them there (`sits.weights_placed`).
+/// `fd` < 0 stops that. The descriptor is duplicated.
+MLIR_CAPI_EXPORTED void sitsSetWeightFile(MlirContext context, int fd,
+                                          uint64_t base);
+
 #ifdef __cplusplus
 }
 #endif

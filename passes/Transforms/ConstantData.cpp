@@ -7,17 +7,22 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <vector>
 
 // Linux 5.4; older kernels refuse it (EINVAL), which costs nothing.
 #ifndef MADV_PAGEOUT
@@ -154,6 +159,142 @@ mlir::sits::makeWeightBlob(size_t size,
       [size](void *p, size_t, size_t) {
         forgetResident(static_cast<char *>(p));
         munmap(p, size);
+      },
+      /*dataIsMutable=*/false);
+}
+
+namespace {
+/// A compile's weight file (setWeightFile) and the blobs written to it.
+struct WeightFile {
+  ~WeightFile() { ::close(fd); }
+  int fd = -1;
+  uint64_t base = 0;
+  std::mutex mutex;
+  /// Bytes allocated after `base`.
+  uint64_t end = 0;
+  /// Where weights are filled before they are written (fillMutex).
+  std::mutex fillMutex;
+  std::vector<char> buffer;
+  /// Each live blob's data -> its offset from `base`.
+  DenseMap<const char *, uint64_t> offsets;
+};
+
+struct WeightFiles {
+  std::mutex mutex;
+  DenseMap<MLIRContext *, std::shared_ptr<WeightFile>> files;
+};
+
+WeightFiles &weightFiles() {
+  static WeightFiles files;
+  return files;
+}
+
+std::shared_ptr<WeightFile> lookupWeightFile(MLIRContext *context) {
+  WeightFiles &all = weightFiles();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  return all.files.lookup(context);
+}
+} // namespace
+
+void mlir::sits::setWeightFile(MLIRContext *context, int fd, uint64_t base) {
+  std::shared_ptr<WeightFile> file;
+  if (fd >= 0) {
+    int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own >= 0) {
+      file = std::make_shared<WeightFile>();
+      file->fd = own;
+      file->base = base;
+    }
+  }
+  WeightFiles &all = weightFiles();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  if (std::shared_ptr<WeightFile> old = all.files.lookup(context)) {
+    // The blobs keep the file; the fill buffer goes with the compile.
+    std::lock_guard<std::mutex> fillLock(old->fillMutex);
+    old->buffer = {};
+  }
+  if (file)
+    all.files[context] = std::move(file);
+  else
+    all.files.erase(context);
+}
+
+std::optional<uint64_t> mlir::sits::getWeightFileOffset(MLIRContext *context,
+                                                        ArrayRef<char> bytes) {
+  std::shared_ptr<WeightFile> file = lookupWeightFile(context);
+  if (!file)
+    return std::nullopt;
+  std::lock_guard<std::mutex> lock(file->mutex);
+  auto it = file->offsets.find(bytes.data());
+  if (it == file->offsets.end())
+    return std::nullopt;
+  return it->second;
+}
+
+AsmResourceBlob mlir::sits::makeFinalWeightBlob(
+    MLIRContext *context, size_t size,
+    function_ref<void(MutableArrayRef<char>)> fill) {
+  // Smaller ones may stay in the code (sits-externalize-weights' min-bytes).
+  constexpr size_t kPlacedBytes = size_t(64) << 10;
+  std::shared_ptr<WeightFile> file =
+      size >= kPlacedBytes ? lookupWeightFile(context) : nullptr;
+  if (!file)
+    return makeWeightBlob(size, fill);
+  // Filled in a buffer that stays resident from one weight to the next and
+  // written with pwrite: filling a fresh mapping of the file instead costs
+  // a page fault per page, more than the copy.
+  std::lock_guard<std::mutex> fillLock(file->fillMutex);
+  if (file->buffer.size() < size) {
+    file->buffer = {}; // not copied when it grows
+    file->buffer.resize(size);
+  }
+  MutableArrayRef<char> filled(file->buffer.data(), size);
+  fill(filled);
+  // Blobs follow each other on 64-byte boundaries, as in the weights
+  // section; each maps the pages it touches (a page two share is mapped
+  // by both: the mappings are shared, so they agree).
+  uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  uint64_t offset, at, delta;
+  {
+    std::lock_guard<std::mutex> lock(file->mutex);
+    offset = (file->end + 63) / 64 * 64;
+    at = file->base + offset;
+    delta = at % page;
+  }
+  bool written = true;
+  for (size_t done = 0; written && done < size;) {
+    ssize_t n =
+        ::pwrite(file->fd, filled.data() + done, size - done, off_t(at + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    written = n > 0;
+    done += written ? size_t(n) : 0;
+  }
+  void *map = written ? mmap(nullptr, delta + size, PROT_READ, MAP_SHARED,
+                             file->fd, off_t(at - delta))
+                      : MAP_FAILED;
+  if (map == MAP_FAILED) // a full disk, say: as before
+    return makeWeightBlob(size, [&](MutableArrayRef<char> out) {
+      std::memcpy(out.data(), filled.data(), size);
+    });
+  char *data = static_cast<char *>(map) + delta;
+  {
+    std::lock_guard<std::mutex> lock(file->mutex);
+    file->end = offset + size;
+    file->offsets[data] = offset;
+  }
+  // Written back from now on; the page cache keeps what it can for the
+  // artifact writer's one read (its digest).
+  (void)sync_file_range(file->fd, off_t(at), off_t(size),
+                        SYNC_FILE_RANGE_WRITE);
+  return AsmResourceBlob(
+      ArrayRef<char>(data, size), /*alignment=*/64,
+      [file, delta](void *p, size_t bytes, size_t) {
+        {
+          std::lock_guard<std::mutex> lock(file->mutex);
+          file->offsets.erase(static_cast<char *>(p));
+        }
+        munmap(static_cast<char *>(p) - delta, delta + bytes);
       },
       /*dataIsMutable=*/false);
 }

@@ -49,6 +49,26 @@ void releaseConstantPages(ElementsAttr value);
 AsmResourceBlob makeWeightBlob(size_t size,
                                function_ref<void(MutableArrayRef<char>)> fill);
 
+/// Like makeWeightBlob, for weights in their final layout (what the code
+/// reads; no later pass re-lays them out): when the compile in `context`
+/// has a weight file (setWeightFile), large ones are written straight to
+/// their place in it, the artifact being compiled, so that each of their
+/// bytes is written once.
+AsmResourceBlob
+makeFinalWeightBlob(MLIRContext *context, size_t size,
+                    function_ref<void(MutableArrayRef<char>)> fill);
+
+/// Sends the final weights of compiles in `context` (of 64 KiB or more) to
+/// the file open as `fd` (duplicated), one after the other on 64-byte
+/// boundaries from byte `base` on; `fd` < 0 stops that. The blobs already
+/// there stay mapped while the context holds them.
+void setWeightFile(MLIRContext *context, int fd, uint64_t base);
+
+/// Where in `context`'s weight file (from its base) the blob whose data
+/// `bytes` are was written, when it was.
+std::optional<uint64_t> getWeightFileOffset(MLIRContext *context,
+                                            ArrayRef<char> bytes);
+
 /// Bytes per element of a constant whose data getConstantBytes can read.
 int64_t getElementBytes(ShapedType type);
 

@@ -1,5 +1,6 @@
 //===- ExternalizeWeights.cpp - Constants to a weights buffer -------------===//
 
+#include "passes/Transforms/ConstantData.h"
 #include "passes/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -87,9 +88,9 @@ struct SitsExternalizeWeightsPass
     MLIRContext *ctx = &getContext();
     SymbolTable symbols(module);
 
-    // Globals worth moving, in first-use order so the layout is stable.
-    llvm::MapVector<memref::GlobalOp, int64_t> offsets;
-    int64_t size = 0;
+    // Globals worth moving with their sizes, in first-use order so the
+    // layout is stable.
+    llvm::MapVector<memref::GlobalOp, int64_t> sizes;
     auto candidate = [&](memref::GetGlobalOp get) -> memref::GlobalOp {
       auto global = symbols.lookup<memref::GlobalOp>(get.getName());
       if (!global || !global.getConstant() || !global.getInitialValue())
@@ -100,11 +101,7 @@ struct SitsExternalizeWeightsPass
       if (!bytes || *bytes < minBytes ||
           !global.getType().getLayout().isIdentity())
         return nullptr;
-      if (!offsets.contains(global)) {
-        size = llvm::alignTo(size, getWeightsAlignment());
-        offsets[global] = size;
-        size += *bytes;
-      }
+      sizes.insert({global, *bytes});
       return global;
     };
 
@@ -135,6 +132,9 @@ struct SitsExternalizeWeightsPass
     }
     if (!anyWeights)
       return;
+    int64_t placed = 0;
+    llvm::DenseMap<memref::GlobalOp, int64_t> offsets =
+        layOutWeights(sizes, placed);
     for (auto &[func, uses] : entries) {
       if (failed(func.insertArgument(0, i8Buffer, DictionaryAttr(),
                                      func.getLoc())))
@@ -155,19 +155,30 @@ struct SitsExternalizeWeightsPass
     if (offsets.empty())
       return;
 
+    // The layout in offset order, as serialization writes it.
+    SmallVector<std::pair<int64_t, memref::GlobalOp>> ordered;
+    for (auto [global, bytes] : sizes)
+      ordered.emplace_back(offsets.lookup(global), global);
+    llvm::stable_sort(ordered, llvm::less_first());
     SmallVector<Attribute> layout;
-    for (auto [global, offset] : offsets) {
+    int64_t size = 0;
+    for (auto [offset, global] : ordered) {
       NamedAttrList fields;
       fields.append("name", global.getSymNameAttr());
       fields.append("offset",
                     IntegerAttr::get(IntegerType::get(ctx, 64), offset));
       fields.append("value", *global.getInitialValue());
       layout.push_back(fields.getDictionary(ctx));
+      size = std::max(size, offset + sizes.lookup(global));
       ++numWeights;
     }
     numBytes = size;
+    numPlacedBytes = placed;
     module->setAttr(SitsDialect::getWeightsAttrName(),
                     ArrayAttr::get(ctx, layout));
+    if (placed)
+      module->setAttr(SitsDialect::getWeightsPlacedAttrName(),
+                      IntegerAttr::get(IntegerType::get(ctx, 64), placed));
     // The globals still read (by private functions, say) are found in one
     // walk: a walk per global is quadratic in the model's depth.
     llvm::DenseSet<StringAttr> used;
@@ -175,9 +186,47 @@ struct SitsExternalizeWeightsPass
             SymbolTable::getSymbolUses(&module.getBodyRegion()))
       for (const SymbolTable::SymbolUse &use : *uses)
         used.insert(use.getSymbolRef().getRootReference());
-    for (auto [global, offset] : offsets)
+    for (auto [global, bytes] : sizes)
       if (!used.contains(global.getSymNameAttr()))
         global.erase();
+  }
+
+  /// Each global's offset in the weights buffer. The weights the compile
+  /// already wrote to its place in the artifact (makeFinalWeightBlob) keep
+  /// that place, and `placed` is set to the bytes they span; the rest
+  /// follow in first-use order. Blobs written there that nothing reads stay
+  /// in the artifact as gaps, so more than a few of them put every weight
+  /// in first-use order instead (copied when the artifact is written).
+  llvm::DenseMap<memref::GlobalOp, int64_t>
+  layOutWeights(const llvm::MapVector<memref::GlobalOp, int64_t> &sizes,
+                int64_t &placed) {
+    MLIRContext *ctx = &getContext();
+    llvm::DenseMap<memref::GlobalOp, int64_t> offsets;
+    int64_t spanned = 0, live = 0;
+    for (auto [global, bytes] : sizes) {
+      auto value = cast<ElementsAttr>(*global.getInitialValue());
+      std::optional<ArrayRef<char>> data = getConstantBytes(value);
+      std::optional<uint64_t> at =
+          data ? getWeightFileOffset(ctx, *data) : std::nullopt;
+      if (!at || *at % getWeightsAlignment() != 0)
+        continue;
+      offsets[global] = int64_t(*at);
+      spanned = std::max(spanned, int64_t(*at) + bytes);
+      live += bytes;
+    }
+    if (live < spanned - spanned / 8)
+      offsets.clear();
+    placed =
+        offsets.empty() ? 0 : llvm::alignTo(spanned, getWeightsAlignment());
+    int64_t size = placed;
+    for (auto [global, bytes] : sizes) {
+      if (offsets.contains(global))
+        continue;
+      size = llvm::alignTo(size, getWeightsAlignment());
+      offsets[global] = size;
+      size += bytes;
+    }
+    return offsets;
   }
 };
 

@@ -602,6 +602,12 @@ def SitsExternalizeWeights
     passes in; `sitsSerializeWeights` (C API) writes that section from the
     `sits.weights` attribute.
 
+    Weights a pass already wrote to their place in the artifact being
+    compiled (the compile's weight file, see `makeFinalWeightBlob`) keep
+    that offset and come first; `sits.weights_placed` records the bytes
+    they span, which the artifact writer does not copy again. Without a
+    weight file (as in `sits-opt`) the layout is first-use order.
+
     ```mlir
     // Before
     memref.global "private" constant @w : memref<1024x4096xf32> = dense_resource<fc1.weight>
@@ -623,6 +629,8 @@ def SitsExternalizeWeights
   let statistics = [
     Statistic<"numWeights", "num-weights", "Constants moved to the weights buffer">,
     Statistic<"numBytes", "num-bytes", "Bytes in the weights buffer">,
+    Statistic<"numPlacedBytes", "num-placed-bytes",
+              "Bytes of the weights buffer already at their place">,
   ];
 }
 

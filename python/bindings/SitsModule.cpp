@@ -319,6 +319,15 @@ NB_MODULE(_sits, m) {
       "sits-externalize-weights. Returns (ok, bytes, diagnostics).");
 
   m.def(
+      "set_weight_file",
+      [](MlirOperation module, int fd, uint64_t base) {
+        sitsSetWeightFile(mlirOperationGetContext(module), fd, base);
+      },
+      "module"_a, "fd"_a, "base"_a = 0,
+      "Writes the packed weights that lowering `module` produces straight "
+      "to the file open as `fd` (duplicated), from byte `base` on; fd=-1 "
+      "stops that for the module's context.");
+  m.def(
       "weight_views",
       [](MlirOperation module) {
         // The pieces serialization writes, recorded instead of copied: each

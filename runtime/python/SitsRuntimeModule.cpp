@@ -683,6 +683,38 @@ NB_MODULE(_sits_runtime, m) {
       "Writes an artifact; returns {content_hash, file_size, sections, "
       "manifest_json}. Sections are (name, bytes-like), (name, 'file', "
       "path) or (name, 'chunks', iterator of bytes-like, size or -1).");
+  nb::class_<PlacedWeightsFile>(m, "PlacedWeightsFile")
+      .def_static(
+          "create",
+          [](const std::string &directory) {
+            return unwrap(PlacedWeightsFile::create(directory));
+          },
+          "directory"_a,
+          "A new unnamed file in `directory` whose weights a compiler "
+          "writes in place before write_artifact(..., placed=) completes "
+          "it; it disappears unless that names it.")
+      .def_prop_ro("fd", &PlacedWeightsFile::fd)
+      .def_prop_ro("named", &PlacedWeightsFile::named)
+      .def_ro_static("weights_offset", &PlacedWeightsFile::kWeightsOffset)
+      .def("close", &PlacedWeightsFile::close,
+           "Closes it (removing the file unless it was named).");
+  m.def(
+      "write_artifact_around",
+      [](const std::string &path, const std::string &manifestJson,
+         const nb::list &sections, PlacedWeightsFile &file, uint64_t placed) {
+        SectionBuffers buffers;
+        ArtifactWriter w = makeWriter(manifestJson, sections, buffers);
+        StatusOr<ArtifactInfo> info = [&] {
+          nb::gil_scoped_release release;
+          return w.writeAround(path, file, placed);
+        }();
+        buffers.rethrow();
+        return infoDict(unwrap(std::move(info)));
+      },
+      "path"_a, "manifest_json"_a, "sections"_a, "file"_a, "placed"_a,
+      "Like write_artifact, completing `file` whose first `placed` bytes "
+      "of weights are already at file.weights_offset; the 'weights' "
+      "section, if given, is the rest of them.");
   m.def(
       "serialize_artifact",
       [](const std::string &manifestJson, const nb::list &sections) {

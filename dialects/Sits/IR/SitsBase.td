@@ -67,6 +67,11 @@ def Sits_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getWeightsAttrName() {
       return ::llvm::StringLiteral("sits.weights");
     }
+    /// Name of the module attribute giving how many leading bytes of the
+    /// weights buffer are already at their place in the artifact file.
+    static constexpr ::llvm::StringLiteral getWeightsPlacedAttrName() {
+      return ::llvm::StringLiteral("sits.weights_placed");
+    }
 
   private:
     void registerAttributes();

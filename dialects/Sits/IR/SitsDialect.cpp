@@ -113,7 +113,8 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() != getTargetAttrName() &&
-      attr.getName() != getWeightsAttrName())
+      attr.getName() != getWeightsAttrName() &&
+      attr.getName() != getWeightsPlacedAttrName())
     return op->emitError() << "unknown SITS attribute '"
                            << attr.getName().getValue() << "'";
   if (!isa<ModuleOp>(op))
@@ -121,6 +122,14 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                            << "' is only valid on a builtin.module";
   if (attr.getName() == getWeightsAttrName())
     return verifyWeightsLayout(op, attr.getValue());
+  if (attr.getName() == getWeightsPlacedAttrName()) {
+    auto placed = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!placed || placed.getValue().isNegative())
+      return op->emitError()
+             << "'" << getWeightsPlacedAttrName()
+             << "' must be a non-negative integer, got " << attr.getValue();
+    return success();
+  }
   if (!isa<TargetAttr>(attr.getValue()))
     return op->emitError() << "'" << getTargetAttrName()
                            << "' must be a #sits.target attribute, got "

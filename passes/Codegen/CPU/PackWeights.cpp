@@ -32,8 +32,8 @@ TypedAttr packPanels(ElementsAttr value, int64_t nr) {
   int64_t elementBytes = getElementBytes(type);
   int64_t panels = nSize / nr;
   int64_t rowBytes = nr * elementBytes;
-  AsmResourceBlob blob =
-      makeWeightBlob(bytes.size(), [&](MutableArrayRef<char> out) {
+  AsmResourceBlob blob = makeFinalWeightBlob(
+      type.getContext(), bytes.size(), [&](MutableArrayRef<char> out) {
         for (int64_t nb = 0; nb < panels; ++nb)
           for (int64_t kk = 0; kk < kSize; ++kk)
             std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,

@@ -607,6 +607,10 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
                 _run_pipeline(module, graph)
             _explain(module, options, t.name)
             raise unsupported
+        # Placed only from a context of our own: the blobs in the file are
+        # overwritten past the weights once the artifact is written.
+        placed_file = None if t.is_gpu or isinstance(model, ir.Module) else \
+            _weight_file(module, output, source, stack)
         with progress.stage("lower", f"({_pipeline(t, options)})"):
             pipeline = lower(module, t.name, options)
         from .. import explain
@@ -624,6 +628,11 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             # one more copy of them in memory.
             weights = _native_call("weight_views", module.operation)
             weights_size = sum(len(v) for v in weights)
+            # The leading bytes lowering already wrote to their place in the
+            # artifact's file.
+            attrs = module.operation.attributes
+            placed = (ir.IntegerAttr(attrs["sits.weights_placed"]).value
+                      if placed_file is not None and "sits.weights_placed" in attrs else 0)
             # GPU host code runs on this machine's CPU family, without
             # assuming any CPU feature.
             cpu = targets.lookup("cpu") if t.is_gpu else t
@@ -657,10 +666,20 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
         with progress.stage("write", path):
             from .. import runtime
 
-            runtime.write_artifact(path, manifest=manifest, code=shared_object,
-                                   weights=iter(weights) if weights_size else None,
-                                   weights_size=weights_size or None, target=t.name,
-                                   sections=text_sections or None)
+            # The header's section table (manifest, code, weights and the
+            # text sections) must fit before the placed weights.
+            if placed and 64 * (4 + len(text_sections or {})) <= placed_file.weights_offset:
+                rest = _skip_bytes(weights, placed)
+                runtime.write_artifact(path, manifest=manifest, code=shared_object,
+                                       weights=iter(rest) if rest else None,
+                                       weights_size=weights_size - placed, target=t.name,
+                                       sections=text_sections or None,
+                                       placed=(placed_file, placed))
+            else:
+                runtime.write_artifact(path, manifest=manifest, code=shared_object,
+                                       weights=iter(weights) if weights_size else None,
+                                       weights_size=weights_size or None, target=t.name,
+                                       sections=text_sections or None)
             # The writer digested the weights as it streamed them: reading
             # back checks the rest (re-hashing would map every weight page).
             manifest = runtime.read_artifact(path, verify="metadata").manifest
@@ -716,6 +735,43 @@ def _text_sections(tokenizer, folder: str | None) -> dict:
         hint = (" (tokenizer=False compiles the model without it)"
                 if tokenizer is None else "")
         raise CompileError(f"cannot bundle the tokenizer: {e}{hint}") from None
+
+
+def _weight_file(module: ir.Module, output, source: str | None,
+                 stack: contextlib.ExitStack):
+    """The new artifact file that lowering `module` writes its packed
+    weights into, at their place (sits_mlir.runtime.placed_weights_file), in
+    the directory the artifact goes to; None where none can be made (the
+    weights are then written when the artifact is). Undone by `stack`."""
+    from .._mlir_libs import _sits
+    from .. import runtime
+    from ..errors import SitsError
+
+    if output is not None:
+        directory = os.path.dirname(os.path.abspath(os.fspath(output)))
+    elif source and not source.endswith(".sitsm"):
+        directory = os.path.dirname(os.path.abspath(source))
+    else:
+        directory = tempfile.gettempdir()
+    try:
+        file = runtime.placed_weights_file(directory)
+    except (OSError, SitsError):
+        return None  # an unwritable directory fails when the artifact is written
+    stack.callback(file.close)
+    _sits.set_weight_file(module.operation, file.fd, file.weights_offset)
+    stack.callback(_sits.set_weight_file, module.operation, -1)
+    return file
+
+
+def _skip_bytes(views: list, count: int) -> list:
+    """`views` less their first `count` bytes, which end on a view's end."""
+    for i, view in enumerate(views):
+        if count == 0:
+            return views[i:]
+        count -= len(view)
+        if count < 0:
+            raise CompileError("the placed weights end inside a weight")
+    return []
 
 
 def _default_output(source: str | None) -> str:

@@ -17,7 +17,9 @@ neither MLIR nor LLVM at run time. Failures raise the typed exceptions of
 (`GpuDriverError` when a CUDA/HIP driver call fails).
 
 The compiler writes artifacts with `write_artifact` (and reads them back with
-`read_artifact` / `read_manifest`).
+`read_artifact` / `read_manifest`); weights it packs go straight to their
+place in a `placed_weights_file`, which `write_artifact(..., placed=)`
+completes.
 
 The paged KV-cache allocator for decoder models is `sits_mlir.runtime.kv`
 (`from sits_mlir.runtime import kv; kv.KVAllocator(...)`); its errors are the
@@ -29,8 +31,8 @@ decoder) is `TextCodec` (`sits_mlir.runtime.text`).
 
 from __future__ import annotations
 
-from .artifact import (ArtifactInfo, read_artifact, read_manifest, serialize_artifact,
-                       write_artifact)
+from .artifact import (ArtifactInfo, placed_weights_file, read_artifact, read_manifest,
+                       serialize_artifact, write_artifact)
 from .errors import (
     ArtifactError,
     ArtifactNotFoundError,
@@ -83,6 +85,7 @@ __all__ = [
     "num_threads",
     "numpy_dtype",
     "open_device",
+    "placed_weights_file",
     "read_artifact",
     "read_manifest",
     "serialize_artifact",

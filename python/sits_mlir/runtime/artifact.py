@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-__all__ = ["ArtifactInfo", "read_artifact", "read_manifest", "serialize_artifact",
-           "write_artifact"]
+__all__ = ["ArtifactInfo", "placed_weights_file", "read_artifact", "read_manifest",
+           "serialize_artifact", "write_artifact"]
 
 
 def _native():
@@ -109,6 +109,7 @@ def write_artifact(
     target: str,
     sections: Mapping[str, Any] | None = None,
     weights_size: int | None = None,
+    placed: tuple[Any, int] | None = None,
 ) -> ArtifactInfo:
     """Writes a .sitsm artifact (atomically: a temporary file renamed over
     `path`).
@@ -138,15 +139,33 @@ def write_artifact(
     weights_size: with chunks, their total size in bytes when known: a
         mismatch is an error. Without it any size is accepted (and checked
         against the entry points' declared weights size once written).
+    placed: (file, n) where `file` is a placed_weights_file() whose first
+        `n` bytes of weights are already at file.weights_offset: the
+        artifact is completed in that file (its weights section is those
+        bytes, then `weights`, which then needs a known size) and the file
+        is named `path`. The placed bytes are read once, to digest them.
 
     Raises RuntimeCoreError (a ValueError-like SitsError) when the manifest
     breaks the schema or does not match the code.
     """
     path = os.fspath(path)
-    info = _native().write_artifact(path, _manifest_json(manifest, target),
-                                    _sections(code, weights, target, sections,
-                                              weights_size))
+    parts = _sections(code, weights, target, sections, weights_size)
+    if placed is not None:
+        file, count = placed
+        info = _native().write_artifact_around(path, _manifest_json(manifest, target),
+                                               parts, file, int(count))
+    else:
+        info = _native().write_artifact(path, _manifest_json(manifest, target), parts)
     return ArtifactInfo._from_native(info, path)
+
+
+def placed_weights_file(directory: str | os.PathLike):
+    """A new unnamed file in `directory` (on the file system of the
+    artifact's path) for write_artifact(..., placed=): a compiler writes the
+    weights it re-lays out at their place in it (from file.weights_offset,
+    through file.fd) as it produces them, so that no byte of them is written
+    twice. It disappears when closed or collected unless written."""
+    return _native().PlacedWeightsFile.create(os.fspath(directory))
 
 
 def serialize_artifact(

@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,13 @@ namespace {
 
 /// Streamed sections go through a buffer of this size.
 constexpr size_t kChunkBytes = size_t(64) << 20;
+
+/// A name next to `path` no other writer uses, for the file renamed over it.
+std::string temporaryName(const std::string &path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(counter.fetch_add(1));
+}
 
 Status invalid(const std::string &message, const std::string &subject = "") {
   return Status(StatusCode::kInvalidArgument, message).withSubject(subject);
@@ -148,6 +156,12 @@ struct Layout {
   size_t weightsDigestPos = std::string::npos;
   /// The weights section's index in `sections`, or -1.
   int weightsIndex = -1;
+  /// The manifest section's index in `sections`.
+  int manifestIndex = 0;
+  /// Bytes at the start of the weights section already in the output file
+  /// (ArtifactWriter::writeAround), and that file.
+  uint64_t placed = 0;
+  int placedFd = -1;
   /// The sizes the entry points declare for the weights (-1: any).
   std::vector<std::pair<std::string, int64_t>> declaredWeights;
   std::string contentHash;
@@ -208,8 +222,43 @@ Status emit(Layout &layout, Output &out) {
     size_t wi = size_t(layout.weightsIndex);
     uint64_t pos = layout.offsets[wi];
     Xxh3_128 xxh;
+    if (layout.placed) {
+      // Bytes already in place: read once, to digest them, where they lie
+      // (mapped: mostly still in the page cache) or else through a buffer.
+      std::unique_ptr<uint8_t[]> buffer;
+      for (uint64_t end = pos + layout.placed; pos < end;) {
+        size_t want = size_t(std::min<uint64_t>(kChunkBytes, end - pos));
+        void *mapped =
+            ::mmap(nullptr, want, PROT_READ, MAP_SHARED | MAP_POPULATE,
+                   layout.placedFd, off_t(pos));
+        if (mapped != MAP_FAILED) {
+          xxh.update(static_cast<const uint8_t *>(mapped), want);
+          ::munmap(mapped, want);
+          pos += want;
+          continue;
+        }
+        if (!buffer)
+          buffer.reset(new uint8_t[kChunkBytes]);
+        ssize_t n = ::pread(layout.placedFd, buffer.get(), want, off_t(pos));
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n < 0)
+          return ioError("cannot read the placed weights of", "the artifact",
+                         errno);
+        if (n == 0)
+          return Status(StatusCode::kIoError,
+                        "the placed weights end before the " +
+                            std::to_string(layout.placed) + " bytes announced")
+              .withSubject("weights");
+        xxh.update(buffer.get(), size_t(n));
+        pos += uint64_t(n);
+      }
+    }
+    // The rest (all of them unless some were placed) copied after them.
+    PendingSection rest = layout.sections[wi];
+    rest.size -= layout.placed;
     StatusOr<uint64_t> size =
-        streamSection(layout.sections[wi], [&](const uint8_t *p, size_t n) {
+        streamSection(rest, [&](const uint8_t *p, size_t n) {
           xxh.update(p, n);
           Status s = out.writeAt(pos, p, n);
           pos += n;
@@ -257,7 +306,7 @@ Status emit(Layout &layout, Output &out) {
       pos += s.size; // written and digested above
       continue;
     }
-    if (i == 0) {
+    if (int(i) == layout.manifestIndex) {
       // The manifest: the layout's own string (patched with the digests).
       SITS_RETURN_IF_ERROR(
           put(reinterpret_cast<const uint8_t *>(layout.manifest.data()),
@@ -278,7 +327,8 @@ Status emit(Layout &layout, Output &out) {
                           layout.contentHash);
   SITS_RETURN_IF_ERROR(
       out.writeAt(kOffContentHash, digest.data(), digest.size()));
-  return out.writeAt(layout.offsets[0] + layout.manifestHashPos,
+  return out.writeAt(layout.offsets[size_t(layout.manifestIndex)] +
+                         layout.manifestHashPos,
                      layout.contentHash.data(), kContentHashHexChars);
 }
 
@@ -303,10 +353,11 @@ struct ArtifactWriter::Impl {
     return Status::OK();
   }
 
-  StatusOr<Layout> build() const;
-  StatusOr<Layout> start() const;
-  Status completeManifest(json::Value &m) const;
-  Status crossCheck(const Manifest &m) const;
+  /// `placed`: bytes of weights already in the output file (writeAround).
+  StatusOr<Layout> build(uint64_t placed) const;
+  StatusOr<Layout> start(uint64_t placed = 0) const;
+  Status completeManifest(json::Value &m, bool hasWeights) const;
+  Status crossCheck(const Manifest &m, uint64_t placed) const;
   const PendingSection *find(const std::string &name) const {
     for (const PendingSection &s : sections)
       if (s.name == name)
@@ -406,7 +457,8 @@ Status ArtifactWriter::addSectionFromReader(std::string_view name,
   return Status::OK();
 }
 
-Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
+Status ArtifactWriter::Impl::completeManifest(json::Value &m,
+                                              bool hasWeights) const {
   if (const json::Value *fv = m.find("format_version"))
     if (!fv->isInt() || fv->asInt() != kArtifactFormatVersion)
       return invalid("manifest format_version must be absent or " +
@@ -458,7 +510,7 @@ Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
   // The writer owns the weights digest: a placeholder here, filled in once
   // the weights are copied.
   out.erase(format::kWeightsDigestKey);
-  if (find("weights")) {
+  if (hasWeights) {
     json::Value digest = json::Value::object();
     digest.set("algorithm",
                json::Value::string(format::kWeightsDigestAlgorithm));
@@ -472,7 +524,8 @@ Status ArtifactWriter::Impl::completeManifest(json::Value &m) const {
   return Status::OK();
 }
 
-Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
+Status ArtifactWriter::Impl::crossCheck(const Manifest &m,
+                                        uint64_t placed) const {
   std::string codeName = m.codeSectionName();
   const PendingSection *code = find(codeName);
   if (!code)
@@ -497,32 +550,38 @@ Status ArtifactWriter::Impl::crossCheck(const Manifest &m) const {
                          "'",
                      ep.symbol);
   const PendingSection *weights = find("weights");
+  bool sizeKnown = !weights || weights->sizeKnown;
+  uint64_t size = placed + (weights ? weights->size : 0);
   for (const EntryPointSpec &ep : m.entryPoints) {
     if (!ep.hasWeights())
       continue;
-    if (!weights)
+    if (!weights && !placed)
       return invalid("entry point '" + ep.name +
                          "' takes the weights but no weights section was added",
                      "weights");
     int64_t declared = ep.args.front().shape[0];
-    if (declared >= 0 && weights->sizeKnown &&
-        uint64_t(declared) != weights->size)
+    if (declared >= 0 && sizeKnown && uint64_t(declared) != size)
       return invalid("entry point '" + ep.name + "' declares " +
                          std::to_string(declared) +
                          " bytes of weights but the "
                          "weights section has " +
-                         std::to_string(weights->size),
+                         std::to_string(size),
                      "weights");
   }
   return Status::OK();
 }
 
-StatusOr<Layout> ArtifactWriter::Impl::build() const {
+StatusOr<Layout> ArtifactWriter::Impl::build(uint64_t placed) const {
   using namespace format;
   if (!haveManifest)
     return invalid("no manifest was set", "manifest");
+  const PendingSection *tail = find("weights");
+  if (placed && tail && !tail->sizeKnown)
+    return invalid("the weights after the placed ones need a known size: "
+                   "the sections after them are laid out first",
+                   "weights");
   json::Value m = manifest;
-  SITS_RETURN_IF_ERROR(completeManifest(m));
+  SITS_RETURN_IF_ERROR(completeManifest(m, tail || placed));
   Layout layout;
   layout.manifest = json::print(m);
 
@@ -533,7 +592,7 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
     info.code = StatusCode::kInvalidArgument;
     return Status(std::move(info));
   }
-  SITS_RETURN_IF_ERROR(crossCheck(parsed));
+  SITS_RETURN_IF_ERROR(crossCheck(parsed, placed));
 
   std::string needle =
       "\"content_hash\": \"" + std::string(kContentHashHexChars, '0');
@@ -559,23 +618,42 @@ StatusOr<Layout> ArtifactWriter::Impl::build() const {
       layout.declaredWeights.emplace_back(ep.name, ep.args.front().shape[0]);
 
   // Order: manifest, code and device sections as added, weights last (on a
-  // page boundary).
+  // page boundary); with placed weights, the weights first, at their place.
   PendingSection manifestSection;
   manifestSection.name = "manifest";
   manifestSection.size = layout.manifest.size();
+  auto addWeights = [&] {
+    layout.weightsIndex = int(layout.sections.size());
+    PendingSection w;
+    if (tail)
+      w = *tail;
+    else
+      w.name = "weights"; // placed bytes only
+    w.size += placed;
+    layout.sections.push_back(std::move(w));
+  };
+  if (placed)
+    addWeights();
+  layout.manifestIndex = int(layout.sections.size());
   layout.sections.push_back(std::move(manifestSection));
   for (const PendingSection &s : sections)
     if (s.name != "weights")
       layout.sections.push_back(s);
-  if (const PendingSection *w = find("weights")) {
-    layout.weightsIndex = int(layout.sections.size());
-    layout.sections.push_back(*w);
-  }
+  if (!placed && tail)
+    addWeights();
+  layout.placed = placed;
 
   uint32_t count = uint32_t(layout.sections.size());
   uint64_t headerSize = kHeaderSize + uint64_t(count) * kSectionEntrySize;
+  if (placed && headerSize > PlacedWeightsFile::kWeightsOffset)
+    return invalid(std::to_string(count) +
+                       " sections need a bigger header than placed "
+                       "weights leave room for",
+                   "weights");
   uint64_t pos = headerSize;
   for (const PendingSection &s : layout.sections) {
+    if (placed && s.name == "weights")
+      pos = PlacedWeightsFile::kWeightsOffset;
     pos = alignUp(pos,
                   s.name == "weights" ? kWeightsAlignment : kSectionAlignment);
     layout.offsets.push_back(pos);
@@ -616,7 +694,7 @@ ArtifactInfo infoOf(const Layout &layout) {
 } // namespace
 
 /// A layout to emit; fails when a reader section was already consumed.
-StatusOr<Layout> ArtifactWriter::Impl::start() const {
+StatusOr<Layout> ArtifactWriter::Impl::start(uint64_t placed) const {
   for (const PendingSection &s : sections)
     if (s.kind == PendingSection::Kind::kReader) {
       if (readersConsumed)
@@ -625,7 +703,7 @@ StatusOr<Layout> ArtifactWriter::Impl::start() const {
                            "consumed",
                        s.name);
     }
-  StatusOr<Layout> layout = build();
+  StatusOr<Layout> layout = build(placed);
   if (!layout.ok())
     return layout;
   for (const PendingSection &s : sections)
@@ -651,9 +729,7 @@ StatusOr<ArtifactInfo> ArtifactWriter::write(const std::string &path) const {
   StatusOr<Layout> layout = impl_->start();
   if (!layout.ok())
     return layout.status();
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
+  std::string tmp = temporaryName(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     int err = errno;
@@ -672,6 +748,104 @@ StatusOr<ArtifactInfo> ArtifactWriter::write(const std::string &path) const {
     return status;
   }
   return infoOf(*layout);
+}
+
+StatusOr<ArtifactInfo> ArtifactWriter::writeAround(const std::string &path,
+                                                   PlacedWeightsFile &file,
+                                                   uint64_t placed) const {
+  if (file.fd() < 0 || file.named())
+    return invalid("the placed-weights file is closed or was named already",
+                   path);
+  struct stat st;
+  if (::fstat(file.fd(), &st) != 0)
+    return ioError("cannot inspect the file for", path, errno);
+  if (uint64_t(st.st_size) < PlacedWeightsFile::kWeightsOffset + placed)
+    return invalid("the placed-weights file holds fewer than the " +
+                       std::to_string(placed) + " bytes of weights announced",
+                   "weights");
+  StatusOr<Layout> layout = impl_->start(placed);
+  if (!layout.ok())
+    return layout.status();
+  layout->placedFd = file.fd();
+  FileOutput out(file.fd(), path);
+  Status status = emit(*layout, out);
+  // Anything past the end is room the compiler reserved and did not use.
+  if (status.ok() && ::ftruncate(file.fd(), off_t(layout->fileSize)) != 0)
+    status = ioError("cannot write", path, errno);
+  if (status.ok())
+    status = file.name(path);
+  if (!status.ok())
+    return status;
+  return infoOf(*layout);
+}
+
+StatusOr<PlacedWeightsFile>
+PlacedWeightsFile::create(const std::string &directory) {
+  std::string dir = directory.empty() ? "." : directory;
+  int fd = -1;
+#ifdef O_TMPFILE
+  fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
+  if (fd >= 0)
+    return PlacedWeightsFile(fd, "");
+#endif
+  std::string tmp = temporaryName(dir + "/.sits-artifact");
+  fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return ioError("cannot create a file in", dir, errno);
+  return PlacedWeightsFile(fd, tmp);
+}
+
+PlacedWeightsFile::PlacedWeightsFile(PlacedWeightsFile &&other) noexcept
+    : fd_(other.fd_), tempPath_(std::move(other.tempPath_)),
+      named_(other.named_) {
+  other.fd_ = -1;
+  other.tempPath_.clear();
+}
+
+PlacedWeightsFile &
+PlacedWeightsFile::operator=(PlacedWeightsFile &&other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    tempPath_ = std::move(other.tempPath_);
+    named_ = other.named_;
+    other.fd_ = -1;
+    other.tempPath_.clear();
+  }
+  return *this;
+}
+
+PlacedWeightsFile::~PlacedWeightsFile() { close(); }
+
+void PlacedWeightsFile::close() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  if (!tempPath_.empty() && !named_)
+    ::unlink(tempPath_.c_str());
+  fd_ = -1;
+  tempPath_.clear();
+}
+
+Status PlacedWeightsFile::name(const std::string &path) {
+  std::string tmp = tempPath_;
+  if (tmp.empty()) {
+    // An unnamed file gets a temporary name first: link() cannot replace.
+    tmp = temporaryName(path);
+    std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(),
+                 AT_SYMLINK_FOLLOW) != 0 &&
+        ::linkat(fd_, "", AT_FDCWD, tmp.c_str(), AT_EMPTY_PATH) != 0)
+      return ioError("cannot name", path, errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    if (tempPath_.empty())
+      ::unlink(tmp.c_str());
+    return ioError("cannot write", path, err);
+  }
+  named_ = true;
+  tempPath_.clear();
+  return Status::OK();
 }
 
 } // namespace sits::runtime

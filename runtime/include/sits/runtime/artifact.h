@@ -211,6 +211,49 @@ struct ArtifactInfo {
   std::string manifestJson;
 };
 
+/// A new artifact file, not yet named, whose weights section is filled
+/// before anything else about the artifact is known: a compiler writes the
+/// weights it re-lays out straight to their place in it (each byte written
+/// once, never to a scratch file first), and ArtifactWriter::writeAround
+/// completes the artifact around them and names it. Unless that succeeds,
+/// the file disappears when this object is destroyed.
+class SITS_RUNTIME_API PlacedWeightsFile {
+public:
+  /// Where the weights section starts: after the header and room for a
+  /// table of 63 sections, on a page boundary.
+  static constexpr uint64_t kWeightsOffset = 4096;
+
+  /// A new file in `directory` (which must be on the file system the
+  /// artifact is to be named on): unnamed (O_TMPFILE) where the file system
+  /// allows, else a hidden temporary name removed on destruction.
+  static StatusOr<PlacedWeightsFile> create(const std::string &directory);
+
+  PlacedWeightsFile(PlacedWeightsFile &&other) noexcept;
+  PlacedWeightsFile &operator=(PlacedWeightsFile &&other) noexcept;
+  PlacedWeightsFile(const PlacedWeightsFile &) = delete;
+  PlacedWeightsFile &operator=(const PlacedWeightsFile &) = delete;
+  ~PlacedWeightsFile();
+
+  /// The file's descriptor (read-write), for mapping the weights' place.
+  int fd() const { return fd_; }
+  /// Whether writeAround named it already (it can be named once).
+  bool named() const { return named_; }
+  /// Closes the descriptor (removing the file unless it was named).
+  void close();
+
+private:
+  friend class ArtifactWriter;
+  PlacedWeightsFile(int fd, std::string tempPath)
+      : fd_(fd), tempPath_(std::move(tempPath)) {}
+  /// Names the file `path` atomically (replacing any file there).
+  Status name(const std::string &path);
+
+  int fd_ = -1;
+  /// The temporary name, when the file system has no unnamed files.
+  std::string tempPath_;
+  bool named_ = false;
+};
+
 class SITS_RUNTIME_API ArtifactWriter {
 public:
   ArtifactWriter();
@@ -253,6 +296,14 @@ public:
   StatusOr<ArtifactInfo> write(const std::string &path) const;
   /// The same bytes, in memory.
   StatusOr<std::vector<uint8_t>> serialize(ArtifactInfo *info = nullptr) const;
+  /// Like `write`, into `file`, whose first `placed` bytes of weights are
+  /// already at PlacedWeightsFile::kWeightsOffset: the weights section is
+  /// those bytes followed by the `weights` section added (if any, of known
+  /// size), and the other sections follow it. The placed bytes are read
+  /// once, to digest them; nothing is copied. Then `file` is named `path`.
+  StatusOr<ArtifactInfo> writeAround(const std::string &path,
+                                     PlacedWeightsFile &file,
+                                     uint64_t placed) const;
 
 private:
   struct Impl;

@@ -303,6 +303,25 @@ module attributes {sits.weights = "w"} {}
 
 // -----
 
+// expected-error @+1 {{'sits.weights_placed' must be a non-negative integer, got -64 : i64}}
+module attributes {sits.weights_placed = -64 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'sits.weights_placed' must be a non-negative integer, got "all"}}
+module attributes {sits.weights_placed = "all"} {}
+
+// -----
+
+module {
+  // expected-error @+1 {{'sits.weights_placed' is only valid on a builtin.module}}
+  func.func @f() attributes {sits.weights_placed = 0 : i64} {
+    return
+  }
+}
+
+// -----
+
 module {
   // expected-error @+1 {{'sits.weights' is only valid on a builtin.module}}
   func.func @f() attributes {sits.weights = []} {

@@ -419,4 +419,96 @@ TEST_F(WeightsDigest, StreamedSourcesAreChecked) {
   }
 }
 
+/// A PlacedWeightsFile in the test directory holding `placed` at the
+/// weights' place and `reserved` bytes of room past them.
+PlacedWeightsFile placedFile(const std::vector<uint8_t> &placed,
+                             size_t reserved = 0) {
+  StatusOr<PlacedWeightsFile> file = PlacedWeightsFile::create(tempDir());
+  EXPECT_TRUE(file.ok()) << file.status().toString();
+  std::vector<uint8_t> bytes(placed);
+  bytes.resize(placed.size() + reserved, 0xa5);
+  EXPECT_EQ(::pwrite(file->fd(), bytes.data(), bytes.size(),
+                     off_t(PlacedWeightsFile::kWeightsOffset)),
+            ssize_t(bytes.size()));
+  return std::move(*file);
+}
+
+TEST_F(WeightsDigest, PlacedWeightsAreCompletedInTheirFile) {
+  // The first 4000 bytes already in the file (with reserved room after
+  // them), the other 2000 added as the weights section.
+  std::vector<uint8_t> head(weights_.begin(), weights_.begin() + 4000);
+  std::vector<uint8_t> tail(weights_.begin() + 4000, weights_.end());
+  PlacedWeightsFile file = placedFile(head, 3 * 4096);
+  ArtifactWriter w;
+  SITS_ASSERT_OK(w.setManifest(anyWeightsManifest(int64_t(weights_.size()))));
+  SITS_ASSERT_OK(w.addSection("code.cpu", code_.data(), code_.size()));
+  SITS_ASSERT_OK(w.addSection("weights", tail.data(), tail.size()));
+  std::string out = tempDir() + "/placed.sitsm";
+  StatusOr<ArtifactInfo> info = w.writeAround(out, file, head.size());
+  ASSERT_TRUE(info.ok()) << info.status().toString();
+  EXPECT_TRUE(file.named());
+  // Every byte verifies; the weights come first, at their place, and hold
+  // what a plain write holds, under the same digest.
+  StatusOr<ArtifactReader> r = ArtifactReader::open(out);
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_TRUE(r->weightsVerified());
+  EXPECT_EQ(r->contentHash(), info->contentHash);
+  std::vector<uint8_t> bytes = readBytes(out);
+  EXPECT_EQ(bytes.size(), info->fileSize);
+  ASSERT_EQ(info->sections.front().name, "weights");
+  EXPECT_EQ(info->sections.front().offset, PlacedWeightsFile::kWeightsOffset);
+  EXPECT_EQ(info->sections.front().size, weights_.size());
+  EXPECT_TRUE(std::equal(weights_.begin(), weights_.end(),
+                         bytes.begin() + PlacedWeightsFile::kWeightsOffset));
+  StatusOr<ArtifactReader> plain =
+      ArtifactReader::fromMemory(good_.data(), good_.size());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(r->manifest().weightsDigest->hex,
+            plain->manifest().weightsDigest->hex);
+  EXPECT_TRUE(Module::load(out).ok());
+  // It is named once.
+  SITS_EXPECT_CODE(w.writeAround(out, file, head.size()).status(),
+                   StatusCode::kInvalidArgument);
+  ::unlink(out.c_str());
+}
+
+TEST_F(WeightsDigest, PlacedWeightsAloneOrRefused) {
+  std::string out = tempDir() + "/placed-alone.sitsm";
+  {
+    // All the weights placed, no weights section added.
+    PlacedWeightsFile file = placedFile(weights_);
+    ArtifactWriter w;
+    SITS_ASSERT_OK(w.setManifest(anyWeightsManifest(int64_t(weights_.size()))));
+    SITS_ASSERT_OK(w.addSection("code.cpu", code_.data(), code_.size()));
+    StatusOr<ArtifactInfo> info = w.writeAround(out, file, weights_.size());
+    ASSERT_TRUE(info.ok()) << info.status().toString();
+    StatusOr<ArtifactReader> r = ArtifactReader::open(out);
+    ASSERT_TRUE(r.ok()) << r.status().toString();
+    ::unlink(out.c_str());
+  }
+  auto refused = [&](int64_t declared, size_t placed, bool unknownTail,
+                     StatusCode want) {
+    PlacedWeightsFile file = placedFile(weights_);
+    ArtifactWriter w;
+    SITS_ASSERT_OK(w.setManifest(anyWeightsManifest(declared)));
+    SITS_ASSERT_OK(w.addSection("code.cpu", code_.data(), code_.size()));
+    if (unknownTail)
+      SITS_ASSERT_OK(w.addSectionFromReader(
+          "weights",
+          readerOf(std::make_shared<std::vector<uint8_t>>(weights_), 100)));
+    SITS_EXPECT_CODE(w.writeAround(out, file, placed).status(), want);
+    EXPECT_FALSE(file.named());
+    // Nothing appears at the path.
+    struct stat st;
+    EXPECT_NE(::stat(out.c_str(), &st), 0);
+  };
+  // Entry points declaring another size.
+  refused(int64_t(weights_.size()) + 1, weights_.size(), false,
+          StatusCode::kInvalidArgument);
+  // More bytes announced than the file holds.
+  refused(-1, weights_.size() + 10000, false, StatusCode::kInvalidArgument);
+  // The rest of unknown size: the sections after it could not be laid out.
+  refused(-1, 100, true, StatusCode::kInvalidArgument);
+}
+
 } // namespace

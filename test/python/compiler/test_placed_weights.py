@@ -1,0 +1,141 @@
+"""Packed weights go straight to their place in the artifact: lowering
+writes them into the new artifact's file (from its weights offset on), and
+the writer completes the file around them, so that no byte of them is
+written twice. The artifact verifies in full and runs as before; a compile
+that fails leaves no file behind."""
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import sits_mlir
+from sits_mlir.errors import CompileError
+
+
+def mlp(path, hidden=512, ffn=1024, seed=0):
+    """x[n, hidden] -> relu(x @ w1 + b1) @ w2: two weights of 2 MiB (packed,
+    so placed) and a small bias (copied after them)."""
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((hidden, ffn)) / np.sqrt(hidden)).astype(np.float32)
+    b1 = rng.standard_normal(ffn).astype(np.float32)
+    w2 = (rng.standard_normal((ffn, hidden)) / np.sqrt(ffn)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", hidden])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return lambda x: np.maximum(x @ w1 + b1, 0) @ w2
+
+
+def test_packed_weights_are_placed_first_and_verify(tmp_path):
+    reference = mlp(tmp_path / "m.onnx")
+    art = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    info = sits_mlir.runtime.read_artifact(art.path)  # every byte verified
+    assert info.weights_verified
+    offset, size = info.sections["weights"]
+    # Placed: the weights lead the file, before the manifest and the code.
+    assert offset == 4096
+    assert all(o > offset for name, (o, _) in info.sections.items() if name != "weights")
+    assert size >= 2 * 512 * 1024 * 4
+    assert os.path.getsize(art.path) == info.file_size
+    x = np.random.default_rng(1).standard_normal((3, 512)).astype(np.float32)
+    np.testing.assert_allclose(art.load()(x), reference(x), rtol=1e-4, atol=1e-4)
+    # Nothing else was left in the directory.
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.sitsm"]
+
+
+def test_small_weights_are_written_after_the_code(tmp_path):
+    reference = mlp(tmp_path / "m.onnx", hidden=64, ffn=128)
+    art = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    info = sits_mlir.runtime.read_artifact(art.path)
+    offset, _ = info.sections["weights"]
+    assert offset > info.sections[f"code.{info.manifest['target']['name']}"][0]
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    np.testing.assert_allclose(art.load()(x), reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_default_output_next_to_the_model(tmp_path):
+    reference = mlp(tmp_path / "m.onnx")
+    art = sits_mlir.compile(str(tmp_path / "m.onnx"))
+    assert art.path == str(tmp_path / "m.sitsm")
+    assert sits_mlir.runtime.read_artifact(art.path).sections["weights"][0] == 4096
+    x = np.ones((2, 512), np.float32)
+    np.testing.assert_allclose(art.load()(x), reference(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stage", ["emit_objects", "weight_views"])
+def test_a_failed_compile_leaves_no_file(tmp_path, monkeypatch, stage):
+    from sits_mlir.compiler import driver
+
+    mlp(tmp_path / "m.onnx")
+    real = driver._native_call
+
+    def failing(name, *args):
+        if name == stage:
+            raise CompileError(f"{stage} failed on purpose")
+        return real(name, *args)
+    monkeypatch.setattr(driver, "_native_call", failing)
+    with pytest.raises(CompileError, match="on purpose"):
+        sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    assert os.listdir(tmp_path) == ["m.onnx"]
+    # The next compile in the same process places its weights again.
+    monkeypatch.setattr(driver, "_native_call", real)
+    art = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    assert sits_mlir.runtime.read_artifact(art.path).sections["weights"][0] == 4096
+
+
+def test_placed_weights_file_api(tmp_path):
+    """The runtime's side on its own: bytes written at the weights' place
+    through the descriptor become the weights section."""
+    from sits_mlir.runtime import artifact
+
+    weights = np.arange(3 * 4096, dtype=np.uint8)
+    file = artifact.placed_weights_file(tmp_path)
+    os.pwrite(file.fd, weights[:8192].tobytes(), file.weights_offset)
+    assert os.listdir(tmp_path) == []  # unnamed until written
+    code = _weights_kernel_code()
+    if code is None:
+        pytest.skip("no C compiler for the test's kernel")
+    manifest = {"target": {"triple": "x86_64-unknown-linux-gnu", "cpu": "x86-64",
+                           "features": []},
+                "entry_points": [{"name": "main", "args": [
+                    {"role": "weights", "name": "weights", "dtype": "i8", "shape": [weights.size]}]}]}
+    info = artifact.write_artifact(tmp_path / "a.sitsm", manifest=manifest, code=code,
+                                   weights=weights[8192:], target="cpu",
+                                   placed=(file, 8192))
+    assert file.named
+    assert info.sections["weights"] == (4096, weights.size)
+    read = artifact.read_artifact(tmp_path / "a.sitsm")
+    with open(tmp_path / "a.sitsm", "rb") as f:
+        f.seek(4096)
+        assert f.read(weights.size) == weights.tobytes()
+    assert read.content_hash == info.content_hash
+    file.close()
+    assert os.listdir(tmp_path) == ["a.sitsm"]
+
+
+def _weights_kernel_code():
+    """A shared object exporting sits_entry_main, or None without cc."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.c")
+        with open(src, "w") as f:
+            f.write("void sits_entry_main(void **args) { (void)args; }\n")
+        out = os.path.join(d, "k.so")
+        subprocess.run([cc, "-shared", "-fPIC", "-o", out, src], check=True)
+        with open(out, "rb") as f:
+            return f.read()
