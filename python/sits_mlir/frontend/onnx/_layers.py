@@ -107,27 +107,31 @@ def _constant_key(t: onnx.TensorProto) -> bytes:
     return c.SerializeToString()
 
 
-def _signatures(nodes, inits) -> list:
+def _signatures(nodes, ins, outs, inits) -> list:
     """A small integer per node; equal for nodes that are the same code
-    (op, attributes, which inputs are given, constants read)."""
+    (op, attributes, which inputs are given, constants read). `ins` and
+    `outs` are the nodes' input and output names."""
     ids: dict = {}
+    kind_of: dict = {"": False}  # an input name -> what the code sees of it
+    subgraph = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
     out = []
     for i, n in enumerate(nodes):
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for a in n.attribute):
+        attributes = n.attribute
+        if attributes and any(a.type in subgraph for a in attributes):
             out.append(-1 - i)  # subgraphs: never part of a repeat
             continue
         kinds = []
-        for x in n.input:
-            t = inits.get(x)
-            if t is None:
-                kinds.append(bool(x))
-            elif _by_value(t):
-                kinds.append(_constant_key(t))
-            else:
-                kinds.append((t.data_type, tuple(t.dims)))
-        key = (n.op_type, n.domain, tuple(a.SerializeToString() for a in n.attribute),
-               tuple(kinds), tuple(bool(o) for o in n.output))
+        for x in ins[i]:
+            kind = kind_of.get(x)
+            if kind is None:
+                t = inits.get(x)
+                kind = True if t is None else _constant_key(t) if _by_value(t) else \
+                    (t.data_type, tuple(t.dims))
+                kind_of[x] = kind
+            kinds.append(kind)
+        key = (n.op_type, n.domain,
+               tuple(a.SerializeToString() for a in attributes) if attributes else (),
+               tuple(kinds), tuple(bool(o) for o in outs[i]))
         out.append(ids.setdefault(key, len(ids)))
     return out
 
@@ -164,7 +168,10 @@ def find_layers(graph: onnx.GraphProto) -> Optional[LayerPlan]:
     if len(nodes) < 2 * MIN_BLOCK_NODES:
         return None
     inits = {t.name: t for t in graph.initializer}
-    sig = _signatures(nodes, inits)
+    # Names read once from the protos: the loops below visit them often.
+    ins = [list(n.input) for n in nodes]
+    outs = [list(n.output) for n in nodes]
+    sig = _signatures(nodes, ins, outs, inits)
     for coverage, start, period, count in _runs(sig)[:4]:
         if coverage < MIN_COVERAGE * len(nodes):
             break
@@ -175,18 +182,18 @@ def find_layers(graph: onnx.GraphProto) -> Optional[LayerPlan]:
             if c < 2 or c * period < MIN_COVERAGE * len(nodes):
                 break
             try:
-                return _plan(graph, inits, start + shift, period, c)
+                return _plan(graph, ins, outs, inits, start + shift, period, c)
             except NoLayers:
                 continue
     return None
 
 
-def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
+def _plan(graph, ins, outs, inits, start: int, period: int, count: int) -> LayerPlan:
     nodes = graph.node
     end = start + period * count
     producer = {}
-    for i, n in enumerate(nodes):
-        for o, name in enumerate(n.output):
+    for i, names in enumerate(outs):
+        for o, name in enumerate(names):
             if name:
                 producer[name] = (i, o)
     graph_outputs = [o.name for o in graph.output]
@@ -197,11 +204,11 @@ def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
     # Internal references are the same in every block; the rest are slots.
     slots: dict = {}
     for j in range(period):
-        for q in range(len(nodes[start + j].input)):
+        for q in range(len(ins[start + j])):
             names = []
             internal = None
             for k in range(count):
-                x = nodes[start + k * period + j].input[q]
+                x = ins[start + k * period + j][q]
                 p = producer.get(x)
                 inside = p is not None and block_of(p[0]) == k
                 pos = (p[0] - start - k * period, p[1]) if inside else None
@@ -215,15 +222,15 @@ def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
 
     # Values read outside their block, by position.
     readers: dict = {}
-    for i, n in enumerate(nodes):
-        for x in n.input:
+    for i, names in enumerate(ins):
+        for x in names:
             if x:
                 readers.setdefault(x, []).append(i)
     escapes = set()
-    outs = set(graph_outputs)
+    graph_outs = set(graph_outputs)
     for k in range(count):
         for j in range(period):
-            for o, y in enumerate(nodes[start + k * period + j].output):
+            for o, y in enumerate(outs[start + k * period + j]):
                 if not y:
                     continue
                 for r in readers.get(y, ()):
@@ -233,10 +240,10 @@ def _plan(graph, inits, start: int, period: int, count: int) -> LayerPlan:
                     if kr is None and r >= end and k != count - 1:
                         raise NoLayers("the nodes after the run read an earlier block")
                     escapes.add((j, o))
-                if y in outs:
+                if y in graph_outs:
                     escapes.add((j, o))
     escapes = sorted(escapes)
-    escape_names = [[nodes[start + k * period + j].output[o] for k in range(count)]
+    escape_names = [[outs[start + k * period + j][o] for k in range(count)]
                     for j, o in escapes]
 
     plan_slots = []
