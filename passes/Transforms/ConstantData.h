@@ -31,12 +31,14 @@ namespace mlir::sits {
 std::optional<ArrayRef<char>> getConstantBytes(ElementsAttr value);
 
 /// Hints that the data of `value`, just re-laid out into a new constant,
-/// is not needed again soon. For imported weights (read-only resource
+/// is not needed again soon. For imported weights (immutable resource
 /// blobs, which the frontend maps from the model's file) this drops their
 /// pages from the compiler's resident set, so that the original and the
 /// re-laid-out copy of every weight are not resident together; the page
 /// cache keeps them for a later read. It never changes the data
-/// (madvise(MADV_PAGEOUT)); a no-op for anything else.
+/// (madvise(MADV_DONTNEED) of file pages); a no-op for anything else. An
+/// immutable blob must therefore view a file (mapped copy-on-write and
+/// never written, or shared): anonymous data is a mutable blob.
 void releaseConstantPages(ElementsAttr value);
 
 /// `size` bytes of re-laid-out weight data, written by `fill`, as an

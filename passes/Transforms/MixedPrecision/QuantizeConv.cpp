@@ -12,6 +12,8 @@
 
 #include "passes/Transforms/ConstantData.h"
 
+#include <cstring>
+
 using namespace mlir;
 using namespace mlir::sits;
 using namespace mlir::sits::mixed_precision;
@@ -42,11 +44,12 @@ static QuantizedFilter quantizeSource(ConvOp conv, const ConstantSource &source,
   int64_t k = type.getNumElements() / n, window = k / channelsPerGroup;
   int64_t groups = conv.getGroups(), outPerGroup = n / groups;
   std::vector<float> weight(k * n);
-  const float *raw =
-      reinterpret_cast<const float *>(getConstantBytes(source.value)->data());
+  // Read bytewise: a mapped weight need not be aligned for floats.
+  const char *raw = getConstantBytes(source.value)->data();
   for (int64_t o = 0; o < n; ++o)
     for (int64_t r = 0; r < k; ++r)
-      weight[r * n + o] = raw[o * k + r];
+      std::memcpy(&weight[r * n + o], raw + (o * k + r) * sizeof(float),
+                  sizeof(float));
   InputStats channelStats =
       estimateInputStats(conv, conv.getInput().getType().getDimSize(1));
   auto channelOf = [&](int64_t r, int64_t o) {

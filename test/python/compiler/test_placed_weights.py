@@ -139,3 +139,31 @@ def _weights_kernel_code():
         subprocess.run([cc, "-shared", "-fPIC", "-o", out, src], check=True)
         with open(out, "rb") as f:
             return f.read()
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_a_weight_packed_twice_reads_the_same_bytes(tmp_path, fold):
+    """Once packed, a weight's own pages are given back (the file's pages
+    unmapped, a copy's kept): a second matmul packing the same weight, or
+    the first one's code reading it, still sees its values. `fold`: the
+    weight is a frontend-computed value (a copy), not the file's bytes."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((512, 1024)) / 32).astype(np.float32)
+    source = w.T.copy() if fold else w
+    nodes = [helper.make_node("Transpose", ["ws"], ["w"], perm=[1, 0])] if fold else []
+    nodes += [helper.make_node("MatMul", ["x", "w"], ["a"]),
+              helper.make_node("Relu", ["a"], ["r"]),
+              helper.make_node("Mul", ["x", "two"], ["x2"]),
+              helper.make_node("MatMul", ["x2", "w"], ["b"]),
+              helper.make_node("Add", ["r", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1024])],
+        [numpy_helper.from_array(source, "ws" if fold else "w"),
+         numpy_helper.from_array(np.array(2, np.float32), "two")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    art = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    x = rng.standard_normal((4, 512)).astype(np.float32)
+    np.testing.assert_allclose(art.load()(x), np.maximum(x @ w, 0) + (2 * x) @ w,
+                               rtol=1e-4, atol=1e-4)

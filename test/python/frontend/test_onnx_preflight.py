@@ -261,12 +261,12 @@ def _external_model(tmp_path, rows=256):
 
 
 def test_external_data_is_mapped_not_copied(tmp_path):
-    from sits_mlir.frontend.onnx._builder import is_mapped_aligned
+    from sits_mlir.frontend.onnx._builder import is_mapped
 
     path, ws = _external_model(tmp_path)
     imported = import_model(str(path))
     mapped = [a for a in imported.weights.values() if a.nbytes == ws[0].nbytes]
-    assert len(mapped) == 2 and all(is_mapped_aligned(a) for a in mapped)
+    assert len(mapped) == 2 and all(is_mapped(a) for a in mapped)
     art = sits_mlir.compile(str(path), output=tmp_path / "m.sitsm")
     x = np.random.default_rng(4).standard_normal((3, 256)).astype(np.float32)
     np.testing.assert_allclose(art.load()(x), x @ ws[0] @ ws[1], rtol=1e-4, atol=1e-3)

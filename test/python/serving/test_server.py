@@ -246,7 +246,9 @@ def test_disconnect_mid_stream_aborts_and_frees_the_blocks(server, http):
     # Leaving the block closed the connection: the request is aborted before
     # the engine's next steps and its blocks are free.
     assert_idle(server)
-    assert server.snapshot()["steps"] - steps < 20  # not generated to the end
+    # Not generated to the end (80 tokens); how many steps ran before the
+    # disconnect was seen depends on the machine's load.
+    assert server.snapshot()["steps"] - steps < 80 - got
     text = http.get("/metrics").text
     assert metric(text, 'sits_requests_total{outcome="cancelled"}') == cancelled + 1
     assert metric(text, "sits_abort_to_free_seconds_count") >= 1

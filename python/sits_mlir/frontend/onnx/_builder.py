@@ -36,15 +36,22 @@ def elem_of(v: ir.Value) -> ir.Type:
     return ir.RankedTensorType(v.type).element_type
 
 
-def is_mapped_aligned(a: np.ndarray) -> bool:
-    """Whether `a` is a C-contiguous, 64-byte aligned view of a mapped file
-    (an external data initializer): a resource can point at it as it is."""
+def is_mapped(a: np.ndarray) -> bool:
+    """Whether `a` is a C-contiguous view of a mapped file (an initializer's
+    bytes in the model file or its external data): a resource can point at
+    it as it is."""
     base = a
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
     mapped = isinstance(base, mmap.mmap) or (
         isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap))
-    return mapped and a.flags.c_contiguous and a.ctypes.data % _ALIGN == 0
+    return mapped and a.flags.c_contiguous
+
+
+def alignment_of(a: np.ndarray) -> int:
+    """The largest power of two, up to 64, that `a`'s address is a multiple of."""
+    address = a.ctypes.data
+    return min(_ALIGN, address & -address) if address else _ALIGN
 
 
 def aligned_copy(a: np.ndarray) -> np.ndarray:
@@ -218,9 +225,12 @@ class Builder:
         return ir.DenseElementsAttr.get(np.ascontiguousarray(a), type=ttype)
 
     def _resource(self, a: np.ndarray, name: str, ttype) -> ir.Attribute:
-        # Mapped external data is used where it lies; anything else is copied
-        # to an aligned buffer of its own.
-        buf = a if is_mapped_aligned(a) else aligned_copy(a)
+        # Mapped weights are used where they lie, however their bytes fall in
+        # the file (the compiler reads constants bytewise, and the artifact
+        # aligns each weight anew); anything else is copied to an aligned
+        # buffer of its own.
+        mapped = is_mapped(a)
+        buf = a if mapped else aligned_copy(a)
         if str(buf.dtype) in _SPECIAL:
             view = buf.view(_int_view(buf.dtype))
         else:
@@ -228,8 +238,12 @@ class Builder:
         key = _RESOURCE_CHARS.sub("_", name).strip("_.") or "cst"
         if key[0].isdigit():
             key = "w_" + key
+        # Only mapped file bytes are immutable blobs: the compiler drops their
+        # pages once it has read them (releaseConstantPages), which would
+        # zero anonymous memory.
         attr = ir.DenseResourceElementsAttr.get_from_buffer(memoryview(view), key, ttype,
-                                                             alignment=_ALIGN)
+                                                             alignment=alignment_of(buf),
+                                                             is_mutable=not mapped)
         text = str(attr)
         actual = text[len("dense_resource<"):text.index(">")].strip('"')
         self.weights[actual] = buf
