@@ -552,11 +552,6 @@ def _check_model(skel: onnx.ModelProto) -> None:
         raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
 
 
-#: The longest 1-D graph input or initializer ONNX's data propagation is
-#: run with (see _infer).
-_DATA_PROP_MAX_EXTENT = 1 << 20
-
-
 def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = None) -> dict:
     """Value types of `skel`: ONNX's shape inference, then onnxruntime's
     symbolic inference where ONNX leaves an extent the inputs do not name.
@@ -580,14 +575,10 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     for out in bare.graph.output:
         if out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
-    # ONNX's data propagation holds a 1-D tensor's values as one shape
-    # dimension each: for a long 1-D input (70 M elements) it allocates
-    # gigabytes. Shape tensors are short; beyond this, no propagation.
-    long_1d = any(len(vt.shape) == 1 and isinstance(vt.shape[0], int)
-                  and vt.shape[0] > _DATA_PROP_MAX_EXTENT
-                  for vt in (_value_type(v) for v in g.input) if vt is not None and vt.shape)
-    long_1d = long_1d or any(len(t.dims) == 1 and t.dims[0] > _DATA_PROP_MAX_EXTENT
-                             for t in g.initializer)
+    # ONNX's data_prop holds a 1-D tensor's values as one dim each: not for long ones.
+    long_1d = any(len(d) == 1 and isinstance(d[0], int) and d[0] > 1 << 20 for d in
+                  [(_value_type(v) or ValueType(0, ())).shape or () for v in g.input] +
+                  [tuple(t.dims) for t in g.initializer])
     try:
         inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=True,
                                                      data_prop=not long_1d)
