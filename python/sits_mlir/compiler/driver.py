@@ -667,19 +667,16 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             from .. import runtime
 
             # The header's section table (manifest, code, weights and the
-            # text sections) must fit before the placed weights.
-            if placed and 64 * (4 + len(text_sections or {})) <= placed_file.weights_offset:
-                rest = _skip_bytes(weights, placed)
-                runtime.write_artifact(path, manifest=manifest, code=shared_object,
-                                       weights=iter(rest) if rest else None,
-                                       weights_size=weights_size - placed, target=t.name,
-                                       sections=text_sections or None,
-                                       placed=(placed_file, placed))
-            else:
-                runtime.write_artifact(path, manifest=manifest, code=shared_object,
-                                       weights=iter(weights) if weights_size else None,
-                                       weights_size=weights_size or None, target=t.name,
-                                       sections=text_sections or None)
+            # text sections) must fit before the placed weights; else they
+            # are copied like the rest.
+            if 64 * (4 + len(text_sections or {})) > getattr(placed_file, "weights_offset", 0):
+                placed = 0
+            rest = _skip_bytes(weights, placed)
+            runtime.write_artifact(path, manifest=manifest, code=shared_object,
+                                   weights=iter(rest) if rest else None,
+                                   weights_size=(weights_size - placed) or None,
+                                   target=t.name, sections=text_sections or None,
+                                   placed=(placed_file, placed) if placed else None)
             # The writer digested the weights as it streamed them: reading
             # back checks the rest (re-hashing would map every weight page).
             manifest = runtime.read_artifact(path, verify="metadata").manifest

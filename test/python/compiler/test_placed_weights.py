@@ -93,52 +93,41 @@ def test_a_failed_compile_leaves_no_file(tmp_path, monkeypatch, stage):
 
 
 def test_placed_weights_file_api(tmp_path):
-    """The runtime's side on its own: bytes written at the weights' place
-    through the descriptor become the weights section."""
+    """The runtime's side on its own: the weights of a compiled artifact,
+    part of them written at their place through the descriptor and the rest
+    given as the weights section, make an artifact that verifies and runs
+    as the original."""
     from sits_mlir.runtime import artifact
 
-    weights = np.arange(3 * 4096, dtype=np.uint8)
-    file = artifact.placed_weights_file(tmp_path)
-    os.pwrite(file.fd, weights[:8192].tobytes(), file.weights_offset)
-    assert os.listdir(tmp_path) == []  # unnamed until written
-    code = _weights_kernel_code()
-    if code is None:
-        pytest.skip("no C compiler for the test's kernel")
-    manifest = {"target": {"triple": "x86_64-unknown-linux-gnu", "cpu": "x86-64",
-                           "features": []},
-                "entry_points": [{"name": "main", "args": [
-                    {"role": "weights", "name": "weights", "dtype": "i8", "shape": [weights.size]}]}]}
-    info = artifact.write_artifact(tmp_path / "a.sitsm", manifest=manifest, code=code,
-                                   weights=weights[8192:], target="cpu",
-                                   placed=(file, 8192))
+    reference = mlp(tmp_path / "m.onnx", hidden=64, ffn=128)
+    original = sits_mlir.compile(str(tmp_path / "m.onnx"), output=tmp_path / "m.sitsm")
+    info = artifact.read_artifact(original.path)
+    code_name = f"code.{info.manifest['target']['name']}"
+    with open(original.path, "rb") as f:
+        data = f.read()
+    (w_at, w_size), (c_at, c_size) = info.sections["weights"], info.sections[code_name]
+    weights, code = data[w_at:w_at + w_size], data[c_at:c_at + c_size]
+    head = 8192
+    assert w_size > head
+
+    out = tmp_path / "out"
+    out.mkdir()
+    file = artifact.placed_weights_file(out)
+    os.pwrite(file.fd, weights[:head], file.weights_offset)
+    assert os.listdir(out) == []  # unnamed until written
+    written = artifact.write_artifact(out / "a.sitsm", manifest=info.manifest, code=code,
+                                      weights=weights[head:], target=info.manifest["target"]["name"],
+                                      placed=(file, head))
     assert file.named
-    assert info.sections["weights"] == (4096, weights.size)
-    read = artifact.read_artifact(tmp_path / "a.sitsm")
-    with open(tmp_path / "a.sitsm", "rb") as f:
-        f.seek(4096)
-        assert f.read(weights.size) == weights.tobytes()
-    assert read.content_hash == info.content_hash
+    assert written.sections["weights"] == (4096, w_size)
+    read = artifact.read_artifact(out / "a.sitsm")  # every byte verified
+    assert read.weights_verified and read.content_hash == written.content_hash
+    assert read.manifest["weights_digest"] == info.manifest["weights_digest"]
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    np.testing.assert_allclose(sits_mlir.runtime.load(out / "a.sitsm")(x), reference(x),
+                               rtol=1e-4, atol=1e-4)
     file.close()
-    assert os.listdir(tmp_path) == ["a.sitsm"]
-
-
-def _weights_kernel_code():
-    """A shared object exporting sits_entry_main, or None without cc."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        return None
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.c")
-        with open(src, "w") as f:
-            f.write("void sits_entry_main(void **args) { (void)args; }\n")
-        out = os.path.join(d, "k.so")
-        subprocess.run([cc, "-shared", "-fPIC", "-o", out, src], check=True)
-        with open(out, "rb") as f:
-            return f.read()
+    assert os.listdir(out) == ["a.sitsm"]
 
 
 @pytest.mark.parametrize("fold", [False, True])
