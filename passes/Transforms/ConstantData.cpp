@@ -7,9 +7,11 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <cstdint>
@@ -235,15 +237,48 @@ std::optional<uint64_t> mlir::sits::getWeightFileOffset(MLIRContext *context,
   return it->second;
 }
 
-AsmResourceBlob mlir::sits::makeFinalWeightBlob(
-    MLIRContext *context, size_t size,
-    function_ref<void(MutableArrayRef<char>)> fill) {
+/// Splits `size` bytes into ranges of about 1 MiB, whole `grain`s each,
+/// and calls `each(begin, size)` for all of them on the context's threads.
+static void forEachRange(MLIRContext *context, size_t size, size_t grain,
+                         function_ref<void(size_t, size_t)> each) {
+  constexpr size_t kRangeBytes = size_t(1) << 20;
+  grain = std::max<size_t>(grain, 1);
+  size_t range = std::max(grain, kRangeBytes / grain * grain);
+  size_t ranges = (size + range - 1) / range;
+  parallelFor(context, 0, ranges, [&](size_t i) {
+    size_t begin = i * range;
+    each(begin, std::min(range, size - begin));
+  });
+}
+
+/// Writes all of `bytes` at `offset` of `fd`.
+static bool writeAllAt(int fd, ArrayRef<char> bytes, uint64_t offset) {
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                         off_t(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+AsmResourceBlob mlir::sits::makeFinalWeightBlob(MLIRContext *context,
+                                                size_t size, size_t grain,
+                                                WeightRangeFill fill) {
+  auto fillAll = [&](MutableArrayRef<char> out) {
+    forEachRange(context, size, grain, [&](size_t begin, size_t n) {
+      fill(begin, out.slice(begin, n));
+    });
+  };
   // Smaller ones may stay in the code (sits-externalize-weights' min-bytes).
   constexpr size_t kPlacedBytes = size_t(64) << 10;
   std::shared_ptr<WeightFile> file =
       size >= kPlacedBytes ? lookupWeightFile(context) : nullptr;
   if (!file)
-    return makeWeightBlob(size, fill);
+    return makeWeightBlob(size, fillAll);
   // Filled in a buffer that stays resident from one weight to the next and
   // written with pwrite: filling a fresh mapping of the file instead costs
   // a page fault per page, more than the copy.
@@ -253,7 +288,6 @@ AsmResourceBlob mlir::sits::makeFinalWeightBlob(
     file->buffer.resize(size);
   }
   MutableArrayRef<char> filled(file->buffer.data(), size);
-  fill(filled);
   // Blobs follow each other on 64-byte boundaries, as in the weights
   // section; each maps the pages it touches (a page two share is mapped
   // by both: the mappings are shared, so they agree).
@@ -265,15 +299,16 @@ AsmResourceBlob mlir::sits::makeFinalWeightBlob(
     at = file->base + offset;
     delta = at % page;
   }
-  bool written = true;
-  for (size_t done = 0; written && done < size;) {
-    ssize_t n =
-        ::pwrite(file->fd, filled.data() + done, size - done, off_t(at + done));
-    if (n < 0 && errno == EINTR)
-      continue;
-    written = n > 0;
-    done += written ? size_t(n) : 0;
-  }
+  // Each range is written as soon as it is filled: one thread's write (the
+  // file's writes take turns) overlaps the other's fill.
+  std::atomic<bool> written = true;
+  forEachRange(context, size, grain, [&](size_t begin, size_t n) {
+    MutableArrayRef<char> part = filled.slice(begin, n);
+    fill(begin, part);
+    if (written.load(std::memory_order_relaxed) &&
+        !writeAllAt(file->fd, part, at + begin))
+      written = false;
+  });
   void *map = written ? mmap(nullptr, delta + size, PROT_READ, MAP_SHARED,
                              file->fd, off_t(at - delta))
                       : MAP_FAILED;

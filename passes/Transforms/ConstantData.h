@@ -51,14 +51,19 @@ void releaseConstantPages(ElementsAttr value);
 AsmResourceBlob makeWeightBlob(size_t size,
                                function_ref<void(MutableArrayRef<char>)> fill);
 
+/// Writes bytes [begin, begin + out.size()) of a weight's new layout to
+/// `out`. Called for disjoint ranges at once from several threads.
+using WeightRangeFill =
+    function_ref<void(size_t begin, MutableArrayRef<char> out)>;
+
 /// Like makeWeightBlob, for weights in their final layout (what the code
-/// reads; no later pass re-lays them out): when the compile in `context`
-/// has a weight file (setWeightFile), large ones are written straight to
-/// their place in it, the artifact being compiled, so that each of their
-/// bytes is written once.
-AsmResourceBlob
-makeFinalWeightBlob(MLIRContext *context, size_t size,
-                    function_ref<void(MutableArrayRef<char>)> fill);
+/// reads; no later pass re-lays them out), filled a range at a time on the
+/// context's threads, each range a whole number of `grain` bytes. When the
+/// compile in `context` has a weight file (setWeightFile), large ones are
+/// written straight to their place in it, the artifact being compiled, so
+/// that each of their bytes is written once.
+AsmResourceBlob makeFinalWeightBlob(MLIRContext *context, size_t size,
+                                    size_t grain, WeightRangeFill fill);
 
 /// Sends the final weights of compiles in `context` (of 64 KiB or more) to
 /// the file open as `fd` (duplicated), one after the other on 64-byte

@@ -32,13 +32,18 @@ TypedAttr packPanels(ElementsAttr value, int64_t nr) {
   int64_t elementBytes = getElementBytes(type);
   int64_t panels = nSize / nr;
   int64_t rowBytes = nr * elementBytes;
+  // Packed row r (panel r / K, row r % K of B) is rowBytes long.
   AsmResourceBlob blob = makeFinalWeightBlob(
-      type.getContext(), bytes.size(), [&](MutableArrayRef<char> out) {
-        for (int64_t nb = 0; nb < panels; ++nb)
-          for (int64_t kk = 0; kk < kSize; ++kk)
-            std::memcpy(out.data() + (nb * kSize + kk) * rowBytes,
-                        bytes.data() + (kk * nSize + nb * nr) * elementBytes,
-                        rowBytes);
+      type.getContext(), bytes.size(), rowBytes,
+      [&](size_t begin, MutableArrayRef<char> out) {
+        int64_t first = int64_t(begin) / rowBytes;
+        int64_t rows = int64_t(out.size()) / rowBytes;
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t nb = (first + r) / kSize, kk = (first + r) % kSize;
+          std::memcpy(out.data() + r * rowBytes,
+                      bytes.data() + (kk * nSize + nb * nr) * elementBytes,
+                      rowBytes);
+        }
       });
   releaseConstantPages(value);
   auto packedType =
