@@ -194,17 +194,28 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
 
   // Elementwise and reduction roots: split the outer parallel dimensions,
   // keeping the innermost one whole so vectors run along contiguous memory.
+  // The first dynamic one is cut in single rows. Later dynamic ones (a
+  // prompt's tokens after the batch) are cut in blocks of rows, which
+  // spread a single long sequence over the threads and stay one task for a
+  // decode step's single token; static ones after a dynamic one are left
+  // whole, as their pieces would be too small to pay for a task each when
+  // the dynamic extents are 1.
+  constexpr int64_t kDynamicRowsPerTile = 16;
   int64_t remaining = wanted;
+  bool afterDynamic = false;
   for (unsigned i = 0; i < ranges.size() && remaining > 1; ++i) {
     if (iterators[i] != utils::IteratorType::parallel)
       continue;
     bool innermost = i + 1 == ranges.size();
     int64_t range = ranges[i];
     if (ShapedType::isDynamic(range)) {
-      sizes[i] = 1;
-      break;
+      if (innermost && afterDynamic)
+        break;
+      sizes[i] = afterDynamic ? kDynamicRowsPerTile : 1;
+      afterDynamic = true;
+      continue;
     }
-    if (range <= 1)
+    if (range <= 1 || afterDynamic)
       continue;
     if (innermost) {
       // Only split the innermost dimension in whole vectors.

@@ -248,3 +248,61 @@ func.func @int4_groups(%x: tensor<8x256xf32>, %codes: tensor<128x512xi8>, %scale
   } -> tensor<8x512xf32>
   return %y : tensor<8x512xf32>
 }
+
+// -----
+
+// An elementwise op over [batch, tokens, hidden] with both leading extents
+// dynamic: one row of the batch per task, and the tokens in blocks of 16, so
+// that one long prompt spreads over the threads and a decode step's single
+// token stays one task; the hidden dimension stays whole.
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @dynamic_rows
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (%{{.+}}, %{{.+}}) step (1, 16)
+//       CHECK:     linalg.generic
+//  CHECK-SAME:       tensor<1x1x64xf32>
+//   CHECK-NOT:   scf.forall (
+func.func @dynamic_rows(%x: tensor<?x?x512xf32>) -> tensor<?x?x512xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %b = tensor.dim %x, %c0 : tensor<?x?x512xf32>
+  %s = tensor.dim %x, %c1 : tensor<?x?x512xf32>
+  %e = tensor.empty(%b, %s) : tensor<?x?x512xf32>
+  %y = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : tensor<?x?x512xf32>) outs(%e : tensor<?x?x512xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?x512xf32>
+  return %y : tensor<?x?x512xf32>
+}
+
+// -----
+
+// Attention scores [batch, K/V heads, group, queries, keys] with the batch
+// and query extents dynamic, reduced over the keys: the batch one row per
+// task and the queries in blocks of 16; the static head dimensions after the
+// batch stay whole (with one sequence and one query, a decode step's
+// attention is too small to split).
+
+#s5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+#r5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @dynamic_rows_static_heads
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (%{{.+}}, %{{.+}}) step (1, 16)
+//       CHECK:     linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+//  CHECK-SAME:       tensor<1x1x1x1x?xf32>
+//   CHECK-NOT:   scf.forall (
+func.func @dynamic_rows_static_heads(%x: tensor<?x4x2x?x?xf32>) -> tensor<?x4x2x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c3 = arith.constant 3 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %b = tensor.dim %x, %c0 : tensor<?x4x2x?x?xf32>
+  %q = tensor.dim %x, %c3 : tensor<?x4x2x?x?xf32>
+  %e = tensor.empty(%b, %q) : tensor<?x4x2x?xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%e : tensor<?x4x2x?xf32>) -> tensor<?x4x2x?xf32>
+  %m = linalg.generic {indexing_maps = [#s5, #r5], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<?x4x2x?x?xf32>) outs(%init : tensor<?x4x2x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<?x4x2x?xf32>
+  return %m : tensor<?x4x2x?xf32>
+}
