@@ -212,14 +212,15 @@ class EntryPoint:
                        if isinstance(value, np.ndarray) else type(value).__name__),
                     subject=spec.name, index=index, expected=spec.dtype,
                     given=str(getattr(value, "dtype", type(value).__name__)))
-            if value.ctypes.data % 64 and value.nbytes >= 1 << 20 and \
+            if value.ctypes.data % value.itemsize and value.nbytes >= 1 << 20 and \
                     spec.name not in self._warned_unaligned:
                 # Correct, but the runtime stages it: a copy in and out per call.
                 self._warned_unaligned.add(spec.name)
                 warnings.warn(
-                    f"{label} is updated in place but not 64-byte aligned: the runtime "
-                    f"copies its {value.nbytes >> 20} MiB in and out on every call. "
-                    "Allocate it aligned (a KV pool's KVMemory.device is).",
+                    f"{label} is updated in place but not aligned to its "
+                    f"{value.itemsize}-byte elements: the runtime copies its "
+                    f"{value.nbytes >> 20} MiB in and out on every call. Allocate it "
+                    "aligned (a KV pool's KVMemory.device is).",
                     ResourceWarning, stacklevel=4)
             # A bf16/fp8 pool crosses as a view of its bits: updates still
             # land in the caller's array.

@@ -7,6 +7,7 @@
 #include "sits/runtime/host.h"
 #include "sits/runtime/module.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstring>
@@ -747,7 +748,10 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
   if (impl_->gpu)
     return runOnGpu(*impl_, entry->fn, ep, inputs, outputs);
 
-  // Descriptors, staging what is not contiguous and aligned.
+  // Descriptors, staging what is not contiguous or not aligned to its
+  // element. The code assumes no more than element alignment of its
+  // arguments (its vector loads and stores say align = the element's
+  // size), so a numpy array 16 bytes past a cache line is used in place.
   std::vector<std::vector<int64_t>> descs;
   std::vector<AlignedBuffer> scratch;
   std::vector<std::pair<const BufferView *, void *>> copyBack;
@@ -762,7 +766,9 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
                    bool isUpdated) -> StatusOr<void *> {
     if (view.numElements() == 0)
       return static_cast<void *>(gEmpty);
-    if (view.isContiguous() && view.isAligned())
+    size_t element = std::max<size_t>(1, dtypeSize(view.dtype));
+    if (view.isContiguous() &&
+        reinterpret_cast<uintptr_t>(view.data) % element == 0)
       return view.data;
     size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
     StatusOr<AlignedBuffer> buf = AlignedBuffer::allocate(bytes);

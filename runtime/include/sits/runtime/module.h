@@ -84,7 +84,7 @@ public:
   /// order (the weights argument is supplied by the runtime). Their count,
   /// dtypes and shapes are checked first (kSignatureMismatch, naming the
   /// argument and the expected vs given). Views that are not contiguous or
-  /// not 64-byte aligned are staged through aligned copies.
+  /// not aligned to their element size are staged through aligned copies.
   Status run(std::string_view name, const std::vector<BufferView> &inputs,
              const std::vector<BufferView> &outputs) const;
 

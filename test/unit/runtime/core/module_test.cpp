@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <dlfcn.h>
 #include <thread>
+#include <vector>
 
 using namespace sits::runtime;
 using namespace sits::runtime::test;
@@ -67,19 +70,32 @@ TEST(Module, RunsAnEntryPoint) {
 TEST(Module, StagesMisalignedAndStridedBuffers) {
   StatusOr<Module> m = loadAdd();
   ASSERT_TRUE(m.ok());
-  // Misaligned (offset by one float) contiguous buffers.
-  Floats xs(13, 0), ys(13, 0), zs(13, 0);
-  float *x = xs.data() + 1, *y = ys.data() + 1, *z = zs.data() + 1;
-  for (int i = 0; i < 8; ++i) {
-    x[i] = float(i);
-    y[i] = 10.0f * float(i);
+  // Contiguous buffers one float past a cache line (used in place: the
+  // kernel checks float alignment only) and one byte past one (staged
+  // through aligned copies: the kernel traps on them).
+  for (size_t shift : {sizeof(float), size_t(1)}) {
+    std::vector<uint8_t> xs(64 + 8 * sizeof(float) + 64), ys(xs.size()),
+        zs(xs.size());
+    auto place = [&](std::vector<uint8_t> &raw) {
+      uintptr_t base = reinterpret_cast<uintptr_t>(raw.data());
+      return raw.data() + (64 - base % 64) % 64 + shift;
+    };
+    uint8_t *x = place(xs), *y = place(ys), *z = place(zs);
+    for (int i = 0; i < 8; ++i) {
+      float a = float(i), b = 10.0f * float(i);
+      std::memcpy(x + i * sizeof(float), &a, sizeof(float));
+      std::memcpy(y + i * sizeof(float), &b, sizeof(float));
+    }
+    SITS_ASSERT_OK(m->run("main",
+                          {BufferView(x, DType::kF32, {2, 4}),
+                           BufferView(y, DType::kF32, {2, 4})},
+                          {BufferView(z, DType::kF32, {2, 4})}));
+    for (int i = 0; i < 8; ++i) {
+      float c;
+      std::memcpy(&c, z + i * sizeof(float), sizeof(float));
+      EXPECT_EQ(c, 11.0f * float(i)) << "shift " << shift;
+    }
   }
-  SITS_ASSERT_OK(m->run(
-      "main",
-      {BufferView(x, DType::kF32, {2, 4}), BufferView(y, DType::kF32, {2, 4})},
-      {BufferView(z, DType::kF32, {2, 4})}));
-  for (int i = 0; i < 8; ++i)
-    EXPECT_EQ(z[i], 11.0f * float(i));
 
   // A transposed input (column-major 4x2 viewed as 2x4) and a strided output
   // (every other element of a larger buffer).

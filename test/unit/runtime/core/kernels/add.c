@@ -5,9 +5,9 @@
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef2 *x = (MemRef2 *)args[0], *y = (MemRef2 *)args[1],
           *z = (MemRef2 *)args[2];
-  SITS_CHECK_ALIGNED(x->aligned);
-  SITS_CHECK_ALIGNED(y->aligned);
-  SITS_CHECK_ALIGNED(z->aligned);
+  SITS_CHECK_ALIGNED(x->aligned, 4);
+  SITS_CHECK_ALIGNED(y->aligned, 4);
+  SITS_CHECK_ALIGNED(z->aligned, 4);
   if (x->strides[1] != 1 || x->strides[0] != x->sizes[1] || z->strides[1] != 1)
     __builtin_trap();
   int64_t n = x->sizes[0] * x->sizes[1];
@@ -20,8 +20,8 @@ SITS_EXPORT void sits_entry_main(void **args) {
 
 SITS_EXPORT void sits_entry_scale(void **args) {
   MemRef1 *x = (MemRef1 *)args[0], *out = (MemRef1 *)args[1];
-  SITS_CHECK_ALIGNED(x->aligned);
-  SITS_CHECK_ALIGNED(out->aligned);
+  SITS_CHECK_ALIGNED(x->aligned, 4);
+  SITS_CHECK_ALIGNED(out->aligned, 4);
   for (int64_t i = 0; i < x->sizes[0]; ++i)
     ((float *)out->aligned)[i] = 2.0f * ((const float *)x->aligned)[i];
 }

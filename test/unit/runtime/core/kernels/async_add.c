@@ -40,8 +40,8 @@ SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *x = (MemRef1 *)args[0], *y = (MemRef1 *)args[1],
           *z = (MemRef1 *)args[2];
   MemRef1 *threads = (MemRef1 *)args[3];
-  SITS_CHECK_ALIGNED(x->aligned);
-  SITS_CHECK_ALIGNED(z->aligned);
+  SITS_CHECK_ALIGNED(x->aligned, 4);
+  SITS_CHECK_ALIGNED(z->aligned, 4);
   int64_t n = x->sizes[0];
   int64_t workers = mlirAsyncRuntimGetNumWorkerThreads();
   int64_t blocks = workers * 4;

@@ -31,11 +31,12 @@ typedef struct {
   int64_t strides[2];
 } MemRef2;
 
-/* Compiled code may assume 64-byte-aligned, contiguous buffers; trap when
-   the runtime hands it anything else. */
-#define SITS_CHECK_ALIGNED(p)                                                  \
+/* Compiled code assumes contiguous buffers aligned to their elements (and
+   the weights section to 64 bytes); trap when the runtime hands it anything
+   else. */
+#define SITS_CHECK_ALIGNED(p, bytes)                                           \
   do {                                                                         \
-    if (((uintptr_t)(p)) % 64 != 0)                                            \
+    if (((uintptr_t)(p)) % (bytes) != 0)                                       \
       __builtin_trap();                                                        \
   } while (0)
 

@@ -7,7 +7,7 @@
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *x = (MemRef1 *)args[0], *y = (MemRef1 *)args[1];
   MemRef0 *status = (MemRef0 *)args[2];
-  SITS_CHECK_ALIGNED(status->aligned);
+  SITS_CHECK_ALIGNED(status->aligned, 4);
   int32_t *flag = (int32_t *)status->aligned;
   if (*flag != 0)
     __builtin_trap(); /* the runtime must zero it before every call */

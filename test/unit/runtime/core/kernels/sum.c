@@ -5,8 +5,8 @@
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *x = (MemRef1 *)args[0];
   MemRef0 *total = (MemRef0 *)args[1], *count = (MemRef0 *)args[2];
-  SITS_CHECK_ALIGNED(total->aligned);
-  SITS_CHECK_ALIGNED(count->aligned);
+  SITS_CHECK_ALIGNED(total->aligned, 4);
+  SITS_CHECK_ALIGNED(count->aligned, 8);
   float s = 0;
   for (int64_t i = 0; i < x->sizes[0]; ++i)
     s += ((const float *)x->aligned)[i];

@@ -5,9 +5,9 @@
 SITS_EXPORT void sits_entry_main(void **args) {
   MemRef1 *w = (MemRef1 *)args[0], *x = (MemRef1 *)args[1],
           *y = (MemRef1 *)args[2];
-  SITS_CHECK_ALIGNED(w->aligned);
-  SITS_CHECK_ALIGNED(x->aligned);
-  SITS_CHECK_ALIGNED(y->aligned);
+  SITS_CHECK_ALIGNED(w->aligned, 64);
+  SITS_CHECK_ALIGNED(x->aligned, 4);
+  SITS_CHECK_ALIGNED(y->aligned, 4);
   if (w->sizes[0] != 16 || w->strides[0] != 1)
     __builtin_trap();
   const float *wf = (const float *)w->aligned;
