@@ -30,6 +30,7 @@ from onnx import numpy_helper
 from ...errors import CompileError, Diagnostic
 from ...runtime.model import MAX_TENSOR_BYTES
 from ._layers import LayerPlan, NoLayers, find_layers, reduced
+from ._wire import without_inline_weights
 
 #: ai.onnx opsets this frontend reads (op semantics were reviewed up to here).
 MIN_OPSET, MAX_OPSET = 13, 28
@@ -113,113 +114,12 @@ def read_model(model) -> tuple:
         # Big weights stored in the model file itself are read where they
         # lie, like external data: the protobuf parsed holds everything else.
         stripped = None if os.path.islink(path) else \
-            _without_inline_weights(data, os.path.basename(path))
+            without_inline_weights(data, os.path.basename(path))
         proto = _parse(stripped if stripped is not None else bytes(data), path)
         # External data stays where it is: load() maps it (ExternalData).
         return proto, path
     raise _fail(f"expected a path to an .onnx file, its bytes or an onnx.ModelProto, "
                 f"got {type(model).__name__}")
-
-
-#: Inline weights of at least this many bytes are mapped from the model file.
-_MAP_INLINE_BYTES = 1 << 16
-
-
-def _varint(data, pos: int, end: int) -> tuple:
-    value = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise ValueError("truncated varint")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(data, pos: int, end: int):
-    """(field number, wire type, start of the field, start of its payload,
-    end of the field) of each protobuf field in data[pos:end]."""
-    while pos < end:
-        start = pos
-        key, pos = _varint(data, pos, end)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, pos = _varint(data, pos, end)
-            payload = start
-        elif wire == 1:
-            payload, pos = pos, pos + 8
-        elif wire == 5:
-            payload, pos = pos, pos + 4
-        elif wire == 2:
-            length, payload = _varint(data, pos, end)
-            pos = payload + length
-        else:  # groups: not in ONNX
-            raise ValueError(f"wire type {wire}")
-        if pos > end:
-            raise ValueError("field past the end")
-        yield number, wire, start, payload, pos
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _length_field(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
-
-
-def _without_inline_weights(data, location: str) -> Optional[bytes]:
-    """The serialized ModelProto `data` (the bytes of the model file named
-    `location`) with every initializer's raw_data of at least
-    _MAP_INLINE_BYTES replaced by an external data reference to its own
-    bytes in that file; None when there is none (or the bytes are not a
-    well-formed protobuf: the parser then says what is wrong)."""
-    try:
-        data = memoryview(data)  # slices are views: only what is kept is copied
-        parts, stripped = [], 0
-        end = len(data)
-        for number, wire, start, payload, stop in _fields(data, 0, end):
-            if number != 7 or wire != 2:  # ModelProto.graph
-                parts.append(data[start:stop])
-                continue
-            graph = []
-            for gnum, gwire, gstart, gpayload, gstop in _fields(data, payload, stop):
-                if gnum != 5 or gwire != 2:  # GraphProto.initializer
-                    graph.append(data[gstart:gstop])
-                    continue
-                tensor, raw, located = [], None, False
-                for tnum, twire, tstart, tpayload, tstop in _fields(data, gpayload, gstop):
-                    if tnum == 9 and twire == 2:  # raw_data
-                        raw = (tpayload, tstop)
-                    located = located or tnum in (13, 14)  # external_data, data_location
-                    tensor.append((tnum, data[tstart:tstop]))  # a view
-                if raw is None or located or raw[1] - raw[0] < _MAP_INLINE_BYTES:
-                    graph.append(data[gstart:gstop])
-                    continue
-                body = b"".join(bytes(b) for n, b in tensor if n != 9)
-                for key, value in (("location", location), ("offset", str(raw[0])),
-                                   ("length", str(raw[1] - raw[0]))):
-                    body += _length_field(13, _length_field(1, key.encode()) +
-                                          _length_field(2, value.encode()))
-                body += _encode_varint(14 << 3) + _encode_varint(1)  # EXTERNAL
-                graph.append(_length_field(5, body))
-                stripped += 1
-            parts.append(_length_field(7, b"".join(bytes(b) for b in graph)))
-        if not stripped:
-            return None
-        return b"".join(bytes(b) for b in parts)
-    except (ValueError, IndexError):
-        return None
 
 
 def _parse(data: bytes, what: str) -> onnx.ModelProto:
@@ -552,6 +452,13 @@ def _check_model(skel: onnx.ModelProto) -> None:
         raise _fail("invalid ONNX model (onnx.checker)", str(e)) from None
 
 
+def _plain_inference(model) -> list:
+    try:  # what fails here, the inference that follows reports
+        return list(onnx.shape_inference.infer_shapes(model).graph.value_info)
+    except Exception:
+        return []
+
+
 def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = None) -> dict:
     """Value types of `skel`: ONNX's shape inference, then onnxruntime's
     symbolic inference where ONNX leaves an extent the inputs do not name.
@@ -575,10 +482,11 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     for out in bare.graph.output:
         if out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
-    # ONNX's data_prop holds a 1-D tensor's values as one dim each: not for long ones.
+    # ONNX's data_prop holds a 1-D tensor's values as one dim each: not for long ones
+    # (inputs, initializers, values inferred without it: 2 ms at 32 layers).
     long_1d = any(len(d) == 1 and isinstance(d[0], int) and d[0] > 1 << 20 for d in
-                  [(_value_type(v) or ValueType(0, ())).shape or () for v in g.input] +
-                  [tuple(t.dims) for t in g.initializer])
+                  [(_value_type(v) or ValueType(0, ())).shape or () for v in
+                   list(g.input) + _plain_inference(bare)] + [tuple(t.dims) for t in g.initializer])
     try:
         inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=True,
                                                      data_prop=not long_1d)
