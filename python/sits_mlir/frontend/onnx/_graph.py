@@ -42,6 +42,12 @@ _READS_NARROW = {("MatMul", 1), ("Gemm", 1), ("Gather", 0)}
 _NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
             "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
             "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"}
+#: Ops whose output extents are values of their inputs: evaluated only when
+#: inference gave the output a static shape, which FOLD_LIMIT then bounds
+#: (a HannWindow of 2^31 - 1 samples would not fit in memory).
+_SIZED_BY_VALUES = {"Range", "ConstantOfShape", "Expand", "Tile", "Pad", "Resize", "Upsample",
+                    "OneHot", "HannWindow", "HammingWindow", "BlackmanWindow",
+                    "MelWeightMatrix", "CenterCropPad", "Col2Im", "DFT", "STFT", "MaxUnpool"}
 
 
 _EXTENT_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
@@ -367,8 +373,12 @@ class Graph:
         ins = [x for x in n.input if x]
         if not all(x in self.consts for x in ins):
             return None
-        for o in n.output:
+        for k, o in enumerate(n.output):
             s = self.shape(o) if o else ()
+            if (s is None or None in s) and op in _SIZED_BY_VALUES:
+                s = self._shape_from_values(n, k)
+                if s is None:
+                    return None
             if s is not None and None not in s and int(np.prod(s, dtype=np.int64)) > FOLD_LIMIT:
                 return None
         from onnx.reference import ReferenceEvaluator
@@ -376,6 +386,31 @@ class Graph:
         feeds = {x: self.const(x) for x in ins}
         ev = ReferenceEvaluator(n, opsets={"": self.opset})
         return ev.run(None, feeds)
+
+    def _shape_from_values(self, n, k: int) -> Optional[tuple]:
+        """Output `k`'s static shape as ONNX infers it for node `n` alone,
+        given the values of its small constant inputs (the extents it
+        reads), or None."""
+        inits, ins = [], []
+        for x in dict.fromkeys(i for i in n.input if i):
+            v, et, shape = self.const(x), self.elem_type(x), self.shape(x)
+            if v is not None and np.size(v) <= 1 << 10:
+                inits.append(numpy_helper.from_array(np.asarray(v), x))
+            elif et is not None and shape is not None:
+                ins.append(helper.make_tensor_value_info(x, et, list(shape)))
+            else:
+                return None
+        graph = helper.make_graph([n], "fold", ins, [helper.make_value_info(n.output[k],
+                                  onnx.TypeProto())], inits)
+        try:
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+            out = onnx.shape_inference.infer_shapes(model, data_prop=True).graph.output[0]
+        except Exception:
+            return None
+        t = out.type.tensor_type
+        if not t.HasField("shape") or any(not d.HasField("dim_value") for d in t.shape.dim):
+            return None
+        return tuple(d.dim_value for d in t.shape.dim)
 
     def _keeps_narrow(self, n) -> bool:
         """Whether Cast/CastLike `n` widens a large float constant exactly."""
