@@ -43,8 +43,9 @@ _NO_FOLD = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
             "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
             "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"}
 #: Ops whose output extents are values of their inputs: evaluated only when
-#: inference gave the output a static shape, which FOLD_LIMIT then bounds
-#: (a HannWindow of 2^31 - 1 samples would not fit in memory).
+#: the output's static shape is known (from the graph's inference, else from
+#: the node's alone), which FOLD_LIMIT then bounds (a HannWindow of 2^31 - 1
+#: samples would not fit in memory).
 _SIZED_BY_VALUES = {"Range", "ConstantOfShape", "Expand", "Tile", "Pad", "Resize", "Upsample",
                     "OneHot", "HannWindow", "HammingWindow", "BlackmanWindow",
                     "MelWeightMatrix", "CenterCropPad", "Col2Im", "DFT", "STFT", "MaxUnpool"}
@@ -393,13 +394,13 @@ class Graph:
         reads), or None."""
         inits, ins = [], []
         for x in dict.fromkeys(i for i in n.input if i):
-            v, et, shape = self.const(x), self.elem_type(x), self.shape(x)
-            if v is not None and np.size(v) <= 1 << 10:
-                inits.append(numpy_helper.from_array(np.asarray(v), x))
-            elif et is not None and shape is not None:
-                ins.append(helper.make_tensor_value_info(x, et, list(shape)))
-            else:
+            et, shape = self.elem_type(x), self.shape(x)
+            if et is None or shape is None or None in shape:
                 return None
+            if int(np.prod(shape, dtype=np.int64)) <= 1 << 10:  # extents: values
+                inits.append(numpy_helper.from_array(np.asarray(self.const(x)), x))
+            else:  # data: its type alone, never read
+                ins.append(helper.make_tensor_value_info(x, et, list(shape)))
         graph = helper.make_graph([n], "fold", ins, [helper.make_value_info(n.output[k],
                                   onnx.TypeProto())], inits)
         try:
