@@ -117,6 +117,12 @@ def SitsCpuResultsToOutParams
     results (the next layer's hidden state) have extents computed inside
     the layer, which its caller cannot allocate for; a layer returns the
     buffers it allocated, which its caller then owns.
+
+    A layer's result that every call only copies into its caller's
+    out-param (the present K/V of a decoder exported with a contiguous
+    cache) is the exception: the layer takes that out-param and writes it
+    where it allocated the buffer, so the copy of the whole cache after
+    each call goes away.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

@@ -154,20 +154,146 @@ struct SitsCpuDropUpdatedResultsPass
   }
 };
 
+/// The buffer a function allocates and returns as `value` (through casts),
+/// or null.
+memref::AllocOp returnedAlloc(Value value) {
+  while (auto cast = value.getDefiningOp<memref::CastOp>())
+    value = cast.getSource();
+  auto alloc = value.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != &alloc->getParentRegion()->front() ||
+      !isa<func::FuncOp>(alloc->getParentOp()) ||
+      !alloc.getType().getLayout().isIdentity())
+    return nullptr;
+  return alloc;
+}
+
+/// The caller's out-param that `result` is only copied into, or null: an
+/// argument of the caller that nothing but that copy uses, so writing it
+/// earlier, from inside the callee, is not observable.
+BlockArgument copiedIntoOutParam(OpResult result) {
+  if (!result.hasOneUse())
+    return nullptr;
+  auto copy = dyn_cast<memref::CopyOp>(*result.getUsers().begin());
+  if (!copy || copy.getSource() != result)
+    return nullptr;
+  auto arg = dyn_cast<BlockArgument>(copy.getTarget());
+  if (!arg || !arg.hasOneUse() ||
+      !isa<func::FuncOp>(arg.getOwner()->getParentOp()) ||
+      !cast<MemRefType>(arg.getType()).getLayout().isIdentity() ||
+      !memref::CastOp::areCastCompatible(arg.getType(), result.getType()))
+    return nullptr;
+  return arg;
+}
+
+/// A layer's result that every call copies into its caller's out-param
+/// (the present K/V a decoder returns per layer) becomes an out-param of
+/// the layer: the layer writes where its buffer was allocated, and the
+/// whole-cache copy after the call goes away.
+LogicalResult forwardOutParamsIntoLayer(func::FuncOp func,
+                                        ArrayRef<func::CallOp> calls) {
+  if (calls.empty() || func.isExternal() || !func.getBody().hasOneBlock())
+    return success();
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<memref::AllocOp> allocs;
+  for (Value value : ret.getOperands())
+    allocs.push_back(returnedAlloc(value));
+  llvm::BitVector forward(func.getNumResults());
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    // A buffer returned twice stays with the callers.
+    forward[i] = allocs[i] && llvm::count(allocs, allocs[i]) == 1 &&
+                 llvm::all_of(calls, [&](func::CallOp call) {
+                   return bool(copiedIntoOutParam(call->getResult(i)));
+                 });
+  if (forward.none())
+    return success();
+
+  // The callee: each forwarded buffer becomes a trailing argument.
+  SmallVector<unsigned> forwarded(forward.set_bits());
+  OpBuilder b(func.getContext());
+  for (unsigned i : forwarded) {
+    Type type = func.getResultTypes()[i];
+    unsigned index = func.getNumArguments();
+    if (failed(func.insertArgument(index, type, {}, allocs[i].getLoc())))
+      return func.emitError("cannot add an out-param for result #") << i;
+    Value arg = func.getArgument(index);
+    b.setInsertionPoint(allocs[i]);
+    if (arg.getType() != allocs[i].getType())
+      arg = memref::CastOp::create(b, allocs[i].getLoc(), allocs[i].getType(),
+                                   arg);
+    allocs[i].replaceAllUsesWith(arg);
+    allocs[i].erase();
+  }
+  SmallVector<Value> kept;
+  for (OpOperand &operand : ret->getOpOperands())
+    if (!forward.test(operand.getOperandNumber()))
+      kept.push_back(operand.get());
+  ret->setOperands(kept);
+  if (failed(func.eraseResults(forward)))
+    return func.emitError("cannot drop the forwarded results");
+
+  // The callers pass their out-params and copy nothing.
+  for (func::CallOp call : calls) {
+    OpBuilder cb(call);
+    SmallVector<Value> operands(call.getOperands());
+    SmallVector<Operation *> copies;
+    for (unsigned i : forwarded) {
+      BlockArgument out = copiedIntoOutParam(call->getResult(i));
+      copies.push_back(*call->getResult(i).getUsers().begin());
+      Value operand = out;
+      Type type = func.getArgumentTypes()[operands.size()];
+      if (operand.getType() != type)
+        operand = memref::CastOp::create(cb, call.getLoc(), type, operand);
+      operands.push_back(operand);
+    }
+    auto replacement = func::CallOp::create(cb, call.getLoc(), func, operands);
+    replacement->setDiscardableAttrs(call->getDiscardableAttrDictionary());
+    for (Operation *copy : copies)
+      copy->erase();
+    unsigned next = 0;
+    for (auto [i, result] : llvm::enumerate(call.getResults()))
+      if (!forward.test(i))
+        result.replaceAllUsesWith(replacement.getResult(next++));
+    call.erase();
+  }
+  return success();
+}
+
 struct SitsCpuResultsToOutParamsPass
     : sits::cpu::impl::SitsCpuResultsToOutParamsBase<
           SitsCpuResultsToOutParamsPass> {
   void runOnOperation() override {
+    ModuleOp module = getOperation();
     bufferization::BufferResultsToOutParamsOpts options;
     options.filterFn = [](func::FuncOp *func) {
       return !(*func)->hasAttr(mlir::sits::kLayerAttr);
     };
     options.hoistStaticAllocs = true;
     options.modifyPublicFunctions = true;
-    if (failed(bufferization::promoteBufferResultsToOutParams(getOperation(),
-                                                              options)))
-      signalPassFailure();
+    if (failed(bufferization::promoteBufferResultsToOutParams(module, options)))
+      return signalPassFailure();
+
+    // Layers and their calls; a layer referenced other than by a call
+    // keeps its results.
+    llvm::MapVector<Operation *, SmallVector<func::CallOp>> layers;
+    llvm::DenseSet<Operation *> escaped;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(mlir::sits::kLayerAttr))
+        layers[func];
+    if (std::optional<SymbolTable::UseRange> uses =
+            SymbolTable::getSymbolUses(&module.getBodyRegion()))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        Operation *callee = module.lookupSymbol(use.getSymbolRef());
+        if (!callee || !layers.contains(callee))
+          continue;
+        if (auto call = dyn_cast<func::CallOp>(use.getUser()))
+          layers[callee].push_back(call);
+        else
+          escaped.insert(callee);
+      }
+    for (auto &[func, calls] : layers)
+      if (!escaped.contains(func) &&
+          failed(forwardOutParamsIntoLayer(cast<func::FuncOp>(func), calls)))
+        return signalPassFailure();
   }
 };
-
 } // namespace
