@@ -154,11 +154,19 @@ bool codegen::isDequantizing(Operation *op) {
          isa<FloatType>(getElementTypeOrSelf(linalgOp->getResult(0)));
 }
 
+bool codegen::isPatchGather(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  return generic && generic.getNumDpsInputs() == 0 &&
+         generic.getNumReductionLoops() == 0 &&
+         llvm::any_of(generic.getBody()->getOperations(),
+                      [](Operation &op) { return isa<tensor::ExtractOp>(op); });
+}
+
 llvm::SetVector<Operation *>
 codegen::computeDispatchGroup(linalg::LinalgOp root) {
   return growGroup(root, [](Operation *producer, OpOperand &use) {
     return !isContraction(use.getOwner()) || isa<linalg::FillOp>(producer) ||
-           isDequantizing(producer);
+           isDequantizing(producer) || isPatchGather(producer);
   });
 }
 

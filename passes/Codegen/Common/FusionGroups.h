@@ -63,9 +63,16 @@ llvm::SetVector<Operation *> computeFusionGroup(linalg::LinalgOp root);
 /// An elementwise op widening integer codes to floats: dequantization.
 bool isDequantizing(Operation *op);
 
+/// An all-parallel op that reads nothing but by index (tensor.extract):
+/// the patch gather of a convolution computed as a GEMM.
+bool isPatchGather(Operation *op);
+
 /// The ops outlined as one dispatch with `root`: computeFusionGroup's
 /// producers, except that a contraction's operands join only when they are
-/// fills or dequantizations (its initial value and weights). The
+/// fills, dequantizations (its initial value and weights) or patch gathers
+/// (each tile of the GEMM then gathers its own patches, which stay in
+/// cache, instead of the whole patch matrix making a round trip through
+/// memory). The
 /// activations a contraction reads are their own dispatch's results, so a
 /// chain of layers (each layer's output read by the next layer's
 /// contractions and its residual) is one group per layer, not one group.

@@ -7,6 +7,8 @@
 // STATS-NEXT: (S) 1 num-functions
 // STATS:      (S) 2 num-dispatches
 // STATS-NEXT: (S) 2 num-functions
+// STATS:      (S) 1 num-dispatches
+// STATS-NEXT: (S) 1 num-functions
 
 // Two heads: a matmul on its own weights and the bias add only it feeds.
 // Each matmul and its epilogue are one group, and both call one function
@@ -103,4 +105,39 @@ func.func @chain(%x: tensor<8x64xf32>, %w: tensor<64x64xf32>) -> tensor<8x64xf32
   %mm = linalg.matmul ins(%a, %w : tensor<8x64xf32>, tensor<64x64xf32>) outs(%fill : tensor<8x64xf32>) -> tensor<8x64xf32>
   %b = linalg.exp ins(%mm : tensor<8x64xf32>) outs(%empty : tensor<8x64xf32>) -> tensor<8x64xf32>
   return %b : tensor<8x64xf32>
+}
+
+// -----
+
+// A convolution as a GEMM: the patch gather (it reads the image only by
+// index) joins the contraction's dispatch, so that each tile gathers its
+// own patches; the image is an argument.
+
+// CHECK-LABEL: func.func @patches
+//  CHECK-SAME: (%[[IMG:.+]]: tensor<4x10xf32>, %[[W:.+]]: tensor<12x16xf32>)
+//       CHECK:   %[[R:.+]] = call @patches_dispatch_0(%[[IMG]], %[[W]], %{{.+}})
+//  CHECK-NEXT:   return %[[R]]
+// CHECK-LABEL: func.func private @patches_dispatch_0
+//       CHECK:   linalg.generic
+//       CHECK:     tensor.extract
+//       CHECK:   linalg.matmul
+//   CHECK-NOT: @patches_dispatch_1
+func.func @patches(%img: tensor<4x10xf32>, %w: tensor<12x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c3 = arith.constant 3 : index
+  %empty = tensor.empty() : tensor<8x12xf32>
+  %gather = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} outs(%empty : tensor<8x12xf32>) {
+  ^bb0(%out: f32):
+    %p = linalg.index 0 : index
+    %k = linalg.index 1 : index
+    %c = arith.divui %k, %c3 : index
+    %t = arith.remui %k, %c3 : index
+    %x = arith.addi %p, %t : index
+    %v = tensor.extract %img[%c, %x] : tensor<4x10xf32>
+    linalg.yield %v : f32
+  } -> tensor<8x12xf32>
+  %acc = tensor.empty() : tensor<8x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%acc : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %mm = linalg.matmul ins(%gather, %w : tensor<8x12xf32>, tensor<12x16xf32>) outs(%fill : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %mm : tensor<8x16xf32>
 }

@@ -306,3 +306,46 @@ func.func @dynamic_rows_static_heads(%x: tensor<?x4x2x?x?xf32>) -> tensor<?x4x2x
   } -> tensor<?x4x2x?xf32>
   return %m : tensor<?x4x2x?xf32>
 }
+
+// -----
+
+// A convolution as a patch gather and a panel GEMM in one dispatch: each
+// distributed tile (two of its 28 output rows, both panels) gathers the patches of
+// its own rows inside the tile, where the GEMM reads them from cache; no
+// gather is left outside the tiles.
+// CHECK-LABEL: func.func @conv_gather_in_tile
+//       CHECK:   scf.forall (%[[ROW:.+]]) = (0) to (28) step (2)
+//       CHECK:     linalg.generic
+//       CHECK:       tensor.extract %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}] : tensor<1x4x30x30xf32>
+//       CHECK:     scf.forall.in_parallel
+//   CHECK-NOT:   tensor.extract
+func.func @conv_gather_in_tile(%img: tensor<1x4x30x30xf32>, %w: tensor<2x36x32xf32>) -> tensor<1x2x28x28x32xf32> {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c3 = arith.constant 3 : index
+  %c9 = arith.constant 9 : index
+  %ep = tensor.empty() : tensor<1x36x28x28xf32>
+  %patches = linalg.generic {indexing_maps = [affine_map<(n, k, oh, ow) -> (n, k, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%ep : tensor<1x36x28x28xf32>) {
+  ^bb0(%out: f32):
+    %k = linalg.index 1 : index
+    %oh = linalg.index 2 : index
+    %ow = linalg.index 3 : index
+    %c = arith.divui %k, %c9 : index
+    %r = arith.remui %k, %c9 : index
+    %kh = arith.divui %r, %c3 : index
+    %kw = arith.remui %r, %c3 : index
+    %ih = arith.addi %oh, %kh : index
+    %iw = arith.addi %ow, %kw : index
+    %v = tensor.extract %img[%c0, %c, %ih, %iw] : tensor<1x4x30x30xf32>
+    linalg.yield %v : f32
+  } -> tensor<1x36x28x28xf32>
+  %e = tensor.empty() : tensor<1x2x28x28x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x2x28x28x32xf32>) -> tensor<1x2x28x28x32xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(n, fb, oh, ow, j, k) -> (n, k, oh, ow)>, affine_map<(n, fb, oh, ow, j, k) -> (fb, k, j)>, affine_map<(n, fb, oh, ow, j, k) -> (n, fb, oh, ow, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%patches, %w : tensor<1x36x28x28xf32>, tensor<2x36x32xf32>) outs(%f : tensor<1x2x28x28x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x28x28x32xf32>
+  return %c : tensor<1x2x28x28x32xf32>
+}
