@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -100,6 +101,16 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()
              << "'sits.inline' must be a unit attribute on a function";
+    return success();
+  }
+  // A register tile's K loop whose weights are read from memory once, for
+  // sits-cpu-lower-vectors to prefetch.
+  // Also a loop over row blocks of which only the first streams them.
+  StringRef name = attr.getName().getValue();
+  if (name == "sits.streamed" || name == "sits.first_streams") {
+    if (!isa<LoopLikeOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be a unit attribute on a loop";
     return success();
   }
   // The ONNX node names of such a function's layer, or of a call's.

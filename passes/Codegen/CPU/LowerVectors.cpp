@@ -2,6 +2,7 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Hoisting.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
@@ -148,6 +149,129 @@ struct WidenMixedContraction : OpRewritePattern<vector::ContractionOp> {
   }
 };
 
+/// A contraction in a loop over K reads its right-hand side (a panel of
+/// packed weights) one step of rows per iteration. Streamed from memory,
+/// such reads wait on the memory's latency at every page, where the
+/// hardware prefetcher stops; requesting the rows `distanceBytes` ahead
+/// keeps enough reads in flight for the memory's bandwidth. The prefetch
+/// index is clamped to the last row, so no address leaves the buffer.
+void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes) {
+  // In a loop over row blocks, only the first block reads the weights from
+  // memory: its K loops get a copy that prefetches, taken on the first
+  // block only (a branch around the loop, not in it).
+  SmallVector<scf::ForOp> versioned;
+  func.walk([&](scf::ForOp loop) {
+    if (!loop->hasAttr(cpu::kStreamedAttr))
+      return;
+    for (auto rows = loop->getParentOfType<scf::ForOp>(); rows;
+         rows = rows->getParentOfType<scf::ForOp>())
+      if (rows->hasAttr(cpu::kFirstStreamsAttr)) {
+        versioned.push_back(loop);
+        break;
+      }
+  });
+  for (scf::ForOp loop : versioned) {
+    scf::ForOp rows = loop->getParentOfType<scf::ForOp>();
+    while (!rows->hasAttr(cpu::kFirstStreamsAttr))
+      rows = rows->getParentOfType<scf::ForOp>();
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Value first =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                              rows.getInductionVar(), rows.getLowerBound());
+    auto branch = scf::IfOp::create(b, loc, loop.getResultTypes(), first,
+                                    /*withElseRegion=*/true);
+    // Without results the branches come with their (empty) yields.
+    bool results = loop.getNumResults() != 0;
+    b.setInsertionPointToStart(branch.thenBlock());
+    auto streaming = cast<scf::ForOp>(b.clone(*loop));
+    if (results)
+      scf::YieldOp::create(b, loc, streaming.getResults());
+    loop->replaceAllUsesWith(branch.getResults());
+    Block *otherwise = branch.elseBlock();
+    loop->moveBefore(otherwise,
+                     results ? otherwise->end()
+                             : otherwise->getTerminator()->getIterator());
+    if (results) {
+      b.setInsertionPointToEnd(otherwise);
+      scf::YieldOp::create(b, loc, loop.getResults());
+    }
+    loop->removeAttr(cpu::kStreamedAttr);
+  }
+
+  func.walk([&](vector::ContractionOp contract) {
+    auto loop = contract->getParentOfType<scf::ForOp>();
+    auto read = contract.getRhs().getDefiningOp<vector::TransferReadOp>();
+    if (!loop || !loop->hasAttr(cpu::kStreamedAttr) || !read ||
+        read->getParentOp() != loop)
+      return;
+    // The outermost view taken inside the loop, of a buffer from outside.
+    memref::SubViewOp view;
+    for (Value source = read.getBase();
+         auto sub = source.getDefiningOp<memref::SubViewOp>();
+         source = sub.getSource()) {
+      if (!loop->isAncestor(sub))
+        break;
+      view = sub;
+    }
+    if (!view)
+      return;
+    Value buffer = view.getSource();
+    auto type = cast<MemRefType>(buffer.getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) ||
+        !type.getElementType().isIntOrFloat())
+      return;
+    SmallVector<OpFoldResult> offsets = view.getMixedOffsets();
+    Value iv = loop.getInductionVar();
+    auto kPos = llvm::find_if(offsets, [&](OpFoldResult o) {
+      return llvm::dyn_cast_if_present<Value>(o) == iv;
+    });
+    if (kPos == offsets.end())
+      return;
+    unsigned k = kPos - offsets.begin();
+    int64_t rank = type.getRank();
+    int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+    if (elementBytes == 0 || ShapedType::isDynamic(strides[k]) ||
+        type.isDynamicDim(k) || strides[rank - 1] != 1)
+      return;
+    // Rows are contiguous runs of the innermost dimensions (a panel row).
+    int64_t rowBytes = strides[k] * elementBytes;
+    if (rowBytes <= 0 || rowBytes > 4096)
+      return;
+    std::optional<APInt> step = loop.getConstantStep();
+    if (!step)
+      return;
+    int64_t rowsAhead = std::max<int64_t>(1, distanceBytes / rowBytes);
+    int64_t lineElems = std::max<int64_t>(1, 64 / elementBytes);
+    OpBuilder b(read);
+    Location loc = read.getLoc();
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, loc, v);
+    };
+    Value last = cst(type.getDimSize(k) - 1);
+    int64_t lines = (step->getSExtValue() * rowBytes + 63) / 64;
+    for (int64_t line = 0; line < lines; ++line) {
+      int64_t byte = line * 64;
+      int64_t row = byte / rowBytes, inRow = (byte % rowBytes) / elementBytes;
+      SmallVector<Value> indices;
+      for (auto [i, o] : llvm::enumerate(offsets)) {
+        Value v = getValueOrCreateConstantIndexOp(b, loc, o);
+        if (i == k) {
+          v = arith::AddIOp::create(b, loc, v, cst(rowsAhead + row));
+          v = arith::MinUIOp::create(b, loc, v, last);
+        } else if (int64_t(i) == rank - 1) {
+          v = arith::AddIOp::create(b, loc, v, cst(inRow - inRow % lineElems));
+        }
+        indices.push_back(v);
+      }
+      memref::PrefetchOp::create(b, loc, buffer, indices, /*isWrite=*/false,
+                                 /*localityHint=*/3, /*isDataCache=*/true);
+    }
+  });
+}
+
 struct SitsCpuLowerVectorsPass
     : cpu::impl::SitsCpuLowerVectorsBase<SitsCpuLowerVectorsPass> {
   void runOnOperation() override {
@@ -156,6 +280,8 @@ struct SitsCpuLowerVectorsPass
 
     // Accumulators that bufferization left as memory round trips.
     linalg::hoistRedundantVectorTransfers(func);
+
+    prefetchStreamedOperands(func, cpu::getCpuTilingConfig(func).prefetchBytes);
 
     // Contractions -> outer products -> FMAs; reductions, transposes,
     // broadcasts and shape casts -> flat 1-D vector ops.

@@ -33,7 +33,18 @@ struct CpuTilingConfig {
   int64_t kc = 256;
   /// Output tile of a contraction one task computes.
   int64_t mc = 64, nc = 128;
+  /// How far ahead of its use a streamed weight row is requested.
+  int64_t prefetchBytes = 1024;
 };
+
+/// Marks the K loop of a register tile whose right-hand side is read from
+/// memory once (a tile of at most one register block of rows: a decode
+/// step), which sits-cpu-lower-vectors then prefetches ahead.
+inline constexpr llvm::StringLiteral kStreamedAttr = "sits.streamed";
+/// Marks a loop over blocks of rows of a contraction with a run-time row
+/// count: its first iteration streams the weights, the others find them in
+/// cache, so only the first prefetches.
+inline constexpr llvm::StringLiteral kFirstStreamsAttr = "sits.first_streams";
 
 /// The tiling configuration for code nested in `op`, from the module's
 /// `sits.target` (the host when there is none).

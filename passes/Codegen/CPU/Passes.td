@@ -238,6 +238,13 @@ def SitsCpuTileAndFuse : Pass<"sits-cpu-tile-and-fuse", "func::FuncOp"> {
     `sits-cpu-vectorize`. 2-D convolutions are first rewritten as im2col
     followed by a contraction so they take the same path.
 
+    A contraction tile of at most one register block of rows (a decode
+    step) reads each weight once: its reduction is not cut for the cache,
+    so each panel is one sequential stream, and the register tile's K loop
+    is marked `sits.streamed` for `sits-cpu-lower-vectors` to prefetch.
+    With a run-time row count, the loops over row blocks are marked
+    `sits.first_streams`: only their first iteration streams.
+
     Tile sizes come from the target's facts (`sits.target`, default the
     host): its SIMD width, core count and cache sizes.
 
@@ -294,6 +301,14 @@ def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
     backend selects well, and transfers become plain (unrolled) loads and
     stores. Copies between strided buffers become loops (contiguous ones
     stay copies, i.e. memcpy), so compiled code needs no runtime library.
+
+    A K loop marked `sits.streamed` first gets `memref.prefetch`es of its
+    right-hand side's rows a target-set distance ahead (clamped to the
+    last row), one per cache line it consumes: streamed from memory,
+    weights otherwise wait on the memory's latency at every page, where
+    the hardware prefetcher stops. Inside a loop marked
+    `sits.first_streams`, the prefetching copy of the K loop is taken on
+    that loop's first iteration only.
   }];
   let dependentDialects = [
     "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",

@@ -44,3 +44,91 @@ func.func @transposing_copy(%a: memref<8x16xf32, strided<[1, 8]>>, %b: memref<8x
   memref.copy %a, %b : memref<8x16xf32, strided<[1, 8]>> to memref<8x16xf32>
   return
 }
+
+// A register tile streaming its weights (sits.streamed, a decode step):
+// each step of 8 panel rows (1 KiB) requests the 16 cache lines 1 KiB
+// ahead in the panel, the row index clamped to the panel's last row.
+// CHECK-LABEL: func.func @streamed_panel
+//   CHECK-DAG:   %[[LAST:.+]] = arith.constant 63 : index
+//       CHECK:   scf.for %[[K:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+//       CHECK:     %[[AHEAD:.+]] = arith.addi %[[K]], %{{.+}} : index
+//       CHECK:     %[[ROW:.+]] = arith.minui %[[AHEAD]], %[[LAST]] : index
+//       CHECK:     memref.prefetch %arg1[%arg3, %[[ROW]], %{{.+}}], read, locality<3>, data : memref<4x64x32xf32>
+// CHECK-COUNT-15:  memref.prefetch %arg1
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     vector.fma
+func.func @streamed_panel(%a: memref<64xf32>, %w: memref<4x64x32xf32>, %acc: vector<1x32xf32>, %p: index) -> vector<1x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %f0 = arith.constant 0.0 : f32
+  %r = scf.for %k = %c0 to %c64 step %c8 iter_args(%c = %acc) -> (vector<1x32xf32>) {
+    %sa = memref.subview %a[%k] [8] [1] : memref<64xf32> to memref<8xf32, strided<[1], offset: ?>>
+    %sw = memref.subview %w[%p, %k, 0] [1, 8, 32] [1, 1, 1] : memref<4x64x32xf32> to memref<8x32xf32, strided<[32, 1], offset: ?>>
+    %va = vector.transfer_read %sa[%c0], %f0 {in_bounds = [true]} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
+    %vw = vector.transfer_read %sw[%c0, %c0], %f0 {in_bounds = [true, true]} : memref<8x32xf32, strided<[32, 1], offset: ?>>, vector<8x32xf32>
+    %va2 = vector.shape_cast %va : vector<8xf32> to vector<1x8xf32>
+    %n = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %va2, %vw, %c : vector<1x8xf32>, vector<8x32xf32> into vector<1x32xf32>
+    scf.yield %n : vector<1x32xf32>
+  } {sits.streamed}
+  return %r : vector<1x32xf32>
+}
+
+// The same loop unmarked (a tile whose weights stay in cache): nothing is
+// prefetched.
+// CHECK-LABEL: func.func @cached_panel
+//   CHECK-NOT:   memref.prefetch
+//       CHECK:   return
+func.func @cached_panel(%a: memref<64xf32>, %w: memref<4x64x32xf32>, %acc: vector<1x32xf32>, %p: index) -> vector<1x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %f0 = arith.constant 0.0 : f32
+  %r = scf.for %k = %c0 to %c64 step %c8 iter_args(%c = %acc) -> (vector<1x32xf32>) {
+    %sa = memref.subview %a[%k] [8] [1] : memref<64xf32> to memref<8xf32, strided<[1], offset: ?>>
+    %sw = memref.subview %w[%p, %k, 0] [1, 8, 32] [1, 1, 1] : memref<4x64x32xf32> to memref<8x32xf32, strided<[32, 1], offset: ?>>
+    %va = vector.transfer_read %sa[%c0], %f0 {in_bounds = [true]} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
+    %vw = vector.transfer_read %sw[%c0, %c0], %f0 {in_bounds = [true, true]} : memref<8x32xf32, strided<[32, 1], offset: ?>>, vector<8x32xf32>
+    %va2 = vector.shape_cast %va : vector<8xf32> to vector<1x8xf32>
+    %n = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %va2, %vw, %c : vector<1x8xf32>, vector<8x32xf32> into vector<1x32xf32>
+    scf.yield %n : vector<1x32xf32>
+  }
+  return %r : vector<1x32xf32>
+}
+
+// Rows counted at run time, in blocks (sits.first_streams): the first
+// block reads the weights from memory and the others from cache, so the
+// K loop is taken in a prefetching copy on the first block only, chosen
+// outside the loop.
+// CHECK-LABEL: func.func @row_blocks
+//       CHECK:   scf.for %[[R:.+]] = %[[LB:.+]] to %{{.+}} step %{{.+}} {
+//       CHECK:     %[[FIRST:.+]] = arith.cmpi eq, %[[R]], %[[LB]] : index
+//       CHECK:     scf.if %[[FIRST]] -> (vector<1x32xf32>) {
+//       CHECK:       scf.for
+//       CHECK:         memref.prefetch
+//       CHECK:     } else {
+//       CHECK:       scf.for
+//   CHECK-NOT:         memref.prefetch
+//       CHECK:       } {sits.first_streams}
+func.func @row_blocks(%a: memref<?x64xf32>, %w: memref<4x64x32xf32>, %out: memref<?x32xf32>, %p: index, %rows: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %f0 = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<1x32xf32>
+  scf.for %m = %c0 to %rows step %c1 {
+    %r = scf.for %k = %c0 to %c64 step %c8 iter_args(%c = %zero) -> (vector<1x32xf32>) {
+      %sa = memref.subview %a[%m, %k] [1, 8] [1, 1] : memref<?x64xf32> to memref<8xf32, strided<[1], offset: ?>>
+      %sw = memref.subview %w[%p, %k, 0] [1, 8, 32] [1, 1, 1] : memref<4x64x32xf32> to memref<8x32xf32, strided<[32, 1], offset: ?>>
+      %va = vector.transfer_read %sa[%c0], %f0 {in_bounds = [true]} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
+      %vw = vector.transfer_read %sw[%c0, %c0], %f0 {in_bounds = [true, true]} : memref<8x32xf32, strided<[32, 1], offset: ?>>, vector<8x32xf32>
+      %va2 = vector.shape_cast %va : vector<8xf32> to vector<1x8xf32>
+      %n = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %va2, %vw, %c : vector<1x8xf32>, vector<8x32xf32> into vector<1x32xf32>
+      scf.yield %n : vector<1x32xf32>
+    } {sits.streamed}
+    %v = vector.shape_cast %r : vector<1x32xf32> to vector<32xf32>
+    vector.transfer_write %v, %out[%m, %c0] {in_bounds = [true]} : vector<32xf32>, memref<?x32xf32>
+  } {sits.first_streams}
+  return
+}

@@ -349,3 +349,60 @@ func.func @conv_gather_in_tile(%img: tensor<1x4x30x30xf32>, %w: tensor<2x36x32xf
   } -> tensor<1x2x28x28x32xf32>
   return %c : tensor<1x2x28x28x32xf32>
 }
+
+// -----
+
+// Four rows (a decode step of four sequences): one register block, so the
+// weights are read once. K (1024) is not cut into kc chunks, which would
+// interleave the panels' streams; the register tile's K loop is marked
+// for prefetching.
+// CHECK-LABEL: func.func @streamed_rows
+//   CHECK-NOT:   step %c256
+//       CHECK:   scf.for %{{.+}} = %c0 to %c1024 step %c8
+//       CHECK:   } {sits.streamed}
+func.func @streamed_rows(%a: tensor<4x1024xf32>, %b: tensor<1024x64xf32>) -> tensor<4x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<4x1024xf32>, tensor<1024x64xf32>) outs(%f : tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %m : tensor<4x64xf32>
+}
+
+// -----
+
+// A run-time row count: the loops over row blocks (of 8, then the last
+// rows one at a time) are marked, as only their first iteration reads the
+// weights from memory, and so are the K loops inside them; K keeps its kc
+// chunks for the blocks after the first.
+// CHECK-LABEL: func.func @streamed_dynamic_rows
+//       CHECK:   step %c256
+//       CHECK:   } {sits.streamed}
+//       CHECK:   } {sits.first_streams}
+//       CHECK:   scf.for %{{.+}} = %c0 to %{{.+}} step %c1
+//       CHECK:   } {sits.streamed}
+//       CHECK:   } {sits.first_streams}
+//       CHECK:   } {sits.first_streams}
+func.func @streamed_dynamic_rows(%a: tensor<?x1024xf32>, %b: tensor<1024x64xf32>) -> tensor<?x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %a, %c0 : tensor<?x1024xf32>
+  %e = tensor.empty(%n) : tensor<?x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<?x64xf32>) -> tensor<?x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<?x1024xf32>, tensor<1024x64xf32>) outs(%f : tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %m : tensor<?x64xf32>
+}
+
+// -----
+
+// 64 rows reuse every weight from cache: nothing is marked.
+// CHECK-LABEL: func.func @cached_rows
+//   CHECK-NOT:   sits.streamed
+//   CHECK-NOT:   sits.first_streams
+//       CHECK:   return
+func.func @cached_rows(%a: tensor<64x1024xf32>, %b: tensor<1024x64xf32>) -> tensor<64x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x1024xf32>, tensor<1024x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %m : tensor<64x64xf32>
+}
