@@ -140,3 +140,23 @@ print(sits_mlir.check(h.make_model(g, opset_imports=[h.make_opsetid("", 17)])))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("op, attrs, outputs", [
+    ("LayerNormalization", {"axis": (1 << 63) - 1}, ["y", "mean"]),
+    ("Softmax", {"axis": -(1 << 40)}, ["y"]),
+    ("Flatten", {"axis": 1 << 31}, ["y"]),
+])
+def test_axis_no_rank_can_hold_is_refused_before_inference(op, attrs, outputs):
+    """ONNX's shape inference crashed the process on a LayerNormalization
+    whose statistics output it sized from axis = 2^63 - 1: any `axis` far
+    beyond every rank is a CompileError first, naming the node."""
+    nodes = [h.make_node(op, ["x", "g", "b"] if op == "LayerNormalization" else ["x"],
+                         outputs, name="n", **attrs)]
+    inits = ([numpy_helper.from_array(np.ones(8, np.float32), "g"),
+              numpy_helper.from_array(np.zeros(8, np.float32), "b")]
+             if op == "LayerNormalization" else [])
+    model = _model(nodes, [_vi("x", TP.FLOAT, ["n", 8])], [_vi("y", TP.FLOAT, ["n", 8])], inits)
+    with pytest.raises(CompileError, match=r"node 'n' \(" + op + r"\) has axis = -?\d+: "
+                       r"no tensor has that many dimensions"):
+        sits_mlir.check(model)

@@ -477,6 +477,7 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     _check_sizes([(v.name, _value_type(v)) for v in list(g.input) + list(g.output)] +
                  [(t.name, ValueType(t.data_type, tuple(t.dims))) for t in g.initializer])
     _check_shape_inputs(skel)
+    _check_axis_attributes(skel.graph)
     bare = onnx.ModelProto()
     bare.CopyFrom(skel)
     for out in bare.graph.output:
@@ -566,6 +567,26 @@ def _check_shape_inputs(skel: onnx.ModelProto) -> None:
                 raise _fail(f"input {k} ('{n.input[k]}') of node '{n.name or n.op_type}' "
                             f"({n.op_type}) has the shape {list(declared[n.input[k]])}: it holds "
                             f"a shape, axes or bounds, at most {_MAX_SHAPE_INPUT} elements")
+
+
+# Far above any tensor's rank; ONNX's shape inference crashes the process
+# on some larger ones (LayerNormalization's statistics outputs at 2^31).
+_MAX_AXIS = 1 << 16
+
+
+def _check_axis_attributes(graph: onnx.GraphProto) -> None:
+    """CompileError for an `axis` or `axes` attribute no rank can hold, in
+    `graph` and the graphs its nodes hold, before ONNX's inference sees it."""
+    for n in graph.node:
+        for a in n.attribute:
+            if a.name in ("axis", "axes") and (n.domain or "") in _STANDARD_DOMAINS:
+                values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+                bad = [v for v in values if abs(v) > _MAX_AXIS]
+                if bad:
+                    raise _fail(f"node '{n.name or n.op_type}' ({n.op_type}) has {a.name} = "
+                                f"{bad[0]}: no tensor has that many dimensions")
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                _check_axis_attributes(sub)
 
 
 def _check_initializer_sizes(proto: onnx.ModelProto) -> None:
