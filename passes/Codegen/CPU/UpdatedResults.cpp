@@ -60,6 +60,19 @@ Value underlyingBuffer(Value value) {
   }
 }
 
+/// Removes the results `erase` marks from `func` and from its return.
+LogicalResult eraseResults(func::FuncOp func, const llvm::BitVector &erase) {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<Value> kept;
+  for (OpOperand &operand : ret->getOpOperands())
+    if (!erase.test(operand.getOperandNumber()))
+      kept.push_back(operand.get());
+  ret->setOperands(kept);
+  if (failed(func.eraseResults(erase)))
+    return func.emitError("cannot remove results of ") << func.getSymName();
+  return success();
+}
+
 struct SitsCpuDropUpdatedResultsPass
     : sits::cpu::impl::SitsCpuDropUpdatedResultsBase<
           SitsCpuDropUpdatedResultsPass> {
@@ -126,13 +139,8 @@ struct SitsCpuDropUpdatedResultsPass
     }
     if (drop.none())
       return success();
-    SmallVector<Value> kept;
-    for (OpOperand &operand : ret->getOpOperands())
-      if (!drop.test(operand.getOperandNumber()))
-        kept.push_back(operand.get());
-    ret->setOperands(kept);
-    if (failed(func.eraseResults(drop)))
-      return func.emitError("cannot drop the updated results");
+    if (failed(eraseResults(func, drop)))
+      return failure();
 
     for (func::CallOp call : calls) {
       OpBuilder b(call);
@@ -223,13 +231,8 @@ LogicalResult forwardOutParamsIntoLayer(func::FuncOp func,
     allocs[i].replaceAllUsesWith(arg);
     allocs[i].erase();
   }
-  SmallVector<Value> kept;
-  for (OpOperand &operand : ret->getOpOperands())
-    if (!forward.test(operand.getOperandNumber()))
-      kept.push_back(operand.get());
-  ret->setOperands(kept);
-  if (failed(func.eraseResults(forward)))
-    return func.emitError("cannot drop the forwarded results");
+  if (failed(eraseResults(func, forward)))
+    return failure();
 
   // The callers pass their out-params and copy nothing.
   for (func::CallOp call : calls) {
