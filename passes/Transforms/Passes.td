@@ -499,10 +499,16 @@ def SitsSplitEmptyTensors : Pass<"sits-split-empty-tensors"> {
     %e1 = tensor.empty(%n) : tensor<?x256xf32>
     %1 = call @dispatch_1(%0, %e1)
     ```
+
+    An insert of a tensor over the whole of a `tensor.empty` (as a padded
+    image gets its unit batch dimension back) becomes a reshape of that
+    tensor, which bufferizes as a view instead of a new buffer and a copy.
   }];
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
   let statistics = [
     Statistic<"numSplit", "num-split", "tensor.empty ops added">,
+    Statistic<"numWholeInserts", "num-whole-inserts",
+              "Inserts over a whole tensor.empty made reshapes">,
   ];
 }
 
