@@ -31,8 +31,7 @@ bool replaceWholeInsertIntoEmpty(OpBuilder &b, tensor::InsertSliceOp insert) {
   RankedTensorType source = insert.getSourceType();
   RankedTensorType dest = insert.getDestType();
   if (!insert.getDest().getDefiningOp<tensor::EmptyOp>() ||
-      !source.hasStaticShape() || !dest.hasStaticShape() ||
-      source.getNumElements() != dest.getNumElements() ||
+      !dest.hasStaticShape() ||
       !llvm::all_of(insert.getMixedOffsets(), isZeroInteger) ||
       !llvm::all_of(insert.getMixedStrides(), isOneInteger) ||
       !llvm::equal(insert.getStaticSizes(), dest.getShape()))
@@ -41,7 +40,7 @@ bool replaceWholeInsertIntoEmpty(OpBuilder &b, tensor::InsertSliceOp insert) {
   if (source != dest) {
     std::optional<SmallVector<ReassociationIndices>> groups =
         getReassociationIndicesForReshape(source, dest);
-    if (!groups || source.getRank() >= dest.getRank())
+    if (!groups)
       return false;
     b.setInsertionPoint(insert);
     whole =

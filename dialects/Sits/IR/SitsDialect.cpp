@@ -104,8 +104,8 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   // A register tile's K loop whose weights are read from memory once, for
-  // sits-cpu-lower-vectors to prefetch.
-  // Also a loop over row blocks of which only the first streams them.
+  // sits-cpu-lower-vectors to prefetch, and a loop over row blocks of which
+  // only the first iteration reads them so.
   StringRef name = attr.getName().getValue();
   if (name == "sits.streamed" || name == "sits.first_streams") {
     if (!isa<LoopLikeOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))

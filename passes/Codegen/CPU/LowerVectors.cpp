@@ -159,44 +159,35 @@ void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes) {
   // In a loop over row blocks, only the first block reads the weights from
   // memory: its K loops get a copy that prefetches, taken on the first
   // block only (a branch around the loop, not in it).
-  SmallVector<scf::ForOp> versioned;
+  SmallVector<std::pair<scf::ForOp, scf::ForOp>> versioned; // (K, rows)
   func.walk([&](scf::ForOp loop) {
     if (!loop->hasAttr(cpu::kStreamedAttr))
       return;
     for (auto rows = loop->getParentOfType<scf::ForOp>(); rows;
          rows = rows->getParentOfType<scf::ForOp>())
       if (rows->hasAttr(cpu::kFirstStreamsAttr)) {
-        versioned.push_back(loop);
+        versioned.emplace_back(loop, rows);
         break;
       }
   });
-  for (scf::ForOp loop : versioned) {
-    scf::ForOp rows = loop->getParentOfType<scf::ForOp>();
-    while (!rows->hasAttr(cpu::kFirstStreamsAttr))
-      rows = rows->getParentOfType<scf::ForOp>();
+  for (auto [loop, rows] : versioned) {
     OpBuilder b(loop);
     Location loc = loop.getLoc();
     Value first =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                               rows.getInductionVar(), rows.getLowerBound());
-    auto branch = scf::IfOp::create(b, loc, loop.getResultTypes(), first,
-                                    /*withElseRegion=*/true);
-    // Without results the branches come with their (empty) yields.
-    bool results = loop.getNumResults() != 0;
-    b.setInsertionPointToStart(branch.thenBlock());
-    auto streaming = cast<scf::ForOp>(b.clone(*loop));
-    if (results)
-      scf::YieldOp::create(b, loc, streaming.getResults());
+    auto branch = scf::IfOp::create(
+        b, loc, first,
+        [&](OpBuilder &then, Location l) {
+          scf::YieldOp::create(then, l, then.clone(*loop)->getResults());
+        },
+        [&](OpBuilder &otherwise, Location l) {
+          Operation *plain = otherwise.clone(*loop);
+          plain->removeAttr(cpu::kStreamedAttr);
+          scf::YieldOp::create(otherwise, l, plain->getResults());
+        });
     loop->replaceAllUsesWith(branch.getResults());
-    Block *otherwise = branch.elseBlock();
-    loop->moveBefore(otherwise,
-                     results ? otherwise->end()
-                             : otherwise->getTerminator()->getIterator());
-    if (results) {
-      b.setInsertionPointToEnd(otherwise);
-      scf::YieldOp::create(b, loc, loop.getResults());
-    }
-    loop->removeAttr(cpu::kStreamedAttr);
+    loop.erase();
   }
 
   func.walk([&](vector::ContractionOp contract) {

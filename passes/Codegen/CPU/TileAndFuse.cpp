@@ -315,13 +315,12 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   // sequences) reuses no weight: each one is read once, so chunking K only
   // breaks every panel's stream into pieces of kc rows, interleaved with
   // the other panels'. The whole K of a panel is then one sequential read.
+  bool dynamicRows = llvm::any_of(
+      dims->m, [&](unsigned m) { return ShapedType::isDynamic(ranges[m]); });
   int64_t tileRows = 1;
   for (unsigned m : dims->m)
-    tileRows =
-        ShapedType::isDynamic(ranges[m]) || ShapedType::isDynamic(tileRows)
-            ? ShapedType::kDynamic
-            : tileRows * ranges[m];
-  bool streaming = !ShapedType::isDynamic(tileRows) && tileRows <= config.mr;
+    tileRows *= dynamicRows ? 1 : ranges[m];
+  bool streaming = !dynamicRows && tileRows <= config.mr;
   if (!streaming && dims->k.size() > 1) {
     spreadK(cache, config.kc);
     // Whole loops are not tiled.
@@ -372,8 +371,6 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
 
   // The register tiling; its K loops are marked when the tile streams its
   // weights (see kStreamedAttr).
-  bool dynamicRows = llvm::any_of(
-      dims->m, [&](unsigned m) { return ShapedType::isDynamic(ranges[m]); });
   auto tileRegisters = [&](linalg::LinalgOp target,
                            ArrayRef<int64_t> sizes) -> LogicalResult {
     SmallVector<LoopLikeOpInterface> loops;

@@ -299,4 +299,5 @@ struct SitsCpuResultsToOutParamsPass
         return signalPassFailure();
   }
 };
+
 } // namespace
