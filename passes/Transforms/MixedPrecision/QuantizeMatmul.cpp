@@ -117,7 +117,7 @@ namespace {
 /// what the pieces' constants are made of.
 struct QuantizedSource {
   ConstantMaker maker;
-  /// The weight as [K, N].
+  /// The weight as [K, N], kept only when a piece stays f32.
   std::vector<float> weight;
   PrecisionPlan plan;
   bool correctBias = false;
@@ -183,6 +183,26 @@ static QuantizedSource quantizeSource(MatmulOp matmul,
     result.biasValues =
         bias ? constantVector(getPassedValue(bias, source.call), n)
              : std::vector<float>(n, 0.0f);
+
+  // The constants are made of the chosen candidates' codes and scales (and
+  // the f32 values of f32 pieces) alone. Planning's float copies go now: a
+  // weight that many calls pass holds one quantization per call until the
+  // rewrite, and those copies are 8x the INT4 codes.
+  SmallVector<bool> chosen(plan.quantized.size(), false);
+  for (size_t c : plan.blockCandidate)
+    chosen[c] = true;
+  bool keepWeight = false;
+  for (auto [i, q] : llvm::enumerate(plan.quantized)) {
+    std::vector<float>().swap(q.dequantized);
+    if (!chosen[i]) {
+      std::vector<int8_t>().swap(q.codes);
+      std::vector<float>().swap(q.scales);
+    } else if (q.format == WeightFormat::Fp32) {
+      keepWeight = true;
+    }
+  }
+  if (!keepWeight)
+    std::vector<float>().swap(weight);
   return result;
 }
 
@@ -378,9 +398,13 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
   if (stripResults.size() > 1)
     result = tensor::ConcatOp::create(rewriter, loc, resultType.getRank() - 1,
                                       stripResults);
+  // The plans report the choice; their quantizations are in the IR now.
   SmallVector<PrecisionPlan> plans;
-  for (const ConstantSource &source : sources)
-    plans.push_back(quantized.find(source.call)->second.plan);
+  for (const ConstantSource &source : sources) {
+    PrecisionPlan &done = quantized.find(source.call)->second.plan;
+    done.quantized.clear();
+    plans.push_back(done);
+  }
   rewriter.replaceOp(matmul, result);
   eraseIfUnused(rewriter, rhs, sources);
   if (bias)
