@@ -339,6 +339,21 @@ def synthesize_layers(src: str, dst: str, layers: int, seed: int = 0) -> None:
         f.write(proto.SerializeToString())
 
 
+def resave_external(exported: str, path: str) -> None:
+    """Re-saves the model torch exported to `exported` (alone in its folder,
+    with any one-file-per-tensor external data next to it) as `path` with
+    every weight in one `<path>.data`, and removes the export's folder."""
+    import onnx
+
+    proto = onnx.load(exported)  # reads any external files the exporter wrote
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=os.path.basename(path) + ".data", size_threshold=1024)
+    del proto
+    shutil.rmtree(os.path.dirname(exported))
+
+
 def stage_export(spec: dict) -> dict:
     """Builds the Llama decoder and exports it to spec['onnx']."""
     import torch
@@ -391,16 +406,7 @@ def stage_export(spec: dict) -> dict:
     export_s = time.perf_counter() - start
     del model
     if external:
-        import onnx
-
-        proto = onnx.load(target)  # reads any external files the exporter wrote
-        data = os.path.basename(path) + ".data"
-        if os.path.exists(path + ".data"):
-            os.remove(path + ".data")
-        onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=data, size_threshold=1024)
-        del proto
-        shutil.rmtree(os.path.dirname(target))
+        resave_external(target, path)
     onnx_bytes = sum(os.path.getsize(os.path.join(os.path.dirname(path), f))
                      for f in os.listdir(os.path.dirname(path))
                      if f == os.path.basename(path) or f == os.path.basename(path) + ".data")

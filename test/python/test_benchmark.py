@@ -40,3 +40,37 @@ def test_benchmark_rejects_bad_arguments():
     done = subprocess.run([sys.executable, RUN, "--repeat", "0"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "--threads, --repeat and --rounds must be at least 1" in done.stderr
+
+
+PEERS = os.path.join(os.path.dirname(RUN), "llm_peers.py")
+
+
+def test_decode_benchmark_of_record_runs_sits_and_onnxruntime(tmp_path):
+    """llm_peers.py on a toy Llama: SITS's engine and onnxruntime decode,
+    SITS's greedy tokens are transformers', and a peer whose package is
+    missing is named as skipped rather than failing the run."""
+    out = tmp_path / "peers.json"
+    done = subprocess.run([sys.executable, PEERS, "--shape", "custom", "--hidden", "64",
+                           "--heads", "4", "--kv-heads", "2", "--vocab", "512",
+                           "--engines", "sits,ort,genai-fp32", "--prompt-len", "8",
+                           "--new-tokens", "4", "--batches", "1,2", "--repeat", "1",
+                           "--workdir", str(tmp_path / "work"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert len(report["reference"]) == 4 and report["bandwidth_gbs"] > 0
+    for engine in ("sits", "ort"):
+        for batch in ("1", "2"):
+            row = report["rows"][engine][batch]
+            assert row["decode_tps"] > 0 and row["ttft_s"] > 0 and row["peak_rss"] > 0, row
+        assert report["rows"][engine]["1"]["tokens"] == report["reference"], engine
+    assert "genai-fp32" in report["rows"] or any(
+        n.startswith("genai-fp32 skipped") for n in report["notes"])
+    assert "| sits | fp32 |" in done.stdout
+
+
+def test_decode_benchmark_of_record_rejects_unknown_engines(tmp_path):
+    done = subprocess.run([sys.executable, PEERS, "--engines", "sits,vllm",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "unknown engines ['vllm']" in done.stderr
