@@ -24,6 +24,11 @@
 using namespace mlir;
 using namespace mlir::sits;
 
+/// Tasks per thread for one distributed loop (sits-cpu-chunk-parallel-loops):
+/// enough that a thread that finishes early takes another chunk, few enough
+/// that a decode step's small loops are not mostly task bookkeeping.
+static constexpr int64_t kChunksPerThread = 2;
+
 static void addCleanup(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -147,11 +152,15 @@ static void addCpuCodegenPasses(OpPassManager &pm,
 
   // Tiles run as tasks on the runtime's thread pool through MLIR's async
   // runtime ABI (the runtime implements it). Each scf.forall iteration is
-  // already a coarse task, hence a minimum task size of one iteration.
+  // already a coarse task, hence a minimum task size of one iteration; a
+  // loop's iterations are first grouped into a few chunks per thread, one
+  // task each.
   if (options.numThreads == 1) {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuChunkParallelLoops(
+        {options.numThreads, kChunksPerThread}));
     AsyncParallelForPassOptions parallel;
     parallel.asyncDispatch = true;
     parallel.numWorkerThreads =

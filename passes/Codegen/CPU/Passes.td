@@ -293,6 +293,39 @@ def SitsCpuVectorize : Pass<"sits-cpu-vectorize", "func::FuncOp"> {
   ];
 }
 
+def SitsCpuChunkParallelLoops
+    : Pass<"sits-cpu-chunk-parallel-loops", "func::FuncOp"> {
+  let summary = "Run an outermost scf.parallel as at most N chunks of iterations";
+  let description = [{
+    Rewrites every outermost `scf.parallel` without results into a parallel
+    loop over at most `num-threads` x `chunks-per-thread` chunks, each running a contiguous range
+    of the original (linearized) iterations in an `scf.for`. Upstream's
+    `async-parallel-for` then makes one task per chunk.
+
+    A tile of distributed code is one iteration, and the iteration counts
+    are run-time values (batch, tokens): without chunks, a decode step's
+    many small loops (a norm over 8 rows, attention over 16 heads) become a
+    task per iteration, up to 16 per loop for 2 threads, and the tasks'
+    bookkeeping costs more than their work. A few chunks per thread keep
+    the load balanced (chunks are taken as threads free up), and the
+    contiguous ranges keep neighbouring tiles on one core. Loops with a
+    static iteration count of at most that many, and all loops of code for
+    one thread, are left as they are.
+  }];
+  let options = [
+    Option<"numThreads", "num-threads", "int64_t", /*default=*/"0",
+           "Threads the code runs on (0: the target's core count)">,
+    Option<"chunksPerThread", "chunks-per-thread", "int64_t",
+           /*default=*/"2", "Most chunks per loop and thread">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"
+  ];
+  let statistics = [
+    Statistic<"numChunked", "num-chunked", "Parallel loops chunked">,
+  ];
+}
+
 def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
   let summary = "Lower vector contractions and transfers to FMAs, loads and stores";
   let description = [{
