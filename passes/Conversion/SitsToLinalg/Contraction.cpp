@@ -301,17 +301,14 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
     if (getPackedEncoding(zeroPointType))
       return failure();
   }
-  // Leading input dimensions fold into M (expand_shape takes at most one
-  // dynamic extent per group after bufferization).
+  // Leading input dimensions fold into M, dynamic ones too (a decoder's
+  // batch and tokens): one weight read serves every row, and
+  // sits-resolve-expand-shapes expands the result back.
   SmallVector<OpFoldResult> leading;
   for (int64_t d = 0; d + 1 < resultType.getRank(); ++d)
     leading.push_back(sizeOr(b, resultType, d, [&] {
       return dimOf(b, loc, operands.getInput(), d);
     }));
-  if (llvm::count_if(leading, [](OpFoldResult s) {
-        return !getConstantIntValue(s).has_value();
-      }) > 1)
-    return failure();
 
   FloatType computeType = getComputeType(resultType.getElementType());
   int64_t groups = k / group, perWord = group / factor;

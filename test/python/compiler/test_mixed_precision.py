@@ -345,3 +345,43 @@ def test_cnn_int8_on_gpu_targets(model_path, tmp_path):
     int8 = sits_mlir.compile(path, target="h100", output=tmp_path / "int8.h100.sitsm",
                              precision="int8")
     assert _weight_bytes(int8) < 0.3 * _weight_bytes(fp32)
+
+
+def _int4_dequantized(w: np.ndarray, group: int = 64) -> np.ndarray:
+    """sits-mixed-precision's INT4 weights: per group of `group` rows and
+    per column, scale = max|w| / 7 and codes rounded half to even."""
+    k, n = w.shape
+    out = np.empty_like(w)
+    for g in range(0, k, group):
+        block = w[g:g + group].astype(np.float64)
+        amax = np.abs(w[g:g + group]).max(axis=0).astype(np.float64)
+        scale = np.where(amax > 0, amax / 7.0, 1.0).astype(np.float32).astype(np.float64)
+        codes = np.clip(np.rint(block / scale), -7, 7)
+        out[g:g + group] = (codes * scale).astype(np.float32)
+    return out
+
+
+def test_int4_matmul_over_two_runtime_leading_extents(tmp_path):
+    """A decoder's projections see [batch, tokens, K] with both extents known
+    at run time only: the INT4 weight stays packed and is dequantized per
+    group inside the contraction, and every shape computes x @ dequant(W)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((128, 48)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "int4",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "tokens", 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "tokens", 48])],
+        [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "int4.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = sits_mlir.compile(path, "cpu", tmp_path / "int4.sitsm", threads=2,
+                              precision="int4").load()
+    reference = _int4_dequantized(w).astype(np.float64)
+    for batch, tokens in ((1, 1), (3, 5), (2, 17)):
+        x = rng.standard_normal((batch, tokens, 128)).astype(np.float32)
+        (y,) = model.run(x=x)
+        expected = x.astype(np.float64) @ reference
+        assert y.shape == (batch, tokens, 48)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
