@@ -27,6 +27,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/bit.h"
@@ -452,14 +453,29 @@ LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
   if (ranges.empty())
     return success();
   // A piece already this small (a register tile of dequantized weights) is
-  // one vector operation as it is.
-  if (llvm::none_of(ranges, ShapedType::isDynamic)) {
-    int64_t elements = 1;
-    for (int64_t r : ranges)
-      elements *= r;
-    if (elements <= 4 * config.lanes)
-      return success();
+  // one vector operation as it is. Its extents may still be run-time values
+  // bounded by the register tile (a contraction's tiles become static only
+  // when its loops are peeled): cutting it into rows here would leave a
+  // loop writing each row to memory for the contraction to read back.
+  int64_t elements = 1;
+  for (auto [dim, range] : llvm::enumerate(ranges)) {
+    int64_t bound = range;
+    Value operand;
+    unsigned operandDim;
+    if (ShapedType::isDynamic(range) &&
+        succeeded(
+            op.mapIterationSpaceDimToOperandDim(dim, operand, operandDim))) {
+      FailureOr<int64_t> ub = ValueBoundsConstraintSet::computeConstantBound(
+          presburger::BoundType::UB, {operand, int64_t(operandDim)},
+          /*stopCondition=*/nullptr, /*closedUB=*/true);
+      bound = succeeded(ub) ? *ub : ShapedType::kDynamic;
+    }
+    elements = ShapedType::isDynamic(bound) || elements > 4 * config.lanes
+                   ? ShapedType::kDynamic
+                   : elements * bound;
   }
+  if (!ShapedType::isDynamic(elements) && elements <= 4 * config.lanes)
+    return success();
   // A reduction along the innermost (contiguous) dimension reduces one row
   // at a time; otherwise the innermost dimension is cut into a few vectors
   // and every outer dimension steps by one.

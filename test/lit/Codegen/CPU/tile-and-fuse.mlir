@@ -251,6 +251,60 @@ func.func @int4_groups(%x: tensor<8x256xf32>, %codes: tensor<128x512xi8>, %scale
 
 // -----
 
+// The same with 48 columns: each of the two tasks takes 24, less than a
+// register block, so the register tile's column extent is a run-time value
+// (min(32, 24 - j)) when its dequantization is tiled for vectors. Bounded by
+// the block, the 2x24 piece stays one vector op: cut into rows, its fields
+// would each be written to memory for the contraction to read back.
+#dq_w = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#dq_s = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+#dq_out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#mm_x = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3, d4)>
+#mm_w = affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4, d1)>
+#mm_out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>
+// CHECK-LABEL: func.func @int4_partial_columns
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (48) step (24)
+//       CHECK:             %[[E:.+]] = tensor.empty() : tensor<1x1x2x24xf32>
+//   CHECK-NOT:             scf.for
+//       CHECK:             %[[D:.+]] = linalg.generic
+//  CHECK-SAME:                 outs(%[[E]] : tensor<1x1x2x24xf32>)
+//       CHECK:             linalg.generic
+//  CHECK-SAME:                 ins(%{{.+}}, %[[D]] : tensor<8x1x1x2xf32>, tensor<1x1x2x24xf32>)
+func.func @int4_partial_columns(%x: tensor<8x128xf32>, %codes: tensor<64x48xi8>, %scale: tensor<2x48xf32>) -> tensor<8x48xf32> {
+  %words = tensor.expand_shape %codes [[0, 1], [2]] output_shape [2, 32, 48] : tensor<64x48xi8> into tensor<2x32x48xi8>
+  %empty = tensor.empty() : tensor<2x32x2x48xf32>
+  %w = linalg.generic {indexing_maps = [#dq_w, #dq_s, #dq_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%words, %scale : tensor<2x32x48xi8>, tensor<2x48xf32>) outs(%empty : tensor<2x32x2x48xf32>) {
+  ^bb0(%in: i8, %s: f32, %out: f32):
+    %wide = arith.extui %in : i8 to i32
+    %field = linalg.index 2 : index
+    %f = arith.index_castui %field : index to i32
+    %c4 = arith.constant 4 : i32
+    %c28 = arith.constant 28 : i32
+    %low = arith.muli %f, %c4 : i32
+    %up = arith.subi %c28, %low : i32
+    %top = arith.shli %wide, %up : i32
+    %code = arith.shrsi %top, %c28 : i32
+    %real = arith.sitofp %code : i32 to f32
+    %v = arith.mulf %real, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<2x32x2x48xf32>
+  %xs = tensor.expand_shape %x [[0], [1, 2, 3]] output_shape [8, 2, 32, 2] : tensor<8x128xf32> into tensor<8x2x32x2xf32>
+  %zero = arith.constant 0.0 : f32
+  %acc0 = tensor.empty() : tensor<8x48xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%acc0 : tensor<8x48xf32>) -> tensor<8x48xf32>
+  %y = linalg.generic {indexing_maps = [#mm_x, #mm_w, #mm_out], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%xs, %w : tensor<8x2x32x2xf32>, tensor<2x32x2x48xf32>) outs(%acc : tensor<8x48xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x48xf32>
+  return %y : tensor<8x48xf32>
+}
+
+// -----
+
 // An elementwise op over [batch, tokens, hidden] with both leading extents
 // dynamic: one row of the batch per task, and the tokens in blocks of 16, so
 // that one long prompt spreads over the threads and a decode step's single
