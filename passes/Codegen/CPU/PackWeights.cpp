@@ -135,6 +135,162 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   return success();
 }
 
+/// The constant sources of `value` when every one has plain bytes (empty
+/// otherwise): what packPanels can re-lay out.
+SmallVector<ConstantSource> packableSources(Value value,
+                                            const CallSites &calls) {
+  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape() || type.getRank() != 2 ||
+      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
+      type.getElementType().getIntOrFloatBitWidth() % 8 != 0 ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
+    return {};
+  return sources;
+}
+
+/// Rewrites the grouped quantized matmul of the SitsToLinalg lowering
+///   D[g, w, f, n] = dequant(codes[g, w, n], scale[g, n])   (elementwise)
+///   C[m, n] += X[m, g, w, f] * D[g, w, f, n]
+/// with constant codes ([G * W, N] expanded) and scales to read both from
+/// panels of `nr` columns, as packConstantRhs does for float weights: the
+/// dequantization runs over (nb, g, w, f, j) and the contraction over
+/// (m, nb, j, g, w, f) on C viewed as [M, N/nr, nr]. A register tile then
+/// streams its codes and scales contiguously instead of one cache line per
+/// code row at a stride of N bytes. Fails, changing nothing, for any other
+/// form (zero points, transposed codes, run-time codes).
+LogicalResult packGroupedRhs(RewriterBase &rewriter, linalg::GenericOp op,
+                             int64_t nr, const CallSites &calls) {
+  MLIRContext *ctx = op.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto map = [&](unsigned n, ArrayRef<unsigned> dims) {
+    return AffineMap::get(
+        n, 0, llvm::map_to_vector(dims, [&](unsigned i) { return d(i); }), ctx);
+  };
+  using utils::IteratorType;
+  auto par = IteratorType::parallel, red = IteratorType::reduction;
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 ||
+      op.getIteratorTypesArray() !=
+          SmallVector<IteratorType>{par, par, red, red, red} ||
+      op.getIndexingMapsArray() != SmallVector<AffineMap>{map(5, {0, 2, 3, 4}),
+                                                          map(5, {2, 3, 4, 1}),
+                                                          map(5, {0, 1})} ||
+      llvm::any_of(op.getBody()->getOperations(),
+                   [](Operation &o) { return isa<linalg::IndexOp>(o); }))
+    return failure();
+  auto dequant = op.getDpsInputs()[1].getDefiningOp<linalg::GenericOp>();
+  if (!dequant || !dequant->hasOneUse() || !dequant.hasPureTensorSemantics() ||
+      dequant.getNumDpsInputs() != 2 || dequant.getNumDpsInits() != 1 ||
+      dequant.getNumParallelLoops() != 4 || dequant.getNumLoops() != 4 ||
+      dequant.getIndexingMapsArray() !=
+          SmallVector<AffineMap>{map(4, {0, 1, 3}), map(4, {0, 3}),
+                                 AffineMap::getMultiDimIdentityMap(4, ctx)})
+    return failure();
+  // The field index (f) is the one position the body may read: n would
+  // become nb * nr + j.
+  bool readsColumn = false;
+  dequant.getBody()->walk(
+      [&](linalg::IndexOp index) { readsColumn |= index.getDim() == 3; });
+  auto expand =
+      dequant.getDpsInputs()[0].getDefiningOp<tensor::ExpandShapeOp>();
+  if (readsColumn || !expand ||
+      expand.getReassociationIndices() !=
+          SmallVector<ReassociationIndices>{{0, 1}, {2}})
+    return failure();
+  Value codes = expand.getSrc(), scale = dequant.getDpsInputs()[1];
+  SmallVector<ConstantSource> codeSources = packableSources(codes, calls);
+  SmallVector<ConstantSource> scaleSources = packableSources(scale, calls);
+  auto initType = dyn_cast<RankedTensorType>(op.getDpsInits()[0].getType());
+  auto dequantType = cast<RankedTensorType>(dequant.getResult(0).getType());
+  if (codeSources.empty() || scaleSources.empty() || !initType ||
+      !dequantType.hasStaticShape())
+    return failure();
+  int64_t groups = dequantType.getDimSize(0), words = dequantType.getDimSize(1),
+          fields = dequantType.getDimSize(2), n = dequantType.getDimSize(3);
+  if (n % nr != 0 || n == nr)
+    return failure();
+  int64_t panels = n / nr;
+
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(dequant);
+  auto pack = [&](Value value, ArrayRef<ConstantSource> sources) {
+    return deriveConstant(rewriter, value, sources,
+                          [&](const ConstantSource &source) {
+                            return packPanels(source.value, nr);
+                          });
+  };
+  Value packedCodes = pack(codes, codeSources);
+  Value packedScale = pack(scale, scaleSources);
+  Type codeType = cast<RankedTensorType>(codes.getType()).getElementType();
+  Value storage = tensor::ExpandShapeOp::create(
+      rewriter, loc,
+      RankedTensorType::get({panels, groups, words, nr}, codeType), packedCodes,
+      SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}});
+
+  // Dequantization over (nb, g, w, f, j), the field index moved by one.
+  Type element = dequantType.getElementType();
+  Value empty = tensor::EmptyOp::create(
+      rewriter, loc, SmallVector<int64_t>{panels, groups, words, fields, nr},
+      element);
+  Block *dequantBody = dequant.getBody();
+  auto panelDequant = linalg::GenericOp::create(
+      rewriter, loc, empty.getType(), ValueRange{storage, packedScale},
+      ValueRange{empty},
+      {map(5, {0, 1, 2, 4}), map(5, {0, 1, 4}),
+       AffineMap::getMultiDimIdentityMap(5, ctx)},
+      SmallVector<IteratorType>(5, par),
+      [&](OpBuilder &b, Location, ValueRange args) {
+        IRMapping mapping;
+        mapping.map(dequantBody->getArguments(), args);
+        for (Operation &inner : *dequantBody) {
+          if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+            mapping.map(
+                index.getResult(),
+                linalg::IndexOp::create(b, index.getLoc(), index.getDim() + 1));
+            continue;
+          }
+          b.clone(inner, mapping);
+        }
+      });
+
+  // The contraction over (m, nb, j, g, w, f) on C as [M, N/nr, nr].
+  rewriter.setInsertionPoint(op);
+  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
+  Value init = op.getDpsInits()[0];
+  auto expandedType = RankedTensorType::get(
+      {initType.getDimSize(0), panels, nr}, initType.getElementType());
+  Value expanded = tensor::ExpandShapeOp::create(
+      rewriter, loc, expandedType, init, split,
+      SmallVector<OpFoldResult>{tensor::getMixedSize(rewriter, loc, init, 0),
+                                rewriter.getIndexAttr(panels),
+                                rewriter.getIndexAttr(nr)});
+  Block *body = op.getBlock();
+  auto panelOp = linalg::GenericOp::create(
+      rewriter, loc, expandedType,
+      ValueRange{op.getDpsInputs()[0], panelDequant.getResult(0)},
+      ValueRange{expanded},
+      {map(6, {0, 3, 4, 5}), map(6, {1, 3, 4, 5, 2}), map(6, {0, 1, 2})},
+      SmallVector<IteratorType>{par, par, par, red, red, red},
+      [&](OpBuilder &b, Location, ValueRange args) {
+        IRMapping mapping;
+        mapping.map(body->getArguments(), args);
+        for (Operation &inner : *body)
+          b.clone(inner, mapping);
+      });
+  rewriter.replaceOp(
+      op, tensor::CollapseShapeOp::create(rewriter, loc, initType,
+                                          panelOp.getResult(0), split));
+  rewriter.eraseOp(dequant);
+  if (expand->use_empty())
+    rewriter.eraseOp(expand);
+  eraseIfUnused(rewriter, codes, codeSources);
+  eraseIfUnused(rewriter, scale, scaleSources);
+  return success();
+}
+
 struct SitsCpuPackWeightsPass
     : cpu::impl::SitsCpuPackWeightsBase<SitsCpuPackWeightsPass> {
   void runOnOperation() override {
@@ -143,9 +299,13 @@ struct SitsCpuPackWeightsPass
     SmallVector<linalg::LinalgOp> candidates;
     getOperation().walk([&](linalg::LinalgOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
-    for (linalg::LinalgOp op : candidates)
-      if (succeeded(packConstantRhs(rewriter, op, config.nr, calls)))
+    for (linalg::LinalgOp op : candidates) {
+      auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+      if (succeeded(packConstantRhs(rewriter, op, config.nr, calls)) ||
+          (generic &&
+           succeeded(packGroupedRhs(rewriter, generic, config.nr, calls))))
         ++numPacked;
+    }
   }
 };
 

@@ -244,13 +244,21 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
     return rewriter.notifyMatchFailure(matmul,
                                        "INT4 needs an even K (two per byte)");
 
+  // INT4 groups tile K whole where they can: a K that the configured group
+  // does not divide (an FFN width of 1376 = 21.5 x 64) takes the largest
+  // halving of it, down to 32, that does, so the CPU contraction reads
+  // whole groups of packed codes instead of a dequantized copy.
+  PrecisionConfig local = config;
+  while (!config.autoSelect && local.groupSize > 32 && k % local.groupSize != 0)
+    local.groupSize /= 2;
+
   // One quantization per constant, keyed by the call passing it. A fixed
   // format makes the same pieces of every one; the bias must be corrected
   // alike too, for one rewrite to serve all.
   DenseMap<Operation *, QuantizedSource> quantized;
   for (const ConstantSource &source : sources)
     quantized.try_emplace(
-        source.call, quantizeSource(matmul, source, k, n, weightType, config));
+        source.call, quantizeSource(matmul, source, k, n, weightType, local));
   const QuantizedSource &first = quantized.find(sources.front().call)->second;
   if (llvm::any_of(quantized, [&](const auto &entry) {
         return entry.second.correctBias != first.correctBias ||

@@ -146,3 +146,64 @@ func.func @callers(%x: tensor<8x2xf32>, %v: tensor<2x64xf32>) -> (tensor<8x64xf3
   %d, %u = call @second_use(%x, %w) : (tensor<8x2xf32>, tensor<2x64xf32>) -> (tensor<8x64xf32>, tensor<2x64xf32>)
   return %a, %b, %c, %d, %u : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<2x64xf32>
 }
+
+// -----
+
+// The grouped INT4 matmul of sits-to-linalg: codes [K/2, N] (two fields a
+// byte) expanded to [groups, words, N] and scales [groups, N], dequantized
+// elementwise and contracted over (m, n, g, w, f). Both constants go to
+// panels of nr columns: the dequantization runs over (nb, g, w, f, j), its
+// field index moved from dimension 2 to 3, and the contraction over
+// (m, nb, j, g, w, f).
+//   CHECK-DAG: #[[CODES:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+//   CHECK-DAG: #[[SCALE:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+//   CHECK-DAG: #[[ID5:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+//   CHECK-DAG: #[[X6:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d3, d4, d5)>
+//   CHECK-DAG: #[[D6:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d1, d3, d4, d5, d2)>
+//   CHECK-DAG: #[[O6:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @grouped_int4
+// Panel 0 holds code rows 0 and 1 of columns 0..nr-1: 0, 1, ... then 64, 65, ...
+//          V4:   %[[P:.+]] = arith.constant dense<"0x000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F{{.*}}"> : tensor<2x2x32xi8>
+//          V3:   %[[P:.+]] = arith.constant dense<"0x000102030405060708090A0B0C0D0E0F404142434445464748494A4B4C4D4E4F{{.*}}"> : tensor<4x2x16xi8>
+//          V4:   %[[S:.+]] = arith.constant dense<{{.+}}> : tensor<2x1x32xf32>
+//          V3:   %[[S:.+]] = arith.constant dense<{{.+}}> : tensor<4x1x16xf32>
+//          V4:   %[[E:.+]] = tensor.expand_shape %[[P]] {{\[}}[0], [1, 2], [3]] output_shape [2, 1, 2, 32]
+//          V3:   %[[E:.+]] = tensor.expand_shape %[[P]] {{\[}}[0], [1, 2], [3]] output_shape [4, 1, 2, 16]
+//       CHECK:   %[[D:.+]] = linalg.generic {indexing_maps = [#[[CODES]], #[[SCALE]], #[[ID5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[E]], %[[S]] :
+//       CHECK:     linalg.index 3 : index
+//       CHECK:     arith.sitofp
+//       CHECK:   linalg.generic {indexing_maps = [#[[X6]], #[[D6]], #[[O6]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%{{.+}}, %[[D]] :
+//       CHECK:   tensor.collapse_shape
+//   CHECK-NOT:   tensor<2x64xi8>
+func.func @grouped_int4(%x: tensor<8x1x2x2xf32>) -> tensor<8x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %c32 = arith.constant 32 : i32
+  %c4 = arith.constant 4 : i32
+  %c28 = arith.constant 28 : i32
+  %codes = arith.constant dense<[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63], [64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127]]> : tensor<2x64xi8>
+  %scale = arith.constant dense<[[0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 10.5, 11.5, 12.5, 13.5, 14.5, 15.5, 16.5, 17.5, 18.5, 19.5, 20.5, 21.5, 22.5, 23.5, 24.5, 25.5, 26.5, 27.5, 28.5, 29.5, 30.5, 31.5, 32.5, 33.5, 34.5, 35.5, 36.5, 37.5, 38.5, 39.5, 40.5, 41.5, 42.5, 43.5, 44.5, 45.5, 46.5, 47.5, 48.5, 49.5, 50.5, 51.5, 52.5, 53.5, 54.5, 55.5, 56.5, 57.5, 58.5, 59.5, 60.5, 61.5, 62.5, 63.5]]> : tensor<1x64xf32>
+  %storage = tensor.expand_shape %codes [[0, 1], [2]] output_shape [1, 2, 64] : tensor<2x64xi8> into tensor<1x2x64xi8>
+  %de = tensor.empty() : tensor<1x2x2x64xf32>
+  %d = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%storage, %scale : tensor<1x2x64xi8>, tensor<1x64xf32>) outs(%de : tensor<1x2x2x64xf32>) {
+  ^bb0(%in: i8, %s: f32, %out: f32):
+    %word = arith.extui %in : i8 to i32
+    %i = linalg.index 2 : index
+    %field = arith.index_castui %i : index to i32
+    %low = arith.muli %field, %c4 : i32
+    %up = arith.subi %c28, %low : i32
+    %top = arith.shli %word, %up : i32
+    %code = arith.shrsi %top, %c28 : i32
+    %real = arith.sitofp %code : i32 to f32
+    %v = arith.mulf %real, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<1x2x2x64xf32>
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%x, %d : tensor<8x1x2x2xf32>, tensor<1x2x2x64xf32>) outs(%f : tensor<8x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %q = arith.addf %acc, %p : f32
+    linalg.yield %q : f32
+  } -> tensor<8x64xf32>
+  return %y : tensor<8x64xf32>
+}
