@@ -192,7 +192,15 @@ void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes) {
 
   func.walk([&](vector::ContractionOp contract) {
     auto loop = contract->getParentOfType<scf::ForOp>();
-    auto read = contract.getRhs().getDefiningOp<vector::TransferReadOp>();
+    // INT8 weights reach the contraction widened: the stream is the codes.
+    Value rhs = contract.getRhs();
+    while (Operation *cast = rhs.getDefiningOp()) {
+      if (!isa<arith::SIToFPOp, arith::UIToFPOp, arith::ExtFOp, arith::ExtSIOp,
+               arith::ExtUIOp>(cast))
+        break;
+      rhs = cast->getOperand(0);
+    }
+    auto read = rhs.getDefiningOp<vector::TransferReadOp>();
     if (!loop || !loop->hasAttr(cpu::kStreamedAttr) || !read ||
         read->getParentOp() != loop)
       return;

@@ -74,6 +74,37 @@ func.func @streamed_panel(%a: memref<64xf32>, %w: memref<4x64x32xf32>, %acc: vec
   return %r : vector<1x32xf32>
 }
 
+// INT8 codes widened for the contraction stream the same way: the codes'
+// panel (32 bytes a row) is requested 1 KiB (32 rows) ahead, one request per
+// cache line of the step's 8 rows.
+// CHECK-LABEL: func.func @streamed_int8_panel
+//   CHECK-DAG:   %[[LAST8:.+]] = arith.constant 63 : index
+//       CHECK:   scf.for %[[K8:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+//       CHECK:     %[[AHEAD8:.+]] = arith.addi %[[K8]], %{{.+}} : index
+//       CHECK:     %[[ROW8:.+]] = arith.minui %[[AHEAD8]], %[[LAST8]] : index
+//       CHECK:     memref.prefetch %arg1[%arg3, %[[ROW8]], %{{.+}}], read, locality<3>, data : memref<4x64x32xi8>
+// CHECK-COUNT-3:   memref.prefetch %arg1
+//   CHECK-NOT:     memref.prefetch
+//       CHECK:     arith.sitofp
+func.func @streamed_int8_panel(%a: memref<64xf32>, %w: memref<4x64x32xi8>, %acc: vector<1x32xf32>, %p: index) -> vector<1x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %f0 = arith.constant 0.0 : f32
+  %i0 = arith.constant 0 : i8
+  %r = scf.for %k = %c0 to %c64 step %c8 iter_args(%c = %acc) -> (vector<1x32xf32>) {
+    %sa = memref.subview %a[%k] [8] [1] : memref<64xf32> to memref<8xf32, strided<[1], offset: ?>>
+    %sw = memref.subview %w[%p, %k, 0] [1, 8, 32] [1, 1, 1] : memref<4x64x32xi8> to memref<8x32xi8, strided<[32, 1], offset: ?>>
+    %va = vector.transfer_read %sa[%c0], %f0 {in_bounds = [true]} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
+    %vq = vector.transfer_read %sw[%c0, %c0], %i0 {in_bounds = [true, true]} : memref<8x32xi8, strided<[32, 1], offset: ?>>, vector<8x32xi8>
+    %vw = arith.sitofp %vq : vector<8x32xi8> to vector<8x32xf32>
+    %va2 = vector.shape_cast %va : vector<8xf32> to vector<1x8xf32>
+    %n = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %va2, %vw, %c : vector<1x8xf32>, vector<8x32xf32> into vector<1x32xf32>
+    scf.yield %n : vector<1x32xf32>
+  } {sits.streamed}
+  return %r : vector<1x32xf32>
+}
+
 // The same loop unmarked (a tile whose weights stay in cache): nothing is
 // prefetched.
 // CHECK-LABEL: func.func @cached_panel
