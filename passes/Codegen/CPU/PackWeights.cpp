@@ -51,6 +51,66 @@ TypedAttr packPanels(ElementsAttr value, int64_t nr) {
   return makeConstantLike(value, packedType, std::move(blob), ".packed");
 }
 
+/// The constant sources of `value` when every one has plain bytes (empty
+/// otherwise): what packPanels can re-lay out.
+SmallVector<ConstantSource> packableSources(Value value,
+                                            const CallSites &calls) {
+  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape() || type.getRank() != 2 ||
+      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
+      type.getElementType().getIntOrFloatBitWidth() % 8 != 0 ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
+    return {};
+  return sources;
+}
+
+/// `value` ([K, N], constants `sources`) in panels of `nr` columns: a new
+/// constant, or a new argument each call passes its packed constant for.
+Value packedConstant(RewriterBase &rewriter, Value value,
+                     ArrayRef<ConstantSource> sources, int64_t nr) {
+  return deriveConstant(rewriter, value, sources,
+                        [&](const ConstantSource &source) {
+                          return packPanels(source.value, nr);
+                        });
+}
+
+/// Replaces `op` (a contraction into C [M, N]) by `inputs` contracted over
+/// `maps` / `iterators` into C viewed as [M, N/nr, nr], with `op`'s scalar
+/// body (multiply-add, and any casts), then collapsed back.
+void replaceWithPanelContraction(RewriterBase &rewriter, linalg::LinalgOp op,
+                                 ValueRange inputs, ArrayRef<AffineMap> maps,
+                                 ArrayRef<utils::IteratorType> iterators,
+                                 int64_t nr) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value init = op.getDpsInits()[0];
+  auto initType = cast<RankedTensorType>(init.getType());
+  int64_t panels = initType.getDimSize(1) / nr;
+  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
+  auto expandedType = RankedTensorType::get(
+      {initType.getDimSize(0), panels, nr}, initType.getElementType());
+  Value expanded = tensor::ExpandShapeOp::create(
+      rewriter, loc, expandedType, init, split,
+      SmallVector<OpFoldResult>{tensor::getMixedSize(rewriter, loc, init, 0),
+                                rewriter.getIndexAttr(panels),
+                                rewriter.getIndexAttr(nr)});
+  Block *body = op.getBlock();
+  auto panelOp = linalg::GenericOp::create(
+      rewriter, loc, expandedType, inputs, ValueRange{expanded}, maps,
+      iterators, [&](OpBuilder &b, Location, ValueRange args) {
+        IRMapping mapping;
+        mapping.map(body->getArguments(), args);
+        for (Operation &inner : *body)
+          b.clone(inner, mapping);
+      });
+  rewriter.replaceOp(
+      op, tensor::CollapseShapeOp::create(rewriter, loc, initType,
+                                          panelOp.getResult(0), split));
+}
+
 /// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N], or an
 /// argument every call passes a constant for) to read B from panels of `nr`
 /// columns. Fails, changing nothing, for any other shape.
@@ -79,76 +139,29 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
     return failure();
 
   Value weight = rhs->get();
-  SmallVector<ConstantSource> sources = getConstantSources(weight, calls);
-  auto type = dyn_cast<RankedTensorType>(weight.getType());
+  SmallVector<ConstantSource> sources = packableSources(weight, calls);
   auto initType = dyn_cast<RankedTensorType>(init->get().getType());
-  if (sources.empty() || !type || !initType || !type.hasStaticShape() ||
-      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
-      type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+  if (sources.empty() || !initType)
     return failure();
-  int64_t nSize = type.getDimSize(1);
-  if (nSize % nr != 0 || nSize == nr ||
-      !llvm::all_of(sources, [](const ConstantSource &source) {
-        return getConstantBytes(source.value).has_value();
-      }))
+  int64_t nSize = cast<RankedTensorType>(weight.getType()).getDimSize(1);
+  if (nSize % nr != 0 || nSize == nr)
     return failure();
-  int64_t panels = nSize / nr;
 
-  // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr],
-  // with the same scalar body (multiply-add, and any casts).
-  Location loc = op.getLoc();
+  // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr].
   rewriter.setInsertionPoint(op);
-  Value packed = deriveConstant(rewriter, weight, sources,
-                                [&](const ConstantSource &source) {
-                                  return packPanels(source.value, nr);
-                                });
-  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
-  auto expandedType = RankedTensorType::get(
-      {initType.getDimSize(0), panels, nr}, initType.getElementType());
-  SmallVector<OpFoldResult> outputShape = {
-      tensor::getMixedSize(rewriter, loc, init->get(), 0),
-      rewriter.getIndexAttr(panels), rewriter.getIndexAttr(nr)};
-  Value expanded = tensor::ExpandShapeOp::create(
-      rewriter, loc, expandedType, init->get(), split, outputShape);
+  Value packed = packedConstant(rewriter, weight, sources, nr);
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   // Loops: 0 = m, 1 = nb, 2 = j, 3 = k.
-  SmallVector<AffineMap> maps = {AffineMap::get(4, 0, {d(0), d(3)}, ctx),
-                                 AffineMap::get(4, 0, {d(1), d(3), d(2)}, ctx),
-                                 AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)};
-  SmallVector<utils::IteratorType> iterators = {
-      utils::IteratorType::parallel, utils::IteratorType::parallel,
-      utils::IteratorType::parallel, utils::IteratorType::reduction};
-  Block *body = op.getBlock();
-  auto panelOp = linalg::GenericOp::create(
-      rewriter, loc, expandedType, ValueRange{lhs->get(), packed},
-      ValueRange{expanded}, maps, iterators,
-      [&](OpBuilder &b, Location, ValueRange args) {
-        IRMapping mapping;
-        mapping.map(body->getArguments(), args);
-        for (Operation &inner : *body)
-          b.clone(inner, mapping);
-      });
-  Value collapsed = tensor::CollapseShapeOp::create(
-      rewriter, loc, initType, panelOp.getResult(0), split);
-  rewriter.replaceOp(op, collapsed);
+  replaceWithPanelContraction(
+      rewriter, op, {lhs->get(), packed},
+      {AffineMap::get(4, 0, {d(0), d(3)}, ctx),
+       AffineMap::get(4, 0, {d(1), d(3), d(2)}, ctx),
+       AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)},
+      {utils::IteratorType::parallel, utils::IteratorType::parallel,
+       utils::IteratorType::parallel, utils::IteratorType::reduction},
+      nr);
   eraseIfUnused(rewriter, weight, sources);
   return success();
-}
-
-/// The constant sources of `value` when every one has plain bytes (empty
-/// otherwise): what packPanels can re-lay out.
-SmallVector<ConstantSource> packableSources(Value value,
-                                            const CallSites &calls) {
-  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || !type.hasStaticShape() || type.getRank() != 2 ||
-      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
-      type.getElementType().getIntOrFloatBitWidth() % 8 != 0 ||
-      !llvm::all_of(sources, [](const ConstantSource &source) {
-        return getConstantBytes(source.value).has_value();
-      }))
-    return {};
-  return sources;
 }
 
 /// Rewrites the grouped quantized matmul of the SitsToLinalg lowering
@@ -216,14 +229,8 @@ LogicalResult packGroupedRhs(RewriterBase &rewriter, linalg::GenericOp op,
 
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(dequant);
-  auto pack = [&](Value value, ArrayRef<ConstantSource> sources) {
-    return deriveConstant(rewriter, value, sources,
-                          [&](const ConstantSource &source) {
-                            return packPanels(source.value, nr);
-                          });
-  };
-  Value packedCodes = pack(codes, codeSources);
-  Value packedScale = pack(scale, scaleSources);
+  Value packedCodes = packedConstant(rewriter, codes, codeSources, nr);
+  Value packedScale = packedConstant(rewriter, scale, scaleSources, nr);
   Type codeType = cast<RankedTensorType>(codes.getType()).getElementType();
   Value storage = tensor::ExpandShapeOp::create(
       rewriter, loc,
@@ -257,32 +264,10 @@ LogicalResult packGroupedRhs(RewriterBase &rewriter, linalg::GenericOp op,
       });
 
   // The contraction over (m, nb, j, g, w, f) on C as [M, N/nr, nr].
-  rewriter.setInsertionPoint(op);
-  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
-  Value init = op.getDpsInits()[0];
-  auto expandedType = RankedTensorType::get(
-      {initType.getDimSize(0), panels, nr}, initType.getElementType());
-  Value expanded = tensor::ExpandShapeOp::create(
-      rewriter, loc, expandedType, init, split,
-      SmallVector<OpFoldResult>{tensor::getMixedSize(rewriter, loc, init, 0),
-                                rewriter.getIndexAttr(panels),
-                                rewriter.getIndexAttr(nr)});
-  Block *body = op.getBlock();
-  auto panelOp = linalg::GenericOp::create(
-      rewriter, loc, expandedType,
-      ValueRange{op.getDpsInputs()[0], panelDequant.getResult(0)},
-      ValueRange{expanded},
+  replaceWithPanelContraction(
+      rewriter, op, {op.getDpsInputs()[0], panelDequant.getResult(0)},
       {map(6, {0, 3, 4, 5}), map(6, {1, 3, 4, 5, 2}), map(6, {0, 1, 2})},
-      SmallVector<IteratorType>{par, par, par, red, red, red},
-      [&](OpBuilder &b, Location, ValueRange args) {
-        IRMapping mapping;
-        mapping.map(body->getArguments(), args);
-        for (Operation &inner : *body)
-          b.clone(inner, mapping);
-      });
-  rewriter.replaceOp(
-      op, tensor::CollapseShapeOp::create(rewriter, loc, initType,
-                                          panelOp.getResult(0), split));
+      {par, par, par, red, red, red}, nr);
   rewriter.eraseOp(dequant);
   if (expand->use_empty())
     rewriter.eraseOp(expand);
