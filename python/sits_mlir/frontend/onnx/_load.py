@@ -575,11 +575,14 @@ _MAX_AXIS = 1 << 16
 
 
 def _check_axis_attributes(graph: onnx.GraphProto) -> None:
-    """CompileError for an `axis` or `axes` attribute no rank can hold, in
-    `graph` and the graphs its nodes hold, before ONNX's inference sees it."""
+    """CompileError for an `axis`, `axes` or `batch_dims` attribute no rank
+    can hold, in `graph` and the graphs its nodes hold, before ONNX's
+    inference sees it (GatherND's inference crashes the process on a huge
+    negative `batch_dims`)."""
     for n in graph.node:
         for a in n.attribute:
-            if a.name in ("axis", "axes") and (n.domain or "") in _STANDARD_DOMAINS:
+            if (a.name in ("axis", "axes", "batch_dims")
+                    and (n.domain or "") in _STANDARD_DOMAINS):
                 values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
                 bad = [v for v in values if abs(v) > _MAX_AXIS]
                 if bad:
