@@ -111,10 +111,36 @@ void preferDivisors(ArrayRef<int64_t> ranges, MutableArrayRef<int64_t> sizes) {
   }
 }
 
-/// Forall tile sizes for the root of a group. Every reduction dimension is
-/// left whole (size 0), so each tile is independent.
-SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
-                                             const CpuTilingConfig &config) {
+/// Whether some op of `group` runs a loop of run-time extent that `root`'s
+/// tiles keep whole: a dynamic innermost dimension of the root, or a
+/// dynamic reduction (attention's scores over the context, their product
+/// with V). A tile's work then grows with that extent, whatever the
+/// distributed ones are.
+bool spansUndistributedDynamicLoop(linalg::LinalgOp root,
+                                   const llvm::SetVector<Operation *> &group) {
+  SmallVector<int64_t> rootRanges = root.getStaticLoopRanges();
+  if (!rootRanges.empty() && ShapedType::isDynamic(rootRanges.back()))
+    return true;
+  return llvm::any_of(group, [](Operation *op) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!linalgOp)
+      return false;
+    for (auto [range, iterator] : llvm::zip_equal(
+             linalgOp.getStaticLoopRanges(), linalgOp.getIteratorTypesArray()))
+      if (ShapedType::isDynamic(range) &&
+          iterator == utils::IteratorType::reduction)
+        return true;
+    return false;
+  });
+}
+
+/// Forall tile sizes for the root of a group (`group`, the root included).
+/// Every reduction dimension is left whole (size 0), so each tile is
+/// independent.
+SmallVector<int64_t>
+selectDistributionTiles(linalg::LinalgOp root,
+                        const llvm::SetVector<Operation *> &group,
+                        const CpuTilingConfig &config) {
   SmallVector<int64_t> ranges = root.getStaticLoopRanges();
   SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
   SmallVector<int64_t> sizes(ranges.size(), 0);
@@ -206,23 +232,30 @@ SmallVector<int64_t> selectDistributionTiles(linalg::LinalgOp root,
   // spread a single long sequence over the threads and stay one task for a
   // decode step's single token; static ones after a dynamic one are left
   // whole, as their pieces would be too small to pay for a task each when
-  // the dynamic extents are 1.
+  // the dynamic extents are 1 -- unless each piece also spans a run-time
+  // extent the tiles keep whole: attention's heads, split so that a decode
+  // step's single token still spreads its context over the threads.
   constexpr int64_t kDynamicRowsPerTile = 16;
   int64_t remaining = wanted;
   bool afterDynamic = false;
-  for (unsigned i = 0; i < ranges.size() && remaining > 1; ++i) {
-    if (iterators[i] != utils::IteratorType::parallel)
+  bool splitAfterDynamic = spansUndistributedDynamicLoop(root, group);
+  for (unsigned i = 0; i < ranges.size(); ++i) {
+    bool dynamic = ShapedType::isDynamic(ranges[i]);
+    // Enough tiles: only rows after a dynamic dimension are still cut in
+    // blocks (a prompt's queries after the split heads).
+    if (iterators[i] != utils::IteratorType::parallel ||
+        (remaining <= 1 && !(dynamic && afterDynamic)))
       continue;
     bool innermost = i + 1 == ranges.size();
     int64_t range = ranges[i];
-    if (ShapedType::isDynamic(range)) {
+    if (dynamic) {
       if (innermost && afterDynamic)
         break;
       sizes[i] = afterDynamic ? kDynamicRowsPerTile : 1;
       afterDynamic = true;
       continue;
     }
-    if (range <= 1 || afterDynamic)
+    if (range <= 1 || (afterDynamic && (!splitAfterDynamic || innermost)))
       continue;
     if (innermost) {
       // Only split the innermost dimension in whole vectors.
@@ -570,11 +603,11 @@ struct SitsCpuTileAndFusePass
       skipped.insert(root);
       if (!isSafelyTileable(root))
         continue;
-      SmallVector<int64_t> sizes = selectDistributionTiles(root, config);
+      llvm::SetVector<Operation *> group = computeFusionGroup(root);
+      SmallVector<int64_t> sizes = selectDistributionTiles(root, group, config);
       if (!distribute || llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
         continue;
 
-      llvm::SetVector<Operation *> group = computeFusionGroup(root);
       scf::SCFTileAndFuseOptions options;
       scf::SCFTilingOptions tiling;
       tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);

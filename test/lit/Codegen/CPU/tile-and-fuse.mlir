@@ -334,14 +334,16 @@ func.func @dynamic_rows(%x: tensor<?x?x512xf32>) -> tensor<?x?x512xf32> {
 
 // Attention scores [batch, K/V heads, group, queries, keys] with the batch
 // and query extents dynamic, reduced over the keys: the batch one row per
-// task and the queries in blocks of 16; the static head dimensions after the
-// batch stay whole (with one sequence and one query, a decode step's
-// attention is too small to split).
+// task, the queries in blocks of 16, and the static head dimensions after
+// the batch split too, since each tile still spans the whole run-time
+// context (with one sequence and one query, a decode step's attention
+// would otherwise run on one thread). Four K/V heads make the 2 x 2 tiles
+// wanted for two threads; the group stays whole.
 
 #s5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
 #r5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
 // CHECK-LABEL: func.func @dynamic_rows_static_heads
-//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (%{{.+}}, %{{.+}}) step (1, 16)
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) = (0, 0, 0) to (%{{.+}}, 4, %{{.+}}) step (1, 1, 16)
 //       CHECK:     linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
 //  CHECK-SAME:       tensor<1x1x1x1x?xf32>
 //   CHECK-NOT:   scf.forall (
