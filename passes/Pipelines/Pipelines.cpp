@@ -9,7 +9,6 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
-#include "mlir/Dialect/Async/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -150,26 +149,16 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuExpandSmallFloats());
   addCleanup(pm);
 
-  // Tiles run as tasks on the runtime's thread pool through MLIR's async
-  // runtime ABI (the runtime implements it). Each scf.forall iteration is
-  // already a coarse task, hence a minimum task size of one iteration; a
-  // loop's iterations are first grouped into a few chunks per thread, one
-  // task each.
+  // Tiles run on the runtime's thread pool: a loop's iterations are first
+  // grouped into a few chunks per thread, then each loop becomes one
+  // fork-join call of the runtime, a chunk per iteration.
   if (options.numThreads == 1) {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
     pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuChunkParallelLoops(
         {options.numThreads, kChunksPerThread}));
-    AsyncParallelForPassOptions parallel;
-    parallel.asyncDispatch = true;
-    parallel.numWorkerThreads =
-        options.numThreads > 0 ? int32_t(options.numThreads) : -1;
-    parallel.minTaskSize = 1;
-    pm.addPass(createAsyncParallelForPass(parallel));
-    pm.addPass(createAsyncToAsyncRuntimePass());
-    pm.addPass(createAsyncRuntimeRefCountingPass());
-    pm.addPass(createAsyncRuntimeRefCountingOptPass());
+    pm.addPass(cpu::createSitsCpuParallelToRuntime());
     addCleanup(pm);
   }
 
@@ -180,7 +169,6 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertAsyncToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(cpu::createSitsCpuBoolMemory());

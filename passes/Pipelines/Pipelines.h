@@ -25,7 +25,7 @@ struct CpuCodegenPipelineOptions
   Option<int64_t> numThreads{
       *this, "num-threads",
       llvm::cl::desc("Threads to tile for (0: the target's core count; 1: "
-                     "single-threaded code without the async runtime)"),
+                     "single-threaded code without parallel loops)"),
       llvm::cl::init(0)};
   Option<bool> distribute{
       *this, "distribute",

@@ -1,11 +1,11 @@
 //===- ChunkParallelLoops.cpp - A few tasks per parallel loop -------------===//
 //
-// Distributed tiles become scf.parallel iterations, and upstream's
-// async-parallel-for turns up to 8 x threads blocks of them into tasks. A
-// decode step runs hundreds of such loops over a handful of rows each, so
-// the tasks' bookkeeping (tokens, groups, queue locks, wake-ups) outweighs
-// their work. Here each outermost loop becomes a loop over at most N chunks
-// of consecutive iterations, each chunk an scf.for over its range.
+// Distributed tiles become scf.parallel iterations, each a unit of work the
+// runtime's fork-join hands to a thread. A decode step runs hundreds of
+// such loops over a handful of rows each, so handing out every tile costs
+// more than the tiles' work. Here each outermost loop becomes a loop over at
+// most N chunks of consecutive iterations, each chunk an scf.for over its
+// range.
 //
 //===----------------------------------------------------------------------===//
 

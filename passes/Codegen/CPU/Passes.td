@@ -299,8 +299,9 @@ def SitsCpuChunkParallelLoops
   let description = [{
     Rewrites every outermost `scf.parallel` without results into a parallel
     loop over at most `num-threads` x `chunks-per-thread` chunks, each running a contiguous range
-    of the original (linearized) iterations in an `scf.for`. Upstream's
-    `async-parallel-for` then makes one task per chunk.
+    of the original (linearized) iterations in an `scf.for`.
+    `sits-cpu-parallel-to-runtime` then runs each chunk as one iteration of
+    a fork-join on the worker pool.
 
     A tile of distributed code is one iteration, and the iteration counts
     are run-time values (batch, tokens): without chunks, a decode step's
@@ -347,6 +348,38 @@ def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
     "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SitsCpuParallelToRuntime
+    : Pass<"sits-cpu-parallel-to-runtime", "ModuleOp"> {
+  let summary = "Run outermost scf.parallel loops through the runtime's fork-join";
+  let description = [{
+    Outlines the body of every outermost `scf.parallel` without results into
+    a private function `(context: !llvm.ptr, i: i64) -> ()` and replaces the
+    loop with a call of the runtime's `sitsRuntimeParallelFor(body, context,
+    n)`, which runs the body for each of the loop's `n` (linearized)
+    iterations on the worker pool, the calling thread included, and returns
+    when all have run. Values the body uses from outside the loop are
+    stored, in their LLVM form (a memref as its descriptor), into a struct
+    allocated in the caller's entry block, and loaded back in the body;
+    `builtin.unrealized_conversion_cast`s between the two forms resolve in
+    the LLVM conversions. Constants are cloned into the body instead.
+
+    This replaces upstream's `async-parallel-for` and the async runtime:
+    a fork-join costs one queue push per helper thread and one counter,
+    where the async lowering allocates coroutine frames, tokens and a group
+    per loop. A loop whose body uses a value without an LLVM form is left
+    as it is and runs sequentially.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect"
+  ];
+  let statistics = [
+    Statistic<"numOutlined", "num-outlined", "Parallel loops run on the pool">,
+    Statistic<"numSequential", "num-sequential",
+              "Parallel loops left to run sequentially">,
   ];
 }
 

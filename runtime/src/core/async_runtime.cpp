@@ -2,7 +2,8 @@
 //-------===//
 //
 // Compiled code lowered from MLIR's `async` dialect (async-to-async-runtime,
-// convert-async-to-llvm; `async-parallel-for` for multi-threaded loops)
+// convert-async-to-llvm; `async-parallel-for` for multi-threaded loops, as
+// artifacts did before sits-cpu-parallel-to-runtime and parallel_for.cpp)
 // calls the C functions below, which upstream declares in
 // mlir/ExecutionEngine/AsyncRuntime.h and implements on llvm::ThreadPool.
 // This is an independent implementation with the same semantics on the SITS

@@ -46,7 +46,8 @@ private:
   std::string method_;
 };
 
-/// Makes SitsRuntime's exported symbols (the async runtime ABI) globally
+/// Makes SitsRuntime's exported symbols (sitsRuntimeParallelFor, the async
+/// runtime ABI, ...) globally
 /// visible to code loaded later. Idempotent; thread-safe.
 Status promoteRuntimeToGlobalScope();
 

@@ -4,6 +4,7 @@
 
 #include "sits/runtime/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -22,8 +23,9 @@ namespace {
 constexpr int kMaxThreads = 4096;
 
 /// Workers for `threads` computing threads: with more than one, the thread
-/// that awaits a parallel region runs its blocks too (async_runtime.cpp),
-/// so one fewer; with one, that one worker runs everything.
+/// that awaits a parallel loop runs its iterations too (parallel_for.cpp,
+/// async_runtime.cpp), so one fewer; with one, that one worker runs async
+/// code's tasks (a fork-join then runs on its caller).
 int workersFor(int threads) { return threads > 1 ? threads - 1 : 1; }
 
 struct State {
@@ -152,18 +154,20 @@ void startLocked(State &s) {
 
 } // namespace
 
-void submit(Task task) {
+void submit(Task task, int copies) {
   State &s = state();
-  bool wake;
+  int64_t wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     startLocked(s);
-    s.queue.push_back(task);
+    for (int i = 0; i < copies; ++i)
+      s.queue.push_back(task);
     s.queued.store(int64_t(s.queue.size()), std::memory_order_relaxed);
-    // A spinner will take the task without a futex wake; see State.
-    wake = s.parked > 0 && int64_t(s.queue.size()) > s.spinning;
+    // Spinners take tasks without a futex wake; see State.
+    wake = std::min<int64_t>(s.parked,
+                             int64_t(s.queue.size()) - int64_t(s.spinning));
   }
-  if (wake)
+  for (int64_t i = 0; i < wake; ++i)
     s.workCv.notify_one();
 }
 
@@ -206,6 +210,8 @@ int size() {
   std::lock_guard<std::mutex> lock(s.mu);
   return s.target.load(std::memory_order_relaxed);
 }
+
+int sizeHint() { return state().target.load(std::memory_order_relaxed); }
 
 int64_t tasksExecuted() {
   return state().executed.load(std::memory_order_relaxed);

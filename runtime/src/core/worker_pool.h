@@ -35,8 +35,8 @@ struct Task {
   void *arg;
 };
 
-/// Queues `task`, starting the pool if needed.
-void submit(Task task);
+/// Queues `copies` copies of `task`, starting the pool if needed.
+void submit(Task task, int copies = 1);
 /// Runs one queued task on the calling thread; false when none was queued.
 bool tryRunOne();
 /// Whether a thread awaiting tasks runs queued ones itself (it counts as
@@ -47,6 +47,9 @@ bool hasQueuedTasks();
 /// Whether the calling thread is one of the pool's workers.
 bool onWorkerThread();
 int size();
+/// The thread count, read without the pool's lock (a hint for callers that
+/// decide how many helpers to queue).
+int sizeHint();
 Status resize(int n);
 int64_t tasksExecuted();
 /// Parks the calling worker for at most `timeout` or until new work is

@@ -8,9 +8,9 @@
 // The pipeline's `target` replaces the module's `sits.target` (here the
 // host, `cpu`), so the string alone says what the code is for.
 
-// Tiles run as tasks through MLIR's async runtime ABI (implemented by the
-// SITS runtime); the vectorized kernel sits in the outlined parallel body.
-// With one thread there is no async runtime at all.
+// Tiles run through the runtime's fork-join: the dispatch calls
+// sitsRuntimeParallelFor with the outlined parallel body, where the
+// vectorized kernel sits. With one thread there is no parallel loop at all.
 
 // (sits.report.*: the decisions of the graph passes, for the explain report.)
 // V3: module attributes {{{.*}}sits.report.schedule = [{{.+}}], sits.target = #sits.target<"x86-64-v3">, sits.weights = [{name = "{{.+}}", offset = 0 : i64, value = dense_resource<w> : tensor<64x64xf32>}]}
@@ -18,7 +18,9 @@
 // CHECK-DAG: llvm.func @main(
 // CHECK-DAG: llvm.func @_mlir_ciface_main(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)
 // CHECK-DAG: llvm.func @sits_entry_main(%{{.+}}: !llvm.ptr)
-// CHECK-DAG: llvm.call @mlirAsyncRuntimeExecute
+// CHECK-DAG: llvm.mlir.addressof @main_dispatch_0_parallel : !llvm.ptr
+// CHECK-DAG: llvm.call @sitsRuntimeParallelFor(
+// CHECK-DAG: llvm.func @main_dispatch_0_parallel(%{{.+}}: !llvm.ptr, %{{.+}}: i64)
 // Each fusion group is a function of its own, called from the entry point.
 // CHECK-DAG: llvm.func @main_dispatch_0(
 // CHECK-DAG: llvm.call @main_dispatch_0(
@@ -36,7 +38,7 @@
 // CHECK-NOT: linalg.
 // CHECK-NOT: memref.
 
-// ONE-NOT: mlirAsyncRuntime
+// ONE-NOT: sitsRuntimeParallelFor
 // ONE-DAG: llvm.func @main_dispatch_0(
 // ONE-DAG: llvm.intr.fmuladd
 // ONE-DAG: llvm.func @sits_entry_main

@@ -1,15 +1,17 @@
 //===- thread_pool.h - The worker threads compiled code runs on
 //------------===//
 //
-// Compiled code that splits work across threads does so through MLIR's async
-// runtime ABI (`mlirAsyncRuntimeExecute`, `...AwaitAllInGroup`, ...), which
-// SitsRuntime implements on one process-wide pool of std::threads. Code
-// computes on `numThreads()` threads: the thread that called it, which runs
-// blocks of each parallel region while it waits for the region, and
-// `numThreads() - 1` pool workers; with a count of 1, on one worker. The count
-// starts at `defaultNumThreads()`: the value of SITS_NUM_THREADS when it is a
-// positive integer, else the number of CPUs this process may run on. It can be
-// changed at any time, also while code runs (workers above the new count
+// Compiled code that splits work across threads does so through the
+// runtime's fork-join (`sitsRuntimeParallelFor`, one call per parallel loop)
+// or, in older artifacts, MLIR's async runtime ABI (`mlirAsyncRuntimeExecute`,
+// `...AwaitAllInGroup`, ...), both of which SitsRuntime implements on one
+// process-wide pool of std::threads. Code computes on `numThreads()` threads:
+// the thread that called it, which runs iterations of each parallel loop
+// while it waits for the loop, and `numThreads() - 1` pool workers; with a
+// count of 1, a fork-join runs on the caller and async code on one worker. The
+// count starts at `defaultNumThreads()`: the value of SITS_NUM_THREADS when it
+// is a positive integer, else the number of CPUs this process may run on. It
+// can be changed at any time, also while code runs (workers above the new count
 // leave after their current task).
 //
 //===----------------------------------------------------------------------===//
