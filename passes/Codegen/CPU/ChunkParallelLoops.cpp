@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Codegen/CPU/ParallelLoops.h"
 #include "passes/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -19,6 +20,42 @@ namespace mlir::sits::cpu {
 } // namespace mlir::sits::cpu
 
 using namespace mlir;
+
+SmallVector<Value> mlir::sits::cpu::buildTripCounts(OpBuilder &b, Location loc,
+                                                    scf::ParallelOp loop,
+                                                    Value &total) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  total = arith::ConstantIndexOp::create(b, loc, 1);
+  SmallVector<Value> trips;
+  for (auto [lb, ub, step] : llvm::zip_equal(
+           loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    Value span = b.createOrFold<arith::SubIOp>(loc, ub, lb);
+    Value trip = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
+    trip = b.createOrFold<arith::MaxSIOp>(loc, trip, zero);
+    trips.push_back(trip);
+    total = b.createOrFold<arith::MulIOp>(loc, total, trip);
+  }
+  return trips;
+}
+
+SmallVector<Value> mlir::sits::cpu::delinearize(OpBuilder &b, Location loc,
+                                                Value linear, ValueRange trips,
+                                                ValueRange lowerBounds,
+                                                ValueRange steps) {
+  Value rest = linear;
+  SmallVector<Value> ivs(trips.size());
+  for (int64_t d = int64_t(trips.size()) - 1; d >= 0; --d) {
+    Value index = rest;
+    if (d > 0) {
+      index = b.createOrFold<arith::RemSIOp>(loc, rest, trips[d]);
+      rest = b.createOrFold<arith::DivSIOp>(loc, rest, trips[d]);
+    }
+    ivs[d] = b.createOrFold<arith::AddIOp>(
+        loc, lowerBounds[d],
+        b.createOrFold<arith::MulIOp>(loc, index, steps[d]));
+  }
+  return ivs;
+}
 
 namespace {
 
@@ -47,17 +84,8 @@ void chunk(scf::ParallelOp loop, int64_t chunks) {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   Value zero = cst(0), one = cst(1);
-  // Folded as they are built: a zero lower bound or unit step adds nothing.
-  SmallVector<Value> trips;
-  Value total = one;
-  for (auto [lb, ub, step] : llvm::zip_equal(
-           loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    Value span = b.createOrFold<arith::SubIOp>(loc, ub, lb);
-    Value trip = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
-    trip = b.createOrFold<arith::MaxSIOp>(loc, trip, zero);
-    trips.push_back(trip);
-    total = b.createOrFold<arith::MulIOp>(loc, total, trip);
-  }
+  Value total;
+  SmallVector<Value> trips = sits::cpu::buildTripCounts(b, loc, loop, total);
   Value count = b.createOrFold<arith::MinSIOp>(loc, total, cst(chunks));
   Value size = b.createOrFold<arith::CeilDivSIOp>(
       loc, total, b.createOrFold<arith::MaxSIOp>(loc, count, one));
@@ -73,18 +101,9 @@ void chunk(scf::ParallelOp loop, int64_t chunks) {
 
   // The original induction variables from the linear index, last fastest.
   b.setInsertionPointToStart(inner.getBody());
-  Value rest = inner.getInductionVar();
-  SmallVector<Value> ivs(trips.size());
-  for (int64_t d = int64_t(trips.size()) - 1; d >= 0; --d) {
-    Value index = rest;
-    if (d > 0) {
-      index = b.createOrFold<arith::RemSIOp>(loc, rest, trips[d]);
-      rest = b.createOrFold<arith::DivSIOp>(loc, rest, trips[d]);
-    }
-    ivs[d] = b.createOrFold<arith::AddIOp>(
-        loc, loop.getLowerBound()[d],
-        b.createOrFold<arith::MulIOp>(loc, index, loop.getStep()[d]));
-  }
+  SmallVector<Value> ivs =
+      sits::cpu::delinearize(b, loc, inner.getInductionVar(), trips,
+                             loop.getLowerBound(), loop.getStep());
 
   // The body moves into the scf.for, without its scf.reduce terminator.
   Block *body = loop.getBody();

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Codegen/CPU/ParallelLoops.h"
 #include "passes/Codegen/CPU/Passes.h"
 
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
@@ -81,17 +82,8 @@ LogicalResult outlineParallelLoop(scf::ParallelOp loop, func::FuncOp parent,
   auto ptrType = LLVM::LLVMPointerType::get(ctx);
 
   // Trip counts, computed by the caller; the body delinearizes with them.
-  SmallVector<Value> trips;
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value total = arith::ConstantIndexOp::create(b, loc, 1);
-  for (auto [lb, ub, step] : llvm::zip_equal(
-           loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    Value span = b.createOrFold<arith::SubIOp>(loc, ub, lb);
-    Value trip = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
-    trip = b.createOrFold<arith::MaxSIOp>(loc, trip, zero);
-    trips.push_back(trip);
-    total = b.createOrFold<arith::MulIOp>(loc, total, trip);
-  }
+  Value total;
+  SmallVector<Value> trips = sits::cpu::buildTripCounts(b, loc, loop, total);
 
   // What the body reads from outside: constants are cloned into it, the
   // rest travels in the context struct.
@@ -144,19 +136,13 @@ LogicalResult outlineParallelLoop(scf::ParallelOp loop, func::FuncOp parent,
   }
   Value rest = arith::IndexCastOp::create(bb, loc, bb.getIndexType(),
                                           entry->getArgument(1));
-  SmallVector<Value> ivs(trips.size());
-  for (int64_t d = int64_t(trips.size()) - 1; d >= 0; --d) {
-    Value index = rest;
-    Value trip = mapping.lookupOrDefault(trips[d]);
-    if (d > 0) {
-      index = bb.createOrFold<arith::RemSIOp>(loc, rest, trip);
-      rest = bb.createOrFold<arith::DivSIOp>(loc, rest, trip);
-    }
-    ivs[d] = bb.createOrFold<arith::AddIOp>(
-        loc, mapping.lookupOrDefault(loop.getLowerBound()[d]),
-        bb.createOrFold<arith::MulIOp>(
-            loc, index, mapping.lookupOrDefault(loop.getStep()[d])));
-  }
+  auto mapped = [&](ValueRange values) {
+    return llvm::map_to_vector(
+        values, [&](Value v) { return mapping.lookupOrDefault(v); });
+  };
+  SmallVector<Value> ivs = sits::cpu::delinearize(bb, loc, rest, mapped(trips),
+                                                  mapped(loop.getLowerBound()),
+                                                  mapped(loop.getStep()));
   mapping.map(loop.getInductionVars(), ivs);
   for (Operation &op : loop.getBody()->without_terminator())
     bb.clone(op, mapping);
