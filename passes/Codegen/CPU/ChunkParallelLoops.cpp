@@ -12,7 +12,11 @@
 #include "passes/Codegen/CPU/ParallelLoops.h"
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 
 namespace mlir::sits::cpu {
 #define GEN_PASS_DEF_SITSCPUCHUNKPARALLELLOOPS
@@ -75,9 +79,68 @@ std::optional<int64_t> staticTripCount(scf::ParallelOp loop) {
   return total;
 }
 
+/// The most iterations `loop` runs: its trip count when constant, else
+/// from an upper bound of its span (a tile's `affine.min` of its size and
+/// what remains, a peeled remainder) and a constant step.
+std::optional<int64_t> maxTripCount(scf::ForOp loop) {
+  if (std::optional<APInt> trips = loop.getStaticTripCount())
+    return int64_t(trips->getZExtValue());
+  std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+  if (!step || *step <= 0)
+    return std::nullopt;
+  MLIRContext *ctx = loop.getContext();
+  AffineMap span =
+      AffineMap::get(2, 0, getAffineDimExpr(0, ctx) - getAffineDimExpr(1, ctx));
+  FailureOr<int64_t> most = ValueBoundsConstraintSet::computeConstantBound(
+      presburger::BoundType::UB,
+      ValueBoundsConstraintSet::Variable(
+          span, ValueRange{loop.getUpperBound(), loop.getLowerBound()}),
+      /*stopCondition=*/nullptr, /*closedUB=*/true);
+  if (failed(most))
+    return std::nullopt;
+  return std::max<int64_t>(0, llvm::divideCeilSigned(*most, *step));
+}
+
+/// An estimate of the operations `block` runs (its terminator aside): one
+/// per op, an scf.for's body times its constant trip count, the costlier
+/// branch of an scf.if. None when some part's cost is a run-time value (a
+/// loop with dynamic bounds, a copy, a call, any other op with regions).
+std::optional<int64_t> estimateWork(Block &block) {
+  // Saturated: what matters is only whether it is small.
+  constexpr int64_t kCap = int64_t(1) << 40;
+  int64_t work = 0;
+  for (Operation &op : block.without_terminator()) {
+    int64_t cost = 1;
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      std::optional<int64_t> trips = maxTripCount(loop);
+      std::optional<int64_t> body = estimateWork(*loop.getBody());
+      if (!trips || !body)
+        return std::nullopt;
+      cost += std::min<int64_t>(kCap, *trips * *body);
+    } else if (auto branch = dyn_cast<scf::IfOp>(op)) {
+      std::optional<int64_t> then = estimateWork(*branch.thenBlock());
+      std::optional<int64_t> otherwise =
+          branch.elseBlock() ? estimateWork(*branch.elseBlock()) : 0;
+      if (!then || !otherwise)
+        return std::nullopt;
+      cost += std::max(*then, *otherwise);
+    } else if (op.getNumRegions() != 0 ||
+               isa<memref::CopyOp, func::CallOp, linalg::LinalgOp>(op)) {
+      return std::nullopt;
+    }
+    work = std::min(kCap, work + cost);
+  }
+  return work;
+}
+
 /// Rewrites `loop` as a parallel loop over min(trips, chunks) chunks whose
-/// bodies run consecutive linearized iterations in an scf.for.
-void chunk(scf::ParallelOp loop, int64_t chunks) {
+/// bodies run consecutive linearized iterations in an scf.for. With
+/// `work`, an estimate of one iteration's operations, a loop whose
+/// iterations add up to less than `serialWork` runs as one chunk: the
+/// runtime's fork-join then runs it on the calling thread, where handing
+/// out chunks would cost more than it saves.
+void chunk(scf::ParallelOp loop, int64_t chunks, std::optional<int64_t> work,
+           int64_t serialWork) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
   auto cst = [&](int64_t v) -> Value {
@@ -87,6 +150,14 @@ void chunk(scf::ParallelOp loop, int64_t chunks) {
   Value total;
   SmallVector<Value> trips = sits::cpu::buildTripCounts(b, loc, loop, total);
   Value count = b.createOrFold<arith::MinSIOp>(loc, total, cst(chunks));
+  if (work && *work < serialWork) {
+    Value small = b.createOrFold<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ult,
+        b.createOrFold<arith::MulIOp>(loc, total,
+                                      cst(std::max<int64_t>(*work, 1))),
+        cst(serialWork));
+    count = b.createOrFold<arith::SelectOp>(loc, small, one, count);
+  }
   Value size = b.createOrFold<arith::CeilDivSIOp>(
       loc, total, b.createOrFold<arith::MaxSIOp>(loc, count, one));
 
@@ -135,9 +206,16 @@ struct SitsCpuChunkParallelLoopsPass
     });
     for (scf::ParallelOp loop : loops) {
       std::optional<int64_t> trips = staticTripCount(loop);
+      std::optional<int64_t> work = estimateWork(*loop.getBody());
+      if (trips && work && *trips * *work < serialWork) {
+        // Small whatever runs it: one chunk, which folds into its body.
+        chunk(loop, 1, std::nullopt, serialWork);
+        ++numSerial;
+        continue;
+      }
       if (trips && *trips <= chunks)
         continue;
-      chunk(loop, chunks);
+      chunk(loop, chunks, work, serialWork);
       ++numChunked;
     }
   }

@@ -312,18 +312,31 @@ def SitsCpuChunkParallelLoops
     contiguous ranges keep neighbouring tiles on one core. Loops with a
     static iteration count of at most that many, and all loops of code for
     one thread, are left as they are.
+
+    Handing a chunk to another thread costs about as much as a few thousand
+    operations. A loop whose work is estimated statically (its body's ops,
+    times the constant trip counts of the loops inside; none when some
+    extent inside is a run-time value) runs as one chunk when its
+    iterations add up to fewer than `serial-work` operations: statically
+    when its iteration count is constant, else by a run-time select of the
+    chunk count (the runtime runs a single chunk on the calling thread).
   }];
   let options = [
     Option<"numThreads", "num-threads", "int64_t", /*default=*/"0",
            "Threads the code runs on (0: the target's core count)">,
     Option<"chunksPerThread", "chunks-per-thread", "int64_t",
            /*default=*/"2", "Most chunks per loop and thread">,
+    Option<"serialWork", "serial-work", "int64_t", /*default=*/"4096",
+           "Loops estimated to run fewer operations than this in all run on "
+           "one thread">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"
   ];
   let statistics = [
     Statistic<"numChunked", "num-chunked", "Parallel loops chunked">,
+    Statistic<"numSerial", "num-serial",
+              "Parallel loops too small to split, run as one chunk">,
   ];
 }
 

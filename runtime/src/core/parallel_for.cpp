@@ -86,7 +86,9 @@ sitsRuntimeParallelFor(void (*body)(void *, int64_t), void *context,
 
   auto done = [&] { return job.helpers.load(std::memory_order_seq_cst) == 0; };
   while (!done()) {
-    if (pool::tryRunOne())
+    // The queue's lock only when something is queued: a worker popping
+    // the helper holds it at just this moment.
+    if (pool::hasQueuedTasks() && pool::tryRunOne())
       continue;
     if (pool::spinUntil([&] { return done() || pool::hasQueuedTasks(); }))
       continue;

@@ -1,4 +1,4 @@
-// RUN: sits-opt %s --split-input-file --sits-cpu-chunk-parallel-loops="num-threads=2 chunks-per-thread=2" | FileCheck %s
+// RUN: sits-opt %s --split-input-file --sits-cpu-chunk-parallel-loops="num-threads=2 chunks-per-thread=2 serial-work=0" | FileCheck %s
 // RUN: sits-opt %s --split-input-file --sits-cpu-chunk-parallel-loops="num-threads=1" | FileCheck %s --check-prefix=ONE
 
 // A 2-D loop with run-time extents (rows x 16-column tiles) becomes at most
