@@ -81,32 +81,37 @@ LogicalResult outlineParallelLoop(scf::ParallelOp loop, func::FuncOp parent,
   auto i64 = b.getI64Type();
   auto ptrType = LLVM::LLVMPointerType::get(ctx);
 
-  // Trip counts, computed by the caller; the body delinearizes with them.
-  Value total;
-  SmallVector<Value> trips = sits::cpu::buildTripCounts(b, loc, loop, total);
-
   // What the body reads from outside: constants are cloned into it, the
-  // rest travels in the context struct.
+  // rest travels in the context struct. Checked before anything is built.
   llvm::SetVector<Value> used;
   getUsedValuesDefinedAbove(loop.getRegion(), used);
   used.insert(loop.getLowerBound().begin(), loop.getLowerBound().end());
   used.insert(loop.getStep().begin(), loop.getStep().end());
-  used.insert(trips.begin(), trips.end());
   SmallVector<Value> captures;
   SmallVector<Operation *> constants;
   SmallVector<Type> fields;
-  for (Value value : used) {
+  auto use = [&](Value value) {
     Operation *def = value.getDefiningOp();
     if (def && def->hasTrait<OpTrait::ConstantLike>()) {
       constants.push_back(def);
-      continue;
+      return true;
     }
     Type field = converter.convertType(value.getType());
     if (!field || !LLVM::isCompatibleType(field))
-      return failure();
+      return false;
     captures.push_back(value);
     fields.push_back(field);
-  }
+    return true;
+  };
+  if (!llvm::all_of(used, use))
+    return failure();
+
+  // Trip counts, computed by the caller; the body delinearizes with them.
+  Value total;
+  SmallVector<Value> trips = sits::cpu::buildTripCounts(b, loc, loop, total);
+  for (Value trip : trips)
+    if (used.insert(trip))
+      (void)use(trip); // an index: always has an LLVM form
   // An empty struct is not an LLVM type worth allocating: one i64 keeps
   // the context a valid pointer.
   if (fields.empty())
