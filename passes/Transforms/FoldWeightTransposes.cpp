@@ -43,29 +43,43 @@ static TypedAttr transposeInnermost(ElementsAttr value) {
   return makeConstantLike(value, transposedType, std::move(blob), ".t");
 }
 
+/// Whether `value` is constant plain dense data on every path into it, used
+/// once: what transposeConstant can replace.
+static bool isTransposableConstant(Value value, const CallSites &calls) {
+  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return !sources.empty() && value.hasOneUse() && type && !type.getEncoding() &&
+         type.getRank() >= 2 &&
+         llvm::all_of(sources, [](const ConstantSource &source) {
+           return getConstantBytes(source.value).has_value();
+         });
+}
+
+/// `value` (isTransposableConstant) with its two innermost dimensions
+/// swapped, computed at compile time; the original is erased once unused.
+static Value transposeConstant(RewriterBase &rewriter, Value value,
+                               const CallSites &calls) {
+  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
+  OpBuilder::InsertionGuard guard(rewriter);
+  if (Operation *constant = value.getDefiningOp())
+    rewriter.setInsertionPoint(constant);
+  return deriveConstant(rewriter, value, sources,
+                        [](const ConstantSource &source) {
+                          return transposeInnermost(source.value);
+                        });
+}
+
 FailureOr<MatmulOp>
 mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter, MatmulOp matmul,
                                         const CallSites &calls) {
   if (!matmul.getTransposeRhs())
     return rewriter.notifyMatchFailure(matmul, "rhs is not transposed");
   Value rhs = matmul.getRhs();
+  if (!isTransposableConstant(rhs, calls))
+    return rewriter.notifyMatchFailure(
+        matmul, "rhs is not plain constant data used only here");
   SmallVector<ConstantSource> sources = getConstantSources(rhs, calls);
-  if (sources.empty() || !rhs.hasOneUse())
-    return rewriter.notifyMatchFailure(matmul,
-                                       "rhs is not a constant used only here");
-  auto type = dyn_cast<RankedTensorType>(rhs.getType());
-  if (!type || type.getEncoding() ||
-      !llvm::all_of(sources, [](const ConstantSource &source) {
-        return getConstantBytes(source.value).has_value();
-      }))
-    return rewriter.notifyMatchFailure(matmul, "rhs is not plain dense data");
-
-  if (Operation *constant = rhs.getDefiningOp())
-    rewriter.setInsertionPoint(constant);
-  Value transposed =
-      deriveConstant(rewriter, rhs, sources, [](const ConstantSource &source) {
-        return transposeInnermost(source.value);
-      });
+  Value transposed = transposeConstant(rewriter, rhs, calls);
   rewriter.modifyOpInPlace(matmul, [&] {
     matmul.getRhsMutable().assign(transposed);
     matmul.setTransposeRhs(false);
@@ -74,18 +88,65 @@ mlir::sits::foldConstantWeightTranspose(RewriterBase &rewriter, MatmulOp matmul,
   return matmul;
 }
 
+FailureOr<QMatmulOp> mlir::sits::foldConstantWeightTranspose(
+    RewriterBase &rewriter, QMatmulOp qmatmul, const CallSites &calls) {
+  if (!qmatmul.getTransposeWeight())
+    return rewriter.notifyMatchFailure(qmatmul, "weight is not transposed");
+  // The weight [N, K] and, per group along K, its scales and zero points
+  // [N, K/G] are transposed together; a per-channel scale [N] stays.
+  std::optional<int64_t> axis;
+  if (IntegerAttr attr = qmatmul.getAxisAttr())
+    axis = attr.getInt() < 0 ? attr.getInt() + 2 : attr.getInt();
+  SmallVector<Value> operands = {qmatmul.getWeight()};
+  for (Value param : {qmatmul.getScale(), qmatmul.getZeroPoint()})
+    if (param && cast<RankedTensorType>(param.getType()).getRank() == 2)
+      operands.push_back(param);
+  if (!axis || !llvm::all_of(operands, [&](Value v) {
+        return isTransposableConstant(v, calls);
+      }))
+    return rewriter.notifyMatchFailure(
+        qmatmul, "weight or its parameters are not plain constant data used "
+                 "only here");
+  SmallVector<SmallVector<ConstantSource>> sources;
+  SmallVector<Value> transposed;
+  for (Value v : operands) {
+    sources.push_back(getConstantSources(v, calls));
+    transposed.push_back(transposeConstant(rewriter, v, calls));
+  }
+  rewriter.modifyOpInPlace(qmatmul, [&] {
+    for (auto [old, replacement] : llvm::zip(operands, transposed))
+      for (OpOperand &use : qmatmul->getOpOperands())
+        if (use.get() == old)
+          use.set(replacement);
+    qmatmul.setTransposeWeight(false);
+    qmatmul.setAxisAttr(rewriter.getI64IntegerAttr(1 - *axis));
+  });
+  for (auto [old, oldSources] : llvm::zip(operands, sources))
+    eraseIfUnused(rewriter, old, oldSources);
+  return qmatmul;
+}
+
 namespace {
 
 struct SitsFoldWeightTransposesPass
     : sits::impl::SitsFoldWeightTransposesBase<SitsFoldWeightTransposesPass> {
   void runOnOperation() override {
     CallSites calls(getOperation());
-    SmallVector<MatmulOp> matmuls;
-    getOperation()->walk([&](MatmulOp op) { matmuls.push_back(op); });
+    SmallVector<Operation *> contractions;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<MatmulOp, QMatmulOp>(op))
+        contractions.push_back(op);
+    });
     IRRewriter rewriter(&getContext());
-    for (MatmulOp op : matmuls)
-      if (succeeded(foldConstantWeightTranspose(rewriter, op, calls)))
+    for (Operation *op : contractions) {
+      bool folded = isa<MatmulOp>(op)
+                        ? succeeded(foldConstantWeightTranspose(
+                              rewriter, cast<MatmulOp>(op), calls))
+                        : succeeded(foldConstantWeightTranspose(
+                              rewriter, cast<QMatmulOp>(op), calls));
+      if (folded)
         ++numFolded;
+    }
   }
 };
 

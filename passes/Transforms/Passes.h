@@ -48,6 +48,13 @@ class CallSites;
 FailureOr<MatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
                                                 MatmulOp matmul,
                                                 const CallSites &calls);
+/// The same for a `sits.qmatmul {transpose_weight}` (onnxruntime's
+/// MatMulNBits stores [N, K]): the codes and, for groups along K, the scales
+/// and zero points [N, K/G] are transposed together and `axis` follows.
+/// Packed codes are left (their words run along K).
+FailureOr<QMatmulOp> foldConstantWeightTranspose(RewriterBase &rewriter,
+                                                 QMatmulOp qmatmul,
+                                                 const CallSites &calls);
 
 /// One decoder layer reading its past K/V from function arguments: a causal
 /// `sits.attention` over `tensor.concat` (dim 2) of the past K/V and the new

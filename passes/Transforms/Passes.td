@@ -46,6 +46,9 @@ def SitsFoldWeightTransposes
     gets a transposed copy of the constant instead, computed once at compile
     time, and loses the flag: the kernel then streams the weight along its
     rows, and the original constant is dropped.
+    A `sits.qmatmul {transpose_weight}` (onnxruntime's MatMulNBits) gets
+    the same for its unpacked codes together with its per-group scales and
+    zero points, and its `axis` follows.
 
     A weight that is an argument of a private function (a model's repeated
     layer, outlined once) is folded when every use of the function is a

@@ -107,3 +107,24 @@ func.func @callers(%x: tensor<4x3xf32>, %v: tensor<2x3xf32>) -> (tensor<4x2xf32>
   %e, %f = call @second_use(%x, %w) : (tensor<4x3xf32>, tensor<2x3xf32>) -> (tensor<4x2xf32>, tensor<2x3xf32>)
   return %a, %b, %c, %d, %d2, %e, %f : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A sits.qmatmul over [N, K] codes (onnxruntime's MatMulNBits): the codes
+// and the per-group scales [N, K/G] are transposed together and the axis
+// follows (K is now axis 0). Packed codes, whose words run along K, stay.
+// CHECK-LABEL: func.func @qmatmul
+//   CHECK-DAG:   %[[W:.+]] = arith.constant dense<{{\[}}[1, 3], [2, 4]]> : tensor<2x2xi8>
+//   CHECK-DAG:   %[[S:.+]] = arith.constant dense<{{\[}}[5.000000e-01, 2.500000e-01]]> : tensor<1x2xf32>
+//       CHECK:   sits.qmatmul %{{.+}}, %[[W]], %[[S]] {axis = 0 : i64, block_size = 2 : i64} : (tensor<4x2xf32>, tensor<2x2xi8>, tensor<1x2xf32>)
+//       CHECK:   sits.qmatmul %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64, block_size = 2 : i64, transpose_weight} : (tensor<4x2xf32>, tensor<2x2xi4, #sits.packed<storage = i8, axis = 1>>, tensor<2x1xf32>)
+// STATS: (S) 1 num-folded
+func.func @qmatmul(%x: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>) {
+  %w = arith.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi8>
+  %s = arith.constant dense<[[0.5], [0.25]]> : tensor<2x1xf32>
+  %y = sits.qmatmul %x, %w, %s {axis = 1 : i64, block_size = 2 : i64, transpose_weight} : (tensor<4x2xf32>, tensor<2x2xi8>, tensor<2x1xf32>) -> tensor<4x2xf32>
+  %p = arith.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi4, #sits.packed<storage = i8, axis = 1>>
+  %s2 = arith.constant dense<[[0.5], [0.25]]> : tensor<2x1xf32>
+  %z = sits.qmatmul %x, %p, %s2 {axis = 1 : i64, block_size = 2 : i64, transpose_weight} : (tensor<4x2xf32>, tensor<2x2xi4, #sits.packed<storage = i8, axis = 1>>, tensor<2x1xf32>) -> tensor<4x2xf32>
+  return %y, %z : tensor<4x2xf32>, tensor<4x2xf32>
+}
