@@ -7,9 +7,9 @@
 #     artifact reader and its JSON parser (runtime/fuzz: a seeded run over
 #     their corpus and thousands of mutated inputs, ctest label "fuzz");
 #   * with ThreadSanitizer: the concurrency tests (KV: KVConcurrency.*; core:
-#     the async runtime / thread pool and concurrent module runs, also on
-#     the fake CUDA driver), and the engine's tests (single-threaded, but
-#     cheap).
+#     the async runtime / thread pool, the quantized matmul kernel and
+#     concurrent module runs, also on the fake CUDA driver), and the
+#     engine's tests (single-threaded, but cheap).
 # Build dirs build/sanitize-asan and build/sanitize-tsan persist and ccache
 # is used when present, so a rerun only recompiles what changed. Needs a C++
 # compiler with the sanitizers (GCC or Clang), CMake and GoogleTest
@@ -50,7 +50,7 @@ run=()
 setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
 "${run[@]}" build/sanitize-tsan/sits_kv_tests --gtest_filter='KVConcurrency.*'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_core_tests \
-  --gtest_filter='AsyncRuntime.*:ParallelFor.*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
+  --gtest_filter='AsyncRuntime.*:ParallelFor.*:QDot*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_gpu_tests \
   --gtest_filter='CudaDriver.ConcurrentCallsUseTheirOwnStreams'
 "${run[@]}" build/sanitize-tsan/sits_engine_tests
