@@ -182,12 +182,20 @@ def _mark(path: str) -> None:
 def prepare_sits(meta: dict, work: str, precision: str, threads: int) -> str:
     import sits_mlir
 
+    from sits_mlir.testing.onnx_backend import compiler_fingerprint
+
     out = os.path.join(work, "sits", f"{precision}.sitsm")
-    if not _done(out):
+    # A compile is reused only by the compiler that made it.
+    stamp = out + ".compiler"
+    fingerprint = compiler_fingerprint()
+    current = os.path.exists(stamp) and open(stamp).read() == fingerprint
+    if not (_done(out) and current):
         _log(f"[prepare] SITS compile ({precision}, paged) ...")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         sits_mlir.compile(meta["onnx"], "cpu", out, kv_cache="paged", kv_block_size=BLOCK,
                           logits="last", precision=precision, threads=threads)
+        with open(stamp, "w") as f:
+            f.write(fingerprint)
         _mark(out)
     return out
 
