@@ -72,6 +72,14 @@ def SitsConvertToLinalg : Pass<"sits-convert-to-linalg"> {
     } -> tensor<8x32xf32>
     ```
   }];
+  let options = [
+    Option<"integerDot", "integer-dot", "bool", /*default=*/"false",
+           "Lower sits.qmatmul with INT8 or INT4 weights to INT8 dot products "
+           "where it can: the input quantized per row and group of K at run "
+           "time, the codes re-laid out for dot-product instructions, and a "
+           "contraction computed by the runtime's sitsRuntimeQDot (CPU "
+           "targets; see lowerQMatmulToIntegerDot)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",

@@ -138,6 +138,8 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // what follows, LLVM included, then sees every layer's kernels once.
   pm.addPass(createSitsOutlineKernels());
   addDeallocation(pm);
+  // Ops a runtime kernel computes (INT8 dot products) become its calls.
+  pm.addPass(cpu::createSitsCpuLowerUkernels());
 
   // Vectors down to what LLVM selects well; remaining linalg ops (dynamic
   // shapes, large reductions) become loops LLVM can still vectorize.
@@ -248,7 +250,9 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
   // The CPU kernels stream the rhs along its rows; constant weights used
   // transposed are stored transposed once, at compile time.
   pm.addPass(createSitsFoldWeightTransposes());
-  pm.addPass(createSitsConvertToLinalg());
+  SitsConvertToLinalgOptions toLinalg;
+  toLinalg.integerDot = options.integerDot;
+  pm.addPass(createSitsConvertToLinalg(toLinalg));
   addCleanup(pm);
   addCpuCodegenPasses(pm, options);
 }

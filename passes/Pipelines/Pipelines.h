@@ -49,6 +49,14 @@ struct CpuCodegenPipelineOptions
                      "after pruning (sits-cpu-pipeline; see "
                      "sits-outline-layers)"),
       llvm::cl::init(true)};
+  Option<bool> integerDot{
+      *this, "integer-dot",
+      llvm::cl::desc(
+          "Multiply INT8/INT4 weights by INT8 activations, "
+          "quantized per row and group at run time, in integer "
+          "dot products (sits-cpu-pipeline; sits-convert-to-linalg's "
+          "integer-dot)"),
+      llvm::cl::init(true)};
 };
 
 /// Options of the graph-level passes. The hardware facts they need come from

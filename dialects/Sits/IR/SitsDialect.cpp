@@ -123,6 +123,15 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  // A linalg op a runtime kernel computes, and one re-laying out weight
+  // codes for such a kernel (passes/Codegen/Common/Ukernels.h): the name of
+  // the kernel or layout.
+  if (name == "sits.ukernel" || name == "sits.weight_layout") {
+    if (!isa<StringAttr>(attr.getValue()) || op->getNumRegions() != 1)
+      return op->emitError()
+             << "'" << name << "' must be a string attribute on a linalg op";
+    return success();
+  }
   if (attr.getName() != getTargetAttrName() &&
       attr.getName() != getWeightsAttrName() &&
       attr.getName() != getWeightsPlacedAttrName())

@@ -195,6 +195,11 @@ def Sits_QMatmulOp : Sits_ContractionOp<"qmatmul", [AttrSizedOperandSegments]> {
     `weight` may carry a `#sits.packed` encoding, e.g. INT4 packed two per
     byte.
 
+    Lowerings may round the input to INT8 per row and group of K to multiply
+    in integers (sits-convert-to-linalg's `integer-dot`) unless
+    `float_input` is set: the model asks for the input to stay in floating
+    point (ONNX `MatMulNBits` with an `accuracy_level` below 4).
+
     ```mlir
     // INT4 weights, one scale per 128 consecutive K elements of each column.
     %y = sits.qmatmul %x, %w, %s {axis = 0 : i64, block_size = 128 : i64}
@@ -211,7 +216,8 @@ def Sits_QMatmulOp : Sits_ContractionOp<"qmatmul", [AttrSizedOperandSegments]> {
     OptionalAttr<I64Attr>:$axis,
     OptionalAttr<I64Attr>:$block_size,
     UnitAttr:$transpose_weight,
-    DefaultValuedAttr<Sits_ActivationAttr, "::mlir::sits::ActivationKind::None">:$activation
+    DefaultValuedAttr<Sits_ActivationAttr, "::mlir::sits::ActivationKind::None">:$activation,
+    UnitAttr:$float_input
   );
   let results = (outs Sits_FloatTensor:$result);
   let assemblyFormat = [{

@@ -1,6 +1,7 @@
 //===- FuseElementwise.cpp - Elementwise fusion without recomputation -----===//
 
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/Common/Ukernels.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
@@ -39,7 +40,9 @@ bool readsEachElementOnce(OpOperand *fused) {
   if (!producer || !producer->hasOneUse())
     return false;
   auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
-  if (!consumer)
+  // A runtime kernel's op keeps the operands its call passes (a splat
+  // scale folded into its body would leave the kernel without it).
+  if (!consumer || consumer->hasAttr(kUkernelAttr))
     return false;
   AffineMap map = consumer.getMatchingIndexingMap(fused);
   return map.getNumResults() == consumer.getNumLoops() && map.isPermutation() &&

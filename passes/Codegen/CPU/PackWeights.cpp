@@ -1,6 +1,7 @@
 //===- PackWeights.cpp - Constant weights in register-block panels --------===//
 
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/Common/Ukernels.h"
 
 #include "passes/Transforms/ConstantData.h"
 
@@ -276,6 +277,110 @@ LogicalResult packGroupedRhs(RewriterBase &rewriter, linalg::GenericOp op,
   return success();
 }
 
+/// INT8 codes (`i4`: INT4 codes packed two per byte along K, the even row
+/// in the low nibble) `value` [K or K/2, N] in the "qdot_i8" / "qdot_i4"
+/// layout of `packedType` (Ukernels.h): each 64-byte unit (nb, o) holds 4
+/// (8) consecutive codes of 16 columns, biased to unsigned.
+TypedAttr packQDot(ElementsAttr value, bool i4, int64_t n,
+                   RankedTensorType packedType) {
+  ArrayRef<char> bytes = *getConstantBytes(value);
+  int64_t rows = int64_t(bytes.size()) / n;
+  // 64-byte units per column block: K/8 (INT4, two codes a byte) or K/4.
+  int64_t quads = rows / 4;
+  auto byteAt = [&](int64_t row, int64_t column) {
+    return static_cast<uint8_t>(bytes[row * n + column]);
+  };
+  AsmResourceBlob blob = makeFinalWeightBlob(
+      packedType.getContext(), bytes.size(), 64,
+      [&](size_t begin, MutableArrayRef<char> out) {
+        int64_t first = int64_t(begin) / 64;
+        for (int64_t u = 0; u < int64_t(out.size()) / 64; ++u) {
+          int64_t nb = (first + u) / quads, o = (first + u) % quads;
+          char *unit = out.data() + u * 64;
+          for (int64_t j = 0; j < 16; ++j)
+            for (int64_t b = 0; b < 4; ++b) {
+              int64_t column = nb * 16 + j;
+              uint8_t code;
+              if (i4) {
+                // Codes 8o + b and 8o + 4 + b: rows 4o + b/2 and
+                // 4o + 2 + b/2, nibble b % 2.
+                auto nibble = [&](int64_t row) {
+                  return (byteAt(row, column) >> (4 * (b % 2))) & 0xF;
+                };
+                code = uint8_t((nibble(4 * o + b / 2) ^ 8) |
+                               ((nibble(4 * o + 2 + b / 2) ^ 8) << 4));
+              } else {
+                code = byteAt(4 * o + b, column) ^ 0x80;
+              }
+              unit[j * 4 + b] = static_cast<char>(code);
+            }
+        }
+      });
+  releaseConstantPages(value);
+  return makeConstantLike(value, packedType, std::move(blob), ".qdot");
+}
+
+/// Computes a re-layout of weight codes for a runtime kernel
+/// (kWeightLayoutAttr, built by lowerQMatmulToIntegerDot: its input is the
+/// codes [K or K/2, N] viewed with N split last as [..., N/16, 16]) at
+/// compile time, when the codes are constant (through reshapes, which keep
+/// the bytes in place). Fails, changing nothing, otherwise.
+LogicalResult foldWeightLayout(RewriterBase &rewriter, linalg::GenericOp op,
+                               const CallSites &calls) {
+  auto layout = op->getAttrOfType<StringAttr>(kWeightLayoutAttr);
+  if (!layout ||
+      (layout.getValue() != kQDotI4 && layout.getValue() != kQDotI8) ||
+      !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
+      op->getNumResults() != 1)
+    return failure();
+  bool i4 = layout.getValue() == kQDotI4;
+  Value view = op.getDpsInputs()[0];
+  auto viewType = dyn_cast<RankedTensorType>(view.getType());
+  auto packedType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!viewType || !viewType.hasStaticShape() || viewType.getRank() < 2 ||
+      !packedType || !packedType.hasStaticShape() ||
+      !viewType.getElementType().isInteger(8) ||
+      packedType.getElementType() != viewType.getElementType() ||
+      packedType.getNumElements() != viewType.getNumElements())
+    return failure();
+  int64_t n = viewType.getDimSize(viewType.getRank() - 2) *
+              viewType.getDimSize(viewType.getRank() - 1);
+  int64_t rows = viewType.getNumElements() / n;
+  if (n % 16 != 0 || rows % 4 != 0)
+    return failure();
+  Value codes = view;
+  while (Operation *reshape = codes.getDefiningOp()) {
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape))
+      codes = expand.getSrc();
+    else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reshape))
+      codes = collapse.getSrc();
+    else
+      break;
+  }
+  SmallVector<ConstantSource> sources = getConstantSources(codes, calls);
+  auto codesType = dyn_cast<RankedTensorType>(codes.getType());
+  if (sources.empty() || !codesType || codesType.getEncoding() ||
+      !llvm::all_of(sources, [](const ConstantSource &source) {
+        return getConstantBytes(source.value).has_value();
+      }))
+    return failure();
+  rewriter.setInsertionPoint(op);
+  Value packed = deriveConstant(
+      rewriter, codes, sources, [&](const ConstantSource &source) {
+        return packQDot(source.value, i4, n, packedType);
+      });
+  rewriter.replaceOp(op, packed);
+  // The reshapes between the codes and the re-layout, then the codes.
+  for (Value v = view; v != codes;) {
+    Operation *reshape = v.getDefiningOp();
+    v = reshape->getOperand(0);
+    if (reshape->use_empty())
+      rewriter.eraseOp(reshape);
+  }
+  eraseIfUnused(rewriter, codes, sources);
+  return success();
+}
+
 struct SitsCpuPackWeightsPass
     : cpu::impl::SitsCpuPackWeightsBase<SitsCpuPackWeightsPass> {
   void runOnOperation() override {
@@ -286,7 +391,8 @@ struct SitsCpuPackWeightsPass
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : candidates) {
       auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-      if (succeeded(packConstantRhs(rewriter, op, config.nr, calls)) ||
+      if ((generic && succeeded(foldWeightLayout(rewriter, generic, calls))) ||
+          succeeded(packConstantRhs(rewriter, op, config.nr, calls)) ||
           (generic &&
            succeeded(packGroupedRhs(rewriter, generic, config.nr, calls))))
         ++numPacked;

@@ -396,6 +396,36 @@ def SitsCpuParallelToRuntime
   ];
 }
 
+def SitsCpuLowerUkernels : Pass<"sits-cpu-lower-ukernels", "ModuleOp"> {
+  let summary = "Replace linalg ops marked for a runtime kernel by calls of it";
+  let description = [{
+    On buffers, replaces every `linalg.generic` carrying `sits.ukernel` (set
+    by sits-convert-to-linalg's `integer-dot`) whose operands have the
+    form its kernel takes by a call of that kernel, declared in the module:
+
+    * `"qdot_i4"`, `"qdot_i8"`: INT8 activation codes `[M, G, ...]`, the
+      weight codes in the kernel's layout, per-(row, group) activation
+      scales `[M, G]` and the weight scales (per group `[G, N/16, 16]` or per
+      column `[N/16, 16]`) into `[M, N/16, 16]`, computed by
+      `sitsRuntimeQDot(bits, m, n, k, group, xq, xq_stride, sx, sx_stride,
+      w, ws, ws_stride, y, y_stride)` (runtime/src/core/qdot.cpp): pointers
+      as `!llvm.ptr` (aligned base plus offset), sizes and row strides in
+      elements as `i64`.
+
+    The kernels need rows that are contiguous past the row stride; an op
+    whose buffers are not (a static layout says so) keeps its loops and
+    still computes the same result, slowly.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect"
+  ];
+  let statistics = [
+    Statistic<"numCalls", "num-calls", "Ops replaced by a kernel call">,
+    Statistic<"numLeft", "num-left", "Marked ops left as loops">,
+  ];
+}
+
 def SitsCpuBoolMemory : Pass<"sits-cpu-bool-memory", "ModuleOp"> {
   let summary = "Scalar loads and stores of i1 (and other sub-byte) buffers as byte accesses";
   let description = [{

@@ -1,6 +1,7 @@
 //===- Vectorize.cpp - Vectorize tiled linalg ops -------------------------===//
 
 #include "passes/Codegen/CPU/Passes.h"
+#include "passes/Codegen/Common/Ukernels.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -31,7 +32,8 @@ bool isSubByte(Type type) {
 }
 
 bool shouldVectorize(linalg::LinalgOp op) {
-  if (!op.hasPureTensorSemantics() || !linalg::hasVectorizationImpl(op))
+  if (!op.hasPureTensorSemantics() || !linalg::hasVectorizationImpl(op) ||
+      op->hasAttr(kUkernelAttr))
     return false;
   // LLVM packs a vector of i1 (or i4) into bits in memory while a memref
   // of them holds a byte per element, so bool and other sub-byte tensors
@@ -78,6 +80,13 @@ struct SitsCpuVectorizePass
       linalg::ControlDropUnitDims options;
       options.rankReductionStrategy = linalg::ControlDropUnitDims::
           RankReductionStrategy::ExtractInsertSlice;
+      // A runtime kernel's op keeps the form its call is built from.
+      auto allDims = options.controlFn;
+      options.controlFn = [allDims](Operation *op) -> SmallVector<unsigned> {
+        if (op->hasAttr(kUkernelAttr))
+          return {};
+        return allDims(op);
+      };
       linalg::populateFoldUnitExtentDimsPatterns(patterns, options);
       if (failed(applyPatternsGreedily(func, std::move(patterns))))
         return signalPassFailure();

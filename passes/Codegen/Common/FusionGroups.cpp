@@ -1,6 +1,7 @@
 //===- FusionGroups.cpp - Fusion groups and tile-size helpers -------------===//
 
 #include "passes/Codegen/Common/FusionGroups.h"
+#include "passes/Codegen/Common/Ukernels.h"
 
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
@@ -13,6 +14,9 @@ bool codegen::isSafelyTileable(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp)
     return isa<TilingInterface>(op);
+  // A runtime kernel computes the whole op (it splits it across threads).
+  if (op->hasAttr(kUkernelAttr))
+    return false;
   return llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
     return llvm::all_of(map.getResults(), [](AffineExpr e) {
       bool linear = true;

@@ -24,15 +24,15 @@ using utils::IteratorType;
 // The contraction epilogue and the matmul
 //===----------------------------------------------------------------------===//
 
-namespace {
-
 /// The elementwise consumer of a contraction's accumulator `acc` (of
 /// `sizes`): adds `bias` (read through `biasMap`; may be null), applies
 /// `activation` and converts to `resultElementType`. Returns `acc` when
 /// there is nothing to do.
-Value buildEpilogue(OpBuilder &b, Location loc, Value acc,
-                    ArrayRef<OpFoldResult> sizes, Value bias, AffineMap biasMap,
-                    ActivationKind activation, Type resultElementType) {
+Value mlir::sits::detail::buildEpilogue(OpBuilder &b, Location loc, Value acc,
+                                        ArrayRef<OpFoldResult> sizes,
+                                        Value bias, AffineMap biasMap,
+                                        ActivationKind activation,
+                                        Type resultElementType) {
   Type computeType = cast<RankedTensorType>(acc.getType()).getElementType();
   if (!bias && activation == ActivationKind::None &&
       computeType == resultElementType)
@@ -54,6 +54,44 @@ Value buildEpilogue(OpBuilder &b, Location loc, Value acc,
                             return castFloat(nb, l, v, resultElementType);
                           });
 }
+
+/// A contraction's input [..., M, K] as rows [M, K]: every leading
+/// dimension, dynamic ones too (a decoder's batch and tokens), folds into M
+/// so that one weight read serves every row; sits-resolve-expand-shapes
+/// expands the result back (finishRows).
+QMatmulRows mlir::sits::detail::foldLeadingRows(OpBuilder &b, Location loc,
+                                                Value input,
+                                                RankedTensorType resultType) {
+  QMatmulRows rows;
+  for (int64_t d = 0; d + 1 < resultType.getRank(); ++d)
+    rows.leading.push_back(
+        sizeOr(b, resultType, d, [&] { return dimOf(b, loc, input, d); }));
+  rows.m = productOf(b, loc, rows.leading);
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  rows.x = collapse(b, loc, input, groupsMergingLeading(rank, rank - 1));
+  return rows;
+}
+
+/// The rows' result `acc` [M, N] with the epilogue (bias, activation, cast)
+/// and the leading dimensions of `rows` expanded back: `resultType`.
+Value mlir::sits::detail::finishRows(OpBuilder &b, Location loc, Value acc,
+                                     const QMatmulRows &rows, Value bias,
+                                     ActivationKind activation,
+                                     RankedTensorType resultType) {
+  int64_t n = resultType.getShape().back();
+  Value y = buildEpilogue(b, loc, acc, {rows.m, b.getIndexAttr(n)}, bias,
+                          dimsMap(b.getContext(), 2, {1}), activation,
+                          resultType.getElementType());
+  SmallVector<OpFoldResult> resultSizes(rows.leading);
+  resultSizes.push_back(b.getIndexAttr(n));
+  y = expand(
+      b, loc, y,
+      groupsMergingLeading(resultType.getRank(), resultType.getRank() - 1),
+      resultSizes);
+  return castToType(b, loc, y, resultType);
+}
+
+namespace {
 
 /// The matmul of all contractions: `act(op(lhs) x op(rhs) + bias)` with
 /// NumPy batch broadcasting, producing `resultType`.
@@ -301,14 +339,7 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
     if (getPackedEncoding(zeroPointType))
       return failure();
   }
-  // Leading input dimensions fold into M, dynamic ones too (a decoder's
-  // batch and tokens): one weight read serves every row, and
-  // sits-resolve-expand-shapes expands the result back.
-  SmallVector<OpFoldResult> leading;
-  for (int64_t d = 0; d + 1 < resultType.getRank(); ++d)
-    leading.push_back(sizeOr(b, resultType, d, [&] {
-      return dimOf(b, loc, operands.getInput(), d);
-    }));
+  QMatmulRows rows = foldLeadingRows(b, loc, operands.getInput(), resultType);
 
   FloatType computeType = getComputeType(resultType.getElementType());
   int64_t groups = k / group, perWord = group / factor;
@@ -382,13 +413,10 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
       });
 
   // x [M, K] seen as [M, K / G, G / F, F]; loops (m, n, g, w, f).
-  OpFoldResult m = productOf(b, loc, leading);
-  Value x = collapse(
-      b, loc, operands.getInput(),
-      groupsMergingLeading(inputType.getRank(), inputType.getRank() - 1));
-  x = expand(b, loc, x, {{0}, {1, 2, 3}},
-             {m, b.getIndexAttr(groups), b.getIndexAttr(perWord),
-              b.getIndexAttr(factor)});
+  OpFoldResult m = rows.m;
+  Value x = expand(b, loc, rows.x, {{0}, {1, 2, 3}},
+                   {m, b.getIndexAttr(groups), b.getIndexAttr(perWord),
+                    b.getIndexAttr(factor)});
   SmallVector<OpFoldResult> accSizes = {m, b.getIndexAttr(n)};
   Value init =
       filledTensor(b, loc, accSizes, floatConst(b, loc, computeType, 0.0));
@@ -401,16 +429,8 @@ FailureOr<Value> buildGroupedQMatmul(OpBuilder &b, Location loc, QMatmulOp op,
       [](OpBuilder &nb, Location l, ValueRange args) {
         return multiplyAccumulate(nb, l, args[0], args[1], args[2]);
       });
-  Value y = buildEpilogue(b, loc, acc, accSizes, operands.getBias(),
-                          dimsMap(ctx, 2, {1}), op.getActivation(),
-                          resultType.getElementType());
-  SmallVector<OpFoldResult> resultSizes(leading);
-  resultSizes.push_back(b.getIndexAttr(n));
-  y = expand(
-      b, loc, y,
-      groupsMergingLeading(resultType.getRank(), resultType.getRank() - 1),
-      resultSizes);
-  return castToType(b, loc, y, resultType);
+  return finishRows(b, loc, acc, rows, operands.getBias(), op.getActivation(),
+                    resultType);
 }
 
 } // namespace

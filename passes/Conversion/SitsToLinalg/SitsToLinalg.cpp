@@ -351,6 +351,8 @@ namespace {
 
 struct SitsConvertToLinalgPass
     : sits::impl::SitsConvertToLinalgBase<SitsConvertToLinalgPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     Operation *root = getOperation();
     // Every case the patterns cannot handle becomes a located error here,
@@ -362,6 +364,8 @@ struct SitsConvertToLinalgPass
     configureSitsToLinalgConversionTarget(target, typeConverter);
     RewritePatternSet patterns(&getContext());
     populateSitsToLinalgConversionPatterns(typeConverter, patterns);
+    if (integerDot)
+      populateIntegerDotPatterns(typeConverter, patterns);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }

@@ -19,6 +19,7 @@
 #define SITS_PASSES_CONVERSION_SITSTOLINALG_SITSTOLINALG_H
 
 #include "dialects/Sits/IR/SitsOps.h"
+#include "passes/Codegen/Common/Ukernels.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -86,6 +87,17 @@ FailureOr<Value> lowerQConvOp(OpBuilder &b, QConvOp op,
 /// element type (unpacking sub-word elements), feeding a matmul as above.
 FailureOr<Value> lowerQMatmulOp(OpBuilder &b, QMatmulOp op,
                                 QMatmulOp::Adaptor operands);
+/// The integer dot-product form of `op` (sits-convert-to-linalg's
+/// `integer-dot`): the input quantized to INT8 per row and group of K at run
+/// time, the weight codes re-laid out for dot-product instructions, and one
+/// contraction over both marked for a runtime kernel (kUkernelAttr), which
+/// sits-cpu-lower-ukernels calls. Fails, building nothing, for `float_input`
+/// and unless the weight
+/// is signed INT4 (packed along K, grouped) or INT8 (grouped, or per output
+/// channel) without zero points, N is a multiple of 16 and the groups of K
+/// a multiple of 8 (INT4) or 4 (INT8).
+FailureOr<Value> lowerQMatmulToIntegerDot(OpBuilder &b, QMatmulOp op,
+                                          QMatmulOp::Adaptor operands);
 /// Q·Kᵀ, scale + masks, max-subtracted exp, row sums, ·V, normalization.
 FailureOr<Value> lowerAttentionOp(OpBuilder &b, AttentionOp op,
                                   AttentionOp::Adaptor operands);
@@ -130,6 +142,11 @@ Value buildActivation(OpBuilder &b, Location loc, ActivationKind kind, Value x);
 /// SitsToLinalgTypeConverter).
 void populateSitsToLinalgConversionPatterns(TypeConverter &typeConverter,
                                             RewritePatternSet &patterns);
+
+/// A pattern lowering sits.qmatmul with lowerQMatmulToIntegerDot, ahead of
+/// the default lowering where it applies.
+void populateIntegerDotPatterns(TypeConverter &typeConverter,
+                                RewritePatternSet &patterns);
 
 /// SITS ops illegal; functions, calls, returns, constants and tensor ops
 /// legal once their types are; everything else legal.

@@ -84,6 +84,21 @@ Value buildElementwise(OpBuilder &b, Location loc, ValueRange inputs,
 Value multiplyAccumulate(OpBuilder &b, Location loc, Value x, Value y,
                          Value acc);
 std::optional<int64_t> optionalInt(IntegerAttr attr);
+Value buildEpilogue(OpBuilder &b, Location loc, Value acc,
+                    ArrayRef<OpFoldResult> sizes, Value bias, AffineMap biasMap,
+                    ActivationKind activation, Type resultElementType);
+
+/// A contraction's input with its leading dimensions folded into M.
+struct QMatmulRows {
+  SmallVector<OpFoldResult> leading; // the result's leading extents
+  OpFoldResult m;                    // their product
+  Value x;                           // the input as [M, K]
+};
+QMatmulRows foldLeadingRows(OpBuilder &b, Location loc, Value input,
+                            RankedTensorType resultType);
+Value finishRows(OpBuilder &b, Location loc, Value acc, const QMatmulRows &rows,
+                 Value bias, ActivationKind activation,
+                 RankedTensorType resultType);
 
 //===----------------------------------------------------------------------===//
 // Quantization helpers

@@ -392,7 +392,7 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
             pieceBias, rewriter.getI64IntegerAttr(perChannel ? 1 : 0),
             perChannel ? IntegerAttr()
                        : rewriter.getI64IntegerAttr(quantization.group),
-            /*transpose_weight=*/false, activation);
+            /*transpose_weight=*/false, activation, /*float_input=*/false);
         result = qmatmul;
       }
       sum = sum ? arith::AddFOp::create(rewriter, loc, sum, result).getResult()

@@ -69,6 +69,14 @@ class CompileOptions:
     error_budget: float = 0.01
     #: INT4 quantization group along K: 32, 64 or 128.
     group_size: int = 64
+    #: CPU targets, INT8/INT4 weights: quantize each quantized matmul's input
+    #: to INT8 when the code runs (per row and group of K: the weight's group
+    #: for INT4, up to 128 for INT8 per channel) and multiply in integer dot
+    #: products (VNNI, AVX2, chosen when the code runs), as llama.cpp and
+    #: onnxruntime's int4 kernels do. The outputs move by the INT8 rounding of
+    #: the input (about 0.4% of a group's largest magnitude per element).
+    #: False keeps the input in floating point (weight-only quantization).
+    int8_activations: bool = True
     #: Inputs to measure activation statistics on (a dict of input arrays, or
     #: a list of them): each quantized matmul's or convolution's per-channel
     #: input mean (bias correction) and mean square (error estimates). None:
@@ -238,6 +246,7 @@ def _cpu_pipeline(options: CompileOptions, target: str = "cpu") -> str:
             f"target={target} num-threads={options.threads} "
             f"vectorize={'true' if options.vectorize else 'false'} "
             f"outline-layers={'true' if options.outline_layers else 'false'} "
+            f"integer-dot={'true' if options.int8_activations else 'false'} "
             f"{_graph_options(options)} "
             f"peak-gflops={host.peak_fp32_gflops!r} bandwidth-gbs={host.bandwidth_gbs!r}"
             "})")

@@ -22,7 +22,7 @@
 # INT4-DAG:   %[[B:.*]] = arith.constant dense<{{.*}}> : tensor<32xf32>
 # INT4-NOT:   sits.dequantize
 # INT4-NOT:   sits.matmul
-# INT4:       %[[Y:.*]] = sits.qmatmul %arg0, %[[W]], %[[S]] bias(%[[B]]) {axis = 1 : i64, block_size = 32 : i64, transpose_weight} : (tensor<3x128xf32>, tensor<32x128xi8>, tensor<32x4xf32>, tensor<32xf32>) -> tensor<3x32xf32>
+# INT4:       %[[Y:.*]] = sits.qmatmul %arg0, %[[W]], %[[S]] bias(%[[B]]) {axis = 1 : i64, block_size = 32 : i64, float_input, transpose_weight} : (tensor<3x128xf32>, tensor<32x128xi8>, tensor<32x4xf32>, tensor<32xf32>) -> tensor<3x32xf32>
 # INT4-NEXT:  return %[[Y]]
 
 # INT8-LABEL: func.func @main(%arg0: tensor<3x64xf32>) -> tensor<3x8xf32>
@@ -30,7 +30,7 @@
 # INT8-DAG:   %[[S:.*]] = arith.constant dense<{{.*}}> : tensor<8x4xf32>
 # INT8-DAG:   %[[Z:.*]] = arith.constant dense<{{.*}}> : tensor<8x4xui8>
 # INT8-NOT:   sits.dequantize
-# INT8:       %[[Y:.*]] = sits.qmatmul %arg0, %[[W]], %[[S]] zero_point(%[[Z]]) {axis = 1 : i64, block_size = 16 : i64, transpose_weight} : (tensor<3x64xf32>, tensor<8x64xui8>, tensor<8x4xf32>, tensor<8x4xui8>) -> tensor<3x8xf32>
+# INT8:       %[[Y:.*]] = sits.qmatmul %arg0, %[[W]], %[[S]] zero_point(%[[Z]]) {axis = 1 : i64, block_size = 16 : i64, float_input, transpose_weight} : (tensor<3x64xf32>, tensor<8x64xui8>, tensor<8x4xf32>, tensor<8x4xui8>) -> tensor<3x8xf32>
 # INT8-NEXT:  return %[[Y]]
 
 # FLOATZP-LABEL: func.func @main(%arg0: tensor<3x128xf32>) -> tensor<3x32xf32>

@@ -361,6 +361,16 @@ def _int4_dequantized(w: np.ndarray, group: int = 64) -> np.ndarray:
     return out
 
 
+def _int8_rows(x: np.ndarray, group: int) -> np.ndarray:
+    """`x` as the integer dot products see it: per row and group of `group`
+    elements, codes round(x * 127 / amax) times amax / 127."""
+    xg = x.reshape(*x.shape[:-1], -1, group).astype(np.float32)
+    amax = np.abs(xg).max(-1, keepdims=True)
+    inverse = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0)
+    codes = np.clip(np.rint(xg * inverse.astype(np.float32)), -127, 127)
+    return (codes * (amax / np.float32(127))).reshape(x.shape)
+
+
 def test_int4_matmul_over_two_runtime_leading_extents(tmp_path):
     """A decoder's projections see [batch, tokens, K] with both extents known
     at run time only: the INT4 weight stays packed and is dequantized per
@@ -376,12 +386,18 @@ def test_int4_matmul_over_two_runtime_leading_extents(tmp_path):
         [numpy_helper.from_array(w, "w")])
     path = tmp_path / "int4.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = sits_mlir.compile(path, "cpu", tmp_path / "int4.sitsm", threads=2,
-                              precision="int4").load()
+    # Weight-only (f32 activations), and the default integer dot products,
+    # which also round each row's group of 64 inputs to INT8.
+    weight_only = sits_mlir.compile(path, "cpu", tmp_path / "int4.sitsm", threads=2,
+                                    precision="int4", int8_activations=False).load()
+    integer = sits_mlir.compile(path, "cpu", tmp_path / "int4-dot.sitsm", threads=2,
+                                precision="int4").load()
     reference = _int4_dequantized(w).astype(np.float64)
     for batch, tokens in ((1, 1), (3, 5), (2, 17)):
         x = rng.standard_normal((batch, tokens, 128)).astype(np.float32)
-        (y,) = model.run(x=x)
-        expected = x.astype(np.float64) @ reference
-        assert y.shape == (batch, tokens, 48)
-        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+        for model, inputs in ((weight_only, x), (integer, _int8_rows(x, 64))):
+            (y,) = model.run(x=x)
+            expected = inputs.astype(np.float64) @ reference
+            assert y.shape == (batch, tokens, 48)
+            np.testing.assert_allclose(y, expected, rtol=1e-4,
+                                       atol=1e-4 * np.abs(expected).max())

@@ -227,7 +227,8 @@ def _matmul_nbits(ctx, node):
     """onnxruntime's block-quantized weights: B is [N, K/bs, bs·bits/8] bytes,
     scales [N, K/bs], zero points packed like B (default 2^(bits-1)) or as
     floats. The weights become a sits.qmatmul over [N, K] int8 values with
-    the zero point folded in, one scale per block along K."""
+    the zero point folded in, one scale per block along K; its input may be
+    rounded to INT8 only with accuracy_level 4, as onnxruntime does."""
     g, b = ctx.g, ctx.b
     a = ctx.attrs(node)
     bits, bs, k, n = a.get("bits", 4), a["block_size"], a["K"], a["N"]
@@ -262,8 +263,12 @@ def _matmul_nbits(ctx, node):
     bias = None
     if has_input(node, 5):
         bias = b.constant(np.asarray(g.const(node.input[5])).reshape(n), name=node.input[5])
+    # accuracy_level 4 lets the input be computed in INT8 (what onnxruntime's
+    # CPU kernel then does); below it, the input stays in floating point.
+    float_input = a.get("accuracy_level", 0) < 4
     return [sits.qmatmul(x, weight, scale, zero_point=zero_point, bias=bias, axis=i64_attr(1),
-                         block_size=i64_attr(bs), transpose_weight=True)]
+                         block_size=i64_attr(bs), transpose_weight=True,
+                         float_input=float_input)]
 
 
 def emit_matmul_const(ctx, x_name, w: np.ndarray, out_name):

@@ -62,13 +62,13 @@ func.func @qmatmul_gptq(%x: tensor<8x4096xf16>, %w: tensor<4096x11008xi4, #sits.
 // CHECK-DAG: #[[$D:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4, d1)>
 // CHECK-LABEL: func.func @qmatmul_nbits
 //  CHECK-SAME: (%[[X:.+]]: tensor<1x16x4096xf32>, %[[W:.+]]: tensor<1024x2048xi8>, %[[S:.+]]: tensor<1024x32xf32>)
+//       CHECK:   %[[XC:.+]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<1x16x4096xf32> into tensor<16x4096xf32>
 //       CHECK:   %[[WE:.+]] = tensor.expand_shape %[[W]] {{\[}}[0], [1, 2]] output_shape [1024, 32, 64]
 //       CHECK:   %[[DQ:.+]] = linalg.generic {indexing_maps = [#[[$WT]], #[[$ST]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
 //  CHECK-SAME:       ins(%[[WE]], %[[S]] : tensor<1024x32x64xi8>, tensor<1024x32xf32>) outs(%{{.+}} : tensor<32x64x2x1024xf32>)
 //       CHECK:     linalg.index 2
 //       CHECK:     arith.shli
 //       CHECK:     arith.shrui
-//       CHECK:   %[[XC:.+]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<1x16x4096xf32> into tensor<16x4096xf32>
 //       CHECK:   %[[XE:.+]] = tensor.expand_shape %[[XC]] {{\[}}[0], [1, 2, 3]] output_shape [16, 32, 64, 2]
 //       CHECK:   %[[MM:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$D]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]}
 //  CHECK-SAME:       ins(%[[XE]], %[[DQ]] : tensor<16x32x64x2xf32>, tensor<32x64x2x1024xf32>)

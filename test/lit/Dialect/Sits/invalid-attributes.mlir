@@ -392,3 +392,24 @@ module {
     return
   }
 }
+
+// -----
+
+// sits.ukernel and sits.weight_layout name a runtime kernel and its weight
+// layout: strings, on an op with a body (a linalg op).
+func.func @ukernel_not_string(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'sits.ukernel' must be a string attribute on a linalg op}}
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} outs(%a : tensor<4xf32>) attrs = {sits.ukernel = 1 : i64} {
+  ^bb0(%out: f32):
+    linalg.yield %out : f32
+  } -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @weight_layout_without_body(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'sits.weight_layout' must be a string attribute on a linalg op}}
+  %0 = arith.addf %a, %a {sits.weight_layout = "qdot_i8"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
