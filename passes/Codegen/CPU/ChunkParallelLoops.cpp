@@ -101,10 +101,22 @@ std::optional<int64_t> maxTripCount(scf::ForOp loop) {
   return std::max<int64_t>(0, llvm::divideCeilSigned(*most, *step));
 }
 
+/// What a copy of a statically shaped buffer costs: a vector operation per
+/// cache line it moves, and a call. None for a run-time shape.
+std::optional<int64_t> copyWork(memref::CopyOp copy) {
+  auto type = dyn_cast<MemRefType>(copy.getSource().getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bits = type.getNumElements() * type.getElementTypeBitWidth();
+  constexpr int64_t kCall = 8;
+  return kCall + llvm::divideCeil(bits, 512);
+}
+
 /// An estimate of the operations `block` runs (its terminator aside): one
 /// per op, an scf.for's body times its constant trip count, the costlier
-/// branch of an scf.if. None when some part's cost is a run-time value (a
-/// loop with dynamic bounds, a copy, a call, any other op with regions).
+/// branch of an scf.if, a copy by the cache lines it moves. None when some
+/// part's cost is a run-time value (a loop with dynamic bounds, a copy of
+/// a run-time shape, a call, any other op with regions).
 std::optional<int64_t> estimateWork(Block &block) {
   // Saturated: what matters is only whether it is small.
   constexpr int64_t kCap = int64_t(1) << 40;
@@ -124,8 +136,13 @@ std::optional<int64_t> estimateWork(Block &block) {
       if (!then || !otherwise)
         return std::nullopt;
       cost += std::max(*then, *otherwise);
+    } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      std::optional<int64_t> moved = copyWork(copy);
+      if (!moved)
+        return std::nullopt;
+      cost = *moved;
     } else if (op.getNumRegions() != 0 ||
-               isa<memref::CopyOp, func::CallOp, linalg::LinalgOp>(op)) {
+               isa<func::CallOp, linalg::LinalgOp>(op)) {
       return std::nullopt;
     }
     work = std::min(kCap, work + cost);

@@ -110,3 +110,40 @@ func.func @large_work(%m: memref<?x8192xf32>, %rows: index) {
   }
   return
 }
+
+// -----
+
+// A copy of a statically shaped row (the halves of a rotary embedding's
+// concatenation: 32 f32, two cache lines) costs the lines it moves, so the
+// run-time select is emitted; a copy of a run-time shape has no estimate.
+// CHECK-LABEL: func.func @static_copy
+//       CHECK:   arith.cmpi ult
+//       CHECK:   arith.select
+//       CHECK:   scf.parallel
+//       CHECK:     memref.copy
+// CHECK-LABEL: func.func @dynamic_copy
+//   CHECK-NOT:   arith.select
+//       CHECK:   scf.parallel
+func.func @static_copy(%src: memref<?x8x?x32xf32>, %dst: memref<?x8x?x32xf32, strided<[?, ?, 64, 1]>>, %b: index, %t: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.parallel (%i, %h, %j) = (%c0, %c0, %c0) to (%b, %c8, %t) step (%c1, %c1, %c1) {
+    %to = memref.subview %dst[%i, %h, %j, 0] [1, 1, 1, 32] [1, 1, 1, 1] : memref<?x8x?x32xf32, strided<[?, ?, 64, 1]>> to memref<32xf32, strided<[1], offset: ?>>
+    %from = memref.subview %src[%i, %h, %j, 0] [1, 1, 1, 32] [1, 1, 1, 1] : memref<?x8x?x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    memref.copy %from, %to : memref<32xf32, strided<[1], offset: ?>> to memref<32xf32, strided<[1], offset: ?>>
+    scf.reduce
+  }
+  return
+}
+func.func @dynamic_copy(%src: memref<?x?xf32>, %dst: memref<?x?xf32>, %rows: index, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.parallel (%i) = (%c0) to (%rows) step (%c1) {
+    %from = memref.subview %src[%i, 0] [1, %n] [1, 1] : memref<?x?xf32> to memref<?xf32, strided<[1], offset: ?>>
+    %to = memref.subview %dst[%i, 0] [1, %n] [1, 1] : memref<?x?xf32> to memref<?xf32, strided<[1], offset: ?>>
+    memref.copy %from, %to : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
+    scf.reduce
+  }
+  return
+}
