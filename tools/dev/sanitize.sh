@@ -50,7 +50,7 @@ run=()
 setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
 "${run[@]}" build/sanitize-tsan/sits_kv_tests --gtest_filter='KVConcurrency.*'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_core_tests \
-  --gtest_filter='AsyncRuntime.*:ParallelFor.*:QDot*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
+  --gtest_filter='AsyncRuntime.*:ParallelFor.*:QDot*:PagedAttention*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_gpu_tests \
   --gtest_filter='CudaDriver.ConcurrentCallsUseTheirOwnStreams'
 "${run[@]}" build/sanitize-tsan/sits_engine_tests

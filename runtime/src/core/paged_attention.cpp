@@ -1,0 +1,866 @@
+//===- paged_attention.cpp - Decode attention over a paged KV pool --------===//
+//
+// `sitsRuntimePagedDecodeAttention` attends one new query token per
+// sequence over that sequence's keys and values in the paged KV pool
+// ([numBlocks][layers][2][kvHeads][blockSize][headDim] f32), reading them
+// in place through the block table. Compiled code calls it once per layer
+// of a decode step: the generic lowering would gather every sequence's
+// K/V into contiguous tensors first (a copy of the whole context per layer
+// and step) and does not share K/V loads between the query heads of a
+// grouped-query head, and decode attention is bound by reading K/V.
+//
+// Work items are (sequence, kv head, context chunk of at most 256
+// positions). An item handles all query heads of its kv head together, so
+// each K and V row is read from memory once for the group: the scores of a
+// chunk (16 dot products at a time, summed horizontally in one transposing
+// tree), their softmax within the chunk (max-subtracted, vectorized exp),
+// then the weighted sum of V rows. A sequence longer than one chunk is
+// split (flash-decoding): each chunk leaves (max, sum, unnormalized sum of
+// V) per head in a scratch area, and the caller combines them once all
+// items ran. The chunk size depends only on the shapes and lengths, never
+// on the thread count, so results are the same bits on any number of
+// threads (not across paths: the paths round differently).
+//
+// Three paths, picked once per process: AVX-512 (head sizes a multiple of
+// 16), AVX2 + FMA (multiples of 8; also what the AVX-512 path uses for
+// other multiples of 8) and portable C++ (any head size).
+//
+// Items run on the worker pool (sitsRuntimeParallelFor), or on the calling
+// thread when the whole call is too small to be worth waking helpers.
+//
+//===----------------------------------------------------------------------===//
+#include "paged_attention.h"
+
+#include "worker_pool.h"
+
+#include "sits/runtime/host.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SITS_PATTN_X86 1
+#include <immintrin.h>
+#define SITS_PATTN_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define SITS_PATTN_AVX2 __attribute__((target("avx2,fma")))
+#define SITS_PATTN_INLINE inline __attribute__((always_inline))
+#else
+#define SITS_PATTN_X86 0
+#endif
+
+#define SITS_PATTN_UNROLL _Pragma("GCC unroll 16")
+
+extern "C" void sitsRuntimeParallelFor(void (*)(void *, int64_t), void *,
+                                       int64_t);
+
+namespace sits::runtime::pattn {
+namespace {
+
+/// Most positions per item (the scores buffer's row length).
+constexpr int64_t kMaxChunk = 256;
+/// Most query heads one pass of an item handles (more per kv head are
+/// handled in several passes over the chunk's K/V).
+constexpr int64_t kMaxPassHeads = 32;
+
+/// One pass of an item: `heads` query heads of one kv head over `n`
+/// positions of one chunk.
+struct Pass {
+  /// Head j's query at q + j * headDim.
+  const float *q;
+  const float *pool;
+  /// Element offsets in the pool of the chunk's K rows; V row i is at
+  /// rows[i] + vDelta.
+  const int64_t *rows;
+  int64_t vDelta;
+  int64_t n, heads, headDim;
+  float scale;
+  /// [heads][kMaxChunk]: scale * q.K, then exp(score - max).
+  float *scores;
+  /// Per head: the max score and the sum of exp(score - max).
+  float *maxes, *sums;
+  /// Head j's result (sum of p * V, times post[j]) at dst + j * dstStride.
+  float *dst;
+  int64_t dstStride;
+  const float *post;
+};
+
+using PassFn = void (*)(const Pass &);
+
+struct Kernels {
+  Isa isa;
+  /// The head sizes the path takes: multiples of this.
+  int64_t dimMultiple;
+  PassFn scores, softmax, values;
+  /// For other head sizes.
+  const Kernels *narrower;
+};
+
+//===----------------------------------------------------------------------===//
+// Portable C++
+//===----------------------------------------------------------------------===//
+
+void scalarScores(const Pass &p) {
+  for (int64_t j = 0; j < p.heads; ++j) {
+    const float *q = p.q + j * p.headDim;
+    for (int64_t i = 0; i < p.n; ++i) {
+      const float *k = p.pool + p.rows[i];
+      float dot = 0.f;
+      for (int64_t d = 0; d < p.headDim; ++d)
+        dot += q[d] * k[d];
+      p.scores[j * kMaxChunk + i] = dot * p.scale;
+    }
+  }
+}
+
+void scalarSoftmax(const Pass &p) {
+  for (int64_t j = 0; j < p.heads; ++j) {
+    float *s = p.scores + j * kMaxChunk;
+    float m = s[0];
+    for (int64_t i = 1; i < p.n; ++i)
+      m = std::max(m, s[i]);
+    float sum = 0.f;
+    for (int64_t i = 0; i < p.n; ++i) {
+      s[i] = std::exp(s[i] - m);
+      sum += s[i];
+    }
+    p.maxes[j] = m;
+    p.sums[j] = sum;
+  }
+}
+
+void scalarValues(const Pass &p) {
+  for (int64_t j = 0; j < p.heads; ++j) {
+    float *acc = p.dst + j * p.dstStride;
+    std::fill(acc, acc + p.headDim, 0.f);
+    const float *w = p.scores + j * kMaxChunk;
+    for (int64_t i = 0; i < p.n; ++i) {
+      const float *v = p.pool + (p.rows[i] + p.vDelta);
+      for (int64_t d = 0; d < p.headDim; ++d)
+        acc[d] += w[i] * v[d];
+    }
+    for (int64_t d = 0; d < p.headDim; ++d)
+      acc[d] *= p.post[j];
+  }
+}
+
+constexpr Kernels kScalarKernels = {
+    Isa::kScalar, 1, &scalarScores, &scalarSoftmax, &scalarValues, nullptr};
+
+#if SITS_PATTN_X86
+// exp(x) for x <= 0 (scores less their max): e^x = 2^n * e^r, n =
+// round(x / ln 2), |r| <= ln 2 / 2, e^r by Cephes' expf polynomial (about
+// 1 ulp). Below -87 the result is 0 to f32 accuracy in a sum that holds 1.
+constexpr float kExpMin = -87.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f,
+                            8.3334519073e-3f, 4.1665795894e-2f,
+                            1.6666665459e-1f, 5.0000001201e-1f};
+
+//===----------------------------------------------------------------------===//
+// AVX-512
+//===----------------------------------------------------------------------===//
+
+/// All lanes: the maskz forms of the intrinsics whose plain forms GCC 12
+/// warns about (their headers' deliberately undefined operands).
+constexpr __mmask16 kAll = 0xFFFF;
+
+/// The 16 horizontal sums of acc[0..15], in order, in one vector: a
+/// transposing tree (15 adds, 30 shuffles instead of 16 separate
+/// reductions). The tree leaves sum k in lane map(k) (an involution), so
+/// it takes its inputs in that order.
+SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 reduce16(const __m512 *acc) {
+  constexpr int kMap[16] = {0, 2, 1, 3, 8,  10, 9,  11,
+                            4, 6, 5, 7, 12, 14, 13, 15};
+  __m512 x[8], y[4], z[2];
+  SITS_PATTN_UNROLL for (int i = 0; i < 8; ++i) {
+    __m512 a = acc[kMap[i]], b = acc[kMap[i + 8]];
+    x[i] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, a, b, 0x44),
+                         _mm512_maskz_shuffle_f32x4(kAll, a, b, 0xEE));
+  }
+  SITS_PATTN_UNROLL for (int i = 0; i < 4; ++i) y[i] =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x[i], x[i + 4], 0x88),
+                    _mm512_maskz_shuffle_f32x4(kAll, x[i], x[i + 4], 0xDD));
+  SITS_PATTN_UNROLL for (int i = 0; i < 2; ++i) z[i] =
+      _mm512_add_ps(_mm512_shuffle_ps(y[i], y[i + 2], 0x44),
+                    _mm512_shuffle_ps(y[i], y[i + 2], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88),
+                       _mm512_shuffle_ps(z[0], z[1], 0xDD));
+}
+
+SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 exp512(__m512 x) {
+  x = _mm512_maskz_max_ps(kAll, x, _mm512_set1_ps(kExpMin));
+  __m512 n =
+      _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 poly = _mm512_set1_ps(kExpP[0]);
+  SITS_PATTN_UNROLL for (int i = 1; i < 6; ++i) poly =
+      _mm512_fmadd_ps(poly, r, _mm512_set1_ps(kExpP[i]));
+  poly = _mm512_fmadd_ps(poly, _mm512_mul_ps(r, r),
+                         _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_maskz_scalef_ps(kAll, poly, n);
+}
+
+/// Scores of H heads from j0 for every position: 16 / H positions at a
+/// time, 16 dot products along d in 16 accumulators.
+template <int H>
+SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
+  constexpr int P = 16 / H;
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  const float *q[H];
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
+      p.q + (j0 + h) * p.headDim;
+  for (int64_t i = 0; i < p.n; i += P) {
+    // Past the chunk's end: its last row again (read, never stored).
+    const float *k[P];
+    SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) k[t] =
+        p.pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
+    __m512 acc[16];
+    SITS_PATTN_UNROLL for (int a = 0; a < 16; ++a) acc[a] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < p.headDim; c += 16) {
+      __m512 qv[H];
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) qv[h] =
+          _mm512_loadu_ps(q[h] + c);
+      SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) {
+        __m512 kv = _mm512_loadu_ps(k[t] + c);
+        SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h * P + t] =
+            _mm512_fmadd_ps(qv[h], kv, acc[h * P + t]);
+      }
+    }
+    __m512 s = _mm512_mul_ps(reduce16(acc), scale);
+    int valid = int(std::min<int64_t>(P, p.n - i));
+    __mmask16 store = __mmask16((1u << valid) - 1);
+    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(
+        p.scores + (j0 + h) * kMaxChunk + i, store,
+        _mm512_maskz_compress_ps(__mmask16(((1u << P) - 1) << (h * P)), s));
+  }
+}
+
+SITS_PATTN_AVX512 void avx512Scores(const Pass &p) {
+  int64_t j = 0;
+  for (; j + 4 <= p.heads; j += 4)
+    avx512ScoresTile<4>(p, j);
+  if (j + 2 <= p.heads) {
+    avx512ScoresTile<2>(p, j);
+    j += 2;
+  }
+  if (j < p.heads)
+    avx512ScoresTile<1>(p, j);
+}
+
+SITS_PATTN_AVX512 void avx512Softmax(const Pass &p) {
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < p.heads; ++j) {
+    float *s = p.scores + j * kMaxChunk;
+    __m512 mv = lowest;
+    for (int64_t i = 0; i < p.n; i += 16) {
+      int valid = int(std::min<int64_t>(16, p.n - i));
+      __mmask16 mask = __mmask16((1u << valid) - 1);
+      mv = _mm512_maskz_max_ps(kAll, mv,
+                               _mm512_mask_loadu_ps(lowest, mask, s + i));
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, mv);
+    float m = lanes[0];
+    for (float v : lanes)
+      m = std::max(m, v);
+    const __m512 mb = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < p.n; i += 16) {
+      int valid = int(std::min<int64_t>(16, p.n - i));
+      __mmask16 mask = __mmask16((1u << valid) - 1);
+      __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + i), mb));
+      _mm512_mask_storeu_ps(s + i, mask, e);
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
+    }
+    _mm512_storeu_ps(lanes, sum);
+    float total = 0.f;
+    for (float v : lanes)
+      total += v;
+    p.maxes[j] = m;
+    p.sums[j] = total;
+  }
+}
+
+/// dst rows of H heads from j0, d in [c, c + 16 * D): sum over the chunk's
+/// positions of p * V in H * D accumulators.
+template <int H, int D>
+SITS_PATTN_AVX512 void avx512ValuesTile(const Pass &p, int64_t j0, int64_t c) {
+  __m512 acc[H][D];
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h)
+      SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) acc[h][d] =
+          _mm512_setzero_ps();
+  const float *w = p.scores + j0 * kMaxChunk;
+  for (int64_t i = 0; i < p.n; ++i) {
+    const float *v = p.pool + (p.rows[i] + p.vDelta + c);
+    __m512 pv[H];
+    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+        _mm512_set1_ps(w[h * kMaxChunk + i]);
+    SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) {
+      __m512 vv = _mm512_loadu_ps(v + 16 * d);
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h][d] =
+          _mm512_fmadd_ps(pv[h], vv, acc[h][d]);
+    }
+  }
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) {
+    __m512 post = _mm512_set1_ps(p.post[j0 + h]);
+    float *dst = p.dst + (j0 + h) * p.dstStride + c;
+    SITS_PATTN_UNROLL for (int d = 0; d < D; ++d)
+        _mm512_storeu_ps(dst + 16 * d, _mm512_mul_ps(acc[h][d], post));
+  }
+}
+
+template <int H>
+SITS_PATTN_AVX512 void avx512ValuesHeads(const Pass &p, int64_t j0) {
+  int64_t c = 0;
+  for (; c + 64 <= p.headDim; c += 64)
+    avx512ValuesTile<H, 4>(p, j0, c);
+  switch ((p.headDim - c) / 16) {
+  case 3:
+    avx512ValuesTile<H, 3>(p, j0, c);
+    break;
+  case 2:
+    avx512ValuesTile<H, 2>(p, j0, c);
+    break;
+  case 1:
+    avx512ValuesTile<H, 1>(p, j0, c);
+    break;
+  default:
+    break;
+  }
+}
+
+SITS_PATTN_AVX512 void avx512Values(const Pass &p) {
+  int64_t j = 0;
+  for (; j + 4 <= p.heads; j += 4)
+    avx512ValuesHeads<4>(p, j);
+  if (j + 2 <= p.heads) {
+    avx512ValuesHeads<2>(p, j);
+    j += 2;
+  }
+  if (j < p.heads)
+    avx512ValuesHeads<1>(p, j);
+}
+
+//===----------------------------------------------------------------------===//
+// AVX2
+//===----------------------------------------------------------------------===//
+
+/// As reduce16, for 8 sums (sum k in lane map(k)).
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 reduce8(const __m256 *acc) {
+  constexpr int kMap[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  __m256 x[4], y[2];
+  SITS_PATTN_UNROLL for (int i = 0; i < 4; ++i) {
+    __m256 a = acc[kMap[i]], b = acc[kMap[i + 4]];
+    x[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                         _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  SITS_PATTN_UNROLL for (int i = 0; i < 2; ++i) y[i] =
+      _mm256_add_ps(_mm256_shuffle_ps(x[i], x[i + 2], 0x44),
+                    _mm256_shuffle_ps(x[i], x[i + 2], 0xEE));
+  return _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], 0x88),
+                       _mm256_shuffle_ps(y[0], y[1], 0xDD));
+}
+
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 poly = _mm256_set1_ps(kExpP[0]);
+  SITS_PATTN_UNROLL for (int i = 1; i < 6; ++i) poly =
+      _mm256_fmadd_ps(poly, r, _mm256_set1_ps(kExpP[i]));
+  poly = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r),
+                         _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  // n >= -126 (x >= -87): 2^n is a normal float.
+  __m256i bits = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(poly, _mm256_castsi256_ps(bits));
+}
+
+/// Lanes below `valid` (0..8).
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256i mask8(int valid) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(valid),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int H>
+SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
+  constexpr int P = 8 / H;
+  const __m256 scale = _mm256_set1_ps(p.scale);
+  const float *q[H];
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
+      p.q + (j0 + h) * p.headDim;
+  for (int64_t i = 0; i < p.n; i += P) {
+    const float *k[P];
+    SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) k[t] =
+        p.pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
+    __m256 acc[8];
+    SITS_PATTN_UNROLL for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < p.headDim; c += 8) {
+      __m256 qv[H];
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) qv[h] =
+          _mm256_loadu_ps(q[h] + c);
+      SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) {
+        __m256 kv = _mm256_loadu_ps(k[t] + c);
+        SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h * P + t] =
+            _mm256_fmadd_ps(qv[h], kv, acc[h * P + t]);
+      }
+    }
+    alignas(32) float s[8];
+    _mm256_store_ps(s, _mm256_mul_ps(reduce8(acc), scale));
+    int valid = int(std::min<int64_t>(P, p.n - i));
+    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) {
+      float *dst = p.scores + (j0 + h) * kMaxChunk + i;
+      for (int t = 0; t < valid; ++t)
+        dst[t] = s[h * P + t];
+    }
+  }
+}
+
+SITS_PATTN_AVX2 void avx2Scores(const Pass &p) {
+  int64_t j = 0;
+  for (; j + 4 <= p.heads; j += 4)
+    avx2ScoresTile<4>(p, j);
+  if (j + 2 <= p.heads) {
+    avx2ScoresTile<2>(p, j);
+    j += 2;
+  }
+  if (j < p.heads)
+    avx2ScoresTile<1>(p, j);
+}
+
+SITS_PATTN_AVX2 void avx2Softmax(const Pass &p) {
+  const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < p.heads; ++j) {
+    float *s = p.scores + j * kMaxChunk;
+    __m256 mv = lowest;
+    int64_t i = 0;
+    for (; i + 8 <= p.n; i += 8)
+      mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mv);
+    float m = lanes[0];
+    for (float v : lanes)
+      m = std::max(m, v);
+    for (int64_t t = i; t < p.n; ++t)
+      m = std::max(m, s[t]);
+    const __m256 mb = _mm256_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i < p.n; i += 8) {
+      int valid = int(std::min<int64_t>(8, p.n - i));
+      __m256i mask = mask8(valid);
+      __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(s + i, mask), mb));
+      e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+      _mm256_maskstore_ps(s + i, mask, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    _mm256_store_ps(lanes, sum);
+    float total = 0.f;
+    for (float v : lanes)
+      total += v;
+    p.maxes[j] = m;
+    p.sums[j] = total;
+  }
+}
+
+template <int H, int D>
+SITS_PATTN_AVX2 void avx2ValuesTile(const Pass &p, int64_t j0, int64_t c) {
+  __m256 acc[H][D];
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h)
+      SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) acc[h][d] =
+          _mm256_setzero_ps();
+  const float *w = p.scores + j0 * kMaxChunk;
+  for (int64_t i = 0; i < p.n; ++i) {
+    const float *v = p.pool + (p.rows[i] + p.vDelta + c);
+    __m256 pv[H];
+    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+        _mm256_broadcast_ss(w + h * kMaxChunk + i);
+    SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) {
+      __m256 vv = _mm256_loadu_ps(v + 8 * d);
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h][d] =
+          _mm256_fmadd_ps(pv[h], vv, acc[h][d]);
+    }
+  }
+  SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) {
+    __m256 post = _mm256_set1_ps(p.post[j0 + h]);
+    float *dst = p.dst + (j0 + h) * p.dstStride + c;
+    SITS_PATTN_UNROLL for (int d = 0; d < D; ++d)
+        _mm256_storeu_ps(dst + 8 * d, _mm256_mul_ps(acc[h][d], post));
+  }
+}
+
+template <int H>
+SITS_PATTN_AVX2 void avx2ValuesHeads(const Pass &p, int64_t j0) {
+  int64_t c = 0;
+  for (; c + 16 <= p.headDim; c += 16)
+    avx2ValuesTile<H, 2>(p, j0, c);
+  if (c < p.headDim)
+    avx2ValuesTile<H, 1>(p, j0, c);
+}
+
+SITS_PATTN_AVX2 void avx2Values(const Pass &p) {
+  int64_t j = 0;
+  for (; j + 4 <= p.heads; j += 4)
+    avx2ValuesHeads<4>(p, j);
+  if (j + 2 <= p.heads) {
+    avx2ValuesHeads<2>(p, j);
+    j += 2;
+  }
+  if (j < p.heads)
+    avx2ValuesHeads<1>(p, j);
+}
+
+constexpr Kernels kAvx2Kernels = {Isa::kAvx2,   8,           &avx2Scores,
+                                  &avx2Softmax, &avx2Values, &kScalarKernels};
+constexpr Kernels kAvx512Kernels = {Isa::kAvx512,  16,
+                                    &avx512Scores, &avx512Softmax,
+                                    &avx512Values, &kAvx2Kernels};
+#endif // SITS_PATTN_X86
+
+const Kernels *kernelsFor(Isa isa) {
+#if SITS_PATTN_X86
+  if (isa == Isa::kAvx512)
+    return &kAvx512Kernels;
+  if (isa == Isa::kAvx2)
+    return &kAvx2Kernels;
+#endif
+  return isa == Isa::kScalar ? &kScalarKernels : nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Argument checks, the split into items, and the combination of chunks
+//===----------------------------------------------------------------------===//
+
+/// Below this many multiply-adds (2 * qHeads * headDim * sum of lengths),
+/// waking helpers costs more than it saves.
+constexpr double kSerialWork = 32 * 1024;
+/// Chunks shrink (to 64 positions at least) until there are this many
+/// items, so that short contexts still spread over threads.
+constexpr int64_t kMinItems = 32;
+
+bool mulFits(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
+
+struct Call {
+  int64_t batch, qHeads, kvHeads, headDim, blockSize, group;
+  const float *q;
+  int64_t qStride;
+  const float *pool;
+  int64_t numBlocks, blockStride, keyOffset, valueOffset;
+  const int32_t *tables;
+  int64_t tableWidth;
+  const int32_t *contextLens;
+  float scale;
+  float *out;
+  int64_t outStride;
+  /// tableWidth * blockSize, saturated.
+  int64_t maxLen;
+};
+
+bool validArgs(const Call &c) {
+  if (c.batch <= 0 || c.qHeads <= 0 || c.kvHeads <= 0 || c.headDim <= 0 ||
+      c.blockSize <= 0 || c.numBlocks <= 0 || c.tableWidth <= 0)
+    return false;
+  if (c.qHeads % c.kvHeads != 0)
+    return false;
+  if (!c.q || !c.pool || !c.tables || !c.contextLens || !c.out)
+    return false;
+  int64_t rowLen, headBlock, layerPart, last, tableLen;
+  // A row of q / out: qHeads * headDim; overlapping output rows would be
+  // written by several threads.
+  if (!mulFits(c.qHeads, c.headDim, &rowLen) || c.qStride < 0 ||
+      c.outStride < 0 || (c.batch > 1 && c.outStride < rowLen))
+    return false;
+  if (!mulFits(c.batch - 1, std::max(c.qStride, c.outStride), &last) ||
+      last > std::numeric_limits<int64_t>::max() - rowLen)
+    return false;
+  if (!mulFits(c.batch, c.tableWidth, &tableLen))
+    return false;
+  // This layer's K and V ([kvHeads][blockSize][headDim] each) lie inside a
+  // block, so that every read stays in [0, numBlocks * blockStride).
+  if (!mulFits(c.kvHeads, c.blockSize, &headBlock) ||
+      !mulFits(headBlock, c.headDim, &layerPart))
+    return false;
+  if (c.keyOffset < 0 || c.valueOffset < 0 || c.blockStride < layerPart ||
+      c.keyOffset > c.blockStride - layerPart ||
+      c.valueOffset > c.blockStride - layerPart)
+    return false;
+  int64_t poolLen;
+  return mulFits(c.numBlocks, c.blockStride, &poolLen);
+}
+
+int64_t lengthOf(const Call &c, int64_t b) {
+  return std::clamp<int64_t>(c.contextLens[b], 0, c.maxLen);
+}
+
+struct Plan {
+  const Call *c;
+  const Kernels *kernels;
+  int64_t chunk, splits;
+  /// For sequences split in several chunks: per (b, h, split), the
+  /// unnormalized sum of p * V ([headDim]) and (max, sum).
+  float *partAcc, *partStats;
+};
+
+void runItem(void *context, int64_t item) {
+  const Plan &plan = *static_cast<const Plan *>(context);
+  const Call &c = *plan.c;
+  const int64_t s = item % plan.splits;
+  const int64_t g = item / plan.splits % c.kvHeads;
+  const int64_t b = item / plan.splits / c.kvHeads;
+  const int64_t len = lengthOf(c, b);
+  const int64_t splits = (len + plan.chunk - 1) / plan.chunk;
+  const int64_t head0 = g * c.group;
+  if (len == 0) {
+    if (s == 0)
+      std::fill_n(c.out + b * c.outStride + head0 * c.headDim,
+                  c.group * c.headDim, 0.f);
+    return;
+  }
+  if (s >= splits)
+    return;
+  const int64_t t0 = s * plan.chunk;
+  const int64_t n = std::min(len, t0 + plan.chunk) - t0;
+
+  // The chunk's K rows, block by block through the table.
+  int64_t rows[kMaxChunk];
+  {
+    const int32_t *table = c.tables + b * c.tableWidth;
+    int64_t m = t0 / c.blockSize, r = t0 % c.blockSize;
+    const int64_t headRow = g * c.blockSize;
+    for (int64_t i = 0; i < n;) {
+      int64_t blk = table[m];
+      if (blk < 0 || blk >= c.numBlocks)
+        blk = 0;
+      int64_t base = blk * c.blockStride + c.keyOffset;
+      int64_t take = std::min(n - i, c.blockSize - r);
+      for (int64_t e = 0; e < take; ++e)
+        rows[i + e] = base + (headRow + r + e) * c.headDim;
+      i += take;
+      ++m;
+      r = 0;
+    }
+  }
+
+  alignas(64) float scores[kMaxPassHeads * kMaxChunk];
+  float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
+  for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
+    const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
+    const int64_t h = head0 + j0;
+    Pass pass{c.q + b * c.qStride + h * c.headDim,
+              c.pool,
+              rows,
+              c.valueOffset - c.keyOffset,
+              n,
+              heads,
+              c.headDim,
+              c.scale,
+              scores,
+              maxes,
+              sums,
+              nullptr,
+              0,
+              post};
+    plan.kernels->scores(pass);
+    plan.kernels->softmax(pass);
+    if (splits == 1) {
+      pass.dst = c.out + b * c.outStride + h * c.headDim;
+      pass.dstStride = c.headDim;
+      for (int64_t j = 0; j < heads; ++j)
+        post[j] = 1.f / sums[j];
+    } else {
+      int64_t slot = (b * c.qHeads + h) * plan.splits + s;
+      pass.dst = plan.partAcc + slot * c.headDim;
+      pass.dstStride = plan.splits * c.headDim;
+      for (int64_t j = 0; j < heads; ++j) {
+        post[j] = 1.f;
+        plan.partStats[(slot + j * plan.splits) * 2] = maxes[j];
+        plan.partStats[(slot + j * plan.splits) * 2 + 1] = sums[j];
+      }
+    }
+    plan.kernels->values(pass);
+  }
+}
+
+/// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s for the split
+/// sequences.
+void combine(const Plan &plan) {
+  const Call &c = *plan.c;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    int64_t splits = (lengthOf(c, b) + plan.chunk - 1) / plan.chunk;
+    if (splits <= 1)
+      continue;
+    for (int64_t h = 0; h < c.qHeads; ++h) {
+      int64_t slot = (b * c.qHeads + h) * plan.splits;
+      const float *stats = plan.partStats + slot * 2;
+      float m = stats[0];
+      for (int64_t s = 1; s < splits; ++s)
+        m = std::max(m, stats[s * 2]);
+      float total = 0.f;
+      for (int64_t s = 0; s < splits; ++s)
+        total += std::exp(stats[s * 2] - m) * stats[s * 2 + 1];
+      const float inv = 1.f / total;
+      float *dst = c.out + b * c.outStride + h * c.headDim;
+      const float *acc = plan.partAcc + slot * c.headDim;
+      for (int64_t s = 0; s < splits; ++s) {
+        const float *a = acc + s * c.headDim;
+        const float w = std::exp(stats[s * 2] - m) * inv;
+        if (s == 0)
+          for (int64_t d = 0; d < c.headDim; ++d)
+            dst[d] = w * a[d];
+        else
+          for (int64_t d = 0; d < c.headDim; ++d)
+            dst[d] += w * a[d];
+      }
+    }
+  }
+}
+
+/// The split scratch, kept per thread between calls (a fresh allocation
+/// of this size would fault in its pages on every call). A call made while
+/// the thread's own is in use (this thread ran another thread's task while
+/// waiting for its items) allocates its own.
+struct Scratch {
+  std::vector<float> data;
+  bool busy = false;
+};
+thread_local Scratch tScratch;
+/// Larger scratch is not kept after the call.
+constexpr size_t kKeptScratch = size_t(16) << 20; // floats
+
+void runAttention(const Kernels &kernels, const Call &call) {
+  if (!validArgs(call))
+    return;
+  Call c = call;
+  c.group = c.qHeads / c.kvHeads;
+  c.maxLen = c.tableWidth > std::numeric_limits<int64_t>::max() / c.blockSize
+                 ? std::numeric_limits<int64_t>::max()
+                 : c.tableWidth * c.blockSize;
+  const Kernels *kern = &kernels;
+  while (c.headDim % kern->dimMultiple != 0)
+    kern = kern->narrower;
+
+  int64_t longest = 0;
+  double total = 0;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    int64_t len = lengthOf(c, b);
+    longest = std::max(longest, len);
+    total += double(len);
+  }
+  // Depends on the shapes and lengths only: the same bits on any number of
+  // threads.
+  int64_t chunk = kMaxChunk;
+  auto splitsOf = [&](int64_t ch) {
+    return std::max<int64_t>(1, (longest + ch - 1) / ch);
+  };
+  while (chunk > 64 && c.batch * c.kvHeads * splitsOf(chunk) < kMinItems)
+    chunk /= 2;
+  Plan plan{&c, kern, chunk, splitsOf(chunk), nullptr, nullptr};
+
+  std::vector<float> own;
+  Scratch *kept = nullptr;
+  if (plan.splits > 1) {
+    size_t slots = size_t(c.batch * c.qHeads * plan.splits);
+    size_t need = slots * size_t(c.headDim + 2);
+    std::vector<float> *buf = &own;
+    if (!tScratch.busy && need <= kKeptScratch) {
+      kept = &tScratch;
+      kept->busy = true;
+      buf = &kept->data;
+    }
+    if (buf->size() < need)
+      buf->resize(need);
+    plan.partAcc = buf->data();
+    plan.partStats = buf->data() + slots * size_t(c.headDim);
+  }
+
+  const int64_t items = c.batch * c.kvHeads * plan.splits;
+  if (2.0 * double(c.qHeads) * double(c.headDim) * total < kSerialWork) {
+    for (int64_t i = 0; i < items; ++i)
+      runItem(&plan, i);
+  } else {
+    sitsRuntimeParallelFor(&runItem, &plan, items);
+  }
+  if (plan.splits > 1)
+    combine(plan);
+  if (kept)
+    kept->busy = false;
+}
+
+} // namespace
+
+const char *isaName(Isa isa) {
+  switch (isa) {
+  case Isa::kScalar:
+    return "scalar";
+  case Isa::kAvx2:
+    return "avx2";
+  case Isa::kAvx512:
+    return "avx512";
+  }
+  return "?";
+}
+
+bool isaAvailable(Isa isa) {
+  if (!kernelsFor(isa))
+    return false;
+  if (isa == Isa::kScalar)
+    return true;
+  const HostCpuInfo &cpu = hostCpuInfo();
+  auto has = [&](const char *f) { return cpu.hasFeature(f).value_or(false); };
+  // AVX-512 falls back on AVX2 for head sizes that are multiples of 8 only.
+  bool avx2 = has("avx2") && has("fma");
+  return isa == Isa::kAvx2 ? avx2 : avx2 && has("avx512f");
+}
+
+Isa selectedIsa() {
+  static const Isa best = [] {
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2})
+      if (isaAvailable(isa))
+        return isa;
+    return Isa::kScalar;
+  }();
+  return best;
+}
+
+bool run(Isa isa, int64_t batch, int64_t qHeads, int64_t kvHeads,
+         int64_t headDim, int64_t blockSize, const float *q, int64_t qStride,
+         const float *pool, int64_t numBlocks, int64_t blockStride,
+         int64_t keyOffset, int64_t valueOffset, const int32_t *tables,
+         int64_t tableWidth, const int32_t *contextLens, float scale,
+         float *out, int64_t outStride) {
+  if (!isaAvailable(isa))
+    return false;
+  runAttention(*kernelsFor(isa),
+               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
+                    0,           q,         qStride,     pool,      numBlocks,
+                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
+                    contextLens, scale,     out,         outStride, 0});
+  return true;
+}
+
+} // namespace sits::runtime::pattn
+
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedDecodeAttention(
+    int64_t batch, int64_t qHeads, int64_t kvHeads, int64_t headDim,
+    int64_t blockSize, const float *q, int64_t qStride, const float *pool,
+    int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
+    int64_t valueOffset, const int32_t *tables, int64_t tableWidth,
+    const int32_t *contextLens, float scale, float *out, int64_t outStride) {
+  using namespace sits::runtime::pattn;
+  static const Kernels *const kernels = kernelsFor(selectedIsa());
+  runAttention(*kernels,
+               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
+                    0,           q,         qStride,     pool,      numBlocks,
+                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
+                    contextLens, scale,     out,         outStride, 0});
+}

@@ -1,0 +1,47 @@
+//===- paged_attention.h - The paged decode attention's paths (internal) --===//
+//
+// `sitsRuntimePagedDecodeAttention` (paged_attention.cpp) picks one
+// implementation per process from the CPU's features. The unit tests run
+// each path the CPU has through `run` and compare it with a plain
+// double-precision reference. Exported (sits::runtime is) only for those
+// tests; compiled code calls `sitsRuntimePagedDecodeAttention`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_CORE_PAGED_ATTENTION_H
+#define SITS_RUNTIME_CORE_PAGED_ATTENTION_H
+
+#include "sits/runtime/export.h"
+
+#include <cstdint>
+
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedDecodeAttention(
+    int64_t batch, int64_t qHeads, int64_t kvHeads, int64_t headDim,
+    int64_t blockSize, const float *q, int64_t qStride, const float *pool,
+    int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
+    int64_t valueOffset, const int32_t *tables, int64_t tableWidth,
+    const int32_t *contextLens, float scale, float *out, int64_t outStride);
+
+namespace sits::runtime::pattn {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+/// "scalar", "avx2", "avx512".
+SITS_RUNTIME_API const char *isaName(Isa isa);
+/// Whether this build and CPU can run `isa` (kScalar always).
+SITS_RUNTIME_API bool isaAvailable(Isa isa);
+/// The path `sitsRuntimePagedDecodeAttention` takes on this CPU.
+SITS_RUNTIME_API Isa selectedIsa();
+/// `sitsRuntimePagedDecodeAttention` on path `isa` (threads and argument
+/// checks included; a head size the path's vectors do not divide takes the
+/// next narrower path, as the exported function does); false, with nothing
+/// read or written, when `isa` is not available.
+SITS_RUNTIME_API bool
+run(Isa isa, int64_t batch, int64_t qHeads, int64_t kvHeads, int64_t headDim,
+    int64_t blockSize, const float *q, int64_t qStride, const float *pool,
+    int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
+    int64_t valueOffset, const int32_t *tables, int64_t tableWidth,
+    const int32_t *contextLens, float scale, float *out, int64_t outStride);
+
+} // namespace sits::runtime::pattn
+
+#endif // SITS_RUNTIME_CORE_PAGED_ATTENTION_H
