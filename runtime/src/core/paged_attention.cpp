@@ -796,6 +796,22 @@ void runAttention(const Kernels &kernels, const Call &call) {
     kept->busy = false;
 }
 
+/// The exported call's arguments on `kernels` (the derived fields of Call
+/// are filled in by runAttention).
+void attend(const Kernels &kernels, int64_t batch, int64_t qHeads,
+            int64_t kvHeads, int64_t headDim, int64_t blockSize, const float *q,
+            int64_t qStride, const float *pool, int64_t numBlocks,
+            int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
+            const int32_t *tables, int64_t tableWidth,
+            const int32_t *contextLens, float scale, float *out,
+            int64_t outStride) {
+  runAttention(kernels,
+               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
+                    0,           q,         qStride,     pool,      numBlocks,
+                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
+                    contextLens, scale,     out,         outStride, 0});
+}
+
 } // namespace
 
 const char *isaName(Isa isa) {
@@ -840,11 +856,9 @@ bool run(Isa isa, int64_t batch, int64_t qHeads, int64_t kvHeads,
          float *out, int64_t outStride) {
   if (!isaAvailable(isa))
     return false;
-  runAttention(*kernelsFor(isa),
-               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
-                    0,           q,         qStride,     pool,      numBlocks,
-                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
-                    contextLens, scale,     out,         outStride, 0});
+  attend(*kernelsFor(isa), batch, qHeads, kvHeads, headDim, blockSize, q,
+         qStride, pool, numBlocks, blockStride, keyOffset, valueOffset, tables,
+         tableWidth, contextLens, scale, out, outStride);
   return true;
 }
 
@@ -858,9 +872,7 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedDecodeAttention(
     const int32_t *contextLens, float scale, float *out, int64_t outStride) {
   using namespace sits::runtime::pattn;
   static const Kernels *const kernels = kernelsFor(selectedIsa());
-  runAttention(*kernels,
-               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
-                    0,           q,         qStride,     pool,      numBlocks,
-                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
-                    contextLens, scale,     out,         outStride, 0});
+  attend(*kernels, batch, qHeads, kvHeads, headDim, blockSize, q, qStride, pool,
+         numBlocks, blockStride, keyOffset, valueOffset, tables, tableWidth,
+         contextLens, scale, out, outStride);
 }
