@@ -79,6 +79,12 @@ def SitsConvertToLinalg : Pass<"sits-convert-to-linalg"> {
            "time, the codes re-laid out for dot-product instructions, and a "
            "contraction computed by the runtime's sitsRuntimeQDot (CPU "
            "targets; see lowerQMatmulToIntegerDot)">,
+    Option<"pagedAttentionKernel", "paged-attention-kernel", "bool",
+           /*default=*/"false",
+           "Lower the attention of an f32 sits.paged_attention to "
+           "sits.ukernel.paged_attention, computed by the runtime's "
+           "sitsRuntimePagedAttention on the pool in place, instead of "
+           "gathering each sequence's context (CPU targets)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

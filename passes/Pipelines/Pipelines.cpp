@@ -138,7 +138,8 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // what follows, LLVM included, then sees every layer's kernels once.
   pm.addPass(createSitsOutlineKernels());
   addDeallocation(pm);
-  // Ops a runtime kernel computes (INT8 dot products) become its calls.
+  // Ops a runtime kernel computes (INT8 dot products, paged attention)
+  // become its calls.
   pm.addPass(cpu::createSitsCpuLowerUkernels());
 
   // Vectors down to what LLVM selects well; remaining linalg ops (dynamic
@@ -252,6 +253,7 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
   pm.addPass(createSitsFoldWeightTransposes());
   SitsConvertToLinalgOptions toLinalg;
   toLinalg.integerDot = options.integerDot;
+  toLinalg.pagedAttentionKernel = options.pagedAttentionKernel;
   pm.addPass(createSitsConvertToLinalg(toLinalg));
   addCleanup(pm);
   addCpuCodegenPasses(pm, options);

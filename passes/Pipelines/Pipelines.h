@@ -57,6 +57,12 @@ struct CpuCodegenPipelineOptions
           "dot products (sits-cpu-pipeline; sits-convert-to-linalg's "
           "integer-dot)"),
       llvm::cl::init(true)};
+  Option<bool> pagedAttentionKernel{
+      *this, "paged-attention-kernel",
+      llvm::cl::desc("Compute f32 paged attention with the runtime's kernel, "
+                     "reading K/V in place in the pool (sits-cpu-pipeline; "
+                     "sits-convert-to-linalg's paged-attention-kernel)"),
+      llvm::cl::init(true)};
 };
 
 /// Options of the graph-level passes. The hardware facts they need come from

@@ -6,6 +6,8 @@
 include "dialects/Sits/IR/SitsBase.td"
 include "dialects/Sits/IR/SitsAttrs.td"
 include "dialects/Sits/IR/SitsInterfaces.td"
+include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -305,8 +307,7 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     `block_tables[b, p / block_size]`, and query `s` sits at position
     `context_lens[b] - S + s` and sees every position up to its own (causal,
     bottom-right aligned per sequence, so shorter sequences are left-padded).
-    A query with no visible key (a padding token) averages V, as
-    `sits.attention` does for fully masked rows.
+    A query with no visible key (a left-padding token) gets zeros.
 
     Query head `h` reads K/V head `h / (Hq / Hkv)` (GQA/MQA). `scale`
     defaults to `1 / sqrt(D)`. Results are the attention output
@@ -521,6 +522,73 @@ def Sits_DequantizeOp : Sits_QuantOpBase<"dequantize"> {
     OptionalAttr<I64Attr>:$block_size
   );
   let results = (outs Sits_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime kernels
+//===----------------------------------------------------------------------===//
+
+// Codegen-level ops that the runtime's hand-written kernels compute. They are
+// created by sits-convert-to-linalg, bufferize in destination style, and
+// become calls in sits-cpu-lower-ukernels.
+
+def Sits_F32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32]>, MemRefOf<[F32]>]>;
+def Sits_I32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[I32]>, MemRefOf<[I32]>]>;
+
+def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface, [
+        "bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+        "getAliasingValues", "bufferize"]>]> {
+  let summary = "The attention part of sits.paged_attention, as a runtime kernel";
+  let description = [{
+    Causal attention of `query` (`[B, Hq, S, D]`) over one layer of a paged
+    KV pool (`[num_blocks, layers, 2, Hkv, block_size, D]`), read in place
+    through `block_tables` (`[B, W]`): the attention half of
+    `sits.paged_attention` once its new K/V are in the pool. Query `s` of
+    sequence `b` sits at position `context_lens[b] - S + s` and sees every
+    position up to its own; a query that sees none (left padding) gets
+    zeros. Query head `h` reads K/V head `h / (Hq / Hkv)`. Block numbers out
+    of the pool's range read block 0; positions past `W * block_size` are
+    not read.
+
+    The op is in destination style: the result (`[B, Hq, S, D]`) is written
+    into `init`, on tensors or, after bufferization, on buffers (then it has
+    no result). sits-cpu-lower-ukernels turns the buffer form into a call of
+    the runtime's `sitsRuntimePagedAttention`, which reads K and V where
+    they lie instead of gathering each sequence's context first.
+
+    ```mlir
+    %o = sits.ukernel.paged_attention
+        ins(%q, %pool, %tables, %lens : tensor<?x8x1x64xf32>,
+            tensor<?x8x2x2x16x64xf32>, tensor<?x?xi32>, tensor<?xi32>)
+        layer(%l) outs(%init : tensor<?x8x1x64xf32>) {scale = 0.125 : f32}
+        -> tensor<?x8x1x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Sits_F32TensorOrMemRef:$query,
+    Sits_F32TensorOrMemRef:$pool,
+    Sits_I32TensorOrMemRef:$block_tables,
+    Sits_I32TensorOrMemRef:$context_lens,
+    Index:$layer,
+    F32Attr:$scale,
+    Sits_F32TensorOrMemRef:$init
+  );
+  let results = (outs Variadic<RankedTensorOf<[F32]>>:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $pool `,` $block_tables `,` $context_lens `:`
+    type($query) `,` type($pool) `,` type($block_tables) `,`
+    type($context_lens) `)` `layer` `(` $layer `)`
+    `outs` `(` $init `:` type($init) `)` attr-dict (`->` type($result)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getInitMutable();
+    }
+  }];
 }
 
 #endif // SITS_DIALECT_SITSOPS_TD

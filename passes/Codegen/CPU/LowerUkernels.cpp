@@ -1,15 +1,19 @@
 //===- LowerUkernels.cpp - Marked linalg ops as runtime kernel calls ------===//
 //
-// Some contractions run best as hand-written kernels with per-ISA variants
-// chosen when the code runs (the INT8 dot products of quantized matmuls:
-// VNNI, AVX2 or portable): their op carries `sits.ukernel`, tiling and
-// vectorization leave it whole, and once on buffers it becomes one call of
-// the runtime's kernel with pointers and strides.
+// Some ops run best as hand-written kernels with per-ISA variants chosen
+// when the code runs. A contraction (the INT8 dot products of quantized
+// matmuls: VNNI, AVX2 or portable) carries `sits.ukernel`; what linalg
+// cannot express (paged attention, reading the KV pool through block
+// tables) is a `sits.ukernel.*` op. Tiling and vectorization leave both
+// whole, and once on buffers each becomes one call of the runtime's kernel
+// with pointers and strides.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Codegen/CPU/Passes.h"
 #include "passes/Codegen/Common/Ukernels.h"
+
+#include "dialects/Sits/IR/SitsOps.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -26,21 +30,39 @@ namespace {
 
 /// The runtime's INT8 dot-product kernel (runtime/src/core/qdot.cpp).
 constexpr llvm::StringLiteral kQDot = "sitsRuntimeQDot";
+/// The runtime's paged attention (runtime/src/core/paged_attention.cpp).
+constexpr llvm::StringLiteral kPagedAttention = "sitsRuntimePagedAttention";
 
-func::FuncOp getOrDeclareQDot(ModuleOp module) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(kQDot))
+/// The kernel `name` with argument types `inputs` (no results), declared
+/// in `module` on first use.
+func::FuncOp getOrDeclare(ModuleOp module, StringRef name,
+                          ArrayRef<Type> inputs) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
     return existing;
-  MLIRContext *ctx = module.getContext();
-  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx);
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto decl = func::FuncOp::create(
-      b, module.getLoc(), kQDot,
-      FunctionType::get(ctx,
-                        {i64, i64, i64, i64, i64, ptr, i64, ptr, i64, ptr, ptr,
-                         i64, ptr, i64},
-                        {}));
+  auto decl =
+      func::FuncOp::create(b, module.getLoc(), name,
+                           FunctionType::get(module.getContext(), inputs, {}));
   decl.setPrivate();
   return decl;
+}
+
+func::FuncOp getOrDeclareQDot(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx);
+  return getOrDeclare(
+      module, kQDot,
+      {i64, i64, i64, i64, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64});
+}
+
+func::FuncOp getOrDeclarePagedAttention(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx),
+       f32 = Float32Type::get(ctx);
+  return getOrDeclare(module, kPagedAttention,
+                      {i64, i64, i64, i64, i64, ptr, i64, i64, i64,
+                       ptr, i64, i64, i64, i64, i64, i64, i64, ptr,
+                       i64, i64, ptr, f32, ptr, i64, i64, i64});
 }
 
 /// Whether every dimension of `type` from `from` on is contiguous row-major
@@ -57,9 +79,11 @@ bool innerContiguous(MemRefType type, int64_t from) {
 }
 
 /// One buffer as the kernel takes it: the address of its first element and
-/// the stride of its outermost dimension, in elements.
+/// the strides of its dimensions (`rowStride` the outermost's), in elements,
+/// as i64.
 struct Buffer {
   Value pointer, rowStride;
+  SmallVector<Value> strides;
 };
 
 Buffer getBuffer(OpBuilder &b, Location loc, Value memref) {
@@ -75,9 +99,32 @@ Buffer getBuffer(OpBuilder &b, Location loc, Value memref) {
       b, loc, i64, arith::AddIOp::create(b, loc, base, offset));
   Value pointer = LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
-  Value stride =
-      arith::IndexCastOp::create(b, loc, i64, metadata.getStrides().front());
-  return {pointer, stride};
+  SmallVector<Value> strides;
+  for (Value stride : metadata.getStrides())
+    strides.push_back(arith::IndexCastOp::create(b, loc, i64, stride));
+  return {pointer, strides.front(), strides};
+}
+
+/// `memref` itself when its innermost dimension is contiguous (a static unit
+/// stride), else a fresh identity-layout buffer holding a copy of it (when
+/// `copyIn`) that the caller writes back (when it is an output) and frees:
+/// this runs after deallocation was placed.
+Value withContiguousRows(OpBuilder &b, Location loc, Value memref,
+                         bool copyIn) {
+  auto type = cast<MemRefType>(memref.getType());
+  auto [strides, offset] = type.getStridesAndOffset();
+  if (strides.back() == 1)
+    return memref;
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(memref::DimOp::create(b, loc, memref, d));
+  Value copy = memref::AllocOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()),
+      dynamicSizes);
+  if (copyIn)
+    memref::CopyOp::create(b, loc, memref, copy);
+  return copy;
 }
 
 /// Replaces a "qdot_i4" / "qdot_i8" contraction (lowerQMatmulToIntegerDot's
@@ -145,10 +192,91 @@ LogicalResult lowerQDot(OpBuilder &b, linalg::GenericOp op, int64_t bits,
   return success();
 }
 
+/// Replaces a sits.ukernel.paged_attention on buffers by its kernel call.
+/// The pool's head dim must be contiguous (it is in the identity layout the
+/// pool has as a function argument); the other operands are copied into
+/// contiguous buffers when theirs is not.
+LogicalResult lowerPagedAttention(OpBuilder &b, UkernelPagedAttentionOp op,
+                                  func::FuncOp kernel) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("must be on buffers to become a kernel call");
+  auto poolType = cast<MemRefType>(op.getPool().getType());
+  if (poolType.getStridesAndOffset().first.back() != 1)
+    return op.emitOpError("needs a pool whose head dim is contiguous, got ")
+           << poolType;
+  Location loc = op.getLoc();
+  b.setInsertionPoint(op);
+  Type i64 = b.getI64Type();
+  auto dim = [&](Value memref, int64_t d) -> Value {
+    return arith::IndexCastOp::create(b, loc, i64,
+                                      memref::DimOp::create(b, loc, memref, d));
+  };
+  Value query = withContiguousRows(b, loc, op.getQuery(), /*copyIn=*/true);
+  Value tables = withContiguousRows(b, loc, op.getBlockTables(), true);
+  Value lens = withContiguousRows(b, loc, op.getContextLens(), true);
+  Value out = withContiguousRows(b, loc, op.getInit(), /*copyIn=*/false);
+  Buffer q = getBuffer(b, loc, query), pool = getBuffer(b, loc, op.getPool()),
+         t = getBuffer(b, loc, tables), l = getBuffer(b, loc, lens),
+         o = getBuffer(b, loc, out);
+  // Layer l's K starts l * stride(1) into a block, its V stride(2) later.
+  Value layer = arith::IndexCastOp::create(b, loc, i64, op.getLayer());
+  Value keyOffset = arith::MulIOp::create(b, loc, layer, pool.strides[1]);
+  Value valueOffset = arith::AddIOp::create(b, loc, keyOffset, pool.strides[2]);
+  Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+  func::CallOp::create(b, loc, kernel,
+                       ValueRange{dim(query, 0),
+                                  dim(query, 2),
+                                  dim(query, 1),
+                                  dim(op.getPool(), 3),
+                                  dim(query, 3),
+                                  q.pointer,
+                                  q.strides[0],
+                                  q.strides[1],
+                                  q.strides[2],
+                                  pool.pointer,
+                                  dim(op.getPool(), 0),
+                                  pool.strides[0],
+                                  keyOffset,
+                                  valueOffset,
+                                  pool.strides[3],
+                                  dim(op.getPool(), 4),
+                                  pool.strides[4],
+                                  t.pointer,
+                                  dim(tables, 1),
+                                  t.strides[0],
+                                  l.pointer,
+                                  scale,
+                                  o.pointer,
+                                  o.strides[0],
+                                  o.strides[1],
+                                  o.strides[2]});
+  if (out != op.getInit())
+    memref::CopyOp::create(b, loc, out, op.getInit());
+  Value copies[] = {query, tables, lens, out};
+  Value originals[] = {op.getQuery(), op.getBlockTables(), op.getContextLens(),
+                       op.getInit()};
+  for (auto [copy, original] : llvm::zip_equal(copies, originals))
+    if (copy != original)
+      memref::DeallocOp::create(b, loc, copy);
+  op->erase();
+  return success();
+}
+
 struct SitsCpuLowerUkernelsPass
     : cpu::impl::SitsCpuLowerUkernelsBase<SitsCpuLowerUkernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    OpBuilder b(&getContext());
+    SmallVector<UkernelPagedAttentionOp> attention;
+    module.walk([&](UkernelPagedAttentionOp op) { attention.push_back(op); });
+    if (!attention.empty()) {
+      func::FuncOp kernel = getOrDeclarePagedAttention(module);
+      for (UkernelPagedAttentionOp op : attention) {
+        if (failed(lowerPagedAttention(b, op, kernel)))
+          return signalPassFailure();
+        ++numCalls;
+      }
+    }
     SmallVector<linalg::GenericOp> marked;
     module.walk([&](linalg::GenericOp op) {
       if (op->hasAttr(kUkernelAttr))
@@ -157,7 +285,6 @@ struct SitsCpuLowerUkernelsPass
     if (marked.empty())
       return;
     func::FuncOp qdot = getOrDeclareQDot(module);
-    OpBuilder b(&getContext());
     for (linalg::GenericOp op : marked) {
       auto name = op->getAttrOfType<StringAttr>(kUkernelAttr);
       StringRef kernel = name ? name.getValue() : StringRef();

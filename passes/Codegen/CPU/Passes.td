@@ -397,11 +397,22 @@ def SitsCpuParallelToRuntime
 }
 
 def SitsCpuLowerUkernels : Pass<"sits-cpu-lower-ukernels", "ModuleOp"> {
-  let summary = "Replace linalg ops marked for a runtime kernel by calls of it";
+  let summary = "Replace ops a runtime kernel computes by calls of it";
   let description = [{
-    On buffers, replaces every `linalg.generic` carrying `sits.ukernel` (set
-    by sits-convert-to-linalg's `integer-dot`) whose operands have the
-    form its kernel takes by a call of that kernel, declared in the module:
+    On buffers, replaces every `sits.ukernel.*` op, and every
+    `linalg.generic` carrying `sits.ukernel` (set by sits-convert-to-linalg's
+    `integer-dot`) whose operands have the form its kernel takes, by a call
+    of that kernel, declared in the module:
+
+    * `sits.ukernel.paged_attention`: `sitsRuntimePagedAttention(batch,
+      queries, q_heads, kv_heads, head_dim, q, q strides (batch, head,
+      token), pool, num_blocks, block_stride, key_offset, value_offset,
+      kv_head_stride, block_size, position_stride, tables, table_width,
+      table_stride, context_lens, scale, out, out strides (batch, head,
+      token))` (runtime/src/core/paged_attention.cpp). The pool's head dim
+      must be contiguous (an error otherwise); a query, table, length or
+      output buffer whose innermost dimension is not is copied through a
+      contiguous one.
 
     * `"qdot_i4"`, `"qdot_i8"`: INT8 activation codes `[M, G, ...]`, the
       weight codes in the kernel's layout, per-(row, group) activation

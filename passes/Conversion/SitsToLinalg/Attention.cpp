@@ -3,7 +3,8 @@
 // The lowerings of sits.attention (Q·Kᵀ, scale and masks, max-subtracted
 // exp, row sums, ·V, normalization) and sits.paged_attention (K/V written
 // into the pool through the slot mapping, each sequence's context gathered
-// through its block table, then causal attention).
+// through its block table, then causal attention; or, on CPU targets, the
+// attention as sits.ukernel.paged_attention, which reads the pool in place).
 //
 //===----------------------------------------------------------------------===//
 
@@ -406,6 +407,13 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
   return collapse(b, loc, forall.getResult(0), {{0}, {1}, {2, 3}, {4}});
 }
 
+/// The layer `op` reads and writes: static (an attribute) or an operand.
+OpFoldResult getLayer(OpBuilder &b, PagedAttentionOp op,
+                      PagedAttentionOp::Adaptor operands) {
+  return operands.getLayerIndex() ? OpFoldResult(operands.getLayerIndex())
+                                  : b.getIndexAttr(*op.getLayer());
+}
+
 } // namespace
 
 FailureOr<SmallVector<Value>>
@@ -413,9 +421,7 @@ mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
                                   PagedAttentionOp::Adaptor operands) {
   Location loc = op.getLoc();
   // A static layer gives static pool offsets, a dynamic one dynamic ones.
-  OpFoldResult layer = operands.getLayerIndex()
-                           ? OpFoldResult(operands.getLayerIndex())
-                           : b.getIndexAttr(*op.getLayer());
+  OpFoldResult layer = getLayer(b, op, operands);
   Value pool =
       writeSlots(b, loc, operands.getPool(), operands.getKey(),
                  operands.getValue(), operands.getSlotMapping(), layer);
@@ -433,16 +439,91 @@ mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
         Value len = arith::ExtSIOp::create(nb, l, nb.getI64Type(), args[0]);
         return arith::SubIOp::create(nb, l, len, newTokens);
       });
-  Value out =
-      buildAttention(b, loc, operands.getQuery(), key, value, Value(),
-                     cast<RankedTensorType>(op.getResult().getType()),
-                     op.getScaleOrDefault(), CausalPlacement{true, offsets});
-  return SmallVector<Value>{out, pool};
+  auto resultType = cast<RankedTensorType>(op.getResult().getType());
+  Value out = buildAttention(b, loc, operands.getQuery(), key, value, Value(),
+                             resultType, op.getScaleOrDefault(),
+                             CausalPlacement{true, offsets});
+  // A query that sees no key (a left-padding token at a negative position)
+  // gets zeros rather than buildAttention's average of the gathered rows.
+  MLIRContext *ctx = b.getContext();
+  Value zero = floatConst(b, loc, resultType.getElementType(), 0.0);
+  out = buildElementwise(
+      b, loc, {out, offsets},
+      {b.getMultiDimIdentityMap(4),
+       AffineMap::get(4, 0, {getAffineDimExpr(0, ctx)}, ctx)},
+      tensor::getMixedSizes(b, loc, out), resultType.getElementType(),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value s = arith::IndexCastOp::create(nb, l, nb.getI64Type(),
+                                             linalg::IndexOp::create(nb, l, 2));
+        Value position = arith::AddIOp::create(nb, l, args[1], s);
+        Value padding =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, position,
+                                  arith::ConstantIntOp::create(nb, l, 0, 64));
+        return arith::SelectOp::create(nb, l, padding, zero, args[0]);
+      });
+  return SmallVector<Value>{castToType(b, loc, out, resultType), pool};
+}
+
+FailureOr<SmallVector<Value>>
+mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
+                                        PagedAttentionOp::Adaptor operands) {
+  auto f32 = [](Value v) {
+    return cast<ShapedType>(v.getType()).getElementType().isF32();
+  };
+  std::optional<double> scale = op.getScaleOrDefault();
+  if (!scale || !f32(operands.getQuery()) || !f32(operands.getKey()) ||
+      !f32(operands.getValue()) || !f32(operands.getPool()) ||
+      !f32(op.getResult()))
+    return failure();
+  Location loc = op.getLoc();
+  OpFoldResult layer = getLayer(b, op, operands);
+  Value pool =
+      writeSlots(b, loc, operands.getPool(), operands.getKey(),
+                 operands.getValue(), operands.getSlotMapping(), layer);
+  auto resultType = cast<RankedTensorType>(op.getResult().getType());
+  Value query = castToType(b, loc, operands.getQuery(), resultType);
+  Value init = emptyTensor(b, loc, tensor::getMixedSizes(b, loc, query),
+                           resultType.getElementType());
+  auto kernel = UkernelPagedAttentionOp::create(
+      b, loc, TypeRange{init.getType()}, query, pool, operands.getBlockTables(),
+      operands.getContextLens(), indexValue(b, loc, layer),
+      b.getF32FloatAttr(*scale), init);
+  return SmallVector<Value>{
+      castToType(b, loc, kernel.getResult().front(), resultType), pool};
 }
 
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
+
+namespace {
+
+/// sits.paged_attention through lowerPagedAttentionToKernel, ahead of the
+/// default lowering (which takes what this one does not).
+struct PagedAttentionToKernel : OpConversionPattern<PagedAttentionOp> {
+  PagedAttentionToKernel(TypeConverter &converter, MLIRContext *ctx)
+      : OpConversionPattern(converter, ctx, /*benefit=*/2) {}
+
+  LogicalResult
+  matchAndRewrite(PagedAttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (failed(checkSitsOpLowerable(op, [] { return InFlightDiagnostic(); })))
+      return rewriter.notifyMatchFailure(op, "not lowerable");
+    FailureOr<SmallVector<Value>> results =
+        lowerPagedAttentionToKernel(rewriter, op, adaptor);
+    if (failed(results))
+      return rewriter.notifyMatchFailure(op, "no runtime kernel form");
+    rewriter.replaceOp(op, *results);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::sits::populatePagedAttentionKernelPatterns(
+    TypeConverter &typeConverter, RewritePatternSet &patterns) {
+  patterns.add<PagedAttentionToKernel>(typeConverter, patterns.getContext());
+}
 
 void mlir::sits::detail::populateAttentionPatterns(
     TypeConverter &typeConverter, RewritePatternSet &patterns) {

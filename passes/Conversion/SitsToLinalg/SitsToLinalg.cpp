@@ -329,6 +329,7 @@ void mlir::sits::populateSitsToLinalgConversionPatterns(
 void mlir::sits::configureSitsToLinalgConversionTarget(
     ConversionTarget &target, const TypeConverter &typeConverter) {
   target.addIllegalDialect<SitsDialect>();
+  target.addLegalOp<UkernelPagedAttentionOp>();
   target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
     return typeConverter.isSignatureLegal(op.getFunctionType()) &&
            typeConverter.isLegal(&op.getBody());
@@ -366,6 +367,8 @@ struct SitsConvertToLinalgPass
     populateSitsToLinalgConversionPatterns(typeConverter, patterns);
     if (integerDot)
       populateIntegerDotPatterns(typeConverter, patterns);
+    if (pagedAttentionKernel)
+      populatePagedAttentionKernelPatterns(typeConverter, patterns);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }

@@ -108,6 +108,14 @@ FailureOr<Value> lowerAttentionOp(OpBuilder &b, AttentionOp op,
 FailureOr<SmallVector<Value>>
 lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
                       PagedAttentionOp::Adaptor operands);
+/// As lowerPagedAttentionOp, the K/V writes, then the attention as one
+/// sits.ukernel.paged_attention reading K and V where they lie in the pool
+/// (sits-convert-to-linalg's `paged-attention-kernel`). Fails, building
+/// nothing, unless the query, K/V, pool and result are f32 and the scale is
+/// known (given, or a static head dim).
+FailureOr<SmallVector<Value>>
+lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
+                            PagedAttentionOp::Adaptor operands);
 /// Two-pass mean/variance reductions and one normalizing generic.
 FailureOr<Value> lowerLayerNormOp(OpBuilder &b, LayerNormOp op,
                                   LayerNormOp::Adaptor operands);
@@ -148,8 +156,14 @@ void populateSitsToLinalgConversionPatterns(TypeConverter &typeConverter,
 void populateIntegerDotPatterns(TypeConverter &typeConverter,
                                 RewritePatternSet &patterns);
 
-/// SITS ops illegal; functions, calls, returns, constants and tensor ops
-/// legal once their types are; everything else legal.
+/// A pattern lowering sits.paged_attention with lowerPagedAttentionToKernel,
+/// ahead of the default lowering where it applies.
+void populatePagedAttentionKernelPatterns(TypeConverter &typeConverter,
+                                          RewritePatternSet &patterns);
+
+/// SITS ops illegal (but the runtime-kernel ops they lower to); functions,
+/// calls, returns, constants and tensor ops legal once their types are;
+/// everything else legal.
 void configureSitsToLinalgConversionTarget(ConversionTarget &target,
                                            const TypeConverter &typeConverter);
 

@@ -1,25 +1,37 @@
-//===- paged_attention.cpp - Decode attention over a paged KV pool --------===//
+//===- paged_attention.cpp - Attention over a paged KV pool ---------------===//
 //
-// `sitsRuntimePagedDecodeAttention` attends one new query token per
-// sequence over that sequence's keys and values in the paged KV pool
-// ([numBlocks][layers][2][kvHeads][blockSize][headDim] f32), reading them
-// in place through the block table. Compiled code calls it once per layer
-// of a decode step: the generic lowering would gather every sequence's
-// K/V into contiguous tensors first (a copy of the whole context per layer
-// and step) and does not share K/V loads between the query heads of a
-// grouped-query head, and decode attention is bound by reading K/V.
+// `sitsRuntimePagedAttention` attends S >= 1 query tokens per sequence (the
+// sequence's last S positions, each seeing the positions up to its own:
+// causal) over that sequence's keys and values in the paged KV pool
+// (the compiler's [numBlocks][layers][2][kvHeads][blockSize][headDim] f32,
+// or any layout the strides describe), reading them in place through the
+// block table. Compiled code calls it once per layer of a decode step
+// (S = 1) or of a prefill (S > 1), directly on its buffers: the generic
+// lowering would gather every sequence's K/V into contiguous tensors first
+// (a copy of the whole context per layer and step) and does not share K/V
+// loads between the query heads of a grouped-query head, and decode
+// attention is bound by reading K/V.
 //
-// Work items are (sequence, kv head, context chunk of at most 256
-// positions). An item handles all query heads of its kv head together, so
-// each K and V row is read from memory once for the group: the scores of a
+// The context a query sees is read in chunks of at most 256 positions. For
+// each chunk, all query heads of a kv head are handled together, so each K
+// and V row is read from memory once for the group: the scores of the
 // chunk (16 dot products at a time, summed horizontally in one transposing
 // tree), their softmax within the chunk (max-subtracted, vectorized exp),
-// then the weighted sum of V rows. A sequence longer than one chunk is
-// split (flash-decoding): each chunk leaves (max, sum, unnormalized sum of
-// V) per head in a scratch area, and the caller combines them once all
-// items ran. The chunk size depends only on the shapes and lengths, never
-// on the thread count, so results are the same bits on any number of
-// threads (not across paths: the paths round differently).
+// then the weighted sum of V rows.
+//
+// Work items are (sequence, query token, kv head, part), a part being a
+// run of consecutive chunks. An item folds each chunk after its first
+// into the sum so far (online softmax: the running max and sum per head,
+// the sum rescaled by e^(old max - new max)). With enough (sequence, query,
+// kv head) to keep the threads busy (prefill, large decode batches), a
+// query's context is one part: its item walks all of it and writes the
+// output, with no scratch. With few (decode of a few sequences), every
+// chunk is a part (flash-decoding): each leaves (max, sum, unnormalized
+// sum of V) per head in a scratch area (a row per chunk and query head of
+// those few queries), and the caller combines them once all items ran.
+// Chunks and parts depend only on the shapes and lengths, never on the
+// thread count, so results are the same bits on any number of threads (not
+// across paths: the paths round differently).
 //
 // Three paths, picked once per process: AVX-512 (head sizes a multiple of
 // 16), AVX2 + FMA (multiples of 8; also what the AVX-512 path uses for
@@ -68,8 +80,9 @@ constexpr int64_t kMaxPassHeads = 32;
 /// One pass of an item: `heads` query heads of one kv head over `n`
 /// positions of one chunk.
 struct Pass {
-  /// Head j's query at q + j * headDim.
+  /// Head j's query at q + j * qHeadStride.
   const float *q;
+  int64_t qHeadStride;
   const float *pool;
   /// Element offsets in the pool of the chunk's K rows; V row i is at
   /// rows[i] + vDelta.
@@ -104,7 +117,7 @@ struct Kernels {
 
 void scalarScores(const Pass &p) {
   for (int64_t j = 0; j < p.heads; ++j) {
-    const float *q = p.q + j * p.headDim;
+    const float *q = p.q + j * p.qHeadStride;
     for (int64_t i = 0; i < p.n; ++i) {
       const float *k = p.pool + p.rows[i];
       float dot = 0.f;
@@ -215,7 +228,7 @@ SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const float *q[H];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
-      p.q + (j0 + h) * p.headDim;
+      p.q + (j0 + h) * p.qHeadStride;
   for (int64_t i = 0; i < p.n; i += P) {
     // Past the chunk's end: its last row again (read, never stored).
     const float *k[P];
@@ -397,7 +410,7 @@ SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
   const __m256 scale = _mm256_set1_ps(p.scale);
   const float *q[H];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
-      p.q + (j0 + h) * p.headDim;
+      p.q + (j0 + h) * p.qHeadStride;
   for (int64_t i = 0; i < p.n; i += P) {
     const float *k[P];
     SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) k[t] =
@@ -539,193 +552,343 @@ const Kernels *kernelsFor(Isa isa) {
 // Argument checks, the split into items, and the combination of chunks
 //===----------------------------------------------------------------------===//
 
-/// Below this many multiply-adds (2 * qHeads * headDim * sum of lengths),
-/// waking helpers costs more than it saves.
+/// Below this many multiply-adds (2 * qHeads * headDim * the sum of the
+/// queries' visible lengths), waking helpers costs more than it saves.
 constexpr double kSerialWork = 32 * 1024;
-/// Chunks shrink (to 64 positions at least) until there are this many
-/// items, so that short contexts still spread over threads.
+/// Items enough to spread over the threads: with at least this many
+/// (sequence, query, kv head), each is one item; with fewer, every chunk of
+/// a query's context is an item of its own, and chunks shrink (to 64
+/// positions at least) until there are this many items.
 constexpr int64_t kMinItems = 32;
 
 bool mulFits(int64_t a, int64_t b, int64_t *r) {
   return !__builtin_mul_overflow(a, b, r);
 }
 
+bool addFits(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_add_overflow(a, b, r);
+}
+
 struct Call {
-  int64_t batch, qHeads, kvHeads, headDim, blockSize, group;
+  int64_t batch, queries, qHeads, kvHeads, headDim;
   const float *q;
-  int64_t qStride;
+  int64_t qBatchStride, qHeadStride, qTokenStride;
   const float *pool;
-  int64_t numBlocks, blockStride, keyOffset, valueOffset;
+  int64_t numBlocks, blockStride, keyOffset, valueOffset, kvHeadStride;
+  int64_t blockSize, positionStride;
   const int32_t *tables;
-  int64_t tableWidth;
+  int64_t tableWidth, tableStride;
   const int32_t *contextLens;
   float scale;
   float *out;
-  int64_t outStride;
-  /// tableWidth * blockSize, saturated.
-  int64_t maxLen;
+  int64_t outBatchStride, outHeadStride, outTokenStride;
+  /// Derived (runAttention): qHeads / kvHeads, and tableWidth * blockSize,
+  /// saturated.
+  int64_t group, maxLen;
 };
 
+/// The offset of the last element of a [n0][n1][n2][inner] view with the
+/// given strides (the innermost contiguous), if it fits.
+bool lastFits(const int64_t (&n)[3], const int64_t (&stride)[3], int64_t inner,
+              int64_t *last) {
+  int64_t at = inner - 1;
+  for (int i = 0; i < 3; ++i) {
+    int64_t part;
+    if (!mulFits(n[i] - 1, stride[i], &part) || !addFits(at, part, &at))
+      return false;
+  }
+  *last = at;
+  return true;
+}
+
 bool validArgs(const Call &c) {
-  if (c.batch <= 0 || c.qHeads <= 0 || c.kvHeads <= 0 || c.headDim <= 0 ||
-      c.blockSize <= 0 || c.numBlocks <= 0 || c.tableWidth <= 0)
+  if (c.batch <= 0 || c.queries <= 0 || c.qHeads <= 0 || c.kvHeads <= 0 ||
+      c.headDim <= 0 || c.blockSize <= 0 || c.numBlocks <= 0 ||
+      c.tableWidth <= 0)
     return false;
   if (c.qHeads % c.kvHeads != 0)
     return false;
   if (!c.q || !c.pool || !c.tables || !c.contextLens || !c.out)
     return false;
-  int64_t rowLen, headBlock, layerPart, last, tableLen;
-  // A row of q / out: qHeads * headDim; overlapping output rows would be
-  // written by several threads.
-  if (!mulFits(c.qHeads, c.headDim, &rowLen) || c.qStride < 0 ||
-      c.outStride < 0 || (c.batch > 1 && c.outStride < rowLen))
+  if (c.qBatchStride < 0 || c.qHeadStride < 0 || c.qTokenStride < 0 ||
+      c.blockStride < 0 || c.keyOffset < 0 || c.valueOffset < 0 ||
+      c.kvHeadStride < 0 || c.positionStride < 0 || c.tableStride < 0 ||
+      c.outBatchStride < 0 || c.outHeadStride < 0 || c.outTokenStride < 0)
     return false;
-  if (!mulFits(c.batch - 1, std::max(c.qStride, c.outStride), &last) ||
-      last > std::numeric_limits<int64_t>::max() - rowLen)
+  // Every element of q and out has an int64 offset.
+  int64_t last;
+  if (!lastFits({c.batch, c.qHeads, c.queries},
+                {c.qBatchStride, c.qHeadStride, c.qTokenStride}, c.headDim,
+                &last) ||
+      !lastFits({c.batch, c.qHeads, c.queries},
+                {c.outBatchStride, c.outHeadStride, c.outTokenStride},
+                c.headDim, &last))
     return false;
-  if (!mulFits(c.batch, c.tableWidth, &tableLen))
+  // Output rows that overlapped would be written by several threads: by
+  // increasing stride, each (stride, extent) pair must step over all of
+  // the rows inside it.
+  {
+    struct Dim {
+      int64_t stride, extent;
+    } dims[3] = {{c.outBatchStride, c.batch},
+                 {c.outHeadStride, c.qHeads},
+                 {c.outTokenStride, c.queries}};
+    std::sort(dims, dims + 3,
+              [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
+    int64_t inner = c.headDim;
+    for (const Dim &d : dims) {
+      if (d.extent == 1)
+        continue;
+      if (d.stride < inner || !mulFits(d.stride, d.extent, &inner))
+        return false;
+    }
+  }
+  // Sequence b's table row at b * tableStride, tableWidth entries.
+  if (c.batch > 1 && c.tableStride < c.tableWidth)
     return false;
-  // This layer's K and V ([kvHeads][blockSize][headDim] each) lie inside a
-  // block, so that every read stays in [0, numBlocks * blockStride).
-  if (!mulFits(c.kvHeads, c.blockSize, &headBlock) ||
-      !mulFits(headBlock, c.headDim, &layerPart))
+  if (!mulFits(c.batch - 1, c.tableStride, &last) ||
+      !addFits(last, c.tableWidth, &last))
     return false;
-  if (c.keyOffset < 0 || c.valueOffset < 0 || c.blockStride < layerPart ||
-      c.keyOffset > c.blockStride - layerPart ||
-      c.valueOffset > c.blockStride - layerPart)
+  // This layer's K and V rows (kvHeads x blockSize rows of headDim) lie
+  // inside a block, so that every read stays in [0, numBlocks * blockStride).
+  int64_t headsSpan, positionsSpan, span;
+  if (!mulFits(c.kvHeads - 1, c.kvHeadStride, &headsSpan) ||
+      !mulFits(c.blockSize - 1, c.positionStride, &positionsSpan) ||
+      !addFits(headsSpan, positionsSpan, &span) ||
+      !addFits(span, c.headDim, &span))
+    return false;
+  if (c.blockStride < span || c.keyOffset > c.blockStride - span ||
+      c.valueOffset > c.blockStride - span)
     return false;
   int64_t poolLen;
   return mulFits(c.numBlocks, c.blockStride, &poolLen);
 }
 
-int64_t lengthOf(const Call &c, int64_t b) {
-  return std::clamp<int64_t>(c.contextLens[b], 0, c.maxLen);
+/// How many positions query s of sequence b sees: the query sits at
+/// position contextLens[b] - queries + s and sees it and all before it.
+int64_t lengthOf(const Call &c, int64_t b, int64_t s) {
+  const int64_t len = c.contextLens[b], back = c.queries - s; // back >= 1
+  if (len < back)
+    return 0;
+  return std::min(len - back + 1, c.maxLen);
 }
 
 struct Plan {
   const Call *c;
   const Kernels *kernels;
-  int64_t chunk, splits;
-  /// For sequences split in several chunks: per (b, h, split), the
+  /// Each query's context is cut into chunks of `chunk` positions, and its
+  /// chunks into parts of `partChunks` consecutive chunks: one item per
+  /// part, `parts` items per (sequence, query, kv head), of which those
+  /// past the query's last part do nothing.
+  int64_t chunk, parts, partChunks;
+  /// For queries cut in several parts: per (b, s, h, part), the
   /// unnormalized sum of p * V ([headDim]) and (max, sum).
   float *partAcc, *partStats;
 };
 
+/// How many parts of the plan a query that sees `len` positions has.
+int64_t partsOf(const Plan &plan, int64_t len) {
+  const int64_t chunks = (len + plan.chunk - 1) / plan.chunk;
+  return (chunks + plan.partChunks - 1) / plan.partChunks;
+}
+
+/// The element offsets in the pool of the K rows of positions [t0, t0 + n)
+/// of sequence b, kv head g, block by block through the table.
+void chunkRows(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
+               int64_t *rows) {
+  const int32_t *table = c.tables + b * c.tableStride;
+  int64_t m = t0 / c.blockSize, r = t0 % c.blockSize;
+  const int64_t headBase = c.keyOffset + g * c.kvHeadStride;
+  for (int64_t i = 0; i < n;) {
+    int64_t blk = table[m];
+    if (blk < 0 || blk >= c.numBlocks)
+      blk = 0;
+    int64_t base = blk * c.blockStride + headBase;
+    int64_t take = std::min(n - i, c.blockSize - r);
+    for (int64_t e = 0; e < take; ++e)
+      rows[i + e] = base + (r + e) * c.positionStride;
+    i += take;
+    ++m;
+    r = 0;
+  }
+}
+
+/// An item that walks several chunks: per pass, one chunk's sum of p * V
+/// ([kMaxPassHeads][headDim]), then per head of the group the running max
+/// and sum. Kept per thread (nothing an item calls runs other tasks).
+thread_local std::vector<float> tWalk;
+
 void runItem(void *context, int64_t item) {
   const Plan &plan = *static_cast<const Plan *>(context);
   const Call &c = *plan.c;
-  const int64_t s = item % plan.splits;
-  const int64_t g = item / plan.splits % c.kvHeads;
-  const int64_t b = item / plan.splits / c.kvHeads;
-  const int64_t len = lengthOf(c, b);
-  const int64_t splits = (len + plan.chunk - 1) / plan.chunk;
+  const int64_t part = item % plan.parts;
+  int64_t rest = item / plan.parts;
+  const int64_t g = rest % c.kvHeads;
+  rest /= c.kvHeads;
+  // The latest queries (which see the most positions) first, so that the
+  // shared counter ends on the shortest.
+  const int64_t s = c.queries - 1 - rest % c.queries;
+  const int64_t b = rest / c.queries;
+  const int64_t len = lengthOf(c, b, s);
   const int64_t head0 = g * c.group;
+  float *const outRow =
+      c.out + b * c.outBatchStride + s * c.outTokenStride; // + h * head stride
   if (len == 0) {
-    if (s == 0)
-      std::fill_n(c.out + b * c.outStride + head0 * c.headDim,
-                  c.group * c.headDim, 0.f);
+    if (part == 0)
+      for (int64_t j = 0; j < c.group; ++j)
+        std::fill_n(outRow + (head0 + j) * c.outHeadStride, c.headDim, 0.f);
     return;
   }
-  if (s >= splits)
+  const int64_t parts = partsOf(plan, len);
+  if (part >= parts)
     return;
-  const int64_t t0 = s * plan.chunk;
-  const int64_t n = std::min(len, t0 + plan.chunk) - t0;
+  const int64_t chunks = (len + plan.chunk - 1) / plan.chunk;
+  const int64_t c0 = part * plan.partChunks;
+  const int64_t c1 = std::min(chunks, c0 + plan.partChunks);
+  // Head j of the group sums p * V at acc + j * accStride: its output row
+  // when the query has one part, else the part's slot, with (max, sum) at
+  // stats + j * statsStride.
+  const bool direct = parts == 1;
+  float *acc, *stats = nullptr;
+  int64_t accStride, statsStride = 0;
+  if (direct) {
+    acc = outRow + head0 * c.outHeadStride;
+    accStride = c.outHeadStride;
+  } else {
+    int64_t slot = ((b * c.queries + s) * c.qHeads + head0) * plan.parts + part;
+    acc = plan.partAcc + slot * c.headDim;
+    accStride = plan.parts * c.headDim;
+    stats = plan.partStats + slot * 2;
+    statsStride = plan.parts * 2;
+  }
+  // Several chunks: each after the first is summed into chunkAcc, then
+  // folded into acc with the running (max, sum), as combine() does.
+  const bool walk = c1 - c0 > 1;
+  float *chunkAcc = nullptr, *runMax = nullptr, *runSum = nullptr;
+  if (walk) {
+    const size_t accLen =
+        size_t(std::min(c.group, kMaxPassHeads)) * size_t(c.headDim);
+    const size_t need = accLen + 2 * size_t(c.group);
+    if (tWalk.size() < need)
+      tWalk.resize(need);
+    chunkAcc = tWalk.data();
+    runMax = chunkAcc + accLen;
+    runSum = runMax + c.group;
+  }
 
-  // The chunk's K rows, block by block through the table.
   int64_t rows[kMaxChunk];
-  {
-    const int32_t *table = c.tables + b * c.tableWidth;
-    int64_t m = t0 / c.blockSize, r = t0 % c.blockSize;
-    const int64_t headRow = g * c.blockSize;
-    for (int64_t i = 0; i < n;) {
-      int64_t blk = table[m];
-      if (blk < 0 || blk >= c.numBlocks)
-        blk = 0;
-      int64_t base = blk * c.blockStride + c.keyOffset;
-      int64_t take = std::min(n - i, c.blockSize - r);
-      for (int64_t e = 0; e < take; ++e)
-        rows[i + e] = base + (headRow + r + e) * c.headDim;
-      i += take;
-      ++m;
-      r = 0;
-    }
-  }
-
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
   float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
-  for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
-    const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
-    const int64_t h = head0 + j0;
-    Pass pass{c.q + b * c.qStride + h * c.headDim,
-              c.pool,
-              rows,
-              c.valueOffset - c.keyOffset,
-              n,
-              heads,
-              c.headDim,
-              c.scale,
-              scores,
-              maxes,
-              sums,
-              nullptr,
-              0,
-              post};
-    plan.kernels->scores(pass);
-    plan.kernels->softmax(pass);
-    if (splits == 1) {
-      pass.dst = c.out + b * c.outStride + h * c.headDim;
-      pass.dstStride = c.headDim;
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    const int64_t t0 = ci * plan.chunk;
+    const int64_t n = std::min(len, t0 + plan.chunk) - t0;
+    chunkRows(c, b, g, t0, n, rows);
+    const bool first = ci == c0;
+    for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
+      const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
+      const int64_t h = head0 + j0;
+      Pass pass{c.q + b * c.qBatchStride + h * c.qHeadStride +
+                    s * c.qTokenStride,
+                c.qHeadStride,
+                c.pool,
+                rows,
+                c.valueOffset - c.keyOffset,
+                n,
+                heads,
+                c.headDim,
+                c.scale,
+                scores,
+                maxes,
+                sums,
+                first ? acc + j0 * accStride : chunkAcc,
+                first ? accStride : c.headDim,
+                post};
+      plan.kernels->scores(pass);
+      plan.kernels->softmax(pass);
+      // One chunk straight to the output: normalized there.
+      const bool normalize = direct && !walk;
       for (int64_t j = 0; j < heads; ++j)
-        post[j] = 1.f / sums[j];
-    } else {
-      int64_t slot = (b * c.qHeads + h) * plan.splits + s;
-      pass.dst = plan.partAcc + slot * c.headDim;
-      pass.dstStride = plan.splits * c.headDim;
+        post[j] = normalize ? 1.f / sums[j] : 1.f;
+      plan.kernels->values(pass);
+      if (!walk) {
+        if (!direct)
+          for (int64_t j = 0; j < heads; ++j) {
+            stats[(j0 + j) * statsStride] = maxes[j];
+            stats[(j0 + j) * statsStride + 1] = sums[j];
+          }
+        continue;
+      }
       for (int64_t j = 0; j < heads; ++j) {
-        post[j] = 1.f;
-        plan.partStats[(slot + j * plan.splits) * 2] = maxes[j];
-        plan.partStats[(slot + j * plan.splits) * 2 + 1] = sums[j];
+        float &m = runMax[j0 + j], &l = runSum[j0 + j];
+        if (first) {
+          m = maxes[j];
+          l = sums[j];
+          continue;
+        }
+        // acc e^(m - M) + chunk e^(maxes[j] - M), M the larger max.
+        const float top = std::max(m, maxes[j]);
+        const float keep = std::exp(m - top), add = std::exp(maxes[j] - top);
+        float *a = acc + (j0 + j) * accStride;
+        const float *x = chunkAcc + j * c.headDim;
+        for (int64_t d = 0; d < c.headDim; ++d)
+          a[d] = a[d] * keep + x[d] * add;
+        l = l * keep + sums[j] * add;
+        m = top;
       }
     }
-    plan.kernels->values(pass);
+  }
+  if (!walk)
+    return;
+  for (int64_t j = 0; j < c.group; ++j) {
+    if (direct) {
+      float *a = acc + j * accStride;
+      const float inv = 1.f / runSum[j];
+      for (int64_t d = 0; d < c.headDim; ++d)
+        a[d] *= inv;
+    } else {
+      stats[j * statsStride] = runMax[j];
+      stats[j * statsStride + 1] = runSum[j];
+    }
   }
 }
 
-/// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s for the split
-/// sequences.
+/// out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the parts i
+/// of the queries cut in several.
 void combine(const Plan &plan) {
   const Call &c = *plan.c;
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t splits = (lengthOf(c, b) + plan.chunk - 1) / plan.chunk;
-    if (splits <= 1)
-      continue;
-    for (int64_t h = 0; h < c.qHeads; ++h) {
-      int64_t slot = (b * c.qHeads + h) * plan.splits;
-      const float *stats = plan.partStats + slot * 2;
-      float m = stats[0];
-      for (int64_t s = 1; s < splits; ++s)
-        m = std::max(m, stats[s * 2]);
-      float total = 0.f;
-      for (int64_t s = 0; s < splits; ++s)
-        total += std::exp(stats[s * 2] - m) * stats[s * 2 + 1];
-      const float inv = 1.f / total;
-      float *dst = c.out + b * c.outStride + h * c.headDim;
-      const float *acc = plan.partAcc + slot * c.headDim;
-      for (int64_t s = 0; s < splits; ++s) {
-        const float *a = acc + s * c.headDim;
-        const float w = std::exp(stats[s * 2] - m) * inv;
-        if (s == 0)
-          for (int64_t d = 0; d < c.headDim; ++d)
-            dst[d] = w * a[d];
-        else
-          for (int64_t d = 0; d < c.headDim; ++d)
-            dst[d] += w * a[d];
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t s = 0; s < c.queries; ++s) {
+      int64_t parts = partsOf(plan, lengthOf(c, b, s));
+      if (parts <= 1)
+        continue;
+      for (int64_t h = 0; h < c.qHeads; ++h) {
+        int64_t slot = ((b * c.queries + s) * c.qHeads + h) * plan.parts;
+        const float *stats = plan.partStats + slot * 2;
+        float m = stats[0];
+        for (int64_t i = 1; i < parts; ++i)
+          m = std::max(m, stats[i * 2]);
+        float total = 0.f;
+        for (int64_t i = 0; i < parts; ++i)
+          total += std::exp(stats[i * 2] - m) * stats[i * 2 + 1];
+        const float inv = 1.f / total;
+        float *dst = c.out + b * c.outBatchStride + h * c.outHeadStride +
+                     s * c.outTokenStride;
+        const float *acc = plan.partAcc + slot * c.headDim;
+        for (int64_t i = 0; i < parts; ++i) {
+          const float *a = acc + i * c.headDim;
+          const float w = std::exp(stats[i * 2] - m) * inv;
+          if (i == 0)
+            for (int64_t d = 0; d < c.headDim; ++d)
+              dst[d] = w * a[d];
+          else
+            for (int64_t d = 0; d < c.headDim; ++d)
+              dst[d] += w * a[d];
+        }
       }
     }
-  }
 }
 
-/// The split scratch, kept per thread between calls (a fresh allocation
+/// The parts' scratch, kept per thread between calls (a fresh allocation
 /// of this size would fault in its pages on every call). A call made while
 /// the thread's own is in use (this thread ran another thread's task while
 /// waiting for its items) allocates its own.
@@ -738,6 +901,7 @@ thread_local Scratch tScratch;
 constexpr size_t kKeptScratch = size_t(16) << 20; // floats
 
 void runAttention(const Kernels &kernels, const Call &call) {
+  // batch == 0 or queries == 0: nothing to do.
   if (!validArgs(call))
     return;
   Call c = call;
@@ -751,46 +915,67 @@ void runAttention(const Kernels &kernels, const Call &call) {
 
   int64_t longest = 0;
   double total = 0;
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t len = lengthOf(c, b);
-    longest = std::max(longest, len);
-    total += double(len);
-  }
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t s = 0; s < c.queries; ++s) {
+      int64_t len = lengthOf(c, b, s);
+      longest = std::max(longest, len);
+      total += double(len);
+    }
   // Depends on the shapes and lengths only: the same bits on any number of
-  // threads.
-  int64_t chunk = kMaxChunk;
-  auto splitsOf = [&](int64_t ch) {
+  // threads. (batch * queries * kvHeads fits: batch * queries * qHeads
+  // does, the output rows do not overlap and their offsets fit.)
+  const int64_t perPart = c.batch * c.queries * c.kvHeads;
+  auto chunksOf = [&](int64_t ch) {
     return std::max<int64_t>(1, (longest + ch - 1) / ch);
   };
-  while (chunk > 64 && c.batch * c.kvHeads * splitsOf(chunk) < kMinItems)
-    chunk /= 2;
-  Plan plan{&c, kern, chunk, splitsOf(chunk), nullptr, nullptr};
+  Plan plan{&c, kern, kMaxChunk, 1, 1, nullptr, nullptr};
+  if (perPart >= kMinItems) {
+    // Enough items uncut (prefill, or a large decode batch): each walks
+    // all the chunks of its query, no scratch.
+    plan.partChunks = chunksOf(plan.chunk);
+  } else {
+    // Few (decode with few sequences): every chunk is a part, and chunks
+    // shrink (to 64 positions at least) until there are kMinItems items.
+    // Scratch: fewer than kMinItems * group rows of parts.
+    auto itemsOf = [&](int64_t ch) {
+      int64_t items;
+      return mulFits(perPart, chunksOf(ch), &items)
+                 ? items
+                 : std::numeric_limits<int64_t>::max();
+    };
+    while (plan.chunk > 64 && itemsOf(plan.chunk) < kMinItems)
+      plan.chunk /= 2;
+    plan.parts = chunksOf(plan.chunk);
+  }
+  int64_t items = 0, slots = 0, need = 0;
+  if (!mulFits(perPart, plan.parts, &items) ||
+      (plan.parts > 1 &&
+       (!mulFits(c.batch * c.queries * c.qHeads, plan.parts, &slots) ||
+        !mulFits(slots, c.headDim + 2, &need))))
+    return;
 
   std::vector<float> own;
   Scratch *kept = nullptr;
-  if (plan.splits > 1) {
-    size_t slots = size_t(c.batch * c.qHeads * plan.splits);
-    size_t need = slots * size_t(c.headDim + 2);
+  if (plan.parts > 1) {
     std::vector<float> *buf = &own;
-    if (!tScratch.busy && need <= kKeptScratch) {
+    if (!tScratch.busy && size_t(need) <= kKeptScratch) {
       kept = &tScratch;
       kept->busy = true;
       buf = &kept->data;
     }
-    if (buf->size() < need)
-      buf->resize(need);
+    if (buf->size() < size_t(need))
+      buf->resize(size_t(need));
     plan.partAcc = buf->data();
-    plan.partStats = buf->data() + slots * size_t(c.headDim);
+    plan.partStats = buf->data() + size_t(slots) * size_t(c.headDim);
   }
 
-  const int64_t items = c.batch * c.kvHeads * plan.splits;
   if (2.0 * double(c.qHeads) * double(c.headDim) * total < kSerialWork) {
     for (int64_t i = 0; i < items; ++i)
       runItem(&plan, i);
   } else {
     sitsRuntimeParallelFor(&runItem, &plan, items);
   }
-  if (plan.splits > 1)
+  if (plan.parts > 1)
     combine(plan);
   if (kept)
     kept->busy = false;
@@ -798,18 +983,43 @@ void runAttention(const Kernels &kernels, const Call &call) {
 
 /// The exported call's arguments on `kernels` (the derived fields of Call
 /// are filled in by runAttention).
-void attend(const Kernels &kernels, int64_t batch, int64_t qHeads,
-            int64_t kvHeads, int64_t headDim, int64_t blockSize, const float *q,
-            int64_t qStride, const float *pool, int64_t numBlocks,
-            int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-            const int32_t *tables, int64_t tableWidth,
-            const int32_t *contextLens, float scale, float *out,
-            int64_t outStride) {
-  runAttention(kernels,
-               Call{batch,       qHeads,    kvHeads,     headDim,   blockSize,
-                    0,           q,         qStride,     pool,      numBlocks,
-                    blockStride, keyOffset, valueOffset, tables,    tableWidth,
-                    contextLens, scale,     out,         outStride, 0});
+void attend(const Kernels &kernels, int64_t batch, int64_t queries,
+            int64_t qHeads, int64_t kvHeads, int64_t headDim, const float *q,
+            int64_t qBatchStride, int64_t qHeadStride, int64_t qTokenStride,
+            const float *pool, int64_t numBlocks, int64_t blockStride,
+            int64_t keyOffset, int64_t valueOffset, int64_t kvHeadStride,
+            int64_t blockSize, int64_t positionStride, const int32_t *tables,
+            int64_t tableWidth, int64_t tableStride, const int32_t *contextLens,
+            float scale, float *out, int64_t outBatchStride,
+            int64_t outHeadStride, int64_t outTokenStride) {
+  Call c{};
+  c.batch = batch;
+  c.queries = queries;
+  c.qHeads = qHeads;
+  c.kvHeads = kvHeads;
+  c.headDim = headDim;
+  c.q = q;
+  c.qBatchStride = qBatchStride;
+  c.qHeadStride = qHeadStride;
+  c.qTokenStride = qTokenStride;
+  c.pool = pool;
+  c.numBlocks = numBlocks;
+  c.blockStride = blockStride;
+  c.keyOffset = keyOffset;
+  c.valueOffset = valueOffset;
+  c.kvHeadStride = kvHeadStride;
+  c.blockSize = blockSize;
+  c.positionStride = positionStride;
+  c.tables = tables;
+  c.tableWidth = tableWidth;
+  c.tableStride = tableStride;
+  c.contextLens = contextLens;
+  c.scale = scale;
+  c.out = out;
+  c.outBatchStride = outBatchStride;
+  c.outHeadStride = outHeadStride;
+  c.outTokenStride = outTokenStride;
+  runAttention(kernels, c);
 }
 
 } // namespace
@@ -848,31 +1058,41 @@ Isa selectedIsa() {
   return best;
 }
 
-bool run(Isa isa, int64_t batch, int64_t qHeads, int64_t kvHeads,
-         int64_t headDim, int64_t blockSize, const float *q, int64_t qStride,
-         const float *pool, int64_t numBlocks, int64_t blockStride,
-         int64_t keyOffset, int64_t valueOffset, const int32_t *tables,
-         int64_t tableWidth, const int32_t *contextLens, float scale,
-         float *out, int64_t outStride) {
+bool run(Isa isa, int64_t batch, int64_t queries, int64_t qHeads,
+         int64_t kvHeads, int64_t headDim, const float *q, int64_t qBatchStride,
+         int64_t qHeadStride, int64_t qTokenStride, const float *pool,
+         int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
+         int64_t valueOffset, int64_t kvHeadStride, int64_t blockSize,
+         int64_t positionStride, const int32_t *tables, int64_t tableWidth,
+         int64_t tableStride, const int32_t *contextLens, float scale,
+         float *out, int64_t outBatchStride, int64_t outHeadStride,
+         int64_t outTokenStride) {
   if (!isaAvailable(isa))
     return false;
-  attend(*kernelsFor(isa), batch, qHeads, kvHeads, headDim, blockSize, q,
-         qStride, pool, numBlocks, blockStride, keyOffset, valueOffset, tables,
-         tableWidth, contextLens, scale, out, outStride);
+  attend(*kernelsFor(isa), batch, queries, qHeads, kvHeads, headDim, q,
+         qBatchStride, qHeadStride, qTokenStride, pool, numBlocks, blockStride,
+         keyOffset, valueOffset, kvHeadStride, blockSize, positionStride,
+         tables, tableWidth, tableStride, contextLens, scale, out,
+         outBatchStride, outHeadStride, outTokenStride);
   return true;
 }
 
 } // namespace sits::runtime::pattn
 
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedDecodeAttention(
-    int64_t batch, int64_t qHeads, int64_t kvHeads, int64_t headDim,
-    int64_t blockSize, const float *q, int64_t qStride, const float *pool,
-    int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
-    int64_t valueOffset, const int32_t *tables, int64_t tableWidth,
-    const int32_t *contextLens, float scale, float *out, int64_t outStride) {
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const float *pool, int64_t numBlocks,
+    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
+    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride) {
   using namespace sits::runtime::pattn;
   static const Kernels *const kernels = kernelsFor(selectedIsa());
-  attend(*kernels, batch, qHeads, kvHeads, headDim, blockSize, q, qStride, pool,
-         numBlocks, blockStride, keyOffset, valueOffset, tables, tableWidth,
-         contextLens, scale, out, outStride);
+  attend(*kernels, batch, queries, qHeads, kvHeads, headDim, q, qBatchStride,
+         qHeadStride, qTokenStride, pool, numBlocks, blockStride, keyOffset,
+         valueOffset, kvHeadStride, blockSize, positionStride, tables,
+         tableWidth, tableStride, contextLens, scale, out, outBatchStride,
+         outHeadStride, outTokenStride);
 }

@@ -5,7 +5,8 @@
 // slots past the pool), then K and V of the layer are gathered through the
 // block tables a whole block at a time, by an scf.forall over (sequence,
 // block) the thread pool splits (out-of-range block numbers read block 0),
-// and attended causally with one offset per sequence, context_lens[b] - S.
+// and attended causally with one offset per sequence, context_lens[b] - S;
+// queries at negative positions (left padding) get zeros.
 
 func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
                   %pool: tensor<?x3x2x2x4x16xf32>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
@@ -58,7 +59,14 @@ func.func @decode(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor
 //       CHECK:       %[[LAST:.+]] = arith.addi %[[QI]], %[[OFF64]] : i64
 //       CHECK:       arith.cmpi sgt, %[[KJ]], %[[LAST]] : i64
 //       CHECK:   linalg.generic {{.+}} ins(%{{.+}}, %[[VC]] :
-//       CHECK:   return %{{.+}}, %[[WRITTEN]] : tensor<?x4x1x16xf32>, tensor<?x3x2x2x4x16xf32>
+//       CHECK:   %[[O:.+]] = linalg.generic {{.+}} ins(%{{.+}}, %[[OFFS]] : tensor<?x4x1x16xf32>, tensor<?xi64>)
+//       CHECK:     ^bb0(%[[X:.+]]: f32, %[[OFF:.+]]: i64, %{{.+}}: f32):
+//       CHECK:       %[[S:.+]] = linalg.index 2 : index
+//       CHECK:       %[[S64:.+]] = arith.index_cast %[[S]] : index to i64
+//       CHECK:       %[[POS:.+]] = arith.addi %[[OFF]], %[[S64]] : i64
+//       CHECK:       %[[PAD:.+]] = arith.cmpi slt, %[[POS]], %{{.+}} : i64
+//       CHECK:       arith.select %[[PAD]], %{{.+}}, %[[X]] : f32
+//       CHECK:   return %[[O]], %[[WRITTEN]] : tensor<?x4x1x16xf32>, tensor<?x3x2x2x4x16xf32>
 
 // A layer operand becomes the layer offset of every pool slice.
 

@@ -1,17 +1,23 @@
-//===- paged_attention_test.cpp - Decode attention over a paged KV pool ---===//
+//===- paged_attention_test.cpp - Attention over a paged KV pool ----------===//
 //
-// Every path of `sitsRuntimePagedDecodeAttention` this CPU has (portable,
-// AVX2, AVX-512) must agree with a plain double-precision reference written
-// here from the ABI in ARTIFACT.md, to a relative 1e-5: grouped-query and
+// Every path of `sitsRuntimePagedAttention` this CPU has (portable, AVX2,
+// AVX-512) must agree with a plain double-precision reference written here
+// from the ABI in ARTIFACT.md, to a relative 1e-5: grouped-query and
 // multi-head shapes, head sizes the vectors divide and others, blocks of
-// 16 and 1 positions, empty, ragged, clamped and long (split) contexts,
+// 16 and 1 positions, empty, ragged, clamped and long contexts (cut in
+// parts combined afterwards when the call has few sequences, walked chunk
+// after chunk by one item per query and kv head when it has many),
 // block numbers outside the pool (read as block 0), and scores that would
-// overflow exp without the max subtracted. The pool is allocated to its
-// exact size, so that ASan sees any read past it, and the output rows are
+// overflow exp without the max subtracted; one query per sequence (decode)
+// and several (prefill: causal, left-padded, across chunk boundaries);
+// [B][S][Hq][D] and [B][Hq][S][D] query and output layouts, padded pool
+// and table strides. The pool is allocated to its exact size, with every
+// element the call must not read set to 1e30, so that ASan sees any read
+// past it and the results any read of padding; the output rows are
 // surrounded by sentinels that must stay. Thread counts give the same bits.
 // The exported symbol is looked up the way compiled code finds it.
-// DISABLED_Bench prints the time per call (run with
-// --gtest_also_run_disabled_tests).
+// DISABLED_Bench and DISABLED_BenchPrefill print the time per call (run
+// with --gtest_also_run_disabled_tests).
 //
 //===----------------------------------------------------------------------===//
 #include "core_test_util.h"
@@ -24,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <dlfcn.h>
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -32,41 +39,139 @@ using pattn::Isa;
 
 namespace {
 
+/// The exported function's arguments, in order.
+struct Args {
+  int64_t batch, queries, qHeads, kvHeads, headDim;
+  const float *q;
+  int64_t qBatchStride, qHeadStride, qTokenStride;
+  const float *pool;
+  int64_t numBlocks, blockStride, keyOffset, valueOffset, kvHeadStride;
+  int64_t blockSize, positionStride;
+  const int32_t *tables;
+  int64_t tableWidth, tableStride;
+  const int32_t *contextLens;
+  float scale;
+  float *out;
+  int64_t outBatchStride, outHeadStride, outTokenStride;
+};
+
+bool runArgs(Isa isa, const Args &a) {
+  return pattn::run(isa, a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim,
+                    a.q, a.qBatchStride, a.qHeadStride, a.qTokenStride, a.pool,
+                    a.numBlocks, a.blockStride, a.keyOffset, a.valueOffset,
+                    a.kvHeadStride, a.blockSize, a.positionStride, a.tables,
+                    a.tableWidth, a.tableStride, a.contextLens, a.scale, a.out,
+                    a.outBatchStride, a.outHeadStride, a.outTokenStride);
+}
+
+/// Query / output layouts: [B][S][Hq][D] (decode's [B][Hq][D] for S = 1)
+/// and [B][Hq][S][D]; each sequence's rows followed by a pad.
+enum class Layout { kBSHD, kBHSD };
+
+struct Strides {
+  int64_t batch, head, token;
+};
+
 /// One call: the compiler's pool layout
-/// [numBlocks][layers][2][kvHeads][blockSize][headDim], attending layer
-/// `layer` (the last by default, so that V of the last block ends the pool).
+/// [numBlocks][layers][2][kvHeads][blockSize][headDim] (with
+/// `positionPad` floats after each position's row and `headPad` after each
+/// kv head's rows), attending layer `layer` (the last by default, so that
+/// V of the last block ends the pool).
 struct Case {
-  int64_t batch = 1, qHeads = 8, kvHeads = 2, headDim = 64, blockSize = 16;
-  int64_t numBlocks = 8, layers = 2, layer = 1, tableWidth = 4;
-  int64_t qPad = 0, outPad = 0;
+  int64_t batch = 1, queries = 1, qHeads = 8, kvHeads = 2, headDim = 64;
+  int64_t blockSize = 16, numBlocks = 8, layers = 2, layer = 1;
+  int64_t tableWidth = 4, tablePad = 0;
+  int64_t qPad = 0, outPad = 0, positionPad = 0, headPad = 0;
+  Layout qLayout = Layout::kBSHD, outLayout = Layout::kBSHD;
   float scale = 0.125f;
   std::vector<int32_t> lens, tables;
   std::vector<float> pool, q;
 
-  int64_t layerPart() const { return kvHeads * blockSize * headDim; }
+  int64_t positionStride() const { return headDim + positionPad; }
+  int64_t kvHeadStride() const {
+    return blockSize * positionStride() + headPad;
+  }
+  int64_t layerPart() const { return kvHeads * kvHeadStride(); }
   int64_t blockStride() const { return layers * 2 * layerPart(); }
   int64_t keyOffset() const { return layer * 2 * layerPart(); }
   int64_t valueOffset() const { return keyOffset() + layerPart(); }
-  int64_t rowLen() const { return qHeads * headDim; }
-  int64_t qStride() const { return rowLen() + qPad; }
-  int64_t outStride() const { return rowLen() + outPad; }
+  int64_t tableStride() const { return tableWidth + tablePad; }
+  Strides strides(Layout layout, int64_t pad) const {
+    int64_t rows = queries * qHeads * headDim + pad;
+    return layout == Layout::kBSHD ? Strides{rows, headDim, qHeads * headDim}
+                                   : Strides{rows, queries * headDim, headDim};
+  }
+  Strides qStrides() const { return strides(qLayout, qPad); }
+  Strides outStrides() const { return strides(outLayout, outPad); }
+  /// Elements from the first row's start to the last row's end.
+  int64_t extent(Strides s) const {
+    return (batch - 1) * s.batch + (qHeads - 1) * s.head +
+           (queries - 1) * s.token + headDim;
+  }
+  static int64_t at(Strides s, int64_t b, int64_t h, int64_t t) {
+    return b * s.batch + h * s.head + t * s.token;
+  }
+  /// Where the K row of (block, kv head g, position r in the block) is.
+  int64_t keyRow(int64_t blk, int64_t g, int64_t r) const {
+    return blk * blockStride() + keyOffset() + g * kvHeadStride() +
+           r * positionStride();
+  }
+  Args args(float *out) const {
+    Strides qs = qStrides(), os = outStrides();
+    return Args{batch,
+                queries,
+                qHeads,
+                kvHeads,
+                headDim,
+                q.data(),
+                qs.batch,
+                qs.head,
+                qs.token,
+                pool.data(),
+                numBlocks,
+                blockStride(),
+                keyOffset(),
+                valueOffset(),
+                kvHeadStride(),
+                blockSize,
+                positionStride(),
+                tables.data(),
+                tableWidth,
+                tableStride(),
+                lens.data(),
+                scale,
+                out,
+                os.batch,
+                os.head,
+                os.token};
+  }
 };
 
-/// Random pool, queries and tables (each entry a block of the pool; the
-/// caller plants bad ones). `integers`: values in [-4, 4], so that dot
+/// Random K/V rows of the attended layer (the rest of the pool, padding
+/// included, 1e30), queries and tables (each entry a block of the pool;
+/// the caller plants bad ones). `integers`: values in [-4, 4], so that dot
 /// products are exact in f32.
 void fill(Case &c, std::mt19937 &rng, bool integers = false) {
   std::uniform_real_distribution<float> real(-1.f, 1.f);
   std::uniform_int_distribution<int> small(-4, 4);
   auto value = [&] { return integers ? float(small(rng)) : real(rng); };
-  c.pool.resize(size_t(c.numBlocks * c.blockStride()));
-  for (float &v : c.pool)
-    v = value();
-  c.q.assign(size_t(c.batch * c.qStride()), 1e30f);
+  c.pool.assign(size_t(c.numBlocks * c.blockStride()), 1e30f);
+  for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+    for (int64_t g = 0; g < c.kvHeads; ++g)
+      for (int64_t r = 0; r < c.blockSize; ++r)
+        for (int64_t d = 0; d < c.headDim; ++d) {
+          int64_t k = c.keyRow(blk, g, r) + d;
+          c.pool[size_t(k)] = value();
+          c.pool[size_t(k - c.keyOffset() + c.valueOffset())] = value();
+        }
+  const Strides qs = c.qStrides();
+  c.q.assign(size_t(c.extent(qs)), 1e30f);
   for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t i = 0; i < c.rowLen(); ++i)
-      c.q[size_t(b * c.qStride() + i)] = value();
-  c.tables.resize(size_t(c.batch * c.tableWidth));
+    for (int64_t h = 0; h < c.qHeads; ++h)
+      for (int64_t t = 0; t < c.queries; ++t)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          c.q[size_t(Case::at(qs, b, h, t) + d)] = value();
+  c.tables.resize(size_t(c.batch * c.tableStride()));
   std::uniform_int_distribution<int32_t> block(0, int32_t(c.numBlocks - 1));
   for (int32_t &t : c.tables)
     t = block(rng);
@@ -74,46 +179,50 @@ void fill(Case &c, std::mt19937 &rng, bool integers = false) {
     c.lens.assign(size_t(c.batch), int32_t(c.tableWidth * c.blockSize));
 }
 
-/// The definition, in double.
+/// The definition, in double: [batch][qHeads][queries][headDim].
 std::vector<double> reference(const Case &c) {
-  std::vector<double> out(size_t(c.batch * c.rowLen()), 0.0);
+  std::vector<double> out(size_t(c.batch * c.qHeads * c.queries * c.headDim),
+                          0.0);
   const int64_t group = c.qHeads / c.kvHeads;
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t len = std::min<int64_t>(std::max(c.lens[size_t(b)], 0),
-                                    c.tableWidth * c.blockSize);
-    for (int64_t h = 0; h < c.qHeads; ++h) {
+  const Strides qs = c.qStrides();
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t t = 0; t < c.queries; ++t) {
+      // Query t sits at position lens[b] - queries + t and sees it and all
+      // positions before it.
+      int64_t len =
+          std::clamp<int64_t>(int64_t(c.lens[size_t(b)]) - c.queries + t + 1, 0,
+                              c.tableWidth * c.blockSize);
       if (len == 0)
         continue;
-      int64_t g = h / group;
-      const float *q = c.q.data() + b * c.qStride() + h * c.headDim;
-      std::vector<double> s(static_cast<size_t>(len));
-      std::vector<const float *> k(static_cast<size_t>(len)),
-          v(static_cast<size_t>(len));
-      for (int64_t t = 0; t < len; ++t) {
-        int64_t blk = c.tables[size_t(b * c.tableWidth + t / c.blockSize)];
-        if (blk < 0 || blk >= c.numBlocks)
-          blk = 0;
-        int64_t row = (g * c.blockSize + t % c.blockSize) * c.headDim;
-        k[size_t(t)] =
-            c.pool.data() + blk * c.blockStride() + c.keyOffset() + row;
-        v[size_t(t)] =
-            c.pool.data() + blk * c.blockStride() + c.valueOffset() + row;
-        double dot = 0;
-        for (int64_t d = 0; d < c.headDim; ++d)
-          dot += double(q[d]) * double(k[size_t(t)][d]);
-        s[size_t(t)] = double(c.scale) * dot;
+      for (int64_t h = 0; h < c.qHeads; ++h) {
+        int64_t g = h / group;
+        const float *q = c.q.data() + Case::at(qs, b, h, t);
+        std::vector<double> s(static_cast<size_t>(len));
+        std::vector<const float *> v(static_cast<size_t>(len));
+        for (int64_t p = 0; p < len; ++p) {
+          int64_t blk = c.tables[size_t(b * c.tableStride() + p / c.blockSize)];
+          if (blk < 0 || blk >= c.numBlocks)
+            blk = 0;
+          int64_t row = c.keyRow(blk, g, p % c.blockSize);
+          const float *k = c.pool.data() + row;
+          v[size_t(p)] = c.pool.data() + row - c.keyOffset() + c.valueOffset();
+          double dot = 0;
+          for (int64_t d = 0; d < c.headDim; ++d)
+            dot += double(q[d]) * double(k[d]);
+          s[size_t(p)] = double(c.scale) * dot;
+        }
+        double m = *std::max_element(s.begin(), s.end()), sum = 0;
+        for (double &x : s) {
+          x = std::exp(x - m);
+          sum += x;
+        }
+        double *o =
+            out.data() + ((b * c.qHeads + h) * c.queries + t) * c.headDim;
+        for (int64_t p = 0; p < len; ++p)
+          for (int64_t d = 0; d < c.headDim; ++d)
+            o[d] += s[size_t(p)] / sum * double(v[size_t(p)][d]);
       }
-      double m = *std::max_element(s.begin(), s.end()), sum = 0;
-      for (double &x : s) {
-        x = std::exp(x - m);
-        sum += x;
-      }
-      double *o = out.data() + b * c.rowLen() + h * c.headDim;
-      for (int64_t t = 0; t < len; ++t)
-        for (int64_t d = 0; d < c.headDim; ++d)
-          o[d] += s[size_t(t)] / sum * double(v[size_t(t)][d]);
     }
-  }
   return out;
 }
 
@@ -121,23 +230,26 @@ constexpr float kUntouched = -12345.5f;
 /// Sentinels before and after the output rows.
 constexpr int64_t kGuard = 37;
 
-/// The output buffer with its guards; the rows start at kGuard.
-std::vector<float> runPath(Isa isa, const Case &c) {
-  std::vector<float> out(size_t(c.batch * c.outStride() + 2 * kGuard),
+/// The output buffer with its guards; the rows start at kGuard. `tweak`
+/// may change the arguments (another pool view).
+std::vector<float> runPath(Isa isa, const Case &c,
+                           const std::function<void(Args &)> &tweak = {}) {
+  std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
                          kUntouched);
-  EXPECT_TRUE(pattn::run(
-      isa, c.batch, c.qHeads, c.kvHeads, c.headDim, c.blockSize, c.q.data(),
-      c.qStride(), c.pool.data(), c.numBlocks, c.blockStride(), c.keyOffset(),
-      c.valueOffset(), c.tables.data(), c.tableWidth, c.lens.data(), c.scale,
-      out.data() + kGuard, c.outStride()));
+  Args a = c.args(out.data() + kGuard);
+  if (tweak)
+    tweak(a);
+  EXPECT_TRUE(runArgs(isa, a));
   return out;
 }
 
 std::string describe(const Case &c) {
   std::ostringstream os;
-  os << "batch " << c.batch << " heads " << c.qHeads << "/" << c.kvHeads
-     << " headDim " << c.headDim << " blockSize " << c.blockSize
-     << " tableWidth " << c.tableWidth << " lens";
+  os << "batch " << c.batch << " queries " << c.queries << " heads " << c.qHeads
+     << "/" << c.kvHeads << " headDim " << c.headDim << " blockSize "
+     << c.blockSize << " tableWidth " << c.tableWidth << " layouts q "
+     << (c.qLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " out "
+     << (c.outLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " lens";
   for (int32_t len : c.lens)
     os << " " << len;
   return os.str();
@@ -150,25 +262,47 @@ std::string describe(const Case &c) {
                                             const std::vector<float> &out,
                                             double tolerance = 1e-5) {
   std::vector<double> want = reference(c);
-  for (int64_t i = 0; i < int64_t(out.size()); ++i) {
-    int64_t pos = i - kGuard;
-    int64_t b = pos / c.outStride(), col = pos % c.outStride();
-    bool inRow = pos >= 0 && b < c.batch && col < c.rowLen();
-    float got = out[size_t(i)];
-    if (!inRow) {
+  // Which element of `want` each element of `out` holds (-1: none).
+  std::vector<int64_t> slot(out.size(), -1);
+  const Strides os = c.outStrides();
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.qHeads; ++h)
+      for (int64_t t = 0; t < c.queries; ++t)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          slot[size_t(kGuard + Case::at(os, b, h, t) + d)] =
+              ((b * c.qHeads + h) * c.queries + t) * c.headDim + d;
+  for (size_t i = 0; i < out.size(); ++i) {
+    float got = out[i];
+    if (slot[i] < 0) {
       if (got != kUntouched)
         return ::testing::AssertionFailure()
-               << describe(c) << ": wrote element " << pos
+               << describe(c) << ": wrote element " << int64_t(i) - kGuard
                << " outside the output rows";
       continue;
     }
-    double w = want[size_t(b * c.rowLen() + col)];
-    if (!(std::abs(double(got) - w) <= tolerance * std::max(1.0, std::abs(w))))
+    double w = want[size_t(slot[i])];
+    if (!(std::abs(double(got) - w) <=
+          tolerance * std::max(1.0, std::abs(w)))) {
+      int64_t e = slot[i];
+      int64_t d = e % c.headDim, t = e / c.headDim % c.queries,
+              h = e / c.headDim / c.queries % c.qHeads,
+              b = e / c.headDim / c.queries / c.qHeads;
       return ::testing::AssertionFailure()
-             << describe(c) << ": out[" << b << ", head " << col / c.headDim
-             << ", " << col % c.headDim << "] = " << got << ", want " << w;
+             << describe(c) << ": out[" << b << ", head " << h << ", query "
+             << t << ", " << d << "] = " << got << ", want " << w;
+    }
   }
   return ::testing::AssertionSuccess();
+}
+
+/// Plants block numbers outside the pool (read as block 0) in sequence
+/// `b`'s table row (at least 4 entries).
+void plantBadBlocks(Case &c, int64_t b) {
+  int32_t *row = c.tables.data() + b * c.tableStride();
+  row[0] = int32_t(c.numBlocks);
+  row[1] = -1;
+  row[3] = INT32_MAX;
+  row[c.tableWidth - 1] = INT32_MIN;
 }
 
 class PagedAttentionPath : public ::testing::TestWithParam<Isa> {
@@ -211,10 +345,8 @@ TEST_P(PagedAttentionPath, MatchesReference) {
         ++index;
         fill(c, rng);
         // Block numbers outside the pool read block 0.
-        c.tables[size_t(2 * c.tableWidth + 1)] = -1;
-        c.tables[size_t(4 * c.tableWidth + 0)] = int32_t(c.numBlocks);
-        c.tables[size_t(4 * c.tableWidth + 3)] = INT32_MAX;
-        c.tables[size_t(4 * c.tableWidth + c.tableWidth - 1)] = INT32_MIN;
+        c.tables[size_t(2 * c.tableStride() + 1)] = -1;
+        plantBadBlocks(c, 4);
         ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
       }
 }
@@ -312,61 +444,344 @@ TEST_P(PagedAttentionPath, StridesAndOffsetsAsGiven) {
       pool[size_t(blk * stride + 5 + i)] =
           c.pool[size_t(blk * c.blockStride() + c.valueOffset() + i)];
     }
-  std::vector<float> out(size_t(c.batch * c.outStride() + 2 * kGuard),
-                         kUntouched);
-  ASSERT_TRUE(pattn::run(GetParam(), c.batch, c.qHeads, c.kvHeads, c.headDim,
-                         c.blockSize, c.q.data(), c.qStride(), pool.data(),
-                         c.numBlocks, stride, 5 + part, 5, c.tables.data(),
-                         c.tableWidth, c.lens.data(), c.scale,
-                         out.data() + kGuard, c.outStride()));
-  EXPECT_TRUE(matchesReference(c, out));
+  EXPECT_TRUE(matchesReference(c, runPath(GetParam(), c, [&](Args &a) {
+                                 a.pool = pool.data();
+                                 a.blockStride = stride;
+                                 a.keyOffset = 5 + part;
+                                 a.valueOffset = 5;
+                               })));
+}
+
+TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
+  std::mt19937 rng(17);
+  struct Heads {
+    int64_t q, kv;
+  };
+  int index = 0;
+  for (Heads heads : {Heads{8, 2}, Heads{4, 4}, Heads{40, 1}})
+    for (int64_t headDim : {64, 40, 36, 16})
+      for (int64_t blockSize : {16, 1})
+        for (int64_t queries : {2, 7}) {
+          Case c;
+          c.queries = queries;
+          c.qHeads = heads.q;
+          c.kvHeads = heads.kv;
+          c.headDim = headDim;
+          c.blockSize = blockSize;
+          c.scale = float(1.0 / std::sqrt(double(headDim)));
+          c.tableWidth = blockSize == 1 ? 400 : 24;
+          c.numBlocks = blockSize == 1 ? 300 : 40;
+          c.batch = 6;
+          // Left padding (the first query sees nothing), empty, the
+          // queries' lengths on both sides of position 256 (a chunk
+          // boundary: the last queries are split, the first may not be),
+          // ragged, partly clamped (the last queries see the whole table),
+          // negative (empty).
+          int32_t full = int32_t(c.tableWidth * c.blockSize);
+          int32_t q = int32_t(queries);
+          c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
+          c.qPad = index % 2 ? 7 : 0;
+          c.outPad = index % 3 ? 5 : 0;
+          ++index;
+          fill(c, rng);
+          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
+          plantBadBlocks(c, 4);
+          ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+        }
+}
+
+TEST_P(PagedAttentionPath, LeftPaddedQueriesGetZeros) {
+  // Fewer positions than queries: the leading queries see nothing.
+  std::mt19937 rng(19);
+  for (int32_t len : {0, 1, 3, 4, 5, 300}) {
+    Case c;
+    c.batch = 1;
+    c.queries = 5;
+    c.headDim = 40;
+    c.tableWidth = 24;
+    c.numBlocks = 30;
+    c.lens = {len};
+    fill(c, rng);
+    std::vector<float> out = runPath(GetParam(), c);
+    ASSERT_TRUE(matchesReference(c, out));
+    const Strides os = c.outStrides();
+    for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
+      for (int64_t h = 0; h < c.qHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 0, h, t) + d)], 0.f)
+              << "len " << len << " query " << t;
+  }
+}
+
+TEST_P(PagedAttentionPath, QueryAndOutputLayoutsAsGiven) {
+  // [B][S][Hq][D] and [B][Hq][S][D] queries, each written to either.
+  std::mt19937 rng(23);
+  int index = 0;
+  for (Layout qLayout : {Layout::kBSHD, Layout::kBHSD})
+    for (Layout outLayout : {Layout::kBSHD, Layout::kBHSD})
+      for (int64_t headDim : {64, 40}) {
+        Case c;
+        c.batch = 3;
+        c.queries = 5;
+        c.qHeads = 8;
+        c.kvHeads = 2;
+        c.headDim = headDim;
+        c.tableWidth = 24;
+        c.numBlocks = 40;
+        c.lens = {300, 3, 100};
+        c.qLayout = qLayout;
+        c.outLayout = outLayout;
+        c.qPad = index % 2 ? 3 : 0;
+        c.outPad = index % 3 ? 5 : 0;
+        ++index;
+        fill(c, rng);
+        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+      }
+}
+
+TEST_P(PagedAttentionPath, PaddedPoolAndTableStrides) {
+  // Padding after every position's row and every kv head's rows, and
+  // table rows longer than tableWidth.
+  std::mt19937 rng(29);
+  for (int64_t queries : {1, 4})
+    for (int64_t blockSize : {16, 1})
+      for (int64_t headDim : {64, 40}) {
+        Case c;
+        c.batch = 3;
+        c.queries = queries;
+        c.qHeads = 8;
+        c.kvHeads = 2;
+        c.headDim = headDim;
+        c.blockSize = blockSize;
+        c.tableWidth = blockSize == 1 ? 320 : 20;
+        c.numBlocks = blockSize == 1 ? 300 : 30;
+        c.positionPad = headDim == 64 ? 16 : 3;
+        c.headPad = 5;
+        c.tablePad = 3;
+        c.lens = {290, 17, 0};
+        fill(c, rng);
+        plantBadBlocks(c, 1);
+        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+      }
+}
+
+TEST_P(PagedAttentionPath, ManyQueriesWithTheSameBitsOnAnyThreadCount) {
+  std::mt19937 rng(31);
+  for (int64_t headDim : {64, 40}) {
+    Case c;
+    c.batch = 2;
+    c.queries = 6;
+    c.qHeads = 8;
+    c.kvHeads = 2;
+    c.headDim = headDim;
+    c.tableWidth = 80;
+    c.numBlocks = 100;
+    c.lens = {1000, 3};
+    c.outLayout = Layout::kBHSD;
+    fill(c, rng);
+    SITS_ASSERT_OK(setNumThreads(1));
+    std::vector<float> one = runPath(GetParam(), c);
+    ASSERT_TRUE(matchesReference(c, one));
+    for (int threads : {2, 3}) {
+      SITS_ASSERT_OK(setNumThreads(threads));
+      std::vector<float> out = runPath(GetParam(), c);
+      EXPECT_EQ(0,
+                std::memcmp(out.data(), one.data(), out.size() * sizeof(float)))
+          << describe(c) << ", threads " << threads;
+    }
+  }
+}
+
+/// The output of `c` on 1 thread, which must match the reference, and the
+/// same bits on 2 and 3.
+void expectSameBitsOnAnyThreadCount(Isa isa, const Case &c) {
+  SITS_ASSERT_OK(setNumThreads(1));
+  std::vector<float> one = runPath(isa, c);
+  ASSERT_TRUE(matchesReference(c, one));
+  for (int threads : {2, 3}) {
+    SITS_ASSERT_OK(setNumThreads(threads));
+    std::vector<float> out = runPath(isa, c);
+    EXPECT_EQ(0,
+              std::memcmp(out.data(), one.data(), out.size() * sizeof(float)))
+        << describe(c) << ", threads " << threads;
+  }
+}
+
+TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
+  // batch * queries * kvHeads >= 32: one item per (sequence, query, kv
+  // head) walks every chunk its query sees (up to 5 of 256 positions) and
+  // folds them itself. Left padding (the first queries of the third
+  // sequence see nothing), a sequence clamped to the table, and 40 query
+  // heads over one kv head (two passes per chunk).
+  std::mt19937 rng(37);
+  struct Heads {
+    int64_t q, kv;
+  };
+  int index = 0;
+  for (Heads heads : {Heads{8, 2}, Heads{40, 1}})
+    for (int64_t headDim : {64, 128, 40, 36})
+      for (int64_t blockSize : {16, 1}) {
+        if (heads.q == 40 && (headDim == 128 || blockSize == 1))
+          continue;
+        Case c;
+        c.batch = 4;
+        c.queries = heads.kv == 1 ? 8 : 6;
+        c.qHeads = heads.q;
+        c.kvHeads = heads.kv;
+        c.headDim = headDim;
+        c.blockSize = blockSize;
+        c.scale = float(1.0 / std::sqrt(double(headDim)));
+        c.tableWidth = 1200 / blockSize;
+        c.numBlocks = blockSize == 1 ? 1300 : 90;
+        c.lens = {600, 1100, 3, 1300};
+        c.qLayout = index % 2 ? Layout::kBHSD : Layout::kBSHD;
+        c.outLayout = index % 3 ? Layout::kBHSD : Layout::kBSHD;
+        c.qPad = index % 2 ? 7 : 0;
+        c.outPad = index % 3 ? 5 : 0;
+        ++index;
+        fill(c, rng);
+        plantBadBlocks(c, 1);
+        expectSameBitsOnAnyThreadCount(GetParam(), c);
+        if (HasFatalFailure())
+          return;
+      }
+}
+
+TEST_P(PagedAttentionPath, DecodeBatchItemsWalkSeveralChunks) {
+  // batch * kvHeads >= 32 at one query per sequence: items walk the
+  // chunks too (ragged: 0 to 5 chunks, on and off their boundaries).
+  std::mt19937 rng(41);
+  for (int64_t headDim : {64, 40})
+    for (int64_t blockSize : {16, 1}) {
+      Case c;
+      c.batch = 8;
+      c.qHeads = 32;
+      c.kvHeads = 4;
+      c.headDim = headDim;
+      c.blockSize = blockSize;
+      c.tableWidth = 1200 / blockSize;
+      c.numBlocks = blockSize == 1 ? 1300 : 90;
+      c.lens = {1100, 600, 0, 257, 1, 256, 512, 1200};
+      fill(c, rng);
+      c.tables[size_t(3 * c.tableStride() + 16 / blockSize)] = -1;
+      expectSameBitsOnAnyThreadCount(GetParam(), c);
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+TEST_P(PagedAttentionPath, WalkedChunksWithLargeScoresDoNotOverflow) {
+  // Exact integer scores up to about +-1000 (see LargeScoresDoNotOverflow):
+  // chunk maxes far apart, so the running sum is rescaled by factors that
+  // underflow to 0 or stays as it is.
+  std::mt19937 rng(43);
+  for (int64_t headDim : {64, 40}) {
+    Case c;
+    c.batch = 2;
+    c.queries = 8;
+    c.qHeads = 4;
+    c.kvHeads = 2;
+    c.headDim = headDim;
+    c.tableWidth = 72;
+    c.numBlocks = 80;
+    c.scale = 1.f;
+    c.lens = {700, 1100};
+    fill(c, rng, /*integers=*/true);
+    expectSameBitsOnAnyThreadCount(GetParam(), c);
+    if (HasFatalFailure())
+      return;
+  }
 }
 
 TEST_P(PagedAttentionPath, BadArgumentsLeaveTheOutputAlone) {
   std::mt19937 rng(11);
   Case c;
   c.batch = 2;
+  c.queries = 3;
   fill(c, rng);
+  // The arguments below are valid.
+  ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+  // Dense: blockStride 4096, K at 2048, V at 3072, kv heads 1024 apart,
+  // positions 64; out rows [2][3][8][64].
+  const int64_t bs = c.blockStride(), vo = c.valueOffset();
   struct Bad {
     const char *what;
-    int64_t batch, qHeads, kvHeads, headDim, blockSize, numBlocks, blockStride,
-        keyOffset, valueOffset, tableWidth, outStride;
+    std::function<void(Args &)> set;
   };
-  const int64_t bs = c.blockStride(), ko = c.keyOffset(), vo = c.valueOffset(),
-                row = c.rowLen();
   const Bad bads[] = {
-      {"batch 0", 0, 8, 2, 64, 16, 8, bs, ko, vo, 4, row},
-      {"negative batch", -1, 8, 2, 64, 16, 8, bs, ko, vo, 4, row},
-      {"qHeads % kvHeads", 2, 8, 3, 64, 16, 8, bs, ko, vo, 4, row},
-      {"qHeads 0", 2, 0, 2, 64, 16, 8, bs, ko, vo, 4, row},
-      {"kvHeads 0", 2, 8, 0, 64, 16, 8, bs, ko, vo, 4, row},
-      {"headDim 0", 2, 8, 2, 0, 16, 8, bs, ko, vo, 4, row},
-      {"blockSize 0", 2, 8, 2, 64, 0, 8, bs, ko, vo, 4, row},
-      {"numBlocks 0", 2, 8, 2, 64, 16, 0, bs, ko, vo, 4, row},
-      {"tableWidth 0", 2, 8, 2, 64, 16, 8, bs, ko, vo, 0, row},
-      {"rows overlap", 2, 8, 2, 64, 16, 8, bs, ko, vo, 4, row - 1},
-      {"V past the block", 2, 8, 2, 64, 16, 8, bs, ko, vo + 1, 4, row},
-      {"K before the block", 2, 8, 2, 64, 16, 8, bs, -1, vo, 4, row},
-      {"block too small", 2, 8, 2, 64, 16, 8, 2048 - 1, 0, 0, 4, row},
-      {"huge sizes", 2, 8, 2, int64_t(1) << 40, int64_t(1) << 30, 8, bs, ko, vo,
-       4, row},
+      {"batch 0", [](Args &a) { a.batch = 0; }},
+      {"queries 0", [](Args &a) { a.queries = 0; }},
+      {"negative batch", [](Args &a) { a.batch = -1; }},
+      {"negative queries", [](Args &a) { a.queries = -1; }},
+      {"qHeads % kvHeads", [](Args &a) { a.kvHeads = 3; }},
+      {"qHeads 0", [](Args &a) { a.qHeads = 0; }},
+      {"kvHeads 0", [](Args &a) { a.kvHeads = 0; }},
+      {"headDim 0", [](Args &a) { a.headDim = 0; }},
+      {"blockSize 0", [](Args &a) { a.blockSize = 0; }},
+      {"numBlocks 0", [](Args &a) { a.numBlocks = 0; }},
+      {"tableWidth 0", [](Args &a) { a.tableWidth = 0; }},
+      {"null q", [](Args &a) { a.q = nullptr; }},
+      {"null pool", [](Args &a) { a.pool = nullptr; }},
+      {"null tables", [](Args &a) { a.tables = nullptr; }},
+      {"null contextLens", [](Args &a) { a.contextLens = nullptr; }},
+      {"null out", [](Args &a) { a.out = nullptr; }},
+      {"negative qBatchStride", [](Args &a) { a.qBatchStride = -1; }},
+      {"negative qHeadStride", [](Args &a) { a.qHeadStride = -64; }},
+      {"negative qTokenStride", [](Args &a) { a.qTokenStride = -1; }},
+      {"negative blockStride", [](Args &a) { a.blockStride = -1; }},
+      {"negative kvHeadStride", [](Args &a) { a.kvHeadStride = -1; }},
+      {"negative positionStride", [](Args &a) { a.positionStride = -1; }},
+      {"negative tableStride", [](Args &a) { a.tableStride = -1; }},
+      {"negative outBatchStride", [](Args &a) { a.outBatchStride = -1; }},
+      {"negative outHeadStride", [](Args &a) { a.outHeadStride = -64; }},
+      {"negative outTokenStride", [](Args &a) { a.outTokenStride = -1; }},
+      {"batch rows overlap", [](Args &a) { a.outBatchStride -= 1; }},
+      {"token rows overlap", [](Args &a) { a.outTokenStride = 511; }},
+      {"head rows overlap", [](Args &a) { a.outHeadStride = 63; }},
+      {"token rows aliased", [](Args &a) { a.outTokenStride = 0; }},
+      {"transposed rows overlap",
+       [](Args &a) {
+         a.outHeadStride = 192;
+         a.outTokenStride = 64;
+         a.outBatchStride = 1535;
+       }},
+      {"V past the block", [](Args &a) { a.valueOffset += 1; }},
+      {"K before the block", [](Args &a) { a.keyOffset = -1; }},
+      {"block too small",
+       [](Args &a) {
+         a.keyOffset = a.valueOffset = 0;
+         a.blockStride = 2048 - 1;
+       }},
+      {"kv heads past the block", [](Args &a) { a.kvHeadStride += 1; }},
+      {"positions past the block", [](Args &a) { a.positionStride += 1; }},
+      {"tableStride < tableWidth", [](Args &a) { a.tableStride = 3; }},
+      {"huge sizes",
+       [](Args &a) {
+         a.headDim = int64_t(1) << 40;
+         a.blockSize = int64_t(1) << 30;
+       }},
+      {"out extent overflows",
+       [](Args &a) { a.outBatchStride = INT64_MAX - 100; }},
+      {"q extent overflows", [](Args &a) { a.qTokenStride = INT64_MAX / 2; }},
+      {"out rows overflow", [](Args &a) { a.outTokenStride = INT64_MAX / 2; }},
+      {"kv head span overflows", [](Args &a) { a.kvHeadStride = INT64_MAX; }},
+      {"position span overflows",
+       [](Args &a) { a.positionStride = INT64_MAX / 8; }},
+      {"table overflows", [](Args &a) { a.tableStride = INT64_MAX; }},
+      {"pool overflows", [=](Args &a) { a.numBlocks = INT64_MAX / bs + 1; }},
+      {"offset huge", [](Args &a) { a.keyOffset = INT64_MAX; }},
+      {"V offset past the end",
+       [=](Args &a) { a.valueOffset = vo + a.kvHeadStride; }},
   };
   for (const Bad &b : bads) {
-    std::vector<float> out(size_t(2 * row + 64), kUntouched);
-    ASSERT_TRUE(pattn::run(GetParam(), b.batch, b.qHeads, b.kvHeads, b.headDim,
-                           b.blockSize, c.q.data(), c.qStride(), c.pool.data(),
-                           b.numBlocks, b.blockStride, b.keyOffset,
-                           b.valueOffset, c.tables.data(), b.tableWidth,
-                           c.lens.data(), c.scale, out.data(), b.outStride));
+    std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
+                           kUntouched);
+    Args a = c.args(out.data() + kGuard);
+    b.set(a);
+    ASSERT_TRUE(runArgs(GetParam(), a)) << b.what;
     for (float v : out)
       ASSERT_EQ(v, kUntouched) << b.what;
   }
-  std::vector<float> out(size_t(2 * row), kUntouched);
-  ASSERT_TRUE(pattn::run(GetParam(), 2, 8, 2, 64, 16, c.q.data(), row,
-                         c.pool.data(), 8, bs, ko, vo, nullptr, 4,
-                         c.lens.data(), c.scale, out.data(), row));
-  for (float v : out)
-    ASSERT_EQ(v, kUntouched) << "null tables";
 }
 
 INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionPath,
@@ -377,32 +792,41 @@ INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionPath,
                          });
 
 using AttentionFn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
-                             const float *, int64_t, const float *, int64_t,
+                             const float *, int64_t, int64_t, int64_t,
+                             const float *, int64_t, int64_t, int64_t, int64_t,
                              int64_t, int64_t, int64_t, const int32_t *,
-                             int64_t, const int32_t *, float, float *, int64_t);
+                             int64_t, int64_t, const int32_t *, float, float *,
+                             int64_t, int64_t, int64_t);
 
 TEST(PagedAttention, ExportedSymbolRunsTheSelectedPath) {
   void *self = dlopen(nullptr, RTLD_NOW);
-  auto fn = reinterpret_cast<AttentionFn>(
-      dlsym(self, "sitsRuntimePagedDecodeAttention"));
+  auto fn =
+      reinterpret_cast<AttentionFn>(dlsym(self, "sitsRuntimePagedAttention"));
   ASSERT_NE(fn, nullptr);
   std::mt19937 rng(13);
-  Case c;
-  c.batch = 3;
-  c.qHeads = 32;
-  c.kvHeads = 4;
-  c.tableWidth = 40;
-  c.numBlocks = 64;
-  c.lens = {600, 0, 33};
-  c.outPad = 2;
-  fill(c, rng);
-  std::vector<float> out(size_t(c.batch * c.outStride() + 2 * kGuard),
-                         kUntouched);
-  fn(c.batch, c.qHeads, c.kvHeads, c.headDim, c.blockSize, c.q.data(),
-     c.qStride(), c.pool.data(), c.numBlocks, c.blockStride(), c.keyOffset(),
-     c.valueOffset(), c.tables.data(), c.tableWidth, c.lens.data(), c.scale,
-     out.data() + kGuard, c.outStride());
-  EXPECT_TRUE(matchesReference(c, out)) << pattn::isaName(pattn::selectedIsa());
+  for (int64_t queries : {1, 3}) {
+    Case c;
+    c.batch = 3;
+    c.queries = queries;
+    c.qHeads = 32;
+    c.kvHeads = 4;
+    c.tableWidth = 40;
+    c.numBlocks = 64;
+    c.lens = {600, 0, 33};
+    c.outPad = 2;
+    c.outLayout = queries > 1 ? Layout::kBHSD : Layout::kBSHD;
+    fill(c, rng);
+    std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
+                           kUntouched);
+    Args a = c.args(out.data() + kGuard);
+    fn(a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim, a.q, a.qBatchStride,
+       a.qHeadStride, a.qTokenStride, a.pool, a.numBlocks, a.blockStride,
+       a.keyOffset, a.valueOffset, a.kvHeadStride, a.blockSize,
+       a.positionStride, a.tables, a.tableWidth, a.tableStride, a.contextLens,
+       a.scale, a.out, a.outBatchStride, a.outHeadStride, a.outTokenStride);
+    EXPECT_TRUE(matchesReference(c, out))
+        << pattn::isaName(pattn::selectedIsa());
+  }
 }
 
 /// Time per call of decode shapes (32 query heads over 4 kv heads, head
@@ -439,11 +863,12 @@ TEST(PagedAttention, DISABLED_Bench) {
         std::vector<int32_t> lens(size_t(batch), context);
         auto call = [&](size_t i) {
           int64_t layer = int64_t(i % layers);
-          pattn::run(isa, batch, qHeads, kvHeads, headDim, blockSize, q.data(),
-                     qHeads * headDim, pool.data(), numBlocks, blockStride,
-                     layer * 2 * part, layer * 2 * part + part, blocks.data(),
-                     tableWidth, lens.data(), 0.125f, out.data(),
-                     qHeads * headDim);
+          pattn::run(isa, batch, 1, qHeads, kvHeads, headDim, q.data(),
+                     qHeads * headDim, headDim, 0, pool.data(), numBlocks,
+                     blockStride, layer * 2 * part, layer * 2 * part + part,
+                     blockSize * headDim, blockSize, headDim, blocks.data(),
+                     tableWidth, tableWidth, lens.data(), 0.125f, out.data(),
+                     qHeads * headDim, headDim, 0);
         };
         for (size_t i = 0; i < 8; ++i)
           call(i);
@@ -461,6 +886,60 @@ TEST(PagedAttention, DISABLED_Bench) {
         std::printf("%-7s %5lld %7d %7d %10.2f %9.1f\n", pattn::isaName(isa),
                     (long long)batch, context, 2, seconds * 1e6,
                     bytes / seconds * 1e-9);
+      }
+  }
+  SITS_ASSERT_OK(setNumThreads(0));
+}
+
+/// Time per call of a prefill (one sequence, S = context queries, each
+/// seeing the positions up to its own) with 32 query heads over 8 kv heads,
+/// blocks of 16, 2 threads.
+TEST(PagedAttention, DISABLED_BenchPrefill) {
+  const int64_t qHeads = 32, kvHeads = 8, blockSize = 16;
+  const char *paths = std::getenv("SITS_PATTN_BENCH_PATHS");
+  SITS_ASSERT_OK(setNumThreads(2));
+  std::printf("%-7s %7s %7s %7s %10s\n", "path", "headDim", "queries",
+              "threads", "ms/call");
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+    if (!pattn::isaAvailable(isa) ||
+        (paths && !std::strstr(paths, pattn::isaName(isa))))
+      continue;
+    for (int64_t headDim : {64, 128})
+      for (int32_t queries : {512, 2048}) {
+        const int64_t tableWidth = queries / blockSize;
+        const int64_t part = kvHeads * blockSize * headDim;
+        const int64_t blockStride = 2 * part;
+        std::mt19937 rng(1);
+        std::vector<float> pool(size_t(tableWidth * blockStride));
+        for (float &v : pool)
+          v = float(int(rng() % 2001) - 1000) * 1e-3f;
+        std::vector<int32_t> blocks(static_cast<size_t>(tableWidth));
+        std::iota(blocks.begin(), blocks.end(), 0);
+        std::vector<float> q(size_t(queries * qHeads * headDim), 0.05f);
+        std::vector<float> out(q.size());
+        int32_t lens[1] = {queries};
+        auto call = [&] {
+          pattn::run(isa, 1, queries, qHeads, kvHeads, headDim, q.data(),
+                     queries * qHeads * headDim, headDim, qHeads * headDim,
+                     pool.data(), tableWidth, blockStride, 0, part,
+                     blockSize * headDim, blockSize, headDim, blocks.data(),
+                     tableWidth, tableWidth, lens, 0.125f, out.data(),
+                     queries * qHeads * headDim, headDim, qHeads * headDim);
+        };
+        call();
+        auto start = std::chrono::steady_clock::now();
+        size_t calls = 0;
+        double elapsed = 0;
+        do {
+          call();
+          ++calls;
+          elapsed = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+        } while (elapsed < 0.5 || calls < 3);
+        std::printf("%-7s %7lld %7d %7d %10.2f\n", pattn::isaName(isa),
+                    (long long)headDim, queries, 2,
+                    elapsed / double(calls) * 1e3);
       }
   }
   SITS_ASSERT_OK(setNumThreads(0));
