@@ -243,6 +243,10 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
   // below see each distinct layer once. Pruning sees every layer's
   // weights first, as it decides per head and channel from their values.
   addSitsGraphPasses(pm, options, [&](OpPassManager &nested) {
+    // Q/K/V and gate/up each become one matmul by joined weights while
+    // the weights are still each layer's own constants.
+    if (options.fuseSiblingMatmuls)
+      nested.addPass(createSitsFuseSiblingMatmuls());
     // Per-block precision is chosen for one weight's data, not for every
     // call's: with it, layers stay inline.
     if (options.outlineLayers && options.precision != "auto")

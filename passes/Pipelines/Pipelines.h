@@ -57,6 +57,12 @@ struct CpuCodegenPipelineOptions
           "dot products (sits-cpu-pipeline; sits-convert-to-linalg's "
           "integer-dot)"),
       llvm::cl::init(true)};
+  Option<bool> fuseSiblingMatmuls{
+      *this, "fuse-sibling-matmuls",
+      llvm::cl::desc("Join matmuls of one input by constant weights (Q/K/V, "
+                     "gate/up) into one (sits-cpu-pipeline; see "
+                     "sits-fuse-sibling-matmuls)"),
+      llvm::cl::init(true)};
   Option<bool> pagedAttentionKernel{
       *this, "paged-attention-kernel",
       llvm::cl::desc("Compute f32 paged attention with the runtime's kernel, "

@@ -39,6 +39,14 @@ fuseActivationIntoProducer(RewriterBase &rewriter, ActivationOp activation);
 
 class CallSites;
 
+/// Replaces `siblings` (`sits.matmul`s of one input, in IR order, by
+/// constant weights and biases used only by them, alike in everything but
+/// their column counts) by one matmul by their weights side by side,
+/// created where the first was; each one's result becomes its column range
+/// of the new result (`tensor.extract_slice`). Fails, changing nothing,
+/// unless they are such siblings.
+FailureOr<MatmulOp> fuseSiblingMatmuls(RewriterBase &rewriter,
+                                       ArrayRef<MatmulOp> siblings);
 /// Replaces the constant rhs of a `sits.matmul {transpose_rhs}` by its
 /// transpose (computed now) and clears the flag. Fails, changing nothing,
 /// unless the rhs is used only by this matmul and is a statically shaped

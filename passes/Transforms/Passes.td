@@ -36,6 +36,44 @@ def SitsFuseEpilogue : Pass<"sits-fuse-epilogue"> {
   ];
 }
 
+def SitsFuseSiblingMatmuls : Pass<"sits-fuse-sibling-matmuls"> {
+  let summary = "Multiply one input by sibling constant weights in one matmul";
+  let description = [{
+    `sits.matmul`s of one input by constant weights used nowhere else (a
+    decoder layer's Q, K and V projections; the gate and up projections of
+    a gated MLP) become one matmul by the weights side by side, joined at
+    compile time. Each original result is its column range of the new one
+    (`tensor.extract_slice`). One kernel then streams one longer weight
+    instead of several short ones, with one fork and join of its threads:
+    at decode sizes each of the small ones is too short to reach the memory
+    bandwidth. Biases are joined the same way.
+
+    The siblings must agree in everything but their column counts
+    (transposes, element types, K, bias presence, epilogue, attributes); a
+    weight that is not plain constant data, or is used by anything else,
+    keeps its matmul. Run before epilogue fusion (an activation fused into
+    one sibling would make it differ from the others) and before weights
+    are quantized (the joined weight is then quantized as one).
+
+    ```mlir
+    // Before
+    %q = sits.matmul %x, %wq : (tensor<1x512xf32>, tensor<512x512xf32>) -> tensor<1x512xf32>
+    %k = sits.matmul %x, %wk : (tensor<1x512xf32>, tensor<512x128xf32>) -> tensor<1x128xf32>
+    // After
+    %w = arith.constant dense_resource<wq.siblings> : tensor<512x640xf32>
+    %qk = sits.matmul %x, %w : (tensor<1x512xf32>, tensor<512x640xf32>) -> tensor<1x640xf32>
+    %q = tensor.extract_slice %qk[0, 0] [1, 512] [1, 1] : tensor<1x640xf32> to tensor<1x512xf32>
+    %k = tensor.extract_slice %qk[0, 512] [1, 128] [1, 1] : tensor<1x640xf32> to tensor<1x128xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"
+  ];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Matmuls joined with their siblings">,
+  ];
+}
+
 def SitsFoldWeightTransposes
     : Pass<"sits-fold-weight-transposes", "::mlir::ModuleOp"> {
   let summary = "Store transposed constant weights already transposed";
