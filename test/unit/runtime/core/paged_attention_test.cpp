@@ -87,6 +87,19 @@ struct Case {
   std::vector<int32_t> lens, tables;
   std::vector<float> pool, q;
 
+  /// A case of `heads` (query, kv) and `headDim` at block size
+  /// `blockSize`, scaled by 1/sqrt(headDim); the caller sets the rest.
+  static Case shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
+                     int64_t blockSize) {
+    Case c;
+    c.qHeads = qHeads;
+    c.kvHeads = kvHeads;
+    c.headDim = headDim;
+    c.blockSize = blockSize;
+    c.scale = float(1.0 / std::sqrt(double(headDim)));
+    return c;
+  }
+
   int64_t positionStride() const { return headDim + positionPad; }
   int64_t kvHeadStride() const {
     return blockSize * positionStride() + headPad;
@@ -327,12 +340,7 @@ TEST_P(PagedAttentionPath, MatchesReference) {
       for (int64_t blockSize : {16, 1}) {
         if (headDim == 256 && heads.q > 8)
           continue;
-        Case c;
-        c.qHeads = heads.q;
-        c.kvHeads = heads.kv;
-        c.headDim = headDim;
-        c.blockSize = blockSize;
-        c.scale = float(1.0 / std::sqrt(double(headDim)));
+        Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
         c.tableWidth = blockSize == 1 ? 400 : 24;
         c.numBlocks = blockSize == 1 ? 300 : 40;
         c.batch = 6;
@@ -462,13 +470,8 @@ TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
     for (int64_t headDim : {64, 40, 36, 16})
       for (int64_t blockSize : {16, 1})
         for (int64_t queries : {2, 7}) {
-          Case c;
+          Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
           c.queries = queries;
-          c.qHeads = heads.q;
-          c.kvHeads = heads.kv;
-          c.headDim = headDim;
-          c.blockSize = blockSize;
-          c.scale = float(1.0 / std::sqrt(double(headDim)));
           c.tableWidth = blockSize == 1 ? 400 : 24;
           c.numBlocks = blockSize == 1 ? 300 : 40;
           c.batch = 6;
@@ -623,14 +626,9 @@ TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
       for (int64_t blockSize : {16, 1}) {
         if (heads.q == 40 && (headDim == 128 || blockSize == 1))
           continue;
-        Case c;
+        Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
         c.batch = 4;
         c.queries = heads.kv == 1 ? 8 : 6;
-        c.qHeads = heads.q;
-        c.kvHeads = heads.kv;
-        c.headDim = headDim;
-        c.blockSize = blockSize;
-        c.scale = float(1.0 / std::sqrt(double(headDim)));
         c.tableWidth = 1200 / blockSize;
         c.numBlocks = blockSize == 1 ? 1300 : 90;
         c.lens = {600, 1100, 3, 1300};
