@@ -244,8 +244,11 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
   // weights first, as it decides per head and channel from their values.
   addSitsGraphPasses(pm, options, [&](OpPassManager &nested) {
     // Q/K/V and gate/up each become one matmul by joined weights while
-    // the weights are still each layer's own constants.
-    if (options.fuseSiblingMatmuls)
+    // the weights are still each layer's own constants. Not when the
+    // schedule minimizes memory: the joined result keeps every sibling's
+    // output alive at once, where the reorderer could have finished one
+    // branch before starting the next.
+    if (options.fuseSiblingMatmuls && options.profile != "memory")
       nested.addPass(createSitsFuseSiblingMatmuls());
     // Per-block precision is chosen for one weight's data, not for every
     // call's: with it, layers stay inline.

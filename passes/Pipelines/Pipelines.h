@@ -60,8 +60,8 @@ struct CpuCodegenPipelineOptions
   Option<bool> fuseSiblingMatmuls{
       *this, "fuse-sibling-matmuls",
       llvm::cl::desc("Join matmuls of one input by constant weights (Q/K/V, "
-                     "gate/up) into one (sits-cpu-pipeline; see "
-                     "sits-fuse-sibling-matmuls)"),
+                     "gate/up) into one, except with profile=memory "
+                     "(sits-cpu-pipeline; see sits-fuse-sibling-matmuls)"),
       llvm::cl::init(true)};
   Option<bool> pagedAttentionKernel{
       *this, "paged-attention-kernel",

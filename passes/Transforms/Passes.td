@@ -53,7 +53,9 @@ def SitsFuseSiblingMatmuls : Pass<"sits-fuse-sibling-matmuls"> {
     weight that is not plain constant data, or is used by anything else,
     keeps its matmul. Run before epilogue fusion (an activation fused into
     one sibling would make it differ from the others) and before weights
-    are quantized (the joined weight is then quantized as one).
+    are quantized (the joined weight is then quantized as one). The joined
+    result keeps every sibling's output alive at once: a schedule that
+    minimizes memory (the CPU pipeline's `profile=memory`) goes without.
 
     ```mlir
     // Before

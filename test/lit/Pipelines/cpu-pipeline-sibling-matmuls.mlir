@@ -1,9 +1,11 @@
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v3 num-threads=2})' --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s
 // RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v3 num-threads=2 fuse-sibling-matmuls=false})' --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
+// RUN: sits-opt %s --pass-pipeline='builtin.module(sits-cpu-pipeline{target=x86-64-v3 num-threads=2 profile=memory})' --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
 
 // The CPU pipeline joins the projections of one input by constant weights
 // (here three, as Q, K and V) before anything else sees them;
-// fuse-sibling-matmuls=false keeps them apart.
+// fuse-sibling-matmuls=false keeps them apart, and so does profile=memory
+// (the joined result would keep every sibling's output alive at once).
 // CHECK: SitsFuseSiblingMatmuls
 // CHECK-NEXT: (S) 3 num-fused
 // OFF-NOT: SitsFuseSiblingMatmuls
