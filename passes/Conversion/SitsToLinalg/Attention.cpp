@@ -496,33 +496,12 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
 // Patterns
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// sits.paged_attention through lowerPagedAttentionToKernel, ahead of the
-/// default lowering (which takes what this one does not).
-struct PagedAttentionToKernel : OpConversionPattern<PagedAttentionOp> {
-  PagedAttentionToKernel(TypeConverter &converter, MLIRContext *ctx)
-      : OpConversionPattern(converter, ctx, /*benefit=*/2) {}
-
-  LogicalResult
-  matchAndRewrite(PagedAttentionOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkSitsOpLowerable(op, [] { return InFlightDiagnostic(); })))
-      return rewriter.notifyMatchFailure(op, "not lowerable");
-    FailureOr<SmallVector<Value>> results =
-        lowerPagedAttentionToKernel(rewriter, op, adaptor);
-    if (failed(results))
-      return rewriter.notifyMatchFailure(op, "no runtime kernel form");
-    rewriter.replaceOp(op, *results);
-    return success();
-  }
-};
-
-} // namespace
-
 void mlir::sits::populatePagedAttentionKernelPatterns(
     TypeConverter &typeConverter, RewritePatternSet &patterns) {
-  patterns.add<PagedAttentionToKernel>(typeConverter, patterns.getContext());
+  // Ahead of the default lowering, which takes what this one does not.
+  patterns.add<SitsOpLoweringImpl<PagedAttentionOp, SmallVector<Value>,
+                                  lowerPagedAttentionToKernel>>(
+      typeConverter, patterns.getContext(), /*benefit=*/2);
 }
 
 void mlir::sits::detail::populateAttentionPatterns(

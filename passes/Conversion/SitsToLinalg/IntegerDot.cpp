@@ -302,30 +302,9 @@ mlir::sits::lowerQMatmulToIntegerDot(OpBuilder &b, QMatmulOp op,
                     resultType);
 }
 
-namespace {
-
-/// sits.qmatmul through lowerQMatmulToIntegerDot, ahead of the default
-/// lowering (which takes what this one does not).
-struct QMatmulToIntegerDot : OpConversionPattern<QMatmulOp> {
-  QMatmulToIntegerDot(TypeConverter &converter, MLIRContext *ctx)
-      : OpConversionPattern(converter, ctx, /*benefit=*/2) {}
-
-  LogicalResult
-  matchAndRewrite(QMatmulOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkSitsOpLowerable(op, [] { return InFlightDiagnostic(); })))
-      return rewriter.notifyMatchFailure(op, "not lowerable");
-    FailureOr<Value> result = lowerQMatmulToIntegerDot(rewriter, op, adaptor);
-    if (failed(result))
-      return rewriter.notifyMatchFailure(op, "no integer dot-product form");
-    rewriter.replaceOp(op, *result);
-    return success();
-  }
-};
-
-} // namespace
-
 void mlir::sits::populateIntegerDotPatterns(TypeConverter &typeConverter,
                                             RewritePatternSet &patterns) {
-  patterns.add<QMatmulToIntegerDot>(typeConverter, patterns.getContext());
+  // Ahead of the default lowering, which takes what this one does not.
+  patterns.add<SitsOpLowering<QMatmulOp, lowerQMatmulToIntegerDot>>(
+      typeConverter, patterns.getContext(), /*benefit=*/2);
 }
