@@ -46,12 +46,14 @@ func.func @transposing_copy(%a: memref<8x16xf32, strided<[1, 8]>>, %b: memref<8x
 }
 
 // A register tile streaming its weights (sits.streamed, a decode step):
-// each step of 8 panel rows (1 KiB) requests the 16 cache lines 1 KiB
-// ahead in the panel, the row index clamped to the panel's last row.
+// each step of 8 panel rows (1 KiB) requests the 16 cache lines 4 KiB
+// (32 rows) ahead in the panel, the row index clamped to the panel's last
+// row.
 // CHECK-LABEL: func.func @streamed_panel
 //   CHECK-DAG:   %[[LAST:.+]] = arith.constant 63 : index
+//   CHECK-DAG:   %[[DIST:.+]] = arith.constant 32 : index
 //       CHECK:   scf.for %[[K:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
-//       CHECK:     %[[AHEAD:.+]] = arith.addi %[[K]], %{{.+}} : index
+//       CHECK:     %[[AHEAD:.+]] = arith.addi %[[K]], %[[DIST]] : index
 //       CHECK:     %[[ROW:.+]] = arith.minui %[[AHEAD]], %[[LAST]] : index
 //       CHECK:     memref.prefetch %arg1[%arg3, %[[ROW]], %{{.+}}], read, locality<3>, data : memref<4x64x32xf32>
 // CHECK-COUNT-15:  memref.prefetch %arg1
@@ -75,12 +77,13 @@ func.func @streamed_panel(%a: memref<64xf32>, %w: memref<4x64x32xf32>, %acc: vec
 }
 
 // INT8 codes widened for the contraction stream the same way: the codes'
-// panel (32 bytes a row) is requested 1 KiB (32 rows) ahead, one request per
-// cache line of the step's 8 rows.
+// panel (32 bytes a row) is requested 4 KiB (128 rows) ahead, one request
+// per cache line of the step's 8 rows.
 // CHECK-LABEL: func.func @streamed_int8_panel
 //   CHECK-DAG:   %[[LAST8:.+]] = arith.constant 63 : index
+//   CHECK-DAG:   %[[DIST8:.+]] = arith.constant 128 : index
 //       CHECK:   scf.for %[[K8:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
-//       CHECK:     %[[AHEAD8:.+]] = arith.addi %[[K8]], %{{.+}} : index
+//       CHECK:     %[[AHEAD8:.+]] = arith.addi %[[K8]], %[[DIST8]] : index
 //       CHECK:     %[[ROW8:.+]] = arith.minui %[[AHEAD8]], %[[LAST8]] : index
 //       CHECK:     memref.prefetch %arg1[%arg3, %[[ROW8]], %{{.+}}], read, locality<3>, data : memref<4x64x32xi8>
 // CHECK-COUNT-3:   memref.prefetch %arg1
