@@ -42,12 +42,14 @@ std::optional<ArrayRef<char>> getConstantBytes(ElementsAttr value);
 void releaseConstantPages(ElementsAttr value);
 
 /// `size` bytes of re-laid-out weight data, written by `fill`, as an
-/// immutable blob. Large ones live in an unlinked scratch file mapped
-/// shared, and their pages are written back and dropped once filled: in
-/// anonymous memory every re-laid-out weight of a model would stay resident
-/// until the artifact is written (4 GiB for a 1 B-parameter model), while
-/// the artifact writer reads them back one at a time. Small ones, or when
-/// no scratch file can be made, are on the heap.
+/// immutable blob. Large ones are filled on the heap, then written to an
+/// unlinked scratch file and mapped from it read-only, so their pages stay
+/// out of the compiler's resident set until read (and are unmapped again
+/// past a window of the newest): in anonymous memory every re-laid-out
+/// weight of a model would stay resident until the artifact is written (4
+/// GiB for a 1 B-parameter model), while the artifact writer reads them
+/// back one at a time. Small ones, or when no scratch file can be made,
+/// stay on the heap.
 AsmResourceBlob makeWeightBlob(size_t size,
                                function_ref<void(MutableArrayRef<char>)> fill);
 
