@@ -12,15 +12,17 @@
 // (code + 128, code + 8): one load is one u8 operand of `vpdpbusd` for 16
 // columns. The offset is removed exactly with the row's sum of xq per group.
 //
-// Three paths, picked once per process: AVX-512 VNNI, AVX2 (maddubs: on
-// u8 nibbles for 4 bits; for 8 bits with the codes' signs moved onto the
-// activations, as u8 * s8 would saturate) and portable C++. The integer
-// sums are exact everywhere (groups up to 2^16) and the float part is one
-// fixed sequence of roundings (see ARTIFACT.md), so every path gives the
-// same bits: results must not depend on the CPU the model runs on. This
-// file is compiled with -ffp-contract=off for that.
+// Four paths, picked once per process: AMX-INT8 (tile products for whole
+// 16-row blocks, i.e. prefill; VNNI for the other rows), AVX-512 VNNI, AVX2
+// (maddubs: on u8 nibbles for 4 bits; for 8 bits with the codes' signs
+// moved onto the activations, as u8 * s8 would saturate) and portable C++.
+// The integer sums are exact everywhere (groups up to 2^16) and the float
+// part is one fixed sequence of roundings (see ARTIFACT.md), so every path
+// gives the same bits: results must not depend on the CPU the model runs
+// on. This file is compiled with -ffp-contract=off for that.
 //
-// Work is split into (8-row block, column chunk) items on the worker pool.
+// Work is split into (8-row block, column chunk) items on the worker pool
+// (32-row blocks on AMX).
 //
 //===----------------------------------------------------------------------===//
 #include "qdot.h"
@@ -40,8 +42,22 @@
 #define SITS_QDOT_VNNI                                                         \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define SITS_QDOT_AVX2 __attribute__((target("avx2,fma")))
+// AMX intrinsics in target attributes: GCC 11, Clang 12. Linux lends tile
+// state to processes that ask (other systems: no AMX path).
+#if defined(__linux__) &&                                                      \
+    (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)
+#define SITS_QDOT_AMX_BUILD 1
+#define SITS_QDOT_AMX                                                          \
+  __attribute__((                                                              \
+      target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni")))
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define SITS_QDOT_AMX_BUILD 0
+#endif
 #else
 #define SITS_QDOT_X86 0
+#define SITS_QDOT_AMX_BUILD 0
 #endif
 
 #define SITS_QDOT_UNROLL _Pragma("GCC unroll 16")
@@ -72,6 +88,9 @@ struct Problem {
   /// offset (nullptr where there is none).
   const float *sxT;
   const int32_t *starts;
+  /// AMX: k values per tile product, the largest multiple of 4 (8 bits) or
+  /// 8 (4 bits) up to 64 that divides group.
+  int64_t tileK;
 };
 
 /// Computes rows [row, row + R) x 16-column blocks [blk, blk + B) for the
@@ -399,6 +418,176 @@ constexpr Kernels kVnniKernels = {
     {&vnniStarts, &vnniStarts}};
 static_assert(complete(kVnniKernels));
 
+#if SITS_QDOT_AMX_BUILD
+//===----------------------------------------------------------------------===//
+// AMX-INT8
+//===----------------------------------------------------------------------===//
+
+/// Linux lends tile data only to a process that asks (once, for all its
+/// threads); without it the first tile instruction faults.
+bool amxPermitted() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool permitted =
+      syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return permitted;
+}
+
+/// GCC's _tile_loadd does not tell the compiler that it reads memory, nor
+/// _tile_loadconfig that it reads 64 bytes: stores to what they read must
+/// not move across them (nor be dropped).
+inline __attribute__((always_inline)) void tileMemoryBarrier() {
+  __asm__ volatile("" ::: "memory");
+}
+
+/// Where a tile reads a group's activations and weights: rows row..row+15
+/// (and the next 16) of xq, blocks blk.. of w.
+template <int RB, int B> struct AmxOperands {
+  const int8_t *x[RB];
+  const uint8_t *w[B];
+  /// 4 bits: a product's weights per block in the 8-bit layout, unpacked a
+  /// product ahead (into wide[1 - current]) so that the stores have landed
+  /// when the tile loads read them (~10% on 4 bits per channel).
+  alignas(64) uint8_t wide[2][B][16 * 64];
+  int current = 0;
+};
+
+/// 4 bits: unpacks the product at k0 into wide[buf]. Each 64 bytes of k
+/// 8u..8u+7: the low nibbles are the tile row of k 8u..8u+3, the high ones
+/// that of k 8u+4..8u+7.
+template <int RB, int B>
+SITS_QDOT_AMX inline __attribute__((always_inline)) void
+amxUnpack(const Problem &p, AmxOperands<RB, B> &op, int64_t k0, int buf) {
+  SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) {
+    const uint8_t *src = op.w[j] + k0 / 8 * 64;
+    for (int64_t u = 0; u < p.tileK / 8; ++u) {
+      __m512i lo, hi;
+      unpack4<false>(src + u * 64, lo, hi);
+      _mm512_store_si512(op.wide[buf][j] + u * 128, lo);
+      _mm512_store_si512(op.wide[buf][j] + u * 128 + 64, hi);
+    }
+  }
+}
+
+/// C[r][j] = the products of group g (sums C[r][j] in tmm(2r + j),
+/// activations A[r] in tmm(4 + r), weights B[j] in tmm(6 + j): GCC's tile
+/// intrinsics take the numbers as literals).
+template <int Bits, int RB, int B>
+SITS_QDOT_AMX inline __attribute__((always_inline)) void
+amxProducts(const Problem &p, AmxOperands<RB, B> &op, int64_t g) {
+  _tile_zero(0);
+  if constexpr (B > 1)
+    _tile_zero(1);
+  if constexpr (RB > 1)
+    _tile_zero(2);
+  if constexpr (RB > 1 && B > 1)
+    _tile_zero(3);
+  for (int64_t k0 = g * p.group; k0 < (g + 1) * p.group; k0 += p.tileK) {
+    const uint8_t *wt[B];
+    SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) wt[j] =
+        Bits == 8 ? op.w[j] + k0 / 4 * 64 : op.wide[op.current][j];
+    if constexpr (Bits == 4) {
+      if (k0 + p.tileK < p.k)
+        amxUnpack(p, op, k0 + p.tileK, 1 - op.current);
+      op.current = 1 - op.current;
+      tileMemoryBarrier();
+    }
+    _tile_loadd(4, op.x[0] + k0, p.xqStride);
+    _tile_loadd(6, wt[0], 64);
+    _tile_dpbsud(0, 4, 6);
+    if constexpr (B > 1) {
+      _tile_loadd(7, wt[B - 1], 64);
+      _tile_dpbsud(1, 4, 7);
+    }
+    if constexpr (RB > 1) {
+      _tile_loadd(5, op.x[RB - 1] + k0, p.xqStride);
+      _tile_dpbsud(2, 5, 6);
+      if constexpr (B > 1)
+        _tile_dpbsud(3, 5, 7);
+    }
+    // Later unpacking overwrites what these loads read.
+    if constexpr (Bits == 4)
+      tileMemoryBarrier();
+  }
+}
+
+/// 16 * RB rows x B blocks of 16 columns with tile products, p.tileK values
+/// of k each: TDPBSUD multiplies the rows' s8 activations by the u8
+/// weights, whose 8-bit layout is that of a tile (row i: k 4i..4i+3 for the
+/// 16 columns), read in place; 4-bit weights are unpacked to it first. Per
+/// group, the sums less offset * sum(x) (added to the exact int32 sums: the
+/// same integers as vnniTile's) and the float part as in vnniTile.
+template <int Bits, int RB, int B>
+SITS_QDOT_AMX void amxTile(const Problem &p, int64_t row, int64_t blk) {
+  const bool perChannel = p.wsStride == 0;
+  const int64_t wsStep = perChannel ? 0 : p.wsStride;
+  AmxOperands<RB, B> op;
+  const float *wsGroup[B], *wsEnd[B];
+  SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) {
+    op.w[j] = p.w + (blk + j) * p.blockBytes;
+    wsGroup[j] = perChannel ? kOnes : p.ws + (blk + j) * 16;
+    wsEnd[j] = perChannel ? p.ws + (blk + j) * 16 : kOnes;
+  }
+  SITS_QDOT_UNROLL for (int r = 0; r < RB; ++r) op.x[r] =
+      p.xq + (row + 16 * r) * p.xqStride;
+  // Row i of C[r][j] at sums[16r + i][j]: one address per row below.
+  alignas(64) int32_t sums[RB * 16][B][16];
+  __m512 yacc[RB * 16][B];
+  for (int r = 0; r < RB * 16; ++r)
+    SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) yacc[r][j] =
+        _mm512_setzero_ps();
+
+  if constexpr (Bits == 4)
+    amxUnpack(p, op, 0, 0);
+  amxProducts<Bits, RB, B>(p, op, 0);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    constexpr int64_t kRowBytes = B * 64;
+    _tile_stored(0, sums[0][0], kRowBytes);
+    if constexpr (B > 1)
+      _tile_stored(1, sums[0][B - 1], kRowBytes);
+    if constexpr (RB > 1)
+      _tile_stored(2, sums[16][0], kRowBytes);
+    if constexpr (RB > 1 && B > 1)
+      _tile_stored(3, sums[16][B - 1], kRowBytes);
+    // The tiles compute the next group while the float part below runs.
+    if (g + 1 < p.groups)
+      amxProducts<Bits, RB, B>(p, op, g + 1);
+
+    __m512 wsv[B];
+    SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) wsv[j] =
+        _mm512_loadu_ps(wsGroup[j] + g * wsStep);
+    for (int r = 0; r < RB * 16; ++r) {
+      __m512i start = _mm512_set1_epi32(p.starts[g * p.m + row + r]);
+      __m512 sxv = _mm512_set1_ps(p.sxT[g * p.m + row + r]);
+      SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) {
+        __m512i a = _mm512_add_epi32(_mm512_load_si512(sums[r][j]), start);
+        __m512 t = _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), a);
+        yacc[r][j] = _mm512_fmadd_ps(t, _mm512_mul_ps(sxv, wsv[j]), yacc[r][j]);
+      }
+    }
+  }
+
+  for (int r = 0; r < RB * 16; ++r) {
+    float *y = p.y + (row + r) * p.yStride + blk * 16;
+    SITS_QDOT_UNROLL for (int j = 0; j < B; ++j) _mm512_storeu_ps(
+        y + j * 16, _mm512_mul_ps(yacc[r][j], _mm512_loadu_ps(wsEnd[j])));
+  }
+}
+
+/// [bits == 8][RB - 1][B - 1]: at most the 8 tile registers.
+constexpr TileFn kAmxTiles[2][2][2] = {
+    {{&amxTile<4, 1, 1>, &amxTile<4, 1, 2>},
+     {&amxTile<4, 2, 1>, &amxTile<4, 2, 2>}},
+    {{&amxTile<8, 1, 1>, &amxTile<8, 1, 2>},
+     {&amxTile<8, 2, 1>, &amxTile<8, 2, 2>}}};
+
+/// The VNNI tiles for the rows AMX leaves (under 16 in a call).
+constexpr Kernels withIsa(Kernels k, Isa isa) {
+  k.isa = isa;
+  return k;
+}
+constexpr Kernels kAmxKernels = withIsa(kVnniKernels, Isa::kAmx);
+#endif // SITS_QDOT_AMX_BUILD
+
 //===----------------------------------------------------------------------===//
 // AVX2
 //===----------------------------------------------------------------------===//
@@ -554,6 +743,10 @@ static_assert(complete(kAvx2Kernels));
 #endif // SITS_QDOT_X86
 
 const Kernels *kernelsFor(Isa isa) {
+#if SITS_QDOT_AMX_BUILD
+  if (isa == Isa::kAmx)
+    return &kAmxKernels;
+#endif
 #if SITS_QDOT_X86
   if (isa == Isa::kAvx512Vnni)
     return &kVnniKernels;
@@ -568,6 +761,8 @@ const Kernels *kernelsFor(Isa isa) {
 //===----------------------------------------------------------------------===//
 
 constexpr int64_t kRowBlock = 8;
+/// AMX: two tiles' rows, which share each load (and unpacking) of weights.
+constexpr int64_t kAmxRowBlock = 32;
 constexpr int64_t kMaxGroup = int64_t(1) << 16;
 /// Below this many multiply-adds (m * n * k), waking helpers costs more
 /// than it saves.
@@ -597,12 +792,44 @@ bool validArgs(int64_t bits, int64_t m, int64_t n, int64_t k, int64_t group,
   return true;
 }
 
+/// AMX: the tile products' shapes for Problem::tileK (palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
 struct Plan {
   const Problem *p;
   const Kernels *kernels;
+  int64_t rowBlock;
   int64_t rowBlocks;
   int64_t chunkBlocks;
+  /// Whether whole 16-row blocks take AMX tile products, shaped by `tiles`.
+  bool amx;
+  TileConfig tiles;
 };
+
+#if SITS_QDOT_AMX_BUILD
+/// Rows [r, r1) x blocks [b0, b1) in 32- and 16-row tiles while whole
+/// 16-row blocks remain; the first row left. The tile configuration is per
+/// thread: set here, released after.
+SITS_QDOT_AMX int64_t amxRows(const Plan &plan, int64_t r, int64_t r1,
+                              int64_t b0, int64_t b1) {
+  const Problem &p = *plan.p;
+  tileMemoryBarrier();
+  _tile_loadconfig(&plan.tiles);
+  while (r1 - r >= 16) {
+    int rowTiles = r1 - r >= 32 ? 2 : 1;
+    for (int64_t b = b0; b < b1; b += 2)
+      kAmxTiles[p.bits == 8][rowTiles - 1][std::min<int64_t>(2, b1 - b) - 1](
+          p, r, b);
+    r += 16 * rowTiles;
+  }
+  _tile_release();
+  return r;
+}
+#endif
 
 /// Item i: column chunk i / rowBlocks, row block i % rowBlocks, so that
 /// consecutive items (and threads) share a chunk's weights.
@@ -610,11 +837,16 @@ void runItem(void *context, int64_t item) {
   const Plan &plan = *static_cast<const Plan *>(context);
   const Problem &p = *plan.p;
   const Kernels &kern = *plan.kernels;
-  int64_t r0 = (item % plan.rowBlocks) * kRowBlock;
-  int64_t r1 = std::min(p.m, r0 + kRowBlock);
+  int64_t r0 = (item % plan.rowBlocks) * plan.rowBlock;
+  int64_t r1 = std::min(p.m, r0 + plan.rowBlock);
   int64_t b0 = (item / plan.rowBlocks) * plan.chunkBlocks;
   int64_t b1 = std::min(p.n / 16, b0 + plan.chunkBlocks);
-  for (int64_t r = r0; r < r1;) {
+  int64_t r = r0;
+#if SITS_QDOT_AMX_BUILD
+  if (plan.amx && r1 - r0 >= 16)
+    r = amxRows(plan, r0, r1, b0, b1);
+#endif
+  while (r < r1) {
     int rows = int(std::min<int64_t>(kern.maxRows, r1 - r));
     for (int64_t b = b0; b < b1;) {
       int blocks =
@@ -634,10 +866,11 @@ void runQDot(const Kernels &kern, int64_t bits, int64_t m, int64_t n, int64_t k,
                  wsStride, y, yStride) ||
       m == 0 || n == 0)
     return;
-  Problem p{
-      int(bits), m,        n,  k,        group,   k / group,
-      xq,        xqStride, sx, sxStride, w,       k * (bits == 8 ? 16 : 8),
-      ws,        wsStride, y,  yStride,  nullptr, nullptr};
+  Problem p{int(bits), m,         n,  k,
+            group,     k / group, xq, xqStride,
+            sx,        sxStride,  w,  k * (bits == 8 ? 16 : 8),
+            ws,        wsStride,  y,  yStride,
+            nullptr,   nullptr,   0};
 
   // Once per call, not per column chunk: the rows' sums, and sx in the
   // order the tiles read it.
@@ -666,15 +899,34 @@ void runQDot(const Kernels &kern, int64_t bits, int64_t m, int64_t n, int64_t k,
     }
   }
 
-  // Column chunks of 64 (one decode tile on VNNI), narrower when that
-  // leaves fewer than ~4 items per thread (decode on many threads).
+  Plan plan{&p, &kern, kRowBlock, 0, 0, false, {}};
+  if (kern.isa == Isa::kAmx && m >= 16) {
+    int64_t unit = bits == 8 ? 4 : 8;
+    p.tileK = 64;
+    while (group % p.tileK != 0)
+      p.tileK -= unit;
+    plan.rowBlock = kAmxRowBlock;
+    plan.amx = true;
+    for (int t = 0; t < 8; ++t) {
+      // Sums: 16 x 16 int32; activations: 16 rows x tileK bytes; weights:
+      // tileK / 4 rows of 16 columns x 4 k.
+      plan.tiles.rows[t] = uint8_t(t < 6 ? 16 : p.tileK / 4);
+      plan.tiles.colsb[t] = uint16_t(t >= 4 && t < 6 ? p.tileK : 64);
+    }
+  }
+
+  // Column chunks of 64 (one decode tile on VNNI; 256 on AMX, whose tiles
+  // then read a row block's activations from L1 after the first and set
+  // up fewer tile configurations), narrower when that leaves fewer than ~4
+  // items per thread (decode on many threads).
   int64_t blocks = n / 16;
-  int64_t rowBlocks = (m + kRowBlock - 1) / kRowBlock;
+  int64_t rowBlocks = (m + plan.rowBlock - 1) / plan.rowBlock;
   int64_t threads = std::max(1, pool::sizeHint());
-  int64_t chunk = 4;
+  int64_t chunk = plan.amx ? 16 : 4;
   while (chunk > 1 && rowBlocks * ((blocks + chunk - 1) / chunk) < 4 * threads)
     chunk /= 2;
-  Plan plan{&p, &kern, rowBlocks, chunk};
+  plan.rowBlocks = rowBlocks;
+  plan.chunkBlocks = chunk;
   int64_t items = rowBlocks * ((blocks + chunk - 1) / chunk);
   if (double(m) * double(n) * double(k) < kSerialWork) {
     for (int64_t i = 0; i < items; ++i)
@@ -694,6 +946,8 @@ const char *isaName(Isa isa) {
     return "avx2";
   case Isa::kAvx512Vnni:
     return "avx512vnni";
+  case Isa::kAmx:
+    return "amx";
   }
   return "?";
 }
@@ -707,13 +961,18 @@ bool isaAvailable(Isa isa) {
   auto has = [&](const char *f) { return cpu.hasFeature(f).value_or(false); };
   if (isa == Isa::kAvx2)
     return has("avx2") && has("fma");
-  return has("avx512f") && has("avx512bw") && has("avx512vl") &&
-         has("avx512vnni");
+  bool vnni =
+      has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512vnni");
+#if SITS_QDOT_AMX_BUILD
+  if (isa == Isa::kAmx)
+    return vnni && has("amx-tile") && has("amx-int8") && amxPermitted();
+#endif
+  return vnni;
 }
 
 Isa selectedIsa() {
   static const Isa best = [] {
-    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx2})
+    for (Isa isa : {Isa::kAmx, Isa::kAvx512Vnni, Isa::kAvx2})
       if (isaAvailable(isa))
         return isa;
     return Isa::kScalar;

@@ -22,9 +22,11 @@ sitsRuntimeQDot(int64_t bits, int64_t m, int64_t n, int64_t k, int64_t group,
 
 namespace sits::runtime::qdot {
 
-enum class Isa { kScalar, kAvx2, kAvx512Vnni };
+/// kAmx: AMX-INT8 tile products for whole 16-row blocks (prefill), the
+/// AVX-512 VNNI tiles for the other rows.
+enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAmx };
 
-/// "scalar", "avx2", "avx512vnni".
+/// "scalar", "avx2", "avx512vnni", "amx".
 SITS_RUNTIME_API const char *isaName(Isa isa);
 /// Whether this build and CPU can run `isa` (kScalar always).
 SITS_RUNTIME_API bool isaAvailable(Isa isa);

@@ -1,7 +1,7 @@
 //===- qdot_test.cpp - The quantized matmul compiled code calls -----------===//
 //
 // Every path of `sitsRuntimeQDot` this CPU has (portable, AVX2, AVX-512
-// VNNI) must give exactly the bits of a plain reference written here from
+// VNNI, AMX) must give exactly the bits of a plain reference written here from
 // unpacked codes (the weights packed by a packer written from ARTIFACT.md),
 // across sizes, tails, strides, both kinds of weight scales, extreme codes
 // and thread counts; bad arguments leave the output alone. The exported
@@ -192,11 +192,12 @@ TEST_P(QDotPath, SmallGroupsAndLongRows) {
 }
 
 TEST_P(QDotPath, ExtremeCodesDoNotSaturate) {
-  // |sum| up to 1024 * 127 * 128 (int8) per group: exact as float, and the
-  // scales are 1, so y is the exact integer. Then the largest group allowed,
-  // whose sums are still exact in int32 and here also as floats.
+  // |sum| up to 1024 * 127 * 128 (int8) per group (on 17 rows, AMX tiles
+  // too): exact as float, and the scales are 1, so y is the exact integer.
+  // Then the largest group allowed, whose sums are still exact in int32 and
+  // here also as floats.
   for (auto [m, k, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {3, 2048, 1024}, {1, 65536, 65536}})
+           {3, 2048, 1024}, {17, 2048, 1024}, {1, 65536, 65536}})
     for (int bits : {4, 8})
       for (int xv : {127, -127})
         for (int cv : bits == 8 ? std::vector<int>{-128, 127, 0}
@@ -301,10 +302,47 @@ TEST_P(QDotPath, BadArgumentsLeaveTheOutputAlone) {
 
 INSTANTIATE_TEST_SUITE_P(QDot, QDotPath,
                          ::testing::Values(Isa::kScalar, Isa::kAvx2,
-                                           Isa::kAvx512Vnni),
+                                           Isa::kAvx512Vnni, Isa::kAmx),
                          [](const ::testing::TestParamInfo<Isa> &info) {
                            return std::string(qdot::isaName(info.param));
                          });
+
+TEST(QDot, AmxRowBlocksMatchScalar) {
+  // Whole 16-row blocks take tile products (in pairs where they can), the
+  // rows left the VNNI tiles; groups that are not multiples of 64 take
+  // shorter products (colsb < 64), the smallest each width allows too.
+  if (!qdot::isaAvailable(Isa::kAmx))
+    GTEST_SKIP() << "amx not on this CPU";
+  std::mt19937 rng(13);
+  int index = 0;
+  for (int bits : {4, 8})
+    for (int64_t m : {16, 17, 33, 64})
+      for (int64_t n : {16, 48, 160})
+        for (auto [k, group] :
+             std::vector<std::pair<int64_t, int64_t>>{{512, 32},
+                                                      {512, 64},
+                                                      {512, 128},
+                                                      {512, 512},
+                                                      {192, 96},
+                                                      {80, 40},
+                                                      {96, bits == 8 ? 12 : 8}})
+          for (bool perChannel : {false, true}) {
+            Case c;
+            c.bits = bits;
+            c.m = m;
+            c.n = n;
+            c.k = k;
+            c.group = group;
+            c.perChannel = perChannel;
+            fill(c, rng, index++ % 2 ? 3 : 0);
+            std::vector<float> y = runPath(Isa::kAmx, c);
+            ASSERT_TRUE(matchesReference(c, y));
+            std::vector<float> scalar = runPath(Isa::kScalar, c);
+            ASSERT_EQ(0, std::memcmp(y.data(), scalar.data(),
+                                     y.size() * sizeof(float)))
+                << describe(c);
+          }
+}
 
 using QDotFn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
                         const int8_t *, int64_t, const float *, int64_t,
@@ -364,7 +402,7 @@ TEST(QDot, DISABLED_Bench) {
   const char *paths = std::getenv("SITS_QDOT_BENCH_PATHS");
   std::printf("%-11s %4s %4s %7s %9s %9s %9s\n", "path", "bits", "m", "threads",
               "hot GB/s", "cold GB/s", "GMAC/s");
-  for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx2, Isa::kScalar}) {
+  for (Isa isa : {Isa::kAmx, Isa::kAvx512Vnni, Isa::kAvx2, Isa::kScalar}) {
     if (!qdot::isaAvailable(isa) ||
         (paths && !std::strstr(paths, qdot::isaName(isa))))
       continue;
