@@ -37,6 +37,19 @@ struct Case {
   std::vector<uint8_t> packed;
 
   int64_t groups() const { return k / group; }
+
+  /// A case of this shape, its data not yet filled.
+  static Case shaped(int bits, int64_t m, int64_t n, int64_t k, int64_t group,
+                     bool perChannel) {
+    Case c;
+    c.bits = bits;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.group = group;
+    c.perChannel = perChannel;
+    return c;
+  }
 };
 
 /// The layout of ARTIFACT.md: 16-column blocks, 64 bytes per 4 (8-bit) or
@@ -155,13 +168,7 @@ TEST_P(QDotPath, MatchesReference) {
         for (auto [k, group] : std::vector<std::pair<int64_t, int64_t>>{
                  {32, 32}, {64, 32}, {256, 64}, {384, 128}, {128, 128}})
           for (bool perChannel : {false, true}) {
-            Case c;
-            c.bits = bits;
-            c.m = m;
-            c.n = n;
-            c.k = k;
-            c.group = group;
-            c.perChannel = perChannel;
+            Case c = Case::shaped(bits, m, n, k, group, perChannel);
             // Every other case with padded rows (non-contiguous strides).
             fill(c, rng, index++ % 2 ? 5 : 0);
             ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
@@ -179,13 +186,7 @@ TEST_P(QDotPath, SmallGroupsAndLongRows) {
                                                       {8, 1024, 1024},
                                                       {4, 0, 8}})
     for (bool perChannel : {false, true}) {
-      Case c;
-      c.bits = bits;
-      c.m = 6;
-      c.n = 96;
-      c.k = k;
-      c.group = group;
-      c.perChannel = perChannel;
+      Case c = Case::shaped(bits, 6, 96, k, group, perChannel);
       fill(c, rng, 3);
       ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
     }
@@ -202,12 +203,7 @@ TEST_P(QDotPath, ExtremeCodesDoNotSaturate) {
       for (int xv : {127, -127})
         for (int cv : bits == 8 ? std::vector<int>{-128, 127, 0}
                                 : std::vector<int>{-8, 7}) {
-          Case c;
-          c.bits = bits;
-          c.m = m;
-          c.n = 32;
-          c.k = k;
-          c.group = group;
+          Case c = Case::shaped(bits, m, 32, k, group, false);
           c.xqStride = c.k;
           c.sxStride = c.groups();
           c.wsStride = c.n;
@@ -234,13 +230,7 @@ TEST_P(QDotPath, ThreadCountsGiveTheSameBits) {
   std::mt19937 rng(3);
   for (int bits : {4, 8})
     for (bool perChannel : {false, true}) {
-      Case c;
-      c.bits = bits;
-      c.m = 37;
-      c.n = 528;
-      c.k = 512;
-      c.group = 32;
-      c.perChannel = perChannel;
+      Case c = Case::shaped(bits, 37, 528, 512, 32, perChannel);
       fill(c, rng, 1);
       SITS_ASSERT_OK(setNumThreads(1));
       std::vector<float> one = runPath(GetParam(), c);
@@ -327,13 +317,7 @@ TEST(QDot, AmxRowBlocksMatchScalar) {
                                                       {80, 40},
                                                       {96, bits == 8 ? 12 : 8}})
           for (bool perChannel : {false, true}) {
-            Case c;
-            c.bits = bits;
-            c.m = m;
-            c.n = n;
-            c.k = k;
-            c.group = group;
-            c.perChannel = perChannel;
+            Case c = Case::shaped(bits, m, n, k, group, perChannel);
             fill(c, rng, index++ % 2 ? 3 : 0);
             std::vector<float> y = runPath(Isa::kAmx, c);
             ASSERT_TRUE(matchesReference(c, y));
@@ -356,12 +340,7 @@ TEST(QDot, ExportedSymbolRunsTheSelectedPath) {
   ASSERT_NE(fn, nullptr);
   std::mt19937 rng(11);
   for (int bits : {4, 8}) {
-    Case c;
-    c.bits = bits;
-    c.m = 5;
-    c.n = 80;
-    c.k = 256;
-    c.group = 64;
+    Case c = Case::shaped(bits, 5, 80, 256, 64, false);
     fill(c, rng, 2);
     std::vector<float> y(size_t(c.m * c.yStride), kUntouched);
     fn(c.bits, c.m, c.n, c.k, c.group, c.xq.data(), c.xqStride, c.sx.data(),
