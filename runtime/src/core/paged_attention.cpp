@@ -569,19 +569,7 @@ bool addFits(int64_t a, int64_t b, int64_t *r) {
   return !__builtin_add_overflow(a, b, r);
 }
 
-struct Call {
-  int64_t batch, queries, qHeads, kvHeads, headDim;
-  const float *q;
-  int64_t qBatchStride, qHeadStride, qTokenStride;
-  const float *pool;
-  int64_t numBlocks, blockStride, keyOffset, valueOffset, kvHeadStride;
-  int64_t blockSize, positionStride;
-  const int32_t *tables;
-  int64_t tableWidth, tableStride;
-  const int32_t *contextLens;
-  float scale;
-  float *out;
-  int64_t outBatchStride, outHeadStride, outTokenStride;
+struct Call : Args {
   /// Derived (runAttention): qHeads / kvHeads, and tableWidth * blockSize,
   /// saturated.
   int64_t group, maxLen;
@@ -983,42 +971,9 @@ void runAttention(const Kernels &kernels, const Call &call) {
 
 /// The exported call's arguments on `kernels` (the derived fields of Call
 /// are filled in by runAttention).
-void attend(const Kernels &kernels, int64_t batch, int64_t queries,
-            int64_t qHeads, int64_t kvHeads, int64_t headDim, const float *q,
-            int64_t qBatchStride, int64_t qHeadStride, int64_t qTokenStride,
-            const float *pool, int64_t numBlocks, int64_t blockStride,
-            int64_t keyOffset, int64_t valueOffset, int64_t kvHeadStride,
-            int64_t blockSize, int64_t positionStride, const int32_t *tables,
-            int64_t tableWidth, int64_t tableStride, const int32_t *contextLens,
-            float scale, float *out, int64_t outBatchStride,
-            int64_t outHeadStride, int64_t outTokenStride) {
+void attend(const Kernels &kernels, const Args &args) {
   Call c{};
-  c.batch = batch;
-  c.queries = queries;
-  c.qHeads = qHeads;
-  c.kvHeads = kvHeads;
-  c.headDim = headDim;
-  c.q = q;
-  c.qBatchStride = qBatchStride;
-  c.qHeadStride = qHeadStride;
-  c.qTokenStride = qTokenStride;
-  c.pool = pool;
-  c.numBlocks = numBlocks;
-  c.blockStride = blockStride;
-  c.keyOffset = keyOffset;
-  c.valueOffset = valueOffset;
-  c.kvHeadStride = kvHeadStride;
-  c.blockSize = blockSize;
-  c.positionStride = positionStride;
-  c.tables = tables;
-  c.tableWidth = tableWidth;
-  c.tableStride = tableStride;
-  c.contextLens = contextLens;
-  c.scale = scale;
-  c.out = out;
-  c.outBatchStride = outBatchStride;
-  c.outHeadStride = outHeadStride;
-  c.outTokenStride = outTokenStride;
+  static_cast<Args &>(c) = args;
   runAttention(kernels, c);
 }
 
@@ -1058,22 +1013,10 @@ Isa selectedIsa() {
   return best;
 }
 
-bool run(Isa isa, int64_t batch, int64_t queries, int64_t qHeads,
-         int64_t kvHeads, int64_t headDim, const float *q, int64_t qBatchStride,
-         int64_t qHeadStride, int64_t qTokenStride, const float *pool,
-         int64_t numBlocks, int64_t blockStride, int64_t keyOffset,
-         int64_t valueOffset, int64_t kvHeadStride, int64_t blockSize,
-         int64_t positionStride, const int32_t *tables, int64_t tableWidth,
-         int64_t tableStride, const int32_t *contextLens, float scale,
-         float *out, int64_t outBatchStride, int64_t outHeadStride,
-         int64_t outTokenStride) {
+bool run(Isa isa, const Args &args) {
   if (!isaAvailable(isa))
     return false;
-  attend(*kernelsFor(isa), batch, queries, qHeads, kvHeads, headDim, q,
-         qBatchStride, qHeadStride, qTokenStride, pool, numBlocks, blockStride,
-         keyOffset, valueOffset, kvHeadStride, blockSize, positionStride,
-         tables, tableWidth, tableStride, contextLens, scale, out,
-         outBatchStride, outHeadStride, outTokenStride);
+  attend(*kernelsFor(isa), args);
   return true;
 }
 
@@ -1090,9 +1033,30 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
     int64_t outHeadStride, int64_t outTokenStride) {
   using namespace sits::runtime::pattn;
   static const Kernels *const kernels = kernelsFor(selectedIsa());
-  attend(*kernels, batch, queries, qHeads, kvHeads, headDim, q, qBatchStride,
-         qHeadStride, qTokenStride, pool, numBlocks, blockStride, keyOffset,
-         valueOffset, kvHeadStride, blockSize, positionStride, tables,
-         tableWidth, tableStride, contextLens, scale, out, outBatchStride,
-         outHeadStride, outTokenStride);
+  attend(*kernels, Args{batch,
+                        queries,
+                        qHeads,
+                        kvHeads,
+                        headDim,
+                        q,
+                        qBatchStride,
+                        qHeadStride,
+                        qTokenStride,
+                        pool,
+                        numBlocks,
+                        blockStride,
+                        keyOffset,
+                        valueOffset,
+                        kvHeadStride,
+                        blockSize,
+                        positionStride,
+                        tables,
+                        tableWidth,
+                        tableStride,
+                        contextLens,
+                        scale,
+                        out,
+                        outBatchStride,
+                        outHeadStride,
+                        outTokenStride});
 }

@@ -39,30 +39,7 @@ using pattn::Isa;
 
 namespace {
 
-/// The exported function's arguments, in order.
-struct Args {
-  int64_t batch, queries, qHeads, kvHeads, headDim;
-  const float *q;
-  int64_t qBatchStride, qHeadStride, qTokenStride;
-  const float *pool;
-  int64_t numBlocks, blockStride, keyOffset, valueOffset, kvHeadStride;
-  int64_t blockSize, positionStride;
-  const int32_t *tables;
-  int64_t tableWidth, tableStride;
-  const int32_t *contextLens;
-  float scale;
-  float *out;
-  int64_t outBatchStride, outHeadStride, outTokenStride;
-};
-
-bool runArgs(Isa isa, const Args &a) {
-  return pattn::run(isa, a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim,
-                    a.q, a.qBatchStride, a.qHeadStride, a.qTokenStride, a.pool,
-                    a.numBlocks, a.blockStride, a.keyOffset, a.valueOffset,
-                    a.kvHeadStride, a.blockSize, a.positionStride, a.tables,
-                    a.tableWidth, a.tableStride, a.contextLens, a.scale, a.out,
-                    a.outBatchStride, a.outHeadStride, a.outTokenStride);
-}
+using pattn::Args;
 
 /// Query / output layouts: [B][S][Hq][D] (decode's [B][Hq][D] for S = 1)
 /// and [B][Hq][S][D]; each sequence's rows followed by a pad.
@@ -192,6 +169,14 @@ void fill(Case &c, std::mt19937 &rng, bool integers = false) {
     c.lens.assign(size_t(c.batch), int32_t(c.tableWidth * c.blockSize));
 }
 
+/// fill, with the query rows of every other case `index` and the output
+/// rows of two in three padded (strided layouts).
+void padAndFill(Case &c, std::mt19937 &rng, int index) {
+  c.qPad = index % 2 ? 7 : 0;
+  c.outPad = index % 3 ? 5 : 0;
+  fill(c, rng);
+}
+
 /// The definition, in double: [batch][qHeads][queries][headDim].
 std::vector<double> reference(const Case &c) {
   std::vector<double> out(size_t(c.batch * c.qHeads * c.queries * c.headDim),
@@ -252,7 +237,7 @@ std::vector<float> runPath(Isa isa, const Case &c,
   Args a = c.args(out.data() + kGuard);
   if (tweak)
     tweak(a);
-  EXPECT_TRUE(runArgs(isa, a));
+  EXPECT_TRUE(pattn::run(isa, a));
   return out;
 }
 
@@ -348,10 +333,7 @@ TEST_P(PagedAttentionPath, MatchesReference) {
         // the table holds (clamped), negative (empty).
         int32_t full = int32_t(c.tableWidth * c.blockSize);
         c.lens = {0, 1, 37, int32_t(blockSize * 5), full + 100, -3};
-        c.qPad = index % 2 ? 7 : 0;
-        c.outPad = index % 3 ? 5 : 0;
-        ++index;
-        fill(c, rng);
+        padAndFill(c, rng, index++);
         // Block numbers outside the pool read block 0.
         c.tables[size_t(2 * c.tableStride() + 1)] = -1;
         plantBadBlocks(c, 4);
@@ -483,10 +465,7 @@ TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
           int32_t full = int32_t(c.tableWidth * c.blockSize);
           int32_t q = int32_t(queries);
           c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
-          c.qPad = index % 2 ? 7 : 0;
-          c.outPad = index % 3 ? 5 : 0;
-          ++index;
-          fill(c, rng);
+          padAndFill(c, rng, index++);
           c.tables[size_t(2 * c.tableStride() + 1)] = -1;
           plantBadBlocks(c, 4);
           ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
@@ -634,10 +613,7 @@ TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
         c.lens = {600, 1100, 3, 1300};
         c.qLayout = index % 2 ? Layout::kBHSD : Layout::kBSHD;
         c.outLayout = index % 3 ? Layout::kBHSD : Layout::kBSHD;
-        c.qPad = index % 2 ? 7 : 0;
-        c.outPad = index % 3 ? 5 : 0;
-        ++index;
-        fill(c, rng);
+        padAndFill(c, rng, index++);
         plantBadBlocks(c, 1);
         expectSameBitsOnAnyThreadCount(GetParam(), c);
         if (HasFatalFailure())
@@ -776,7 +752,7 @@ TEST_P(PagedAttentionPath, BadArgumentsLeaveTheOutputAlone) {
                            kUntouched);
     Args a = c.args(out.data() + kGuard);
     b.set(a);
-    ASSERT_TRUE(runArgs(GetParam(), a)) << b.what;
+    ASSERT_TRUE(pattn::run(GetParam(), a)) << b.what;
     for (float v : out)
       ASSERT_EQ(v, kUntouched) << b.what;
   }
@@ -861,12 +837,32 @@ TEST(PagedAttention, DISABLED_Bench) {
         std::vector<int32_t> lens(size_t(batch), context);
         auto call = [&](size_t i) {
           int64_t layer = int64_t(i % layers);
-          pattn::run(isa, batch, 1, qHeads, kvHeads, headDim, q.data(),
-                     qHeads * headDim, headDim, 0, pool.data(), numBlocks,
-                     blockStride, layer * 2 * part, layer * 2 * part + part,
-                     blockSize * headDim, blockSize, headDim, blocks.data(),
-                     tableWidth, tableWidth, lens.data(), 0.125f, out.data(),
-                     qHeads * headDim, headDim, 0);
+          pattn::run(isa, Args{batch,
+                               1,
+                               qHeads,
+                               kvHeads,
+                               headDim,
+                               q.data(),
+                               qHeads * headDim,
+                               headDim,
+                               0,
+                               pool.data(),
+                               numBlocks,
+                               blockStride,
+                               layer * 2 * part,
+                               layer * 2 * part + part,
+                               blockSize * headDim,
+                               blockSize,
+                               headDim,
+                               blocks.data(),
+                               tableWidth,
+                               tableWidth,
+                               lens.data(),
+                               0.125f,
+                               out.data(),
+                               qHeads * headDim,
+                               headDim,
+                               0});
         };
         for (size_t i = 0; i < 8; ++i)
           call(i);
@@ -917,12 +913,32 @@ TEST(PagedAttention, DISABLED_BenchPrefill) {
         std::vector<float> out(q.size());
         int32_t lens[1] = {queries};
         auto call = [&] {
-          pattn::run(isa, 1, queries, qHeads, kvHeads, headDim, q.data(),
-                     queries * qHeads * headDim, headDim, qHeads * headDim,
-                     pool.data(), tableWidth, blockStride, 0, part,
-                     blockSize * headDim, blockSize, headDim, blocks.data(),
-                     tableWidth, tableWidth, lens, 0.125f, out.data(),
-                     queries * qHeads * headDim, headDim, qHeads * headDim);
+          pattn::run(isa, Args{1,
+                               queries,
+                               qHeads,
+                               kvHeads,
+                               headDim,
+                               q.data(),
+                               queries * qHeads * headDim,
+                               headDim,
+                               qHeads * headDim,
+                               pool.data(),
+                               tableWidth,
+                               blockStride,
+                               0,
+                               part,
+                               blockSize * headDim,
+                               blockSize,
+                               headDim,
+                               blocks.data(),
+                               tableWidth,
+                               tableWidth,
+                               lens,
+                               0.125f,
+                               out.data(),
+                               queries * qHeads * headDim,
+                               headDim,
+                               qHeads * headDim});
         };
         call();
         auto start = std::chrono::steady_clock::now();
