@@ -79,11 +79,13 @@ bool innerContiguous(MemRefType type, int64_t from) {
 }
 
 /// One buffer as the kernel takes it: the address of its first element and
-/// the strides of its dimensions (`rowStride` the outermost's), in elements,
-/// as i64.
+/// the strides of its dimensions, in elements, as i64.
 struct Buffer {
-  Value pointer, rowStride;
+  Value pointer;
   SmallVector<Value> strides;
+
+  /// The outermost dimension's stride.
+  Value rowStride() const { return strides.front(); }
 };
 
 Buffer getBuffer(OpBuilder &b, Location loc, Value memref) {
@@ -102,7 +104,7 @@ Buffer getBuffer(OpBuilder &b, Location loc, Value memref) {
   SmallVector<Value> strides;
   for (Value stride : metadata.getStrides())
     strides.push_back(arith::IndexCastOp::create(b, loc, i64, stride));
-  return {pointer, strides.front(), strides};
+  return {pointer, strides};
 }
 
 /// `memref` itself when its innermost dimension is contiguous (a static unit
@@ -181,13 +183,13 @@ LogicalResult lowerQDot(OpBuilder &b, linalg::GenericOp op, int64_t bits,
          w = getBuffer(b, loc, weight), ws = getBuffer(b, loc, scale),
          y = getBuffer(b, loc, out);
   // Per-column weight scales have no stride between groups.
-  Value wsStride = scaleType.getRank() == 3 ? ws.rowStride : constant(0);
+  Value wsStride = scaleType.getRank() == 3 ? ws.rowStride() : constant(0);
   func::CallOp::create(b, loc, qdot,
                        ValueRange{constant(bits), m, n,
                                   constant(groups * group), constant(group),
-                                  x.pointer, x.rowStride, sx.pointer,
-                                  sx.rowStride, w.pointer, ws.pointer, wsStride,
-                                  y.pointer, y.rowStride});
+                                  x.pointer, x.rowStride(), sx.pointer,
+                                  sx.rowStride(), w.pointer, ws.pointer,
+                                  wsStride, y.pointer, y.rowStride()});
   op->erase();
   return success();
 }
