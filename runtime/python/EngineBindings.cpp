@@ -3,16 +3,20 @@
 //
 // Binds runtime/include/sits/runtime/engine/ thinly; sits_mlir.runtime.engine
 // is the Python face. The engine shares a native `KVAllocator`'s pool and
-// calls a Python callable as its ModelRunner, with the GIL held throughout
-// (the runner is Python code): `runner(copies, sequences)` gets the copy
-// tuples (as take_pending_copies returns them) and one dict per scheduled
-// sequence, and returns float32 logits [len(sequences), vocab]. An exception
-// the runner raises fails that step's requests and is re-raised by
-// step()/run_until_done(). Errors are the KV family's typed exceptions.
+// runs either a native `PagedRunner` (a paged-KV compiled decoder: the step
+// runs in C++ with the GIL released) or a Python callable as its
+// ModelRunner, with the GIL held throughout: `runner(copies, sequences)`
+// gets the copy tuples (as take_pending_copies returns them) and one dict
+// per scheduled sequence, and returns float32 logits [len(sequences),
+// vocab]. An exception the callable raises, or a failed model call, fails
+// that step's requests and is re-raised by step()/run_until_done() (model
+// errors as the core's typed exceptions, as Module.run raises them). Other
+// errors are the KV family's typed exceptions.
 //
 //===----------------------------------------------------------------------===//
 #include "PyStatus.h"
 #include "sits/runtime/engine/engine.h"
+#include "sits/runtime/engine/paged_runner.h"
 #include "sits/runtime/kv/allocator.h"
 
 #include <nanobind/nanobind.h>
@@ -123,6 +127,94 @@ private:
   std::optional<nb::python_error> pending_;
 };
 
+/// The native PagedRunner (sits_mlir.runtime.decoder.PagedRunner's core).
+/// Keeps the first failure of a model call until the binding raises it.
+/// Not thread-safe: one engine (or caller) drives it.
+class PyPagedRunner : public eng::ModelRunner {
+public:
+  PyPagedRunner(const Module &model, nb::handle memory,
+                const std::string &entry, int64_t logitsOutput,
+                const std::string &shapeFunction) {
+    eng::PagedRunnerOptions options;
+    options.entry = entry;
+    options.logits_output = logitsOutput;
+    options.shape_function = shapeFunction;
+    auto r = eng::PagedRunner::create(model, sharedMemory(memory), options);
+    if (!r.ok())
+      raise(r.status());
+    runner_ = std::move(*r);
+  }
+
+  Status execute(const eng::StepBatch &batch, eng::StepOutput *out) override {
+    Status st = runner_->execute(batch, out);
+    if (!st.ok() && !pending_)
+      pending_ = st;
+    return st;
+  }
+
+  /// Raises the failure of a model call, if any.
+  void rethrow() {
+    if (!pending_)
+      return;
+    Status st = std::move(*pending_);
+    pending_.reset();
+    raise(st);
+  }
+
+  /// One step outside an engine: `copies` as take_pending_copies returns
+  /// them, `sequences` ScheduledSequence tuples (seq_id, is_prefill,
+  /// token_ids, positions, slot_mapping, block_table, context_len).
+  nb::object executePy(nb::handle copies, nb::handle sequences) {
+    eng::StepBatch batch;
+    batch.copies = parseCopies(copies);
+    size_t i = 0;
+    for (nb::handle item : nb::iter(sequences)) {
+      eng::ScheduledSequence q;
+      try {
+        if (nb::len(item) != 7)
+          throw nb::cast_error();
+        q.seq_id = nb::cast<uint64_t>(item[0]);
+        q.is_prefill = nb::cast<bool>(item[1]);
+        q.token_ids = nb::cast<std::vector<int32_t>>(item[2]);
+        q.positions = nb::cast<std::vector<int64_t>>(item[3]);
+        q.slot_mapping = nb::cast<std::vector<int64_t>>(item[4]);
+        q.block_table = nb::cast<std::vector<int32_t>>(item[5]);
+        q.context_len = nb::cast<int64_t>(item[6]);
+      } catch (nb::cast_error &) {
+        badEngineArgument("sequences",
+                          "item " + std::to_string(i) +
+                              ": expected a ScheduledSequence (seq_id, "
+                              "is_prefill, token_ids, positions, "
+                              "slot_mapping, block_table, context_len)");
+      }
+      batch.sequences.push_back(std::move(q));
+      ++i;
+    }
+    auto *out = new eng::StepOutput();
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = runner_->execute(batch, out);
+    }
+    if (!st.ok()) {
+      delete out;
+      raise(st);
+    }
+    nb::capsule owner(out, [](void *p) noexcept {
+      delete static_cast<eng::StepOutput *>(p);
+    });
+    size_t vocab = size_t(out->vocab_size);
+    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(
+        out->logits.data(), {batch.sequences.size(), vocab}, owner));
+  }
+
+  const eng::PagedRunner &get() const { return *runner_; }
+
+private:
+  std::unique_ptr<eng::PagedRunner> runner_;
+  std::optional<Status> pending_;
+};
+
 eng::PreemptionMode parsePreemption(const std::string &name) {
   if (name == eng::preemptionModeName(eng::PreemptionMode::kRecompute))
     return eng::PreemptionMode::kRecompute;
@@ -175,13 +267,21 @@ class PyEngine {
 public:
   PyEngine(nb::handle allocator, nb::object runner, int64_t maxBatchSize,
            uint64_t seed, const std::string &preemption, int64_t vocabSize)
-      : alloc_(sharedAllocator(allocator)), runner_(std::move(runner)) {
+      : alloc_(sharedAllocator(allocator)), runnerObject_(runner) {
+    eng::ModelRunner *used;
+    if (nb::isinstance<PyPagedRunner>(runner)) {
+      native_ = &nb::cast<PyPagedRunner &>(runner);
+      used = native_;
+    } else {
+      callable_ = std::make_unique<PyRunner>(std::move(runner));
+      used = callable_.get();
+    }
     eng::EngineConfig cfg;
     cfg.max_batch_size = maxBatchSize;
     cfg.vocab_size = vocabSize;
     cfg.seed = seed;
     cfg.preemption = parsePreemption(preemption);
-    auto e = eng::Engine::create(cfg, alloc_.get(), &runner_);
+    auto e = eng::Engine::create(cfg, alloc_.get(), used);
     if (!e.ok())
       raiseEngine(e.status());
     engine_ = std::move(*e);
@@ -208,17 +308,13 @@ public:
   }
 
   void step() {
-    Status st = engine_->step();
-    runner_.rethrow();
-    if (!st.ok())
-      raiseEngine(st);
+    finish(native_ ? withoutGil([&] { return engine_->step(); })
+                   : engine_->step());
   }
 
   void runUntilDone() {
-    Status st = engine_->runUntilDone();
-    runner_.rethrow();
-    if (!st.ok())
-      raiseEngine(st);
+    finish(native_ ? withoutGil([&] { return engine_->runUntilDone(); })
+                   : engine_->runUntilDone());
   }
 
   /// (id, finished, error (code, message) or None, [(tokens, reason,
@@ -275,8 +371,25 @@ public:
   size_t numSwapped() const { return engine_->numSwapped(); }
 
 private:
+  template <typename F> static Status withoutGil(F &&f) {
+    nb::gil_scoped_release release;
+    return f();
+  }
+  /// Raises the runner's error first (it failed the step), else the step's.
+  void finish(const Status &st) {
+    if (native_)
+      native_->rethrow();
+    else
+      callable_->rethrow();
+    if (!st.ok())
+      raiseEngine(st);
+  }
+
   std::shared_ptr<kv::Allocator> alloc_;
-  PyRunner runner_;
+  /// The runner: a native one (kept alive by runnerObject_) or a callable.
+  nb::object runnerObject_;
+  PyPagedRunner *native_ = nullptr;
+  std::unique_ptr<PyRunner> callable_;
   std::unique_ptr<eng::Engine> engine_;
 };
 
@@ -302,6 +415,26 @@ int32_t samplePy(nb::handle row, float temperature, int32_t topK, float topP,
 } // namespace
 
 void bindEngine(nb::module_ &m) {
+  nb::class_<PyPagedRunner>(
+      m, "PagedRunner",
+      "The engine's runner for a paged-KV compiled decoder (C++ core). Use "
+      "sits_mlir.runtime.decoder.PagedRunner.")
+      .def(nb::init<const Module &, nb::handle, const std::string &, int64_t,
+                    const std::string &>(),
+           "module"_a, "memory"_a, "entry"_a, "logits_output"_a,
+           "shape_function"_a)
+      .def("execute", &PyPagedRunner::executePy, "copies"_a, "sequences"_a)
+      .def_prop_ro("vocab_size",
+                   [](const PyPagedRunner &r) { return r.get().vocabSize(); })
+      .def_prop_ro("block_size",
+                   [](const PyPagedRunner &r) { return r.get().blockSize(); })
+      .def_prop_ro(
+          "takes_positions",
+          [](const PyPagedRunner &r) { return r.get().takesPositions(); })
+      .def_prop_ro("steps",
+                   [](const PyPagedRunner &r) { return r.get().steps(); })
+      .def_prop_ro("calls",
+                   [](const PyPagedRunner &r) { return r.get().calls(); });
   nb::class_<PyEngine>(m, "Engine",
                        "The generation engine (C++ core). Use "
                        "sits_mlir.runtime.engine.Engine.")

@@ -761,10 +761,9 @@ nb::dict memoryLayoutDict(const kv::Memory &m) {
   return d;
 }
 
-/// apply_copies: BlockCopy tuples (epoch, src_tier, src, dst_tier, dst,
-/// tokens), as take_pending_copies returns them.
-int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
-  std::shared_ptr<kv::Memory> m = self.share();
+} // namespace
+
+std::vector<kv::BlockCopy> parseCopies(nb::handle copiesObj) {
   std::vector<kv::BlockCopy> copies;
   size_t i = 0;
   for (nb::handle item : nb::iter(copiesObj)) {
@@ -796,6 +795,16 @@ int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
     copies.push_back(c);
     ++i;
   }
+  return copies;
+}
+
+namespace {
+
+/// apply_copies: BlockCopy tuples (epoch, src_tier, src, dst_tier, dst,
+/// tokens), as take_pending_copies returns them.
+int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
+  std::shared_ptr<kv::Memory> m = self.share();
+  std::vector<kv::BlockCopy> copies = parseCopies(copiesObj);
   Status st;
   {
     nb::gil_scoped_release release;
@@ -809,6 +818,10 @@ int64_t applyCopies(PyMemory &self, nb::handle copiesObj) {
 
 std::shared_ptr<kv::Allocator> sharedAllocator(nb::handle allocator) {
   return nb::cast<PyAllocator &>(allocator).share();
+}
+
+std::shared_ptr<kv::Memory> sharedMemory(nb::handle memory) {
+  return nb::cast<PyMemory &>(memory).share();
 }
 
 //===----------------------------------------------------------------------===//

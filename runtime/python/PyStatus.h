@@ -10,14 +10,16 @@
 #ifndef SITS_RUNTIME_PYTHON_PYSTATUS_H
 #define SITS_RUNTIME_PYTHON_PYSTATUS_H
 
+#include "sits/runtime/kv/allocator.h"
 #include "sits/runtime/status.h"
 
 #include <nanobind/nanobind.h>
 
 #include <memory>
+#include <vector>
 
 namespace sits::runtime::kv {
-class Allocator;
+class Memory;
 } // namespace sits::runtime::kv
 
 namespace sits::runtime::python {
@@ -50,6 +52,11 @@ void bindKV(nanobind::module_ &m);
 /// The allocator behind a native `KVAllocator` object (raises TypeError for
 /// anything else, InvalidState when it is closed); the engine shares it.
 std::shared_ptr<kv::Allocator> sharedAllocator(nanobind::handle allocator);
+/// The memory behind a native `KVMemory` object (the same errors).
+std::shared_ptr<kv::Memory> sharedMemory(nanobind::handle memory);
+/// BlockCopy tuples (epoch, src_tier, src, dst_tier, dst, tokens), as
+/// take_pending_copies returns them; KVInvalidArgument for anything else.
+std::vector<kv::BlockCopy> parseCopies(nanobind::handle copies);
 
 /// Adds the generation engine (EngineBindings.cpp).
 void bindEngine(nanobind::module_ &m);

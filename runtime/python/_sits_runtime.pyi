@@ -313,11 +313,32 @@ _RequestResult = tuple[int, bool, tuple[str, str] | None,
                                   list[list[tuple[int, float]]] | None]],
                        dict[str, Any]]
 
+class PagedRunner:
+    def __init__(
+        self,
+        module: Module,
+        memory: KVMemory,
+        entry: str,
+        logits_output: int,
+        shape_function: str,
+    ) -> None: ...
+    def execute(self, copies: Any, sequences: Any) -> numpy.ndarray: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def takes_positions(self) -> bool: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def calls(self) -> int: ...
+
 class Engine:
     def __init__(
         self,
         allocator: KVAllocator,
-        runner: Any,
+        runner: PagedRunner | Callable[..., Any],
         max_batch_size: int,
         seed: int,
         preemption: str,

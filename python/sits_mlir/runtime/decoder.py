@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _sits_runtime as _native
 from .engine import StepBatch
 
 __all__ = ["PagedRunner", "PastKVRunner"]
@@ -54,7 +55,11 @@ class PagedRunner:
     `KVMemory`; its device pool is passed to the model, which updates it in
     place. A step runs as at most two calls: the decoding sequences (one new
     token each) together, and the prefilling ones together, left-padded to
-    the longest (padding tokens have slot -1 and write nothing)."""
+    the longest (padding tokens have slot -1 and write nothing).
+
+    The runner is native (C++): an `Engine` given this runner runs whole
+    steps without Python, with the GIL released. `execute(batch)` runs one
+    step from Python (for wrappers and tests)."""
 
     def __init__(self, model, memory, *, logits_output: int = 0):
         self.model = model
@@ -65,54 +70,33 @@ class PagedRunner:
             raise ValueError("the model does not have the paged decoder signature "
                              f"({', '.join(_PAGED_INPUTS)}, optionally position_ids): it "
                              f"takes {', '.join(names)}; compile it with kv_cache='paged'")
-        self.takes_positions = "position_ids" in names
         pool = memory.device
         spec = entry.inputs[names.index("kv_pool")]
         if pool.dtype != spec.numpy_dtype or tuple(pool.shape[1:]) != tuple(spec.shape[1:]):
             raise ValueError(f"the KV pool is {pool.dtype}{list(pool.shape)}, the model "
                              f"expects {spec}")
-        self.block_size = pool.shape[4]
+        #: The native runner the engine drives.
+        self.native = _native.PagedRunner(model._module, memory._m, entry.name, logits_output,
+                                          entry.shape_function or "")
+        self.takes_positions = self.native.takes_positions
+        self.block_size = self.native.block_size
         self.logits_output = logits_output
         self.vocab_size = _vocab_size(entry, logits_output)
-        self.steps = 0
-        self.calls = 0
 
-    def _run(self, seqs) -> np.ndarray:
-        """Logits of the last new token of each of `seqs` (one call)."""
-        count = len(seqs)
-        width = max(len(q.token_ids) for q in seqs)
-        blocks = max(-(-q.context_len // self.block_size) for q in seqs)
-        ids = np.zeros((count, width), np.int64)
-        positions = np.zeros((count, width), np.int64)
-        slots = np.full((count, width), -1, np.int64)
-        tables = np.zeros((count, blocks), np.int32)
-        lens = np.empty(count, np.int32)
-        for i, q in enumerate(seqs):
-            new = len(q.token_ids)
-            ids[i, width - new:] = q.token_ids
-            positions[i, width - new:] = q.positions
-            slots[i, width - new:] = q.slot_mapping
-            used = -(-q.context_len // self.block_size)
-            tables[i, :used] = np.asarray(q.block_table)[:used]
-            lens[i] = q.context_len
-        feeds = {"position_ids": positions} if self.takes_positions else {}
-        outputs = self.model.run(input_ids=ids, kv_pool=self.memory.device, block_tables=tables,
-                                 slot_mapping=slots, context_lens=lens, **feeds)
-        self.calls += 1
-        return outputs[self.logits_output][:, -1]
+    @property
+    def steps(self) -> int:
+        """Steps run (`execute` calls, by the engine or directly)."""
+        return self.native.steps
+
+    @property
+    def calls(self) -> int:
+        """Model calls (at most two per step)."""
+        return self.native.calls
 
     def execute(self, batch: StepBatch) -> np.ndarray:
-        self.memory.apply_copies(batch.copies)
-        decode = [i for i, q in enumerate(batch.sequences) if len(q.token_ids) == 1]
-        prefill = [i for i, q in enumerate(batch.sequences) if len(q.token_ids) != 1]
-        rows: list = [None] * len(batch.sequences)
-        for group in (decode, prefill):
-            if group:
-                logits = self._run([batch.sequences[i] for i in group])
-                for i, row in zip(group, logits):
-                    rows[i] = row
-        self.steps += 1
-        return np.stack(rows).astype(np.float32, copy=False)
+        """Logits [len(batch.sequences), vocab] of each sequence's last new
+        token, after running the batch's copies."""
+        return self.native.execute(batch.copies, batch.sequences)
 
 
 class PastKVRunner:

@@ -31,9 +31,12 @@ the runner once and samples. Sampling (greedy, temperature, top-k, top-p) is
 keyed by (seed, sample, step), so results do not depend on batching,
 preemption or prefix caching.
 
-The engine must be the allocator's only user. The runner is called with the
-GIL held; an exception it raises fails that step's requests and is raised
-again by ``step()`` / ``run_until_done()``. Bad arguments raise
+The engine must be the allocator's only user. A Python runner is called
+with the GIL held; an exception it raises fails that step's requests and is
+raised again by ``step()`` / ``run_until_done()``. The paged decoder's runner
+(``sits_mlir.runtime.decoder.PagedRunner``) is native: steps run in C++
+with the GIL released, and a failed model call raises its typed error the
+same way. Bad arguments raise
 ``KVInvalidArgument`` (a ``ValueError``) naming the field; a request that can
 never fit raises ``KVCapacityError``.
 """
@@ -135,8 +138,14 @@ class Engine:
             return np.ascontiguousarray(runner.execute(batch), dtype=np.float32)
 
         native_alloc = allocator._a if isinstance(allocator, _kv.KVAllocator) else allocator
-        self._e = _native.Engine(native_alloc, call, max_batch_size, seed, preemption,
-                                 int(vocab_size))
+        # The paged decoder's runner is native: whole steps run in C++
+        # (unless a subclass overrides execute).
+        from .decoder import PagedRunner
+
+        native = isinstance(runner, PagedRunner) and \
+            type(runner).execute is PagedRunner.execute
+        self._e = _native.Engine(native_alloc, runner.native if native else call,
+                                 max_batch_size, seed, preemption, int(vocab_size))
         self._allocator = allocator  # keeps the pool alive
 
     def add_request(self, prompt: Sequence[int] | np.ndarray, max_new_tokens: int = 16, *,

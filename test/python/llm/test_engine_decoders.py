@@ -119,6 +119,31 @@ def test_paged_logits_equal_contiguous(llm_models, name):
         assert run.runner.calls <= 2 * run.runner.steps
 
 
+def test_engine_drives_the_native_runner(llm_models, monkeypatch):
+    """An engine given a PagedRunner runs its steps in C++ (Python's
+    execute is never called, the native counters move); a subclass that
+    overrides execute is driven through Python, with the same tokens."""
+    dec, model = llm_models("llama", "paged")
+    called, execute = [], PagedRunner.execute
+    monkeypatch.setattr(PagedRunner, "execute",
+                        lambda self, batch: called.append(1) or execute(self, batch))
+    runs = []
+    _serve(dec, model, PagedRunner, record=runs)  # through Python: the recorder
+    tokens, metrics = _serve(dec, model, PagedRunner)
+    assert called == [1] * len(runs[0].logits)  # the recorder's calls only
+    monkeypatch.undo()
+
+    class Counting(PagedRunner):
+        def execute(self, batch):
+            called.append(2)
+            return super().execute(batch)
+
+    called.clear()
+    assert _serve(dec, model, Counting)[0] == tokens
+    assert len(called) == metrics["steps"]
+    assert tokens == [[r] for r in _references(dec)]
+
+
 def test_last_position_logits(llm_models):
     """logits="last": a left-padded prefill returns [B, 1, V], each row the
     full model's last row; an empty step returns [B, 0, V]; the manifest
