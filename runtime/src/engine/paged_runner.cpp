@@ -134,8 +134,8 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
     // memory below.
     if ((e->name != "kv_pool" && inputs[i]->dtype != e->dtype) ||
         inputs[i]->rank() != e->rank)
-      return badModel(options.entry, "its input '" + inputs[i]->name +
-                                         "' is " + inputs[i]->typeString());
+      return badModel(options.entry, "its input '" + inputs[i]->name + "' is " +
+                                         inputs[i]->typeString());
     *e->index = int(i);
   }
   for (const Expected &c : expected)
@@ -258,7 +258,8 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
                 tables_.begin() + r * blocks);
     lens_[size_t(r)] = int32_t(q.context_len);
   }
-  inputs_[size_t(idsIndex_)] = BufferView(ids_.data(), DType::kI64, {count, width});
+  inputs_[size_t(idsIndex_)] =
+      BufferView(ids_.data(), DType::kI64, {count, width});
   if (positionsIndex_ >= 0)
     inputs_[size_t(positionsIndex_)] =
         BufferView(positions_.data(), DType::kI64, {count, width});
@@ -321,8 +322,8 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
         return b.status();
       outputBuffers_[i] = std::move(*b);
     }
-    outputs_[i] = BufferView(outputBuffers_[i].data(), outSpecs[i]->dtype,
-                             shapes[i]);
+    outputs_[i] =
+        BufferView(outputBuffers_[i].data(), outSpecs[i]->dtype, shapes[i]);
   }
   SITS_RETURN_IF_ERROR(model_.run(options_.entry, inputs_, outputs_));
   ++calls_;
@@ -331,10 +332,10 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
   const std::vector<int64_t> &logits = shapes[size_t(options_.logits_output)];
   const int64_t rows = logits[1], vocab = logits[2];
   if (logits[0] != count || rows < 1 || vocab < 1)
-    return Status(StatusCode::kInternal,
-                  "the model returned logits of shape " +
-                      shapeToString(logits) + " for " + std::to_string(count) +
-                      " sequences");
+    return Status(StatusCode::kInternal, "the model returned logits of shape " +
+                                             shapeToString(logits) + " for " +
+                                             std::to_string(count) +
+                                             " sequences");
   if (out->vocab_size == 0) {
     out->vocab_size = vocab;
     out->logits.resize(batch.sequences.size() * size_t(vocab));

@@ -592,8 +592,8 @@ TEST(PagedRunner, RejectsInconsistentSequences) {
   bad[6].context_len = int64_t(1) << 31;
   // Beside a prefill (one call) and beside a decode (which runs first when
   // both are valid): either way nothing runs.
-  for (const ScheduledSequence &good : {sequence(1, {1, 2}, 0, {1}, {4, 5}),
-                                        sequence(1, {7}, 0, {1}, {4})})
+  for (const ScheduledSequence &good :
+       {sequence(1, {1, 2}, 0, {1}, {4, 5}), sequence(1, {7}, 0, {1}, {4})})
     for (const ScheduledSequence &q : bad) {
       StepBatch batch;
       batch.sequences = {good, q};
