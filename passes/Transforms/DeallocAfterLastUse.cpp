@@ -5,11 +5,16 @@
 // model returns. Moving each free up to the buffer's last use bounds the
 // live activations by what a layer needs, not by the depth of the model.
 //
+// A fresh buffer is a `memref.alloc`, or the result of a call whose callee
+// returns, there, a buffer of its own (an outlined layer returning its
+// activations): either way nothing else aliases it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
@@ -42,19 +47,53 @@ bool escapes(Operation *user, Value memref) {
                       [](Type t) { return isa<TensorType>(t); });
 }
 
+/// Whether every memref `call` returns is, in each return of its callee, a
+/// distinct `memref.alloc` of the callee: the caller then owns buffers that
+/// alias neither its own values nor each other.
+bool returnsFreshBuffers(func::CallOp call) {
+  if (llvm::none_of(call.getResultTypes(),
+                    [](Type t) { return isa<BaseMemRefType>(t); }))
+    return false;
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  if (!callee || callee.isExternal())
+    return false;
+  WalkResult walk = callee.walk([](func::ReturnOp ret) {
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value v : ret.getOperands())
+      if (isa<BaseMemRefType>(v.getType()) &&
+          (!v.getDefiningOp<memref::AllocOp>() || !seen.insert(v).second))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
+/// The fresh buffer `memref` is, or is the base buffer of; null otherwise.
+Value freshRoot(Value memref) {
+  if (auto meta = memref.getDefiningOp<memref::ExtractStridedMetadataOp>())
+    return memref == meta.getBaseBuffer() ? freshRoot(meta.getSource())
+                                          : Value();
+  if (memref.getDefiningOp<memref::AllocOp>())
+    return memref;
+  if (auto call = memref.getDefiningOp<func::CallOp>())
+    return returnsFreshBuffers(call) ? memref : Value();
+  return {};
+}
+
 /// The position of every op of a block, taken once: moving deallocations
 /// would otherwise renumber the block on every order query.
 using Positions = DenseMap<Operation *, unsigned>;
 
 /// The last op of `dealloc`'s block that uses its buffer or a view of it,
-/// or null when the buffer escapes (or is not a plain alloc of that block).
+/// or null when the buffer escapes (or is not a fresh buffer of that
+/// block).
 Operation *lastUse(memref::DeallocOp dealloc, const Positions &positions) {
-  Value buffer = dealloc.getMemref();
-  Operation *alloc = buffer.getDefiningOp<memref::AllocOp>();
+  Value buffer = freshRoot(dealloc.getMemref());
   Block *block = dealloc->getBlock();
-  if (!alloc || alloc->getBlock() != block)
+  if (!buffer || buffer.getDefiningOp()->getBlock() != block)
     return nullptr;
-  Operation *last = alloc;
+  Operation *last = buffer.getDefiningOp();
   SmallVector<Value> worklist{buffer};
   llvm::SmallPtrSet<Value, 8> aliases{buffer};
   while (!worklist.empty()) {
@@ -65,11 +104,14 @@ Operation *lastUse(memref::DeallocOp dealloc, const Positions &positions) {
         continue;
       if (escapes(user, value))
         return nullptr;
-      // Any memref an op makes from the buffer may view it.
-      for (Value result : user->getResults())
-        if (isa<BaseMemRefType>(result.getType()) &&
-            aliases.insert(result).second)
-          worklist.push_back(result);
+      // Any memref an op makes from the buffer may view it, but for the
+      // fresh results of a call.
+      auto call = dyn_cast<func::CallOp>(user);
+      if (!call || !returnsFreshBuffers(call))
+        for (Value result : user->getResults())
+          if (isa<BaseMemRefType>(result.getType()) &&
+              aliases.insert(result).second)
+            worklist.push_back(result);
       Operation *ancestor = block->findAncestorOpInBlock(*user);
       if (!ancestor || ancestor == dealloc.getOperation())
         return nullptr;
@@ -92,10 +134,11 @@ struct SplitFreshDeallocs : OpRewritePattern<bufferization::DeallocOp> {
     if (op.getMemrefs().size() < 2 || !op.getRetained().empty())
       return failure();
     llvm::SmallPtrSet<Value, 16> seen;
-    for (Value memref : op.getMemrefs())
-      if (!memref.getDefiningOp<memref::AllocOp>() ||
-          !seen.insert(memref).second)
+    for (Value memref : op.getMemrefs()) {
+      Value root = freshRoot(memref);
+      if (!root || !seen.insert(root).second)
         return failure();
+    }
     for (auto [memref, condition] :
          llvm::zip(op.getMemrefs(), op.getConditions()))
       bufferization::DeallocOp::create(rewriter, op.getLoc(), memref, condition,
@@ -110,6 +153,18 @@ struct SitsDeallocAfterLastUsePass
   void runOnOperation() override {
     SmallVector<memref::DeallocOp> deallocs;
     getOperation()->walk([&](memref::DeallocOp op) { deallocs.push_back(op); });
+    // A fresh buffer is freed through the base buffer the deallocation
+    // pipeline extracted from it right before: free the buffer itself, so
+    // that the extraction is no use that holds the free back.
+    for (memref::DeallocOp dealloc : deallocs) {
+      auto meta =
+          dealloc.getMemref().getDefiningOp<memref::ExtractStridedMetadataOp>();
+      if (!meta || !freshRoot(dealloc.getMemref()))
+        continue;
+      dealloc.getMemrefMutable().assign(meta.getSource());
+      if (meta->use_empty())
+        meta->erase();
+    }
     DenseMap<Block *, Positions> positions;
     for (memref::DeallocOp dealloc : deallocs) {
       Block *block = dealloc->getBlock();

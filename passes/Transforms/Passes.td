@@ -562,10 +562,12 @@ def SitsDeallocAfterLastUse : Pass<"sits-dealloc-after-last-use"> {
     block that allocated it, so every intermediate of a model stays alive
     until `@main` returns: a prefill's peak memory is the sum of all its
     activations, layer after layer. This pass moves each unconditional
-    `memref.dealloc` of a `memref.alloc` in the same block up to right
-    after the last op of the block that uses the buffer or a view of it
-    (any op result of memref type derived from it, through regions and
-    calls). The runtime's allocator then hands the freed memory to the next
+    `memref.dealloc` of a fresh buffer of the same block (a `memref.alloc`,
+    or the result of a call whose callee returns a `memref.alloc` of its
+    own: an outlined layer's activations), or of its base buffer, up to
+    right after the last op of the block that uses the buffer or a view of
+    it (any op result of memref type derived from it, through regions and
+    calls, except the fresh results of such a call). The runtime's allocator then hands the freed memory to the next
     layer. Buffers that escape (returned or yielded out of a region, stored,
     turned into pointers) keep their deallocation where it was. Run after
     `buffer-deallocation-pipeline`.
@@ -592,12 +594,14 @@ def SitsSplitFreshDeallocs : Pass<"sits-split-fresh-deallocs"> {
   let summary = "One bufferization.dealloc per distinct fresh allocation";
   let description = [{
     Splits each `bufferization.dealloc` that retains nothing and frees
-    several distinct `memref.alloc` results into one op per buffer.
-    Distinct allocations never alias, while `buffer-deallocation-
-    simplification` would query the aliasing of every pair of them:
-    ownership-based deallocation frees all the activations of `@main` in
-    one op at its end, so that cost grows with the square of the model's
-    depth. Run between `ownership-based-buffer-deallocation` and
+    several distinct fresh buffers into one op per buffer: `memref.alloc`
+    results, results of calls whose callee returns `memref.alloc`s of its
+    own (outlined layers), or their base buffers. Distinct fresh buffers
+    never alias, while `buffer-deallocation-simplification` would query the
+    aliasing of every pair of them, and the lowering would check it at run
+    time and free them all at the end of the block: ownership-based
+    deallocation frees all the activations of `@main` in one op at its end,
+    so that cost grows with the square of the model's depth. Run between `ownership-based-buffer-deallocation` and
     `buffer-deallocation-simplification`.
 
     ```mlir

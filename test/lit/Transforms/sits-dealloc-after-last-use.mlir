@@ -5,6 +5,7 @@
 // STATS: (S) 1 num-moved
 // STATS: (S) 0 num-moved
 // STATS: (S) 0 num-moved
+// STATS: (S) 3 num-moved
 
 // Three layers whose activations were all freed at the end of the function
 // (ownership-based deallocation): each buffer is now freed right after the
@@ -107,4 +108,48 @@ func.func @pointer(%n: index) -> index {
   %q = arith.addi %p, %n : index
   memref.dealloc %a : memref<?xf32>
   return %q : index
+}
+
+// -----
+
+// Outlined layers return buffers they allocated: each is freed after the
+// next layer (its last use), not at the end; the results of that layer are
+// fresh, not views of its argument. One freed through the base buffer the
+// deallocation pipeline extracted is freed as itself. A call returning its
+// argument gives a view: its buffer is followed through it.
+
+func.func private @layer(%x: memref<?xf32>) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %a = memref.alloc(%n) : memref<?xf32>
+  return %a : memref<?xf32>
+}
+func.func private @view(%x: memref<?xf32>) -> memref<?xf32> {
+  return %x : memref<?xf32>
+}
+func.func private @read(memref<?xf32>)
+
+// CHECK-LABEL: func.func @chain
+//       CHECK:   %[[L1:.+]] = call @layer
+//  CHECK-NEXT:   %[[L2:.+]] = call @layer(%[[L1]])
+//  CHECK-NEXT:   memref.dealloc %[[L1]]
+//  CHECK-NEXT:   %[[V:.+]] = call @view(%[[L2]])
+//  CHECK-NEXT:   %[[L3:.+]] = call @layer(%[[L2]])
+//  CHECK-NEXT:   call @read(%[[V]])
+//  CHECK-NEXT:   memref.dealloc %[[L2]]
+//  CHECK-NEXT:   call @read(%[[L3]])
+//  CHECK-NEXT:   memref.dealloc %[[L3]]
+//  CHECK-NEXT:   return
+func.func @chain(%x: memref<?xf32>) {
+  %l1 = call @layer(%x) : (memref<?xf32>) -> memref<?xf32>
+  %l2 = call @layer(%l1) : (memref<?xf32>) -> memref<?xf32>
+  %v = call @view(%l2) : (memref<?xf32>) -> memref<?xf32>
+  %l3 = call @layer(%l2) : (memref<?xf32>) -> memref<?xf32>
+  call @read(%v) : (memref<?xf32>) -> ()
+  call @read(%l3) : (memref<?xf32>) -> ()
+  memref.dealloc %l1 : memref<?xf32>
+  %base, %off, %size, %stride = memref.extract_strided_metadata %l2 : memref<?xf32> -> memref<f32>, index, index, index
+  memref.dealloc %base : memref<f32>
+  memref.dealloc %l3 : memref<?xf32>
+  return
 }
