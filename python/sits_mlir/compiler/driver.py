@@ -64,6 +64,9 @@ class CompileOptions:
     #: estimated relative output error within `error_budget`). Convolutions
     #: with constant filters get INT8 per output channel with "int8", and with
     #: "auto" when that stays within `error_budget`; other formats leave them.
+    #: With "int8" and "int4", embedding tables (float tables of more than
+    #: 2^20 elements that a Gather reads rows of) are stored as INT8 rows with
+    #: a scale per row.
     precision: str = "fp32"
     #: precision="auto": estimated relative RMS output error allowed per weight.
     error_budget: float = 0.01
@@ -566,7 +569,8 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
                 model = os.path.join(exported, "model.onnx")
                 hf.export_folder(folder, model)
         with progress.stage("import"):
-            module, input_specs, output_specs, keep_alive, source = _import(model)
+            module, input_specs, output_specs, keep_alive, source = _import(
+                model, quantize_tables=options.precision in ("int8", "int4"))
         shared = getattr(keep_alive, "shared_layers", None)
         if shared:
             progress.note(f"{shared[0]} repeated layers of {shared[1]} nodes imported as one")
@@ -788,8 +792,9 @@ def _default_output(source: str | None) -> str:
     return path
 
 
-def _import(model: Any):
-    """(module, input specs, output specs, objects to keep alive, source)."""
+def _import(model: Any, *, quantize_tables: bool = False):
+    """(module, input specs, output specs, objects to keep alive, source).
+    `quantize_tables`: embedding tables as INT8 rows (see import_model)."""
     if isinstance(model, ir.Module):
         return model, None, None, None, None
     if isinstance(model, (str, os.PathLike)):
@@ -805,6 +810,6 @@ def _import(model: Any):
                 raise CompileError.from_mlir_error(f"cannot parse {path}", error) from None
     from ..frontend.onnx import import_model
 
-    imported = import_model(model, context=ir.Context.current)
+    imported = import_model(model, context=ir.Context.current, quantize_tables=quantize_tables)
     source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     return imported.module, imported.inputs, imported.outputs, imported, source

@@ -104,7 +104,7 @@ def _without_converter(op_type: str) -> bool:
 
 def import_model(model: ModelLike, *, context=None,
                  dynamic_dims: Optional[Mapping[str, Optional[int]]] = None,
-                 shared_layers: bool = True) -> ImportedModel:
+                 shared_layers: bool = True, quantize_tables: bool = False) -> ImportedModel:
     """Imports an ONNX model into the SITS dialect.
 
     `model` is a path to an `.onnx` file (external data next to it is read),
@@ -117,6 +117,10 @@ def import_model(model: ModelLike, *, context=None,
 
     Runs the pre-flight check first and raises one `CompileError` listing
     every unsupported node (see `check`) before any IR is built.
+
+    With `quantize_tables` (compiling with INT8 or INT4 weights), large
+    float tables that a Gather reads rows of at run time (embedding tables)
+    are stored as INT8 rows with a scale per row, widened after the gather.
 
     With `shared_layers`, a transformer's repeated layers are checked,
     inferred and emitted once and their copies cloned in the IR (the module
@@ -131,21 +135,21 @@ def import_model(model: ModelLike, *, context=None,
         except (NoLayers, CompileError):
             loaded = None  # the model is read again below, and errors name every node
         if loaded is not None and loaded.layers is None:
-            return _import(loaded, context)
+            return _import(loaded, context, quantize_tables)
         if loaded is not None:
             try:
-                importer = Importer(loaded)
+                importer = Importer(loaded, quantize_tables=quantize_tables)
                 importer.check_layers()
                 if not importer.preflight():
                     return importer.build(context)
             except (NoLayers, CompileError):
                 pass
     loaded = load(model, dynamic_dims=dynamic_dims, expand=_without_converter)
-    return _import(loaded, context)
+    return _import(loaded, context, quantize_tables)
 
 
-def _import(loaded, context) -> ImportedModel:
-    importer = Importer(loaded)
+def _import(loaded, context, quantize_tables: bool = False) -> ImportedModel:
+    importer = Importer(loaded, quantize_tables=quantize_tables)
     problems = importer.preflight()
     if problems:
         raise CompileError(_summary(problems), problems)

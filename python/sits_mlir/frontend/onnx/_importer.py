@@ -66,8 +66,10 @@ def _loc_str(name: str) -> str:
 
 
 class Importer:
-    def __init__(self, loaded: LoadedModel):
+    def __init__(self, loaded: LoadedModel, *, quantize_tables: bool = False):
         self.loaded = loaded
+        #: Embedding tables become INT8 rows (the weights are quantized).
+        self.quantize_tables = quantize_tables
         self.g = Graph(loaded)
         self.matcher = match(self.g)
         self.live = self._live_nodes()
