@@ -668,8 +668,9 @@ Status Engine::stepImpl() {
   utilizationSum_ += utilization;
   ++metrics_.steps;
 
-  // 4. Run the model.
-  StepOutput out;
+  // 4. Run the model (into the last step's output: its logits' storage is
+  // reused).
+  StepOutput &out = stepOutput_;
   Status rs = runner_->execute(stepBatch, &out);
   if (rs.ok() &&
       (out.vocab_size <= 0 ||

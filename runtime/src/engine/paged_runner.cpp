@@ -218,8 +218,10 @@ Status PagedRunner::execute(const StepBatch &batch, StepOutput *out) {
   for (size_t i = 0; i < batch.sequences.size(); ++i)
     (batch.sequences[i].token_ids.size() == 1 ? decode_ : prefill_)
         .push_back(i);
+  // Every sequence's row is written; the logits' storage is kept.
   out->vocab_size = 0;
-  out->logits.clear();
+  if (batch.sequences.empty())
+    out->logits.clear();
   for (const std::vector<size_t> *group : {&decode_, &prefill_})
     if (!group->empty())
       SITS_RETURN_IF_ERROR(run(batch, *group, out));

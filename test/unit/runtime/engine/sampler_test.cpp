@@ -128,6 +128,45 @@ TEST(Sampler, BadLogitsAreRejected) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(Sampler, GreedyScansLongRowsInLanesAndTail) {
+  // Rows longer than the scan's eight lanes, with a tail: the largest
+  // logit (lowest id on ties), NaN / +inf and all -inf rows, wherever
+  // they lie.
+  Sampler s;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t vocab : {9, 16, 37, 1000}) {
+    for (int64_t at :
+         {int64_t(0), int64_t(7), int64_t(8), vocab / 2, vocab - 1}) {
+      std::vector<float> row(static_cast<size_t>(vocab));
+      for (int64_t i = 0; i < vocab; ++i)
+        row[static_cast<size_t>(i)] = -1.0f - float(i % 13) * 0.25f;
+      row[static_cast<size_t>(at)] = 2.0f;
+      EXPECT_EQ(draw(s, row, params(0), 0, 0, 0), at) << vocab << " " << at;
+      // A tie later on keeps the first; -inf elsewhere changes nothing.
+      row[static_cast<size_t>(vocab - 1 - (at == vocab - 1))] =
+          at == vocab - 1 ? -inf : 2.0f;
+      EXPECT_EQ(draw(s, row, params(0), 0, 0, 0), at) << vocab << " " << at;
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), inf}) {
+        std::vector<float> b = row;
+        b[static_cast<size_t>(at)] = bad;
+        auto r = s.sample(b.data(), vocab, params(0), 0, 0, 0);
+        ASSERT_EQ(r.code(), StatusCode::kInvalidArgument);
+        EXPECT_EQ(r.status().info().index, at);
+      }
+    }
+    std::vector<float> masked(static_cast<size_t>(vocab), -inf);
+    EXPECT_EQ(s.sample(masked.data(), vocab, params(0), 0, 0, 0).code(),
+              StatusCode::kInvalidArgument);
+    masked[static_cast<size_t>(vocab - 1)] = -5.0f;
+    EXPECT_EQ(draw(s, masked, params(1.0f), 0, 0, 0), vocab - 1);
+  }
+  // -0 and +0 are one value: the first of them.
+  std::vector<float> zeros(20, -1.0f);
+  zeros[11] = -0.0f;
+  zeros[17] = 0.0f;
+  EXPECT_EQ(draw(s, zeros, params(0), 0, 0, 0), 11);
+}
+
 TEST(Sampler, MaskedTokensAreNeverDrawn) {
   Sampler s;
   const float inf = std::numeric_limits<float>::infinity();

@@ -263,6 +263,7 @@ private:
   int64_t maxSeqLen_ = 0;
   int64_t watermark_ = 0;
   Sampler sampler_;
+  StepOutput stepOutput_;
   std::chrono::steady_clock::time_point epoch_;
   uint64_t nextRequestId_ = 1;
   uint64_t nextSeqId_ = 1;

@@ -64,8 +64,10 @@ struct StepOutput {
 class ModelRunner {
 public:
   virtual ~ModelRunner() = default;
-  /// Runs one step. An error fails the requests of this batch (the engine
-  /// cannot know what the KV tensors hold) and is returned by Engine::step.
+  /// Runs one step. `out` holds the previous step's output (its storage is
+  /// reused): set both fields. An error fails the requests of this batch
+  /// (the engine cannot know what the KV tensors hold) and is returned by
+  /// Engine::step.
   virtual Status execute(const StepBatch &batch, StepOutput *out) = 0;
 };
 
