@@ -140,8 +140,8 @@ public:
     options.logits_output = logitsOutput;
     options.shape_function = shapeFunction;
     auto r = eng::PagedRunner::create(model, sharedMemory(memory), options);
-    if (!r.ok())
-      raise(r.status());
+    if (!r.ok()) // InvalidArgument: a ValueError, like the engine's own
+      raiseEngine(r.status());
     runner_ = std::move(*r);
   }
 

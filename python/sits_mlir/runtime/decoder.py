@@ -35,10 +35,6 @@ from .engine import StepBatch
 
 __all__ = ["PagedRunner", "PastKVRunner"]
 
-_PAGED_INPUTS = ("input_ids", "kv_pool", "block_tables", "slot_mapping", "context_lens")
-# Decoders whose attention places RoPE itself (GroupQueryAttention) have none.
-_OPTIONAL_INPUTS = ("position_ids",)
-
 
 def _vocab_size(entry, logits_output: int) -> int:
     """The static last extent of the logits output (0 when dynamic): the
@@ -65,17 +61,8 @@ class PagedRunner:
         self.model = model
         self.memory = memory
         entry = model.default_entry
-        names = [s.name for s in entry.inputs]
-        if not set(_PAGED_INPUTS) <= set(names) <= set(_PAGED_INPUTS + _OPTIONAL_INPUTS):
-            raise ValueError("the model does not have the paged decoder signature "
-                             f"({', '.join(_PAGED_INPUTS)}, optionally position_ids): it "
-                             f"takes {', '.join(names)}; compile it with kv_cache='paged'")
-        pool = memory.device
-        spec = entry.inputs[names.index("kv_pool")]
-        if pool.dtype != spec.numpy_dtype or tuple(pool.shape[1:]) != tuple(spec.shape[1:]):
-            raise ValueError(f"the KV pool is {pool.dtype}{list(pool.shape)}, the model "
-                             f"expects {spec}")
-        #: The native runner the engine drives.
+        #: The native runner the engine drives; it checks the signature and
+        #: the pool (ValueError).
         self.native = _native.PagedRunner(model._module, memory._m, entry.name, logits_output,
                                           entry.shape_function or "")
         self.takes_positions = self.native.takes_positions

@@ -23,7 +23,7 @@ Status badModel(const std::string &entry, const std::string &why) {
                     "' does not have the paged decoder signature (input_ids, "
                     "kv_pool, block_tables, slot_mapping, context_lens, "
                     "optionally position_ids): " +
-                    why + "; compile the model with kv_cache='paged'")
+                    why + "; compile it with kv_cache='paged'")
       .withSubject(entry);
 }
 
@@ -161,8 +161,8 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
   if (!fits)
     return Status(StatusCode::kInvalidArgument,
                   "the KV pool is " + std::string(kv::dtypeName(config.dtype)) +
-                      shapeToString(shape) + ", the model expects " +
-                      poolSpec.typeString())
+                      shapeToString(shape) +
+                      ", the model expects kv_pool: " + poolSpec.typeString())
         .withSubject("kv_pool")
         .withExpected(poolSpec.typeString(),
                       std::string(kv::dtypeName(config.dtype)) +
@@ -186,6 +186,7 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
                     "its logits output is " + logits.typeString() +
                         " (expected f32, f16 or bf16 [batch, tokens, vocab])");
   r->vocabSize_ = std::max<int64_t>(logits.shape[2], 0);
+  r->outputSpecs_ = std::move(outputs);
 
   r->memory_ = std::move(memory);
   r->options_ = std::move(options);
@@ -295,7 +296,7 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
         options_.shape_function, inputs_,
         {BufferView(extents.data(), DType::kI64, {int64_t(extents.size())})}));
     size_t next = 0;
-    for (const ArgSpec *o : model_.signature(options_.entry)->outputs()) {
+    for (const ArgSpec *o : outputSpecs_) {
       std::vector<int64_t> shape = o->shape;
       for (int64_t &d : shape)
         if (d < 0) {
@@ -311,8 +312,7 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
 
   outputBuffers_.resize(shapes.size());
   outputs_.resize(shapes.size());
-  const std::vector<const ArgSpec *> outSpecs =
-      model_.signature(options_.entry)->outputs();
+  const std::vector<const ArgSpec *> &outSpecs = outputSpecs_;
   for (size_t i = 0; i < shapes.size(); ++i) {
     size_t bytes = size_t(dtypeSize(outSpecs[i]->dtype));
     for (int64_t d : shapes[i])

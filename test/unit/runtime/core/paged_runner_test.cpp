@@ -299,12 +299,12 @@ TEST(PagedRunner, CreateRejectsAPoolThatDoesNotFitTheModel) {
                     makeMemory(8, blockSize));
   expectCreateError(decoderArgs(),
                     "the KV pool is f32[8, 2, 2, 2, 4, 4], the model expects "
-                    "f32[?, 2, 2, 2, 4, 3]",
+                    "kv_pool: f32[?, 2, 2, 2, 4, 3]",
                     makeMemory(8, headDim));
   // A model with an f16 pool and f32 memory.
   std::vector<Arg> args = decoderArgs();
   args[2].dtype = "f16";
-  expectCreateError(args, "the model expects f16[?, 2, 2, 2, 4, 3]");
+  expectCreateError(args, "the model expects kv_pool: f16[?, 2, 2, 2, 4, 3]");
 }
 
 TEST(PagedRunner, CreateRejectsABadLogitsOutput) {

@@ -80,6 +80,8 @@ private:
   int idsIndex_ = -1, positionsIndex_ = -1, poolIndex_ = -1, tablesIndex_ = -1,
       slotsIndex_ = -1, lensIndex_ = -1;
   size_t numInputs_ = 0;
+  /// The entry point's outputs (the model keeps the specs alive).
+  std::vector<const ArgSpec *> outputSpecs_;
   BufferView pool_;
   int64_t vocabSize_ = 0;
   int64_t steps_ = 0, calls_ = 0;
