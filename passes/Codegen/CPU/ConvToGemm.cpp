@@ -59,9 +59,20 @@ TypedAttr filterPanels(ElementsAttr value, int64_t nr) {
   return makeConstantLike(value, panelType, std::move(blob), ".panels");
 }
 
+/// Whether the pixels form one M loop (p = oh * OW + ow) rather than two:
+/// when output rows are narrower than a register block (the deep layers of
+/// a CNN, 4 x 4 pixels), per-row blocks would be mostly empty and each
+/// panel chunk would be read once per row. Flat, the blocks span rows; the
+/// transpose back then reads the accumulator at a computed index, which
+/// costs more than the permuted read, so rows are kept where flattening
+/// saves less than a quarter of the blocks.
+bool flattensPixels(int64_t oh, int64_t ow, int64_t mr) {
+  return 4 * llvm::divideCeil(oh * ow, mr) <= 3 * oh * llvm::divideCeil(ow, mr);
+}
+
 LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
-                                     linalg::Conv2DNchwFchwOp conv, int64_t nr,
-                                     const CallSites &calls) {
+                                     linalg::Conv2DNchwFchwOp conv, int64_t mr,
+                                     int64_t nr, const CallSites &calls) {
   FailureOr<codegen::ConvGemm> match = codegen::matchConvAsGemm(conv);
   if (failed(match))
     return failure();
@@ -93,8 +104,17 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
 
   // The GEMM on panels. A filled initial value (the usual case) seeds the
   // accumulator; any other is added in the transpose below. Pixels are two
-  // M loops (oh, ow): a register block is 8 pixels of one output row.
-  auto accType = RankedTensorType::get({n, panels, oh, ow, nr}, element);
+  // M loops (oh, ow), a register block 8 pixels of one output row, or one
+  // (see flattensPixels).
+  bool flat = flattensPixels(oh, ow, mr);
+  if (flat)
+    patches = tensor::CollapseShapeOp::create(
+        rewriter, loc, patches,
+        SmallVector<ReassociationIndices>{{0}, {1}, {2, 3}});
+  SmallVector<int64_t> accShape =
+      flat ? SmallVector<int64_t>{n, panels, oh * ow, nr}
+           : SmallVector<int64_t>{n, panels, oh, ow, nr};
+  auto accType = RankedTensorType::get(accShape, element);
   Value accInit =
       tensor::EmptyOp::create(rewriter, loc, accType.getShape(), element);
   auto initFill = init.getDefiningOp<linalg::FillOp>();
@@ -103,12 +123,20 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
                               rewriter, loc, rewriter.getZeroAttr(element))
                               .getResult();
   Value acc = linalg::FillOp::create(rewriter, loc, seed, accInit).getResult(0);
-  // Loops: 0 = n, 1 = fb, 2 = oh, 3 = ow, 4 = j, 5 = k.
-  SmallVector<AffineMap> gemmMaps = {
-      AffineMap::get(6, 0, {d(0), d(5), d(2), d(3)}, ctx),
-      AffineMap::get(6, 0, {d(1), d(5), d(4)}, ctx),
-      AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx)};
-  SmallVector<utils::IteratorType> gemmIterators(5,
+  // Loops: 0 = n, 1 = fb, 2 = oh, 3 = ow, 4 = j, 5 = k; flat: 0 = n,
+  // 1 = fb, 2 = p, 3 = j, 4 = k.
+  SmallVector<AffineMap> gemmMaps =
+      flat ? SmallVector<AffineMap>{AffineMap::get(5, 0, {d(0), d(4), d(2)},
+                                                   ctx),
+                                    AffineMap::get(5, 0, {d(1), d(4), d(3)},
+                                                   ctx),
+                                    AffineMap::get(
+                                        5, 0, {d(0), d(1), d(2), d(3)}, ctx)}
+           : SmallVector<AffineMap>{
+                 AffineMap::get(6, 0, {d(0), d(5), d(2), d(3)}, ctx),
+                 AffineMap::get(6, 0, {d(1), d(5), d(4)}, ctx),
+                 AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx)};
+  SmallVector<utils::IteratorType> gemmIterators(accShape.size(),
                                                  utils::IteratorType::parallel);
   gemmIterators.push_back(utils::IteratorType::reduction);
   linalg::GenericOp gemm = codegen::buildConvGemm(
@@ -121,7 +149,9 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
   SmallVector<ReassociationIndices> splitChannels = {{0}, {1, 2}, {3}, {4}};
   Value out5Init =
       tensor::EmptyOp::create(rewriter, loc, out5Type.getShape(), element);
-  AffineMap fromAcc = AffineMap::get(5, 0, {d(0), d(1), d(3), d(4), d(2)}, ctx);
+  AffineMap fromAcc =
+      flat ? AffineMap::get(5, 0, {d(0), d(1), d(3) * ow + d(4), d(2)}, ctx)
+           : AffineMap::get(5, 0, {d(0), d(1), d(3), d(4), d(2)}, ctx);
   AffineMap identity = AffineMap::getMultiDimIdentityMap(5, ctx);
   SmallVector<Value> inputs = {gemm.getResult(0)};
   SmallVector<AffineMap> outMaps = {fromAcc};
@@ -159,7 +189,8 @@ struct SitsCpuConvToGemmPass
         [&](linalg::Conv2DNchwFchwOp op) { convs.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::Conv2DNchwFchwOp conv : convs)
-      if (succeeded(rewriteConvAsPanelGemm(rewriter, conv, config.nr, calls)))
+      if (succeeded(rewriteConvAsPanelGemm(rewriter, conv, config.mr, config.nr,
+                                           calls)))
         ++numRewritten;
   }
 };
