@@ -23,27 +23,30 @@ using namespace mlir::sits;
 
 namespace {
 
-/// `value` ([K, N]) as panels [N / nr, K, nr]: P[nb][k][j] = B[k][nb * nr +
-/// j], each panel row one register block's slice of a row of B, and a panel
-/// contiguous.
+/// `value` ([K, N]) as panels [ceil(N / nr), K, nr]: P[nb][k][j] =
+/// B[k][nb * nr + j], zero past column N, each panel row one register
+/// block's slice of a row of B, and a panel contiguous.
 TypedAttr packPanels(ElementsAttr value, int64_t nr) {
   auto type = cast<RankedTensorType>(value.getType());
   ArrayRef<char> bytes = *getConstantBytes(value);
   int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
   int64_t elementBytes = getElementBytes(type);
-  int64_t panels = nSize / nr;
+  int64_t panels = llvm::divideCeil(nSize, nr);
   int64_t rowBytes = nr * elementBytes;
   // Packed row r (panel r / K, row r % K of B) is rowBytes long.
   AsmResourceBlob blob = makeFinalWeightBlob(
-      type.getContext(), bytes.size(), rowBytes,
+      type.getContext(), size_t(panels * kSize * rowBytes), rowBytes,
       [&](size_t begin, MutableArrayRef<char> out) {
         int64_t first = int64_t(begin) / rowBytes;
         int64_t rows = int64_t(out.size()) / rowBytes;
         for (int64_t r = 0; r < rows; ++r) {
           int64_t nb = (first + r) / kSize, kk = (first + r) % kSize;
+          int64_t columns = std::min(nr, nSize - nb * nr);
           std::memcpy(out.data() + r * rowBytes,
                       bytes.data() + (kk * nSize + nb * nr) * elementBytes,
-                      rowBytes);
+                      columns * elementBytes);
+          std::memset(out.data() + r * rowBytes + columns * elementBytes, 0,
+                      (nr - columns) * elementBytes);
         }
       });
   releaseConstantPages(value);
@@ -79,8 +82,10 @@ Value packedConstant(RewriterBase &rewriter, Value value,
 }
 
 /// Replaces `op` (a contraction into C [M, N]) by `inputs` contracted over
-/// `maps` / `iterators` into C viewed as [M, N/nr, nr], with `op`'s scalar
-/// body (multiply-add, and any casts), then collapsed back.
+/// `maps` / `iterators` into C viewed as [M, ceil(N/nr), nr], with `op`'s
+/// scalar body (multiply-add, and any casts), then collapsed back. When nr
+/// does not divide N, C is padded to whole panels (whose last columns the
+/// zero weights leave unused) and its first N columns are the result.
 void replaceWithPanelContraction(RewriterBase &rewriter, linalg::LinalgOp op,
                                  ValueRange inputs, ArrayRef<AffineMap> maps,
                                  ArrayRef<utils::IteratorType> iterators,
@@ -88,8 +93,22 @@ void replaceWithPanelContraction(RewriterBase &rewriter, linalg::LinalgOp op,
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   Value init = op.getDpsInits()[0];
+  auto resultType = cast<RankedTensorType>(init.getType());
+  int64_t nSize = resultType.getDimSize(1);
+  int64_t panels = llvm::divideCeil(nSize, nr);
+  if (nSize % nr != 0) {
+    Value zero = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getZeroAttr(resultType.getElementType()));
+    SmallVector<OpFoldResult> low(2, rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> high = {
+        rewriter.getIndexAttr(0), rewriter.getIndexAttr(panels * nr - nSize)};
+    init = tensor::PadOp::create(
+        rewriter, loc,
+        RankedTensorType::get({resultType.getDimSize(0), panels * nr},
+                              resultType.getElementType()),
+        init, low, high, zero);
+  }
   auto initType = cast<RankedTensorType>(init.getType());
-  int64_t panels = initType.getDimSize(1) / nr;
   SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
   auto expandedType = RankedTensorType::get(
       {initType.getDimSize(0), panels, nr}, initType.getElementType());
@@ -107,9 +126,16 @@ void replaceWithPanelContraction(RewriterBase &rewriter, linalg::LinalgOp op,
         for (Operation &inner : *body)
           b.clone(inner, mapping);
       });
-  rewriter.replaceOp(
-      op, tensor::CollapseShapeOp::create(rewriter, loc, initType,
-                                          panelOp.getResult(0), split));
+  Value result = tensor::CollapseShapeOp::create(rewriter, loc, initType,
+                                                 panelOp.getResult(0), split);
+  if (initType != resultType)
+    result = tensor::ExtractSliceOp::create(
+        rewriter, loc, resultType, result,
+        SmallVector<OpFoldResult>(2, rewriter.getIndexAttr(0)),
+        SmallVector<OpFoldResult>{tensor::getMixedSize(rewriter, loc, init, 0),
+                                  rewriter.getIndexAttr(nSize)},
+        SmallVector<OpFoldResult>(2, rewriter.getIndexAttr(1)));
+  rewriter.replaceOp(op, result);
 }
 
 /// Rewrites `op` (C[m, n] += A[m, k] * B[k, n], B constant [K, N], or an
@@ -144,8 +170,9 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
   auto initType = dyn_cast<RankedTensorType>(init->get().getType());
   if (sources.empty() || !initType)
     return failure();
+  // A weight of at most one panel is one already.
   int64_t nSize = cast<RankedTensorType>(weight.getType()).getDimSize(1);
-  if (nSize % nr != 0 || nSize == nr)
+  if (nSize <= nr)
     return failure();
 
   // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr].

@@ -37,13 +37,28 @@ func.func @packed(%x: tensor<8x4xf32>) -> tensor<8x64xf32> {
 
 // -----
 
-// N = 40 is not a multiple of the panel width (on either target), and a
-// non-constant rhs has nothing to pack: both stay plain matmuls.
-// CHECK-LABEL: func.func @unpacked
-//       CHECK:   linalg.matmul
-//       CHECK:   linalg.matmul
-//   CHECK-NOT:   linalg.generic
-func.func @unpacked(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x40xf32>, tensor<8x64xf32>) {
+// N = 40 is not a multiple of the panel width: the last panel is padded
+// with zero columns (24 on v4, 8 on v3), the contraction runs on C padded
+// to whole panels, and its first 40 columns are the result. Panel 0 row 0
+// holds B[0][0:nr]; the last row of the last panel B[3][32:40] (152.0 to
+// 159.0 = 0x431F0000) then zeros. A non-constant rhs has nothing to pack
+// and stays a matmul.
+// CHECK-LABEL: func.func @padded
+//  CHECK-SAME:   (%[[X:.+]]: tensor<8x4xf32>, %[[V:.+]]: tensor<4x64xf32>)
+//       CHECK:   %[[F:.+]] = linalg.fill
+//          V4:   %[[P:.+]] = arith.constant dense<"0x000000000000803F{{.*}}00001F43000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"> : tensor<2x4x32xf32>
+//          V3:   %[[P:.+]] = arith.constant dense<"0x000000000000803F{{.*}}00001F430000000000000000000000000000000000000000000000000000000000000000"> : tensor<3x4x16xf32>
+//          V4:   %[[PAD:.+]] = tensor.pad %[[F]] low[0, 0] high[0, 24]
+//          V3:   %[[PAD:.+]] = tensor.pad %[[F]] low[0, 0] high[0, 8]
+//       CHECK:   %[[E:.+]] = tensor.expand_shape %[[PAD]]
+//          V4:   %[[G:.+]] = linalg.generic {{.+}} ins(%[[X]], %[[P]] : tensor<8x4xf32>, tensor<2x4x32xf32>) outs(%[[E]] : tensor<8x2x32xf32>)
+//          V3:   %[[G:.+]] = linalg.generic {{.+}} ins(%[[X]], %[[P]] : tensor<8x4xf32>, tensor<3x4x16xf32>) outs(%[[E]] : tensor<8x3x16xf32>)
+//       CHECK:   %[[C:.+]] = tensor.collapse_shape %[[G]]
+//          V4:   %[[R:.+]] = tensor.extract_slice %[[C]][0, 0] [8, 40] [1, 1] : tensor<8x64xf32> to tensor<8x40xf32>
+//          V3:   %[[R:.+]] = tensor.extract_slice %[[C]][0, 0] [8, 40] [1, 1] : tensor<8x48xf32> to tensor<8x40xf32>
+//       CHECK:   %[[M:.+]] = linalg.matmul ins(%[[X]], %[[V]]
+//       CHECK:   return %[[R]], %[[M]]
+func.func @padded(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x40xf32>, tensor<8x64xf32>) {
   %z = arith.constant 0.0 : f32
   %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0], [40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0], [80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0], [120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0, 128.0, 129.0, 130.0, 131.0, 132.0, 133.0, 134.0, 135.0, 136.0, 137.0, 138.0, 139.0, 140.0, 141.0, 142.0, 143.0, 144.0, 145.0, 146.0, 147.0, 148.0, 149.0, 150.0, 151.0, 152.0, 153.0, 154.0, 155.0, 156.0, 157.0, 158.0, 159.0]]> : tensor<4x40xf32>
   %e = tensor.empty() : tensor<8x40xf32>
@@ -53,6 +68,29 @@ func.func @unpacked(%x: tensor<8x4xf32>, %v: tensor<4x64xf32>) -> (tensor<8x40xf
   %f2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<8x64xf32>) -> tensor<8x64xf32>
   %n = linalg.matmul ins(%x, %v : tensor<8x4xf32>, tensor<4x64xf32>) outs(%f2 : tensor<8x64xf32>) -> tensor<8x64xf32>
   return %m, %n : tensor<8x40xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// The same with a run-time row count: the padding and the result keep it.
+// CHECK-LABEL: func.func @padded_rows
+//  CHECK-SAME:   (%[[X:.+]]: tensor<?x4xf32>)
+//          V4:   tensor.pad %{{.+}} low[0, 0] high[0, 24]
+//          V4:   } : tensor<?x40xf32> to tensor<?x64xf32>
+//          V4:   %[[C:.+]] = tensor.collapse_shape %{{.+}} : tensor<?x2x32xf32> into tensor<?x64xf32>
+//          V4:   %[[N:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x64xf32>
+//          V4:   tensor.extract_slice %[[C]][0, 0] [%[[N]], 40] [1, 1] : tensor<?x64xf32> to tensor<?x40xf32>
+//          V3:   tensor.extract_slice %{{.+}}[0, 0] [%{{.+}}, 40] [1, 1] : tensor<?x48xf32> to tensor<?x40xf32>
+//   CHECK-NOT:   linalg.matmul
+func.func @padded_rows(%x: tensor<?x4xf32>) -> tensor<?x40xf32> {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %w = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0, 38.0, 39.0], [40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0], [80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0, 116.0, 117.0, 118.0, 119.0], [120.0, 121.0, 122.0, 123.0, 124.0, 125.0, 126.0, 127.0, 128.0, 129.0, 130.0, 131.0, 132.0, 133.0, 134.0, 135.0, 136.0, 137.0, 138.0, 139.0, 140.0, 141.0, 142.0, 143.0, 144.0, 145.0, 146.0, 147.0, 148.0, 149.0, 150.0, 151.0, 152.0, 153.0, 154.0, 155.0, 156.0, 157.0, 158.0, 159.0]]> : tensor<4x40xf32>
+  %e = tensor.empty(%d) : tensor<?x40xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<?x40xf32>) -> tensor<?x40xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x40xf32>) outs(%f : tensor<?x40xf32>) -> tensor<?x40xf32>
+  return %m : tensor<?x40xf32>
 }
 
 // -----
