@@ -149,6 +149,70 @@ struct WidenMixedContraction : OpRewritePattern<vector::ContractionOp> {
   }
 };
 
+/// C[m, n] += sum_k A[m, k] * B[n, k] with K innermost in both operands
+/// (attention's scores: a query row against key rows). The outer-product
+/// lowering would transpose B element by element; here each output is one
+/// product of two K-long rows summed by a tree reduction. The tiling gives
+/// such contractions K steps of whole vectors (see TileAndFuse), so each
+/// reduction sums several vectors' worth of products. Also the forms
+/// without an M dimension (A[k], C[n]).
+struct ContractAlongContiguousK : OpRewritePattern<vector::ContractionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::ContractionOp contract,
+                                PatternRewriter &rewriter) const override {
+    MLIRContext *ctx = contract.getContext();
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    auto accType = dyn_cast<VectorType>(contract.getAccType());
+    auto lhsType = contract.getLhsType(), rhsType = contract.getRhsType();
+    if (contract.getKind() != vector::CombiningKind::ADD || !accType ||
+        !isa<FloatType>(accType.getElementType()) ||
+        lhsType.getElementType() != accType.getElementType() ||
+        rhsType.getElementType() != accType.getElementType() ||
+        cast<vector::MaskableOpInterface>(contract.getOperation()).isMasked())
+      return rewriter.notifyMatchFailure(contract, "not a float contraction");
+    SmallVector<AffineMap> maps = contract.getIndexingMapsArray();
+    bool withRows;
+    if (maps == SmallVector<AffineMap>{AffineMap::get(2, 0, {d(1)}, ctx),
+                                       AffineMap::get(2, 0, {d(0), d(1)}, ctx),
+                                       AffineMap::get(2, 0, {d(0)}, ctx)})
+      withRows = false;
+    else if (maps ==
+             SmallVector<AffineMap>{AffineMap::get(3, 0, {d(0), d(2)}, ctx),
+                                    AffineMap::get(3, 0, {d(1), d(2)}, ctx),
+                                    AffineMap::get(3, 0, {d(0), d(1)}, ctx)})
+      withRows = true;
+    else
+      return rewriter.notifyMatchFailure(contract, "K is not innermost");
+    Location loc = contract.getLoc();
+    int64_t rows = withRows ? lhsType.getDimSize(0) : 1;
+    int64_t columns = rhsType.getDimSize(0);
+    // Reassociation lets LLVM sum the products as a tree of vector adds.
+    auto reassoc = arith::FastMathFlagsAttr::get(
+        ctx, arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+    Value result = contract.getAcc();
+    for (int64_t i = 0; i < rows; ++i) {
+      Value a = withRows ? vector::ExtractOp::create(rewriter, loc,
+                                                     contract.getLhs(), i)
+                               .getResult()
+                         : contract.getLhs();
+      for (int64_t j = 0; j < columns; ++j) {
+        Value b =
+            vector::ExtractOp::create(rewriter, loc, contract.getRhs(), j);
+        Value product = arith::MulFOp::create(rewriter, loc, a, b, reassoc);
+        SmallVector<int64_t> at =
+            withRows ? SmallVector<int64_t>{i, j} : SmallVector<int64_t>{j};
+        Value acc = vector::ExtractOp::create(rewriter, loc, result, at);
+        Value sum = vector::ReductionOp::create(
+            rewriter, loc, vector::CombiningKind::ADD, product, acc,
+            reassoc.getValue());
+        result = vector::InsertOp::create(rewriter, loc, sum, result, at);
+      }
+    }
+    rewriter.replaceOp(contract, result);
+    return success();
+  }
+};
+
 /// A contraction in a loop over K reads its right-hand side (a panel of
 /// packed weights) one step of rows per iteration. Streamed from memory,
 /// such reads wait on the memory's latency at every page, where the
@@ -286,7 +350,8 @@ struct SitsCpuLowerVectorsPass
     // broadcasts and shape casts -> flat 1-D vector ops.
     {
       RewritePatternSet patterns(ctx);
-      patterns.add<WidenMixedContraction>(ctx, /*benefit=*/2);
+      patterns.add<WidenMixedContraction, ContractAlongContiguousK>(
+          ctx, /*benefit=*/2);
       vector::populateVectorContractLoweringPatterns(
           patterns, vector::VectorContractLowering::OuterProduct);
       vector::populateVectorOuterProductLoweringPatterns(patterns);

@@ -166,3 +166,31 @@ func.func @row_blocks(%a: memref<?x64xf32>, %w: memref<4x64x32xf32>, %out: memre
   } {sits.first_streams}
   return
 }
+
+// K innermost in both operands (attention's scores): each output is the
+// product of two K-long rows summed by one reassociable reduction, with no
+// transpose of the rhs.
+// CHECK-LABEL: func.func @contiguous_k
+//  CHECK-SAME:   (%[[Q:.+]]: vector<64xf32>, %[[K:.+]]: vector<2x64xf32>, %[[C:.+]]: vector<2xf32>)
+//       CHECK:   %[[K0:.+]] = vector.extract %[[K]][0] : vector<64xf32> from vector<2x64xf32>
+//       CHECK:   %[[P0:.+]] = arith.mulf %[[Q]], %[[K0]] fastmath<reassoc,contract> : vector<64xf32>
+//       CHECK:   %[[C0:.+]] = vector.extract %[[C]][0] : f32 from vector<2xf32>
+//       CHECK:   vector.reduction <add>, %[[P0]], %[[C0]] fastmath<reassoc,contract> : vector<64xf32> into f32
+//       CHECK:   %[[K1:.+]] = vector.extract %[[K]][1] : vector<64xf32> from vector<2x64xf32>
+//       CHECK:   arith.mulf %[[Q]], %[[K1]] fastmath<reassoc,contract> : vector<64xf32>
+//       CHECK:   vector.reduction <add>
+//   CHECK-NOT:   vector.transpose
+//   CHECK-NOT:   vector.contract
+func.func @contiguous_k(%q: vector<64xf32>, %k: vector<2x64xf32>, %c: vector<2xf32>) -> vector<2xf32> {
+  %0 = vector.contract {indexing_maps = [affine_map<(n, k) -> (k)>, affine_map<(n, k) -> (n, k)>, affine_map<(n, k) -> (n)>], iterator_types = ["parallel", "reduction"], kind = #vector.kind<add>} %q, %k, %c : vector<64xf32>, vector<2x64xf32> into vector<2xf32>
+  return %0 : vector<2xf32>
+}
+
+// With rows (a prompt's queries): one reduction per (row, key).
+// CHECK-LABEL: func.func @contiguous_k_rows
+// CHECK-COUNT-6:   vector.reduction <add>
+//   CHECK-NOT:   vector.contract
+func.func @contiguous_k_rows(%q: vector<2x32xf32>, %k: vector<3x32xf32>, %c: vector<2x3xf32>) -> vector<2x3xf32> {
+  %0 = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %q, %k, %c : vector<2x32xf32>, vector<3x32xf32> into vector<2x3xf32>
+  return %0 : vector<2x3xf32>
+}

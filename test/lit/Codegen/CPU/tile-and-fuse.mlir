@@ -462,3 +462,62 @@ func.func @cached_rows(%a: tensor<64x1024xf32>, %b: tensor<1024x64xf32>) -> tens
   %m = linalg.matmul ins(%a, %b : tensor<64x1024xf32>, tensor<1024x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %m : tensor<64x64xf32>
 }
+
+// -----
+
+// Sixteen rows (a CNN's last 4 x 4 pixels): two register blocks. K is
+// streamed whole as for one block; the second block reads each panel again
+// from L2.
+// CHECK-LABEL: func.func @streamed_two_blocks
+//   CHECK-NOT:   step %c256
+//       CHECK:   scf.for %{{.+}} = %c0 to %c16 step %c8
+//       CHECK:   scf.for %{{.+}} = %c0 to %c1024 step %c8
+//       CHECK:   } {sits.streamed}
+func.func @streamed_two_blocks(%a: tensor<16x1024xf32>, %b: tensor<1024x256xf32>) -> tensor<16x256xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<16x1024xf32>, tensor<1024x256xf32>) outs(%f : tensor<16x256xf32>) -> tensor<16x256xf32>
+  return %m : tensor<16x256xf32>
+}
+
+// -----
+
+// Three blocks (24 rows) take kc chunks.
+// CHECK-LABEL: func.func @cached_three_blocks
+//       CHECK:   step %c256
+//   CHECK-NOT:   sits.streamed
+func.func @cached_three_blocks(%a: tensor<24x1024xf32>, %b: tensor<1024x256xf32>) -> tensor<24x256xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<24x256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<24x256xf32>) -> tensor<24x256xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<24x1024xf32>, tensor<1024x256xf32>) outs(%f : tensor<24x256xf32>) -> tensor<24x256xf32>
+  return %m : tensor<24x256xf32>
+}
+
+// -----
+
+// Attention's scores of one query against 512 keys (K = 64 innermost in
+// both operands): the register tile is a register block's count of keys by
+// up to four whole vectors of K (8 x 64 on v4; 4 x 32 on v3, two steps),
+// not 32 keys by 8-element steps.
+// CHECK-LABEL: func.func @scores
+//       CHECK:   scf.for %{{.+}} = %c0 to %c128 step %c8
+//       CHECK:     tensor.extract_slice %{{.+}} [1, 8, 64] [1, 1, 1] : tensor<1x128x64xf32> to tensor<1x8x64xf32>
+//   CHECK-NOT:   step %c32
+// V3-LABEL: func.func @scores
+//       V3:   scf.for %{{.+}} = %c0 to %c128 step %c4
+//       V3:     scf.for %{{.+}} = %c0 to %c64 step %c32
+//       V3:       tensor.extract_slice %{{.+}} [1, 4, 32] [1, 1, 1] : tensor<1x128x64xf32> to tensor<1x4x32xf32>
+func.func @scores(%q: tensor<12x1x64xf32>, %k: tensor<12x512x64xf32>) -> tensor<12x1x512xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<12x1x512xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<12x1x512xf32>) -> tensor<12x1x512xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, m, n, d) -> (h, m, d)>, affine_map<(h, m, n, d) -> (h, n, d)>, affine_map<(h, m, n, d) -> (h, m, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<12x1x64xf32>, tensor<12x512x64xf32>) outs(%f : tensor<12x1x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %r = arith.addf %c, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<12x1x512xf32>
+  return %s : tensor<12x1x512xf32>
+}
