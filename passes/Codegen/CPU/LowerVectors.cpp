@@ -346,6 +346,26 @@ struct SitsCpuLowerVectorsPass
 
     prefetchStreamedOperands(func, cpu::getCpuTilingConfig(func).prefetchBytes);
 
+    // Transposes of square blocks of one vector (see the tiling of
+    // transposes in TileAndFuse) as unpacks and lane shuffles rather than
+    // one extract and insert per element; 16 x 16 f32 takes the AVX-512
+    // sequence (64 shuffles for 256 elements).
+    {
+      SmallVector<Operation *> squares;
+      func.walk([&](vector::TransposeOp transpose) {
+        VectorType type = transpose.getSourceVectorType();
+        if (type.getRank() == 2 && type.getDimSize(0) == 16 &&
+            type.getDimSize(1) == 16 && type.getElementType().isF32())
+          squares.push_back(transpose);
+      });
+      RewritePatternSet patterns(ctx);
+      vector::populateVectorTransposeLoweringPatterns(
+          patterns, vector::VectorTransposeLowering::Shuffle16x16,
+          /*benefit=*/2);
+      if (!squares.empty() &&
+          failed(applyOpPatternsGreedily(squares, std::move(patterns))))
+        return signalPassFailure();
+    }
     // Contractions -> outer products -> FMAs; reductions, transposes,
     // broadcasts and shape casts -> flat 1-D vector ops.
     {

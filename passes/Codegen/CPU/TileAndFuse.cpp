@@ -512,8 +512,30 @@ LogicalResult tileContractionForRegisters(RewriterBase &rewriter,
   return success(rest && succeeded(tileRegisters(rest, single)));
 }
 
+/// For an all-parallel op with static extents that writes its output in
+/// loop order and reads some input with another loop innermost (a
+/// transpose): (the output's innermost loop, that input's).
+std::optional<std::pair<unsigned, unsigned>>
+transposedLoops(linalg::LinalgOp op) {
+  if (op.getNumReductionLoops() != 0 || op.getNumDpsInits() != 1 ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity() ||
+      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+    return std::nullopt;
+  unsigned innermost = op.getNumLoops() - 1;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (!map.isProjectedPermutation() || map.getNumResults() < 2)
+      continue;
+    unsigned inner = cast<AffineDimExpr>(map.getResults().back()).getPosition();
+    if (inner != innermost && map.isFunctionOfDim(innermost))
+      return std::make_pair(innermost, inner);
+  }
+  return std::nullopt;
+}
+
 /// Tiles an elementwise or reduction op inside a distributed tile so that
-/// each piece is one row of at most a few vectors.
+/// each piece is one row of at most a few vectors (or, for a transpose, a
+/// square block of one vector each way).
 LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
                              const CpuTilingConfig &config) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -539,24 +561,42 @@ LogicalResult tileForVectors(RewriterBase &rewriter, linalg::LinalgOp op,
           /*stopCondition=*/nullptr, /*closedUB=*/true);
       bound = succeeded(ub) ? *ub : ShapedType::kDynamic;
     }
-    elements = ShapedType::isDynamic(bound) || elements > 4 * config.lanes
+    // Past the bound it stays unknown (kDynamic is negative: multiplying
+    // it on would wrap to a small count and keep a large op whole).
+    elements = ShapedType::isDynamic(elements) ||
+                       ShapedType::isDynamic(bound) ||
+                       elements > 4 * config.lanes
                    ? ShapedType::kDynamic
                    : elements * bound;
   }
   if (!ShapedType::isDynamic(elements) && elements <= 4 * config.lanes)
     return success();
-  // A reduction along the innermost (contiguous) dimension reduces one row
-  // at a time; otherwise the innermost dimension is cut into a few vectors
-  // and every outer dimension steps by one.
-  bool innerReduction = iterators.back() == utils::IteratorType::reduction;
-  for (unsigned i = 0; i < ranges.size(); ++i) {
-    if (iterators[i] != utils::IteratorType::parallel)
-      continue;
-    bool innermost = i + 1 == ranges.size();
-    if (!innermost || innerReduction)
+  // A transpose (an input whose innermost dimension is another loop than
+  // the output's, as in a convolution's accumulator read back as NCHW):
+  // square blocks of one vector along both, which read and write whole
+  // vectors and transpose in registers, where rows along the output's
+  // innermost dimension would read every input element on its own.
+  if (std::optional<std::pair<unsigned, unsigned>> swapped =
+          transposedLoops(op)) {
+    auto [inner, outer] = *swapped;
+    for (unsigned i = 0; i < ranges.size(); ++i)
       sizes[i] = ranges[i] == 1 ? 0 : 1;
-    else if (ShapedType::isDynamic(ranges[i]) || ranges[i] > 4 * config.lanes)
-      sizes[i] = 4 * config.lanes;
+    for (unsigned i : {inner, outer})
+      sizes[i] = ranges[i] > config.lanes ? config.lanes : 0;
+  } else {
+    // A reduction along the innermost (contiguous) dimension reduces one
+    // row at a time; otherwise the innermost dimension is cut into a few
+    // vectors and every outer dimension steps by one.
+    bool innerReduction = iterators.back() == utils::IteratorType::reduction;
+    for (unsigned i = 0; i < ranges.size(); ++i) {
+      if (iterators[i] != utils::IteratorType::parallel)
+        continue;
+      bool innermost = i + 1 == ranges.size();
+      if (!innermost || innerReduction)
+        sizes[i] = ranges[i] == 1 ? 0 : 1;
+      else if (ShapedType::isDynamic(ranges[i]) || ranges[i] > 4 * config.lanes)
+        sizes[i] = 4 * config.lanes;
+    }
   }
   if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
     return success();

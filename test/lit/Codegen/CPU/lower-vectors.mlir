@@ -194,3 +194,25 @@ func.func @contiguous_k_rows(%q: vector<2x32xf32>, %k: vector<3x32xf32>, %c: vec
   %0 = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %q, %k, %c : vector<2x32xf32>, vector<3x32xf32> into vector<2x3xf32>
   return %0 : vector<2x3xf32>
 }
+
+// A 16 x 16 f32 transpose (a block of a convolution's accumulator read
+// back as NCHW) is unpacks and lane shuffles of whole rows, not one
+// extract and insert per element.
+// CHECK-LABEL: func.func @transpose_16x16
+// CHECK-COUNT-64:   vector.shuffle {{.+}} : vector<16xf32>, vector<16xf32>
+//   CHECK-NOT:   vector.shuffle
+//   CHECK-NOT:   vector.transpose
+//   CHECK-NOT:   vector.extract {{.+}} : f32 from
+func.func @transpose_16x16(%a: vector<16x16xf32>) -> vector<16x16xf32> {
+  %t = vector.transpose %a, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+  return %t : vector<16x16xf32>
+}
+
+// Other shapes keep the element-wise lowering.
+// CHECK-LABEL: func.func @transpose_8x16
+//       CHECK:   vector.extract {{.+}} : f32 from vector<8x16xf32>
+//   CHECK-NOT:   vector.shuffle
+func.func @transpose_8x16(%a: vector<8x16xf32>) -> vector<16x8xf32> {
+  %t = vector.transpose %a, [1, 0] : vector<8x16xf32> to vector<16x8xf32>
+  return %t : vector<16x8xf32>
+}

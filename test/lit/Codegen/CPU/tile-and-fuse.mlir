@@ -521,3 +521,44 @@ func.func @scores(%q: tensor<12x1x64xf32>, %k: tensor<12x512x64xf32>) -> tensor<
   } -> tensor<12x1x512xf32>
   return %s : tensor<12x1x512xf32>
 }
+
+// -----
+
+// A transpose (the output's innermost loop is not the input's): inside
+// each distributed tile, square blocks of one vector each way (16 x 16 on
+// v4, 8 x 8 on v3), which read and write whole vectors.
+// CHECK-LABEL: func.func @transpose_blocks
+//       CHECK:   scf.forall (%{{.+}}) = (0) to (64) step (16)
+//       CHECK:     scf.for %{{.+}} = %c0 to %c48 step %c16
+//       CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<16x16xf32>) outs(%{{.+}} : tensor<16x16xf32>)
+// V3-LABEL: func.func @transpose_blocks
+//       V3:         linalg.generic {{.+}} ins(%{{.+}} : tensor<8x8xf32>) outs(%{{.+}} : tensor<8x8xf32>)
+func.func @transpose_blocks(%a: tensor<48x64xf32>) -> tensor<64x48xf32> {
+  %e = tensor.empty() : tensor<64x48xf32>
+  %t = linalg.generic {indexing_maps = [affine_map<(j, p) -> (p, j)>, affine_map<(j, p) -> (j, p)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<48x64xf32>) outs(%e : tensor<64x48xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  } -> tensor<64x48xf32>
+  return %t : tensor<64x48xf32>
+}
+
+// -----
+
+// A gather of convolution patches for two output rows (576 x 2 x 28 per
+// tile): rows of 28, each one contiguous read once vectorized. (The
+// element count of a piece is unknown once past four vectors; it used to
+// wrap around to a small number, which kept the whole op as one piece.)
+// CHECK-LABEL: func.func @rows_of_three_dims
+//       CHECK:   scf.forall
+//       CHECK:     scf.for %{{.+}} = %c0 to %c144 step %c1
+//       CHECK:       scf.for %{{.+}} = %c0 to %c2 step %c1
+//       CHECK:         linalg.generic {{.+}} outs(%{{.+}} : tensor<1x1x1x28xf32>)
+func.func @rows_of_three_dims(%a: tensor<1x576x2x28xf32>) -> tensor<1x576x2x28xf32> {
+  %e = tensor.empty() : tensor<1x576x2x28xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, k, r, c) -> (n, k, r, c)>, affine_map<(n, k, r, c) -> (n, k, r, c)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x576x2x28xf32>) outs(%e : tensor<1x576x2x28xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %m = arith.addf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<1x576x2x28xf32>
+  return %r : tensor<1x576x2x28xf32>
+}
