@@ -17,6 +17,12 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "::mlir::ModuleOp"> {
     one panel row), and a transpose back to NCHW. A filled initial value
     seeds the accumulator; any other is added in the transpose.
 
+    Output rows narrower than a register block (when that saves at least a
+    quarter of the blocks: the 4 x 4 pixels of a CNN's last stage) take the
+    pixels as one loop `p = oh * OW + ow`: `C[n, f / nr, p, f % nr]` over
+    the patches viewed as `[n, k, OH * OW]`, and the transpose reads `C` at
+    `oh * OW + ow`.
+
     The gather is an ordinary all-parallel `linalg.generic` (indices from
     `linalg.index`, values from `tensor.extract`), so tiling and fusion
     treat it like any elementwise op: each tile gathers only its own
@@ -174,7 +180,10 @@ def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "::mlir::ModuleOp"> {
     strided rows a page apart: weight-bound layers (batch-8 MLPs, decode
     steps) become bandwidth-bound instead of latency-bound.
 
-    Weights whose `n` is not a multiple of `nr` keep their layout. A weight
+    When `nr` does not divide `n`, the last panel is padded with zero
+    columns, the contraction writes `C` padded to whole panels (a
+    `tensor.pad` of its initial value) and its first `n` columns are the
+    result (a `tensor.extract_slice`). A weight
     that is an argument of a private function (a model's repeated layer,
     outlined once) is packed when every use of the function is a call
     passing a constant: each call passes its own weight in panels as a new
@@ -234,11 +243,13 @@ def SitsCpuTileAndFuse : Pass<"sits-cpu-tile-and-fuse", "func::FuncOp"> {
     Inside a tile, contractions are tiled again with `scf.for` for the
     cache (the reduction dimension) and for registers (an `mr x nr` block of
     the output held in vector registers across the reduction), and
-    elementwise ops are tiled to the vector width, ready for
-    `sits-cpu-vectorize`. 2-D convolutions are first rewritten as im2col
-    followed by a contraction so they take the same path.
+    elementwise ops are tiled to the vector width (a transpose in square
+    blocks of one vector each way), ready for `sits-cpu-vectorize`. 2-D
+    convolutions are first rewritten as im2col followed by a contraction so
+    they take the same path. A contraction whose operands both have K
+    innermost (attention's scores) takes K steps of whole vectors.
 
-    A contraction tile of at most one register block of rows (a decode
+    A contraction tile of at most two register blocks of rows (a decode
     step) reads each weight once: its reduction is not cut for the cache,
     so each panel is one sequential stream, and the register tile's K loop
     is marked `sits.streamed` for `sits-cpu-lower-vectors` to prefetch.
