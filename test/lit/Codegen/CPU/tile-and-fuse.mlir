@@ -3,7 +3,7 @@
 // RUN: sits-opt %s --split-input-file --pass-pipeline='builtin.module(sits-set-target{target=x86-64-v3},func.func(sits-cpu-tile-and-fuse{num-threads=2}),canonicalize,cse)' | FileCheck %s --check-prefix=V3
 
 // A matmul with a bias+relu epilogue becomes one fusion group: one
-// scf.forall over 64x128 output tiles, each computing its slice of the
+// scf.forall over 128x128 output tiles, each computing its slice of the
 // matmul (fill, then a kc=256 reduction loop around a register block
 // stepping k by eight) and then the epilogue on that slice. The register
 // block fits the target's register file: 8x32 (16 zmm accumulators of 32)
@@ -13,7 +13,7 @@
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
 // CHECK-LABEL: func.func @matmul_epilogue
-//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (64, 128)
+//       CHECK:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (128, 128)
 //       CHECK:     linalg.fill
 //       CHECK:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %[[C256:.+]] iter_args
 //       CHECK:       scf.for
@@ -28,7 +28,7 @@
 // STATS: (S) 2 num-fused
 // STATS: (S) 1 num-groups
 // V3-LABEL: func.func @matmul_epilogue
-//       V3:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (64, 128)
+//       V3:   scf.forall (%{{.+}}, %{{.+}}) = (0, 0) to (512, 512) step (128, 128)
 //       V3:     linalg.fill {{.+}} -> tensor<1x32xf32>
 //       V3:     scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args
 //       V3:       scf.for
