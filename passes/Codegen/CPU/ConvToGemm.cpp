@@ -97,9 +97,15 @@ LogicalResult rewriteConvAsPanelGemm(RewriterBase &rewriter,
                                        return filterPanels(source.value, nr);
                                      });
 
-  // The gather of input patches (k-major, see Common/ConvToGemm.h).
+  // The gather of input patches (k-major, see Common/ConvToGemm.h); with
+  // a column stride, from the input split by column phase, so that each
+  // patch row is one contiguous read rather than a vector gather.
+  FailureOr<Value> split =
+      codegen::buildPhaseSplitPatchGather(rewriter, loc, match->input, *match);
   Value patches =
-      codegen::buildPatchGather(rewriter, loc, match->input, *match);
+      succeeded(split)
+          ? *split
+          : codegen::buildPatchGather(rewriter, loc, match->input, *match);
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
 
   // The GEMM on panels. A filled initial value (the usual case) seeds the

@@ -27,6 +27,9 @@ def SitsCpuConvToGemm : Pass<"sits-cpu-conv-to-gemm", "::mlir::ModuleOp"> {
     `linalg.index`, values from `tensor.extract`), so tiling and fusion
     treat it like any elementwise op: each tile gathers only its own
     patches, a row of output pixels at a time (one vector read per k).
+    With a column stride, the input is first split by column phase
+    (`X'[n, c, h, q, w'] = X[n, c, h, w' * sw + q]`), so that a row of
+    patches stays one contiguous read rather than a vector gather.
     Filters whose output channels are not a multiple of `nr` keep
     the convolution.
 

@@ -48,6 +48,16 @@ Value buildPatchGather(OpBuilder &b, Location loc, Value input,
                        const ConvGemm &gemm,
                        std::array<int64_t, 2> padding = {0, 0});
 
+/// For a convolution with a column stride sw > 1 and no padding: `input`
+/// ([N, C, H, W]) with its columns split by phase, X'[n, c, h, q, w'] =
+/// X[n, c, h, w' * sw + q] ([N, C, H, sw, ceil(W / sw)], zero past W), and
+/// the gather of its patches, reading X'[n, c, ih, (kw * dw) % sw,
+/// ow + (kw * dw) / sw]: along a row of output pixels one contiguous run
+/// instead of every sw-th element. The split reads each input element once;
+/// the patches read it up to KH * KW times. Failure for other convolutions.
+FailureOr<Value> buildPhaseSplitPatchGather(OpBuilder &b, Location loc,
+                                            Value input, const ConvGemm &gemm);
+
 /// Builds at `b`'s insertion point the GEMM of `conv`: a linalg.generic
 /// over `inputs` (the patches, then the filter in the backend's layout)
 /// accumulating into `init`, with the backend's indexing maps and iterators,

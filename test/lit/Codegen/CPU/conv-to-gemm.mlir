@@ -22,8 +22,19 @@
 //  CHECK-SAME:   (%[[X:.+]]: tensor<1x2x5x5xf32>, %[[B:.+]]: tensor<1x32x2x2xf32>)
 // Panel 0 row 0 holds F[0..31][k = 0]: 0.0, then F[1][0] = 18.0 (0x41900000).
 //       CHECK:   %[[P:.+]] = arith.constant dense<"0x0000000000009041{{.*}}"> : tensor<1x18x32xf32>
+// At stride 2 the input is first split by column phase, X'[n, c, h, q, w']
+// = X[n, c, h, 2 * w' + q] (zero past column 4), so that each patch row is
+// a contiguous run of X'.
+//       CHECK:   %[[S:.+]] = linalg.generic {indexing_maps = [#[[ID5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} outs({{.+}} : tensor<1x2x5x2x3xf32>)
+//       CHECK:     %[[SQ:.+]] = linalg.index 3
+//       CHECK:     %[[SW:.+]] = linalg.index 4
+//       CHECK:     %[[SB:.+]] = arith.muli %[[SW]], %{{.+}} : index
+//       CHECK:     %[[SCOL:.+]] = arith.addi %[[SB]], %[[SQ]] : index
+//       CHECK:     arith.cmpi slt, %[[SCOL]], %{{.+}} : index
+//       CHECK:     tensor.extract %[[X]][
 //       CHECK:   %[[I:.+]] = linalg.generic {indexing_maps = [#[[ID4]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs({{.+}} : tensor<1x18x2x2xf32>)
-// k = c * 9 + kh * 3 + kw; input row oh * 2 + kh, column ow * 2 + kw.
+// k = c * 9 + kh * 3 + kw; input row oh * 2 + kh; phase kw % 2, column
+// ow + kw / 2.
 //       CHECK:     %[[N:.+]] = linalg.index 0
 //       CHECK:     %[[K:.+]] = linalg.index 1
 //       CHECK:     %[[OH:.+]] = linalg.index 2
@@ -32,11 +43,14 @@
 //       CHECK:     %[[R:.+]] = arith.remui %[[K]]
 //       CHECK:     %[[KH:.+]] = arith.divui %[[R]]
 //       CHECK:     %[[KW:.+]] = arith.remui %[[R]]
-//       CHECK:     %[[SH:.+]] = arith.muli %[[OH]], %[[TWO:.+]] : index
-//       CHECK:     %[[IH:.+]] = arith.addi %[[SH]], %{{.+}} : index
-//       CHECK:     %[[SW:.+]] = arith.muli %[[OW]], %{{.+}} : index
-//       CHECK:     %[[IW:.+]] = arith.addi %[[SW]], %{{.+}} : index
-//       CHECK:     tensor.extract %[[X]][%[[N]], %[[C]], %[[IH]], %[[IW]]] : tensor<1x2x5x5xf32>
+//       CHECK:     %[[SH:.+]] = arith.muli %[[OH]], %{{.+}} : index
+//       CHECK:     %[[DH:.+]] = arith.muli %[[KH]], %{{.+}} : index
+//       CHECK:     %[[IH:.+]] = arith.addi %[[SH]], %[[DH]] : index
+//       CHECK:     %[[OFF:.+]] = arith.muli %[[KW]], %{{.+}} : index
+//       CHECK:     %[[PH:.+]] = arith.remui %[[OFF]], %{{.+}} : index
+//       CHECK:     %[[HALF:.+]] = arith.divui %[[OFF]], %{{.+}} : index
+//       CHECK:     %[[COL:.+]] = arith.addi %[[OW]], %[[HALF]] : index
+//       CHECK:     tensor.extract %[[S]][%[[N]], %[[C]], %[[IH]], %[[PH]], %[[COL]]] : tensor<1x2x5x2x3xf32>
 //       CHECK:   %[[IP:.+]] = tensor.collapse_shape %[[I]] {{\[}}[0], [1], [2, 3]] : tensor<1x18x2x2xf32> into tensor<1x18x4xf32>
 // The initial value is not a fill: C starts from zero and Y adds it.
 //       CHECK:   %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
