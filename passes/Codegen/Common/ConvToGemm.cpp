@@ -161,6 +161,13 @@ FailureOr<Value> codegen::buildPhaseSplitPatchGather(OpBuilder &builder,
       builder, loc, splitType, [&](OpBuilder &b, ArrayRef<Value> indices) {
         Value base = arith::MulIOp::create(b, loc, indices[4], idx(b, sw));
         Value wIdx = arith::AddIOp::create(b, loc, base, indices[3]);
+        // Only the last column of a phase can fall past W, when sw does not
+        // divide it.
+        if (w % sw == 0)
+          return tensor::ExtractOp::create(
+                     b, loc, input,
+                     ValueRange{indices[0], indices[1], indices[2], wIdx})
+              .getResult();
         Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                              wIdx, idx(b, w));
         Value safe = arith::SelectOp::create(b, loc, inside, wIdx, idx(b, 0));
