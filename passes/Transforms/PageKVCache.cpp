@@ -187,6 +187,12 @@ struct SitsPageKVCachePass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
+    if (!kvDType.empty() && kvDType != "int8") {
+      module.emitError("sits-page-kv-cache: unsupported kv-dtype '")
+          << kvDType << "'; supported: int8 (or none: the model's K/V type)";
+      return signalPassFailure();
+    }
+    const bool quantized = kvDType == "int8";
     IRRewriter rewriter(&getContext());
     SmallVector<CachedAttention> layers;
     for (Operation &op : main.getBody().front()) {
@@ -208,10 +214,11 @@ struct SitsPageKVCachePass
     // The pool has one shape for every layer.
     MLIRContext *ctx = &getContext();
     int64_t dyn = ShapedType::kDynamic;
-    auto poolType = RankedTensorType::get({dyn, int64_t(layers.size()), 2,
-                                           kvType->getDimSize(1), blockSize,
-                                           kvType->getDimSize(3)},
-                                          kvType->getElementType());
+    // Quantized rows: D codes, then the 4 bytes of their f32 scale.
+    auto poolType = RankedTensorType::get(
+        {dyn, int64_t(layers.size()), 2, kvType->getDimSize(1), blockSize,
+         kvType->getDimSize(3) + (quantized ? 4 : 0)},
+        quantized ? IntegerType::get(ctx, 8) : kvType->getElementType());
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
         {"kv_pool", poolType},
@@ -226,9 +233,13 @@ struct SitsPageKVCachePass
         wasUsed.insert(arg.getArgNumber());
     unsigned first = main.getNumArguments();
     for (auto [i, entry] : llvm::enumerate(added)) {
-      auto attrs = DictionaryAttr::get(
-          ctx, {NamedAttribute(StringAttr::get(ctx, "sits.name"),
-                               StringAttr::get(ctx, entry.first))});
+      SmallVector<NamedAttribute> named = {
+          NamedAttribute(StringAttr::get(ctx, "sits.name"),
+                         StringAttr::get(ctx, entry.first))};
+      if (i == 0 && quantized)
+        named.emplace_back(StringAttr::get(ctx, "sits.kv_quantization"),
+                           StringAttr::get(ctx, "per_token_head"));
+      auto attrs = DictionaryAttr::get(ctx, named);
       if (failed(main.insertArgument(first + i, entry.second, attrs,
                                      main.getLoc()))) {
         main.emitError("cannot add the paged KV arguments to @main");

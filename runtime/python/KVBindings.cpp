@@ -215,6 +215,11 @@ const std::vector<ConfigField> &configFields() {
       plainField("head_dim", &kv::PoolConfig::head_dim, "> 0"),
       enumField("dtype", &kv::PoolConfig::dtype, kv::dtypeName, kv::parseDType,
                 "KV element type: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8."),
+      enumField("quantization", &kv::PoolConfig::quantization,
+                kv::kvQuantizationName, kv::parseKVQuantization,
+                "none (default) or per_token_head (dtype int8 only): each "
+                "(token, head) row holds head_dim int8 codes then its f32 "
+                "scale."),
       plainField("kv_factor", &kv::PoolConfig::kv_factor,
                  "2 (K and V) or 1 (MLA)."),
       plainField("max_seq_len", &kv::PoolConfig::max_seq_len, "> 0"),
@@ -723,16 +728,23 @@ nb::object memoryBuffer(PyMemory &self, const std::string &tierName) {
       data, {bytes}, keepAlive(std::move(m))));
 }
 
+/// Elements of one row: head_dim, plus the scale's bytes of a quantized
+/// (int8) pool, whose rows are head_dim codes then an f32 scale.
+int64_t rowElems(const kv::MemoryLayout &l) {
+  return l.token_stride / l.elem_size;
+}
+
 /// The tier's pool as a typed 6-D DLPack tensor
-/// [blocks][layers][kv][heads][block_size][head_dim] on the backend's
-/// device (torch.from_dlpack(...) and the like).
+/// [blocks][layers][kv][heads][block_size][row] on the backend's device
+/// (torch.from_dlpack(...) and the like); row is head_dim, or head_dim + 4
+/// int8 for a per_token_head pool (the codes, then the scale's bytes).
 nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   std::shared_ptr<kv::Memory> m = self.share();
   const kv::Tier tier = parseTier(tierName);
   const kv::MemoryLayout &l = m->layout();
   const size_t shape[6] = {size_t(m->numBlocks(tier)), size_t(l.num_layers),
                            size_t(l.kv_factor),        size_t(l.num_kv_heads),
-                           size_t(l.block_size),       size_t(l.head_dim)};
+                           size_t(l.block_size),       size_t(rowElems(l))};
   const kv::MemoryBackend &backend = m->backend(tier);
   void *data = viewData(*m, tier);
   const nb::dlpack::dtype dtype = dlpackDType(m->config().dtype);
@@ -747,17 +759,23 @@ nb::dict memoryLayoutDict(const kv::Memory &m) {
   const kv::MemoryLayout &l = m.layout();
   nb::dict d;
   d["dtype"] = kv::dtypeName(m.config().dtype);
+  d["quantization"] = kv::kvQuantizationName(m.config().quantization);
   d["elem_size"] = l.elem_size;
+  d["head_dim"] = l.head_dim;
   d["num_blocks"] = m.numBlocks(kv::Tier::kDevice);
   d["num_host_blocks"] = m.numBlocks(kv::Tier::kHost);
+  // The shape of a block as the views have it: the last extent is a row's
+  // elements (head_dim, or head_dim + 4 int8 with per_token_head).
   d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,
-                                    l.block_size, l.head_dim);
+                                    l.block_size, rowElems(l));
   d["bytes_per_block"] = l.block_stride;
   d["block_stride"] = l.block_stride;
   d["layer_stride"] = l.layer_stride;
   d["kv_stride"] = l.kv_stride;
   d["head_stride"] = l.head_stride;
   d["token_stride"] = l.token_stride;
+  d["scale_size"] = l.scale_size;
+  d["scale_offset"] = l.scale_offset;
   return d;
 }
 

@@ -92,6 +92,7 @@ class KVPoolConfig:
     num_kv_heads: int
     head_dim: int
     dtype: str
+    quantization: str
     kv_factor: int
     max_seq_len: int
     enable_prefix_caching: bool

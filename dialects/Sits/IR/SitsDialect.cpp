@@ -162,7 +162,8 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
 // `sits.updates = i` marks a result as argument i updated in place, and
 // `sits.status = [messages]` marks the i32 scalar result that reports the
 // model's run-time checks (0, or k when check k failed; the runtime's
-// status argument).
+// status argument), and `sits.kv_quantization = "per_token_head"` marks a
+// KV pool argument of INT8 rows (sits-page-kv-cache).
 // Other `sits.*` ones are rejected rather than let a misspelt or misplaced
 // attribute pass silently.
 /// `sits.status` on an i32 scalar: the graph's tensor<i32> result, then
@@ -198,6 +199,14 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
       return op->emitError()
              << "'sits.name' on argument " << argIndex
              << " must be a non-empty string, got " << attr.getValue();
+    return success();
+  }
+  if (attr.getName().getValue() == "sits.kv_quantization") {
+    auto scheme = dyn_cast<StringAttr>(attr.getValue());
+    if (!scheme || scheme.getValue() != "per_token_head")
+      return op->emitError()
+             << "'sits.kv_quantization' on argument " << argIndex
+             << " must be \"per_token_head\", got " << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown SITS argument attribute '"

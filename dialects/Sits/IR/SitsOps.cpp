@@ -687,7 +687,8 @@ bool PagedAttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
 
 LogicalResult PagedAttentionOp::verify() {
   RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType(), pool = getPool().getType(),
+                   v = getValue().getType(),
+                   pool = cast<RankedTensorType>(getPool().getType()),
                    tables = getBlockTables().getType(),
                    slots = getSlotMapping().getType(),
                    lens = getContextLens().getType();
@@ -703,13 +704,27 @@ LogicalResult PagedAttentionOp::verify() {
       return emitOpError(name)
              << " must have rank " << rank << ", got " << type.getRank();
   Type et = q.getElementType();
+  // An i8 pool is quantized: rows of D codes and a 4-byte scale.
+  bool quantized = pool.getElementType().isInteger(8);
   if (k.getElementType() != et || v.getElementType() != et ||
-      pool.getElementType() != et)
+      (!quantized && pool.getElementType() != et))
     return emitOpError("query, key, value and pool element types differ: ")
            << et << ", " << k.getElementType() << ", " << v.getElementType()
            << ", " << pool.getElementType();
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(),
-                    ps = pool.getShape();
+  Type updated =
+      cast<RankedTensorType>(getUpdatedPool().getType()).getElementType();
+  if (updated != pool.getElementType())
+    return emitOpError("updated pool element type ")
+           << updated << " differs from the pool's " << pool.getElementType();
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  SmallVector<int64_t> ps(pool.getShape());
+  if (quantized && !ShapedType::isDynamic(ps[5])) {
+    if (ps[5] < 5)
+      return emitOpError("an i8 pool's rows hold the head dim's codes and a "
+                         "4-byte scale: extent ")
+             << ps[5] << " is too small";
+    ps[5] -= 4;
+  }
   // Each group of extents must agree: (what, [(shape, dim)...]).
   auto agree =
       [&](const char *what,
@@ -736,7 +751,9 @@ LogicalResult PagedAttentionOp::verify() {
                    {{qs, 2}, {ks, 2}, {vs, 2}, {ss, 1}})) ||
       failed(agree("key/value heads (key, value, pool)",
                    {{ks, 1}, {vs, 1}, {ps, 3}})) ||
-      failed(agree("head dims (query, key, value, pool)",
+      failed(agree(quantized ? "head dims (query, key, value, pool rows "
+                               "less their 4 scale bytes)"
+                             : "head dims (query, key, value, pool)",
                    {{qs, 3}, {ks, 3}, {vs, 3}, {ps, 5}})))
     return failure();
   if (!ShapedType::isDynamic(ps[2]) && ps[2] != 2)

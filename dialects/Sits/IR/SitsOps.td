@@ -17,6 +17,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Activations and weights of floating-point models.
 def Sits_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+// A paged KV pool: float K/V, or INT8 rows of `D` codes followed by their
+// f32 scale (4 bytes), `[..., D + 4]` i8 (per-token-head quantization).
+def Sits_KVPoolTensor : AnyTypeOf<[Sits_FloatTensor, RankedTensorOf<[I8]>]>;
 
 // Element types a quantized tensor may hold: signed/unsigned integers of 2 to
 // 16 bits, and the two OCP FP8 formats.
@@ -309,6 +312,11 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     bottom-right aligned per sequence, so shorter sequences are left-padded).
     A query with no visible key (a left-padding token) gets zeros.
 
+    An `i8` pool holds K/V quantized per token and head: the innermost extent
+    is `D + 4`, `D` codes followed by the 4 bytes of their f32 scale (the
+    value is code × scale). A written row is quantized symmetrically: scale
+    = max|x| / 127, code = x / scale rounded to nearest even.
+
     Query head `h` reads K/V head `h / (Hq / Hkv)` (GQA/MQA). `scale`
     defaults to `1 / sqrt(D)`. Results are the attention output
     `[B, Hq, S, D]` and the updated pool; a function that returns the pool in
@@ -334,7 +342,7 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     Sits_FloatTensor:$query,
     Sits_FloatTensor:$key,
     Sits_FloatTensor:$value,
-    Sits_FloatTensor:$pool,
+    Sits_KVPoolTensor:$pool,
     RankedTensorOf<[I32]>:$block_tables,
     RankedTensorOf<[I64]>:$slot_mapping,
     RankedTensorOf<[I32]>:$context_lens,
@@ -342,7 +350,7 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$layer,
     OptionalAttr<F64Attr>:$scale
   );
-  let results = (outs Sits_FloatTensor:$result, Sits_FloatTensor:$updated_pool);
+  let results = (outs Sits_FloatTensor:$result, Sits_KVPoolTensor:$updated_pool);
   // The layer operand's type is always `index`: it stays out of the types.
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $pool `,` $block_tables `,` $slot_mapping `,`
@@ -534,6 +542,8 @@ def Sits_DequantizeOp : Sits_QuantOpBase<"dequantize"> {
 
 def Sits_F32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32]>, MemRefOf<[F32]>]>;
 def Sits_I32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[I32]>, MemRefOf<[I32]>]>;
+def Sits_KVPoolTensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32, I8]>,
+                                           MemRefOf<[F32, I8]>]>;
 
 def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     DestinationStyleOpInterface,
@@ -552,6 +562,8 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     zeros. Query head `h` reads K/V head `h / (Hq / Hkv)`. Block numbers out
     of the pool's range read block 0; positions past `W * block_size` are
     not read.
+    An `i8` pool is quantized per token and head (`sits.paged_attention`):
+    its rows are `D` codes and their f32 scale, `[..., D + 4]`.
 
     The op is in destination style: the result (`[B, Hq, S, D]`) is written
     into `init`, on tensors or, after bufferization, on buffers (then it has
@@ -569,7 +581,7 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
   }];
   let arguments = (ins
     Sits_F32TensorOrMemRef:$query,
-    Sits_F32TensorOrMemRef:$pool,
+    Sits_KVPoolTensorOrMemRef:$pool,
     Sits_I32TensorOrMemRef:$block_tables,
     Sits_I32TensorOrMemRef:$context_lens,
     Index:$layer,

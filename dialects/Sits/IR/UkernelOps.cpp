@@ -101,10 +101,15 @@ LogicalResult UkernelPagedAttentionOp::verify() {
   for (int64_t d = 0; d < 4; ++d)
     if (conflict(q.getDimSize(d), init.getDimSize(d)))
       return emitOpError("query and init shapes differ in dimension ") << d;
-  if (conflict(q.getDimSize(3), pool.getDimSize(5)))
+  // An i8 pool's rows are the head dim's codes and a 4-byte f32 scale.
+  const bool quantized = pool.getElementType().isInteger(8);
+  int64_t poolDim = pool.getDimSize(5);
+  if (quantized && !ShapedType::isDynamic(poolDim))
+    poolDim -= 4;
+  if (conflict(q.getDimSize(3), poolDim))
     return emitOpError("query head dim (")
-           << q.getDimSize(3) << ") differs from the pool's ("
-           << pool.getDimSize(5) << ")";
+           << q.getDimSize(3) << ") differs from the pool's (" << poolDim
+           << (quantized ? ": rows less their 4 scale bytes" : "") << ")";
   if (conflict(q.getDimSize(0), tables.getDimSize(0)) ||
       conflict(q.getDimSize(0), lens.getDimSize(0)))
     return emitOpError("batch sizes (query, block_tables, context_lens) "

@@ -30,8 +30,11 @@ namespace {
 
 /// The runtime's INT8 dot-product kernel (runtime/src/core/qdot.cpp).
 constexpr llvm::StringLiteral kQDot = "sitsRuntimeQDot";
-/// The runtime's paged attention (runtime/src/core/paged_attention.cpp).
+/// The runtime's paged attention (runtime/src/core/paged_attention.cpp),
+/// over an f32 pool and over an INT8 one (rows of codes and their scale;
+/// strides in bytes).
 constexpr llvm::StringLiteral kPagedAttention = "sitsRuntimePagedAttention";
+constexpr llvm::StringLiteral kPagedAttentionI8 = "sitsRuntimePagedAttentionI8";
 
 /// The kernel `name` with argument types `inputs` (no results), declared
 /// in `module` on first use.
@@ -55,11 +58,13 @@ func::FuncOp getOrDeclareQDot(ModuleOp module) {
       {i64, i64, i64, i64, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64});
 }
 
-func::FuncOp getOrDeclarePagedAttention(ModuleOp module) {
+/// The paged attention kernel for pools of `poolType` (f32 or i8).
+func::FuncOp getOrDeclarePagedAttention(ModuleOp module, Type poolType) {
   MLIRContext *ctx = module.getContext();
   Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx),
        f32 = Float32Type::get(ctx);
-  return getOrDeclare(module, kPagedAttention,
+  bool quantized = cast<ShapedType>(poolType).getElementType().isInteger(8);
+  return getOrDeclare(module, quantized ? kPagedAttentionI8 : kPagedAttention,
                       {i64, i64, i64, i64, i64, ptr, i64, i64, i64,
                        ptr, i64, i64, i64, i64, i64, i64, i64, ptr,
                        i64, i64, ptr, f32, ptr, i64, i64, i64});
@@ -272,8 +277,9 @@ struct SitsCpuLowerUkernelsPass
     SmallVector<UkernelPagedAttentionOp> attention;
     module.walk([&](UkernelPagedAttentionOp op) { attention.push_back(op); });
     if (!attention.empty()) {
-      func::FuncOp kernel = getOrDeclarePagedAttention(module);
       for (UkernelPagedAttentionOp op : attention) {
+        func::FuncOp kernel =
+            getOrDeclarePagedAttention(module, op.getPool().getType());
         if (failed(lowerPagedAttention(b, op, kernel)))
           return signalPassFailure();
         ++numCalls;

@@ -277,10 +277,137 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
 
 namespace {
 
+/// Bytes of the f32 scale that ends a row of an INT8 pool.
+constexpr int64_t kScaleBytes = 4;
+
+/// Whether `pool` holds INT8 rows (codes, then their f32 scale).
+bool isQuantizedPool(Value pool) {
+  return cast<ShapedType>(pool.getType()).getElementType().isInteger(8);
+}
+
+/// The pieces of one kind's rows that go into the pool: each a `[B, Hkv, S,
+/// w]` tensor written at column `column` of the pool's rows.
+struct RowPiece {
+  Value source;
+  OpFoldResult column;
+};
+
+/// K or V rows `[B, Hkv, S, D]` as the pieces of an INT8 pool's rows: D
+/// codes x / s rounded to nearest even, s = max|x| / 127 per row (all zero
+/// when the row is), then the 4 bytes of s, little-endian as the runtime
+/// reads them, at column D.
+SmallVector<RowPiece> quantizeRows(OpBuilder &b, Location loc, Value rows) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, rows);
+  SmallVector<OpFoldResult> perRow(sizes.begin(), sizes.begin() + 3);
+  AffineMap identity = b.getMultiDimIdentityMap(4);
+  AffineMap rowMap = withoutDims(ctx, 4, 3, 4);
+  Value absMax =
+      buildGeneric(b, loc, {rows}, {identity},
+                   filledTensor(b, loc, perRow, floatConst(b, loc, f32, 0.0)),
+                   rowMap, {kParallel, kParallel, kParallel, kReduction},
+                   [&](OpBuilder &nb, Location l, ValueRange args) {
+                     Value x = castFloat(nb, l, args[0], f32);
+                     return arith::MaximumFOp::create(
+                         nb, l, args[1], math::AbsFOp::create(nb, l, x));
+                   });
+  Value codes = buildElementwise(
+      b, loc, {rows, absMax}, {identity, rowMap}, sizes, i8,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value x = castFloat(nb, l, args[0], f32), top = args[1];
+        Value zero = floatConst(nb, l, f32, 0.0);
+        Value limit = floatConst(nb, l, f32, 127.0);
+        Value positive =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, top, zero);
+        Value inverse = arith::SelectOp::create(
+            nb, l, positive, arith::DivFOp::create(nb, l, limit, top), zero);
+        Value q = math::RoundEvenOp::create(
+            nb, l, arith::MulFOp::create(nb, l, x, inverse));
+        q = arith::MinimumFOp::create(
+            nb, l,
+            arith::MaximumFOp::create(nb, l, q, floatConst(nb, l, f32, -127.0)),
+            limit);
+        return arith::FPToSIOp::create(nb, l, i8, q);
+      });
+  SmallVector<OpFoldResult> byteSizes = perRow;
+  byteSizes.push_back(b.getIndexAttr(kScaleBytes));
+  Value bytes = buildElementwise(
+      b, loc, {absMax}, {rowMap}, byteSizes, i8,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value scale = arith::DivFOp::create(nb, l, args[0],
+                                            floatConst(nb, l, f32, 127.0));
+        Value bits = arith::BitcastOp::create(nb, l, i32, scale);
+        Value byte = arith::IndexCastOp::create(
+            nb, l, i32, linalg::IndexOp::create(nb, l, 3));
+        Value shift = arith::MulIOp::create(
+            nb, l, byte, arith::ConstantIntOp::create(nb, l, i32, 8));
+        return arith::TruncIOp::create(
+            nb, l, i8, arith::ShRUIOp::create(nb, l, bits, shift));
+      });
+  return {{codes, b.getIndexAttr(0)}, {bytes, sizes[3]}};
+}
+
+/// An INT8 pool's rows `[B, Hkv, P, D + 4]` as f32 values `[B, Hkv, P, D]`:
+/// code × the scale the row's last 4 bytes hold.
+Value dequantizeRows(OpBuilder &b, Location loc, Value rows) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, rows);
+  OpFoldResult headDim =
+      subSizes(b, loc, sizes[3], b.getIndexAttr(kScaleBytes));
+  SmallVector<OpFoldResult> codeSizes = {sizes[0], sizes[1], sizes[2], headDim};
+  SmallVector<OpFoldResult> byteSizes = {sizes[0], sizes[1], sizes[2],
+                                         b.getIndexAttr(kScaleBytes)};
+  SmallVector<OpFoldResult> zeros(4, b.getIndexAttr(0)),
+      ones(4, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> byteOffsets = {zeros[0], zeros[1], zeros[2],
+                                           headDim};
+  Value codes =
+      tensor::ExtractSliceOp::create(b, loc, rows, zeros, codeSizes, ones);
+  Value bytes = tensor::ExtractSliceOp::create(b, loc, rows, byteOffsets,
+                                               byteSizes, ones);
+  AffineMap identity = b.getMultiDimIdentityMap(4);
+  AffineMap rowMap = withoutDims(ctx, 4, 3, 4);
+  SmallVector<OpFoldResult> perRow(sizes.begin(), sizes.begin() + 3);
+  Value bits = buildGeneric(
+      b, loc, {bytes}, {identity},
+      filledTensor(b, loc, perRow,
+                   arith::ConstantIntOp::create(b, loc, i32, 0)),
+      rowMap, {kParallel, kParallel, kParallel, kReduction},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value byte = arith::ExtUIOp::create(nb, l, i32, args[0]);
+        Value index = arith::IndexCastOp::create(
+            nb, l, i32, linalg::IndexOp::create(nb, l, 3));
+        Value shift = arith::MulIOp::create(
+            nb, l, index, arith::ConstantIntOp::create(nb, l, i32, 8));
+        return arith::OrIOp::create(nb, l, args[1],
+                                    arith::ShLIOp::create(nb, l, byte, shift));
+      });
+  return buildElementwise(b, loc, {codes, bits}, {identity, rowMap}, codeSizes,
+                          f32, [&](OpBuilder &nb, Location l, ValueRange args) {
+                            Value code =
+                                arith::SIToFPOp::create(nb, l, f32, args[0]);
+                            Value scale =
+                                arith::BitcastOp::create(nb, l, f32, args[1]);
+                            return arith::MulFOp::create(nb, l, code, scale);
+                          });
+}
+
+/// The pieces of `rows` (`[B, Hkv, S, D]` new K or V) as rows of `pool`:
+/// the rows themselves, or their INT8 codes and scales.
+SmallVector<RowPiece> poolRows(OpBuilder &b, Location loc, Value pool,
+                               Value rows) {
+  if (isQuantizedPool(pool))
+    return quantizeRows(b, loc, rows);
+  return {{rows, b.getIndexAttr(0)}};
+}
+
 /// Writes the new tokens' K and V (`[B, Hkv, S, D]`) of layer `layer` into
 /// `pool` at the slots of `slots` (`[B, S]` i64), skipping negative and
-/// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, D]` slice
-/// per kind, which bufferizes in place when the pool is.
+/// out-of-range slots: `scf.for` over (b, s) inserting one `[Hkv, w]` slice
+/// per kind and piece of the pool's rows (`poolRows`), which bufferizes in
+/// place when the pool is.
 Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
                  Value slots, OpFoldResult layer) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
@@ -291,7 +418,9 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
       indexValue(b, loc, mulSizes(b, loc, dimOf(b, loc, pool, 0), blockSize)));
   Value batch = indexValue(b, loc, dimOf(b, loc, slots, 0));
   Value tokens = indexValue(b, loc, dimOf(b, loc, slots, 1));
-  OpFoldResult heads = dimOf(b, loc, key, 1), headDim = dimOf(b, loc, key, 3);
+  OpFoldResult heads = dimOf(b, loc, key, 1);
+  SmallVector<RowPiece> kinds[2] = {poolRows(b, loc, pool, key),
+                                    poolRows(b, loc, pool, value)};
   auto outer = scf::ForOp::create(
       b, loc, c0, batch, c1, ValueRange{pool},
       [&](OpBuilder &ob, Location l, Value bi, ValueRange outerArgs) {
@@ -317,33 +446,36 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
                     Value block = arith::DivUIOp::create(tb, tl, index, bs);
                     Value offset = arith::RemUIOp::create(tb, tl, index, bs);
                     Value updated = current;
-                    for (auto [kind, source] :
-                         llvm::enumerate(std::array<Value, 2>{key, value})) {
-                      SmallVector<OpFoldResult> one(4, tb.getIndexAttr(1));
-                      SmallVector<OpFoldResult> from = {bi, tb.getIndexAttr(0),
-                                                        si, tb.getIndexAttr(0)};
-                      SmallVector<OpFoldResult> sizes = {
-                          tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
-                          headDim};
-                      auto sliceType = tensor::ExtractSliceOp::
-                          inferCanonicalRankReducedResultType(
-                              2, cast<RankedTensorType>(source.getType()),
-                              sizes);
-                      Value slice = tensor::ExtractSliceOp::create(
-                          tb, tl, sliceType, source, from, sizes, one);
-                      SmallVector<OpFoldResult> to = {block,
-                                                      layer,
-                                                      tb.getIndexAttr(kind),
-                                                      tb.getIndexAttr(0),
-                                                      offset,
-                                                      tb.getIndexAttr(0)};
-                      SmallVector<OpFoldResult> toSizes = {
-                          tb.getIndexAttr(1), tb.getIndexAttr(1),
-                          tb.getIndexAttr(1), heads,
-                          tb.getIndexAttr(1), headDim};
-                      updated = tensor::InsertSliceOp::create(
-                          tb, tl, slice, updated, to, toSizes,
-                          SmallVector<OpFoldResult>(6, tb.getIndexAttr(1)));
+                    for (auto [kind, pieces] : llvm::enumerate(kinds)) {
+                      for (const RowPiece &piece : pieces) {
+                        OpFoldResult width = dimOf(tb, tl, piece.source, 3);
+                        SmallVector<OpFoldResult> one(4, tb.getIndexAttr(1));
+                        SmallVector<OpFoldResult> from = {
+                            bi, tb.getIndexAttr(0), si, tb.getIndexAttr(0)};
+                        SmallVector<OpFoldResult> sizes = {
+                            tb.getIndexAttr(1), heads, tb.getIndexAttr(1),
+                            width};
+                        auto sliceType = tensor::ExtractSliceOp::
+                            inferCanonicalRankReducedResultType(
+                                2,
+                                cast<RankedTensorType>(piece.source.getType()),
+                                sizes);
+                        Value slice = tensor::ExtractSliceOp::create(
+                            tb, tl, sliceType, piece.source, from, sizes, one);
+                        SmallVector<OpFoldResult> to = {block,
+                                                        layer,
+                                                        tb.getIndexAttr(kind),
+                                                        tb.getIndexAttr(0),
+                                                        offset,
+                                                        piece.column};
+                        SmallVector<OpFoldResult> toSizes = {
+                            tb.getIndexAttr(1), tb.getIndexAttr(1),
+                            tb.getIndexAttr(1), heads,
+                            tb.getIndexAttr(1), width};
+                        updated = tensor::InsertSliceOp::create(
+                            tb, tl, slice, updated, to, toSizes,
+                            SmallVector<OpFoldResult>(6, tb.getIndexAttr(1)));
+                      }
                     }
                     scf::YieldOp::create(tb, tl, updated);
                   },
@@ -358,7 +490,8 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
 }
 
 /// One kind (0: K, 1: V) of layer `layer` for every sequence, contiguous:
-/// `[B, Hkv, M * block_size, D]` with `M` the block tables' width. Position
+/// `[B, Hkv, M * block_size, D]` with `M` the block tables' width (f32
+/// values for an INT8 pool). Position
 /// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
 /// the pool's range read block 0 (their positions are masked or unused).
 /// Whole blocks are copied (`[Hkv, block_size, D]`, contiguous in the pool)
@@ -404,7 +537,9 @@ Value gatherContext(OpBuilder &b, Location loc, Value pool, Value tables,
       SmallVector<OpFoldResult>{one, heads, one, blockSize, headDim},
       SmallVector<OpFoldResult>(5, one));
   b.setInsertionPointAfter(forall);
-  return collapse(b, loc, forall.getResult(0), {{0}, {1}, {2, 3}, {4}});
+  Value context =
+      collapse(b, loc, forall.getResult(0), {{0}, {1}, {2, 3}, {4}});
+  return isQuantizedPool(pool) ? dequantizeRows(b, loc, context) : context;
 }
 
 /// The layer `op` reads and writes: static (an attribute) or an operand.
@@ -471,9 +606,13 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
     return cast<ShapedType>(v.getType()).getElementType().isF32();
   };
   std::optional<double> scale = op.getScaleOrDefault();
-  if (!scale || !f32(operands.getQuery()) || !f32(operands.getKey()) ||
-      !f32(operands.getValue()) || !f32(operands.getPool()) ||
-      !f32(op.getResult()))
+  // The kernel reads f32 pools, and INT8 ones whatever the model's float
+  // type (its query and result are then converted).
+  const bool quantized = isQuantizedPool(operands.getPool());
+  if (!scale ||
+      (!quantized && (!f32(operands.getQuery()) || !f32(operands.getKey()) ||
+                      !f32(operands.getValue()) || !f32(operands.getPool()) ||
+                      !f32(op.getResult()))))
     return failure();
   Location loc = op.getLoc();
   OpFoldResult layer = getLayer(b, op, operands);
@@ -481,9 +620,10 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
       writeSlots(b, loc, operands.getPool(), operands.getKey(),
                  operands.getValue(), operands.getSlotMapping(), layer);
   auto resultType = cast<RankedTensorType>(op.getResult().getType());
-  Value query = castToType(b, loc, operands.getQuery(), resultType);
+  auto kernelType = resultType.clone(b.getF32Type());
+  Value query = castToType(b, loc, operands.getQuery(), kernelType);
   Value init = emptyTensor(b, loc, tensor::getMixedSizes(b, loc, query),
-                           resultType.getElementType());
+                           kernelType.getElementType());
   auto kernel = UkernelPagedAttentionOp::create(
       b, loc, TypeRange{init.getType()}, query, pool, operands.getBlockTables(),
       operands.getContextLens(), indexValue(b, loc, layer),

@@ -16,6 +16,11 @@
     mem.apply_copies(pool.take_pending_copies())      # CoW / swap / offload, before the kernels
     k_layer3 = mem.device[:, 3, 0]                    # [blocks, heads, block_size, head_dim] view
 
+    # INT8 KV with an f32 scale per (token, head) row (element = code × scale):
+    q = kv.KVMemory(pool.config, dtype="int8", quantization="per_token_head")
+    q.device                                          # int8 [..., head_dim + 4]: the kv_pool
+    q.codes(), q.scales()                             # int8 [..., head_dim], float32 [...] views
+
 The allocator manages block ids only; :class:`KVMemory` owns the KV tensors
 (``bytes_per_block`` × blocks per tier) and executes the copies the allocator
 lists, so the contents follow the blocks. All the work happens in the C++
@@ -451,6 +456,13 @@ class KVMemory:
     ``layout`` for the byte strides. With no GPU driver (today) the device
     tier lives in host memory.
 
+    A quantized pool (``dtype="int8", quantization="per_token_head"``) stores
+    each (token, head) row as ``head_dim`` int8 codes followed by the row's
+    float32 scale (4 bytes, little-endian; element = code × scale): its
+    arrays are int8 ``[..., block_size, head_dim + 4]`` (what a compiled
+    model takes as ``kv_pool``), and ``codes()`` / ``scales()`` are strided
+    views of the codes and of the scales.
+
     Views (``device``, ``host``, ``view()``, ``dlpack()``) are zero-copy and
     keep the memory alive: ``close()`` drops this object's reference, and
     the pools go when the last view does. ``apply_copies`` runs the copies
@@ -514,15 +526,21 @@ class KVMemory:
 
     @property
     def layout(self) -> dict[str, Any]:
-        """``dtype``, ``elem_size``, ``num_blocks``, ``num_host_blocks``,
-        ``block_shape`` (layers, kv, heads, block_size, head_dim) and the
-        byte strides ``block_stride`` (= ``bytes_per_block``),
-        ``layer_stride``, ``kv_stride``, ``head_stride``, ``token_stride``."""
+        """``dtype``, ``quantization``, ``elem_size``, ``head_dim``,
+        ``num_blocks``, ``num_host_blocks``, ``block_shape`` (layers, kv,
+        heads, block_size, row: a row is ``head_dim`` elements, or
+        ``head_dim + 4`` int8 with ``per_token_head``), the byte strides
+        ``block_stride`` (= ``bytes_per_block``), ``layer_stride``,
+        ``kv_stride``, ``head_stride``, ``token_stride`` (one row, its scale
+        included), and ``scale_size`` (4 with ``per_token_head``, else 0) and
+        ``scale_offset`` (the scale's byte offset in a row: ``head_dim ×
+        elem_size``)."""
         return self._m.layout
 
     @property
     def dtype(self) -> np.dtype:
-        """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8)."""
+        """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8; int8
+        for a quantized pool: its codes)."""
         return NUMPY_DTYPES[self._m.layout["dtype"]]
 
     def backend(self, tier: str = "device") -> dict[str, Any]:
@@ -534,11 +552,46 @@ class KVMemory:
 
     def view(self, tier: str = "device") -> np.ndarray:
         """The tier's pool as a writable NumPy array of shape ``[blocks,
-        layers, kv_factor, heads, block_size, head_dim]`` (zero-copy)."""
+        layers, kv_factor, heads, block_size, head_dim]`` (zero-copy); for a
+        ``per_token_head`` pool the raw int8 rows ``[..., head_dim + 4]``
+        (codes, then the scale's 4 bytes)."""
         lay = self._m.layout
         blocks = lay["num_blocks"] if tier == "device" else lay["num_host_blocks"]
         raw = self._m.buffer(tier)
         return raw.view(self.dtype).reshape((blocks, *lay["block_shape"]))
+
+    def codes(self, tier: str = "device") -> np.ndarray:
+        """The int8 codes of a quantized (``per_token_head``) pool: a
+        writable zero-copy strided view ``[blocks, layers, kv_factor, heads,
+        block_size, head_dim]`` of the tier (the first ``head_dim`` bytes of
+        every row). ``TypeError`` for a pool without quantization."""
+        lay, raw, blocks, strides = self._quantized(tier, "codes")
+        return np.ndarray((blocks, *lay["block_shape"][:4], lay["head_dim"]), np.int8,
+                          buffer=raw, offset=0, strides=(*strides, lay["elem_size"]))
+
+    def scales(self, tier: str = "device") -> np.ndarray:
+        """The float32 scales of a quantized (``per_token_head``) pool: a
+        writable zero-copy strided view ``[blocks, layers, kv_factor, heads,
+        block_size]`` of the tier (bytes ``scale_offset`` to ``scale_offset
+        + 4`` of every row; element = code × scale). ``TypeError`` for a pool
+        without quantization."""
+        lay, raw, blocks, strides = self._quantized(tier, "scales")
+        return np.ndarray((blocks, *lay["block_shape"][:4]), np.dtype("<f4"), buffer=raw,
+                          offset=lay["scale_offset"] if blocks else 0, strides=strides)
+
+    def _quantized(self, tier: str, what: str) -> tuple[dict[str, Any], np.ndarray, int,
+                                                       tuple[int, ...]]:
+        lay = self._m.layout
+        if lay["scale_size"] == 0:
+            raise TypeError(f"KVMemory.{what}() needs a quantized pool "
+                            f"(quantization='per_token_head'); this one is "
+                            f"quantization={lay['quantization']!r}, dtype={lay['dtype']!r}: "
+                            f"use view()")
+        raw = self._m.buffer(tier)
+        blocks = raw.nbytes // lay["block_stride"]
+        strides = (lay["block_stride"], lay["layer_stride"], lay["kv_stride"],
+                   lay["head_stride"], lay["token_stride"])
+        return lay, raw, blocks, strides
 
     @property
     def device(self) -> np.ndarray:
@@ -553,8 +606,9 @@ class KVMemory:
 
     def dlpack(self, tier: str = "device") -> Any:
         """The tier's pool as a DLPack-capable array on its backend's device,
-        with the same shape and dtype (``torch.from_dlpack(mem.dlpack())``;
-        bf16 and fp8 included, which NumPy's own DLPack cannot carry)."""
+        with the same shape and dtype as ``view()`` (``torch.from_dlpack(
+        mem.dlpack())``; bf16 and fp8 included, which NumPy's own DLPack
+        cannot carry)."""
         return self._m.dlpack(tier)
 
     def data_ptr(self, tier: str = "device") -> int:
@@ -566,9 +620,10 @@ class KVMemory:
     def apply_copies(self, copies: Sequence[BlockCopy] | Sequence[tuple]) -> int:
         """Runs ``copies`` (``KVAllocator.take_pending_copies()``, or any
         ``(epoch, src_tier, src, dst_tier, dst, tokens)`` tuples) in order:
-        the first ``tokens`` token slots of every (layer, kv, head) of block
-        ``dst`` become those of ``src``. All are validated first (ids in range,
-        ``tokens`` in ``[0, block_size]``, never into the null block):
-        ``KVInvalidArgument`` (with ``batch_index``) copies nothing. The GIL
-        is released while the bytes move. Returns the number of copies."""
+        the first ``tokens`` token slots (rows, scales included) of every
+        (layer, kv, head) of block ``dst`` become those of ``src``. All are
+        validated first (ids in range, ``tokens`` in ``[0, block_size]``,
+        never into the null block): ``KVInvalidArgument`` (with
+        ``batch_index``) copies nothing. The GIL is released while the bytes
+        move. Returns the number of copies."""
         return self._m.apply_copies(copies)

@@ -585,12 +585,16 @@ class _Interpreter:
         pool = pool.copy()
         blocks, block = pool.shape[0], pool.shape[4]
         batch, hq, width, d = q.shape
+        # An int8 pool holds rows of codes and their f32 scale.
+        quantized = pool.dtype == np.int8
+        store = quantize_kv_rows if quantized else (lambda x: x)
+        load = dequantize_kv_rows if quantized else (lambda x: x)
         for b in range(batch):
             for s in range(width):
                 slot = int(slots[b, s])
                 if 0 <= slot < blocks * block:
-                    pool[slot // block, layer, 0, :, slot % block] = k[b, :, s]
-                    pool[slot // block, layer, 1, :, slot % block] = v[b, :, s]
+                    pool[slot // block, layer, 0, :, slot % block] = store(k[b, :, s])
+                    pool[slot // block, layer, 1, :, slot % block] = store(v[b, :, s])
         scale = _float(op.attributes["scale"]) if "scale" in op.attributes else 1.0 / np.sqrt(d)
         group = hq // k.shape[1]
         out = np.empty(q.shape, q.dtype)
@@ -598,8 +602,8 @@ class _Interpreter:
             positions = np.arange(tables.shape[1] * block)
             ids = tables[b, positions // block].astype(np.int64)
             ids = np.where((ids >= 0) & (ids < blocks), ids, 0)
-            keys = pool[ids, layer, 0, :, positions % block].astype(np.float32)  # [T, Hkv, D]
-            values = pool[ids, layer, 1, :, positions % block].astype(np.float32)
+            keys = load(pool[ids, layer, 0, :, positions % block]).astype(np.float32)  # [T, Hkv, D]
+            values = load(pool[ids, layer, 1, :, positions % block]).astype(np.float32)
             for s in range(width):
                 last = int(lens[b]) - width + s
                 for h in range(hq):
@@ -780,6 +784,27 @@ def _check_status(main, results: list) -> list:
                     for m in ir.ArrayAttr(attrs[status[0]]["sits.status"])]
         raise ReferenceError(messages[k - 1] if k <= len(messages) else f"check {k} failed")
     return [r for i, r in enumerate(results) if i != status[0]]
+
+
+def quantize_kv_rows(x) -> np.ndarray:
+    """K/V rows `[..., D]` as an int8 KV pool's rows `[..., D + 4]` (the
+    allocator's per_token_head quantization, as compiled code writes them):
+    codes x * (127 / max|x|) rounded to nearest even (all zero for a zero
+    row), then the 4 little-endian bytes of the f32 scale max|x| / 127."""
+    x = np.asarray(x, np.float32)
+    top = np.abs(x).max(axis=-1, keepdims=True)
+    safe = np.where(top > 0, top, np.float32(1))
+    inverse = np.where(top > 0, np.float32(127) / safe, np.float32(0)).astype(np.float32)
+    codes = np.clip(np.rint(x * inverse), -127, 127).astype(np.int8)
+    scale = np.ascontiguousarray((top / np.float32(127)).astype("<f4"))
+    return np.concatenate([codes, scale.view(np.int8)], axis=-1)
+
+
+def dequantize_kv_rows(rows) -> np.ndarray:
+    """An int8 KV pool's rows `[..., D + 4]` as f32 values `[..., D]`."""
+    rows = np.asarray(rows, np.int8)
+    scale = np.ascontiguousarray(rows[..., -4:]).view("<f4")
+    return rows[..., :-4].astype(np.float32) * scale
 
 
 def evaluate(module_or_imported, inputs: Union[Mapping[str, np.ndarray], Sequence[np.ndarray]],

@@ -100,6 +100,12 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                         "default: $SITS_TRUSTED_KEYS)")
 
 
+#: A paged model's kv_pool element type → the KV pool's (dtype,
+#: quantization).
+_KV_DTYPES = {"f32": ("f32", "none"), "f16": ("f16", "none"), "bf16": ("bf16", "none"),
+              "i8": ("int8", "per_token_head")}
+
+
 def decoder_geometry(model) -> dict:
     """Layers, K/V heads, head size and vocabulary of a compiled decoder with
     the exported KV-cache signature; ValueError naming what is missing."""
@@ -109,8 +115,13 @@ def decoder_geometry(model) -> dict:
         raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
     if "kv_pool" in inputs:  # compiled with kv_cache="paged"
         pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
-        return {"layers": pool[1], "kv_heads": pool[3], "head_dim": pool[5],
-                "vocab": logits.shape[2], "block_size": pool[4], "paged": True}
+        # An int8 pool's rows are the head's codes and a 4-byte f32 scale
+        # (kv_dtype="int8": the allocator's per_token_head quantization).
+        dtype, quantization = _KV_DTYPES.get(inputs["kv_pool"].dtype, ("f32", "none"))
+        return {"layers": pool[1], "kv_heads": pool[3],
+                "head_dim": pool[5] - (4 if quantization != "none" else 0),
+                "vocab": logits.shape[2], "block_size": pool[4], "paged": True,
+                "kv_dtype": dtype, "kv_quantization": quantization}
     for name in ("input_ids", "position_ids", "past_key_0", "past_value_0"):
         if name not in inputs:
             raise ValueError(f"the model has no input '{name}': sits-runtime serves decoders "
@@ -124,7 +135,7 @@ def decoder_geometry(model) -> dict:
         raise ValueError(f"past_key_0 must be [batch, kv_heads, past, head_dim] with static "
                          f"heads and head size, got {inputs['past_key_0']}")
     return {"layers": layers, "kv_heads": past[1], "head_dim": past[3], "vocab": logits.shape[2],
-            "block_size": None, "paged": False}
+            "block_size": None, "paged": False, "kv_dtype": "f32", "kv_quantization": "none"}
 
 
 def _int(r: dict, key: str, low: int, high: int, default=None):
@@ -265,7 +276,9 @@ def pool_config(args, geometry: dict):
     num_blocks = args.num_blocks or (args.batch_size * math.ceil(args.max_seq_len / bs) + 1)
     return kv.PoolConfig(num_blocks=num_blocks, block_size=bs, num_layers=geometry["layers"],
                          num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
-                         dtype="f32", max_seq_len=args.max_seq_len,
+                         dtype=geometry.get("kv_dtype", "f32"),
+                         quantization=geometry.get("kv_quantization", "none"),
+                         max_seq_len=args.max_seq_len,
                          enable_prefix_caching=not args.no_prefix_caching,
                          num_host_blocks=args.host_blocks)
 

@@ -12,6 +12,14 @@
 // loads between the query heads of a grouped-query head, and decode
 // attention is bound by reading K/V.
 //
+// `sitsRuntimePagedAttentionI8` does the same over a pool of int8 rows, a
+// quarter of the bytes: each K or V row is `headDim` int8 codes followed
+// by one f32 scale (at byte `headDim` of the row, in native byte order,
+// read unaligned), element d being code[d] * scale; the pool's strides and
+// offsets count bytes. Each chunk's row scales are read once; the scores
+// are (q . codes) * scale * kScale, the values sum (p * vScale) * codes.
+// Both formats share everything but those two kernels.
+//
 // The context a query sees is read in chunks of at most 256 positions. For
 // each chunk, all query heads of a kv head are handled together, so each K
 // and V row is read from memory once for the group: the scores of the
@@ -35,7 +43,8 @@
 //
 // Three paths, picked once per process: AVX-512 (head sizes a multiple of
 // 16), AVX2 + FMA (multiples of 8; also what the AVX-512 path uses for
-// other multiples of 8) and portable C++ (any head size).
+// other multiples of 8) and portable C++ (any head size), each for both
+// formats (int8 codes widened to f32 16 or 8 at a time).
 //
 // Items run on the worker pool (sitsRuntimeParallelFor), or on the calling
 // thread when the whole call is too small to be worth waking helpers.
@@ -51,6 +60,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -83,11 +93,14 @@ struct Pass {
   /// Head j's query at q + j * qHeadStride.
   const float *q;
   int64_t qHeadStride;
-  const float *pool;
+  /// The pool's elements: float, or int8_t (the bytes of int8 rows).
+  const void *pool;
   /// Element offsets in the pool of the chunk's K rows; V row i is at
   /// rows[i] + vDelta.
   const int64_t *rows;
   int64_t vDelta;
+  /// Int8 rows: the scales of the chunk's K and V rows (unused for f32).
+  const float *kScale, *vScale;
   int64_t n, heads, headDim;
   float scale;
   /// [heads][kMaxChunk]: scale * q.K, then exp(score - max).
@@ -107,6 +120,8 @@ struct Kernels {
   /// The head sizes the path takes: multiples of this.
   int64_t dimMultiple;
   PassFn scores, softmax, values;
+  /// scores and values over int8 rows.
+  PassFn scoresI8, valuesI8;
   /// For other head sizes.
   const Kernels *narrower;
 };
@@ -115,15 +130,26 @@ struct Kernels {
 // Portable C++
 //===----------------------------------------------------------------------===//
 
-void scalarScores(const Pass &p) {
+// Each path's scores and values are templates over the pool's element
+// type T: float, or int8_t (the codes of int8 rows, whose scales the pass
+// holds: scores are scale * q.codes * kScale, values sum (p * vScale) *
+// codes).
+
+template <typename T> constexpr bool kI8 = std::is_same_v<T, int8_t>;
+
+template <typename T> void scalarScores(const Pass &p) {
+  const T *pool = static_cast<const T *>(p.pool);
   for (int64_t j = 0; j < p.heads; ++j) {
     const float *q = p.q + j * p.qHeadStride;
     for (int64_t i = 0; i < p.n; ++i) {
-      const float *k = p.pool + p.rows[i];
+      const T *k = pool + p.rows[i];
       float dot = 0.f;
       for (int64_t d = 0; d < p.headDim; ++d)
-        dot += q[d] * k[d];
-      p.scores[j * kMaxChunk + i] = dot * p.scale;
+        dot += q[d] * float(k[d]);
+      float score = dot * p.scale;
+      if constexpr (kI8<T>)
+        score *= p.kScale[i];
+      p.scores[j * kMaxChunk + i] = score;
     }
   }
 }
@@ -144,15 +170,19 @@ void scalarSoftmax(const Pass &p) {
   }
 }
 
-void scalarValues(const Pass &p) {
+template <typename T> void scalarValues(const Pass &p) {
+  const T *pool = static_cast<const T *>(p.pool);
   for (int64_t j = 0; j < p.heads; ++j) {
     float *acc = p.dst + j * p.dstStride;
     std::fill(acc, acc + p.headDim, 0.f);
     const float *w = p.scores + j * kMaxChunk;
     for (int64_t i = 0; i < p.n; ++i) {
-      const float *v = p.pool + (p.rows[i] + p.vDelta);
+      const T *v = pool + (p.rows[i] + p.vDelta);
+      float wi = w[i];
+      if constexpr (kI8<T>)
+        wi *= p.vScale[i];
       for (int64_t d = 0; d < p.headDim; ++d)
-        acc[d] += w[i] * v[d];
+        acc[d] += wi * float(v[d]);
     }
     for (int64_t d = 0; d < p.headDim; ++d)
       acc[d] *= p.post[j];
@@ -160,7 +190,10 @@ void scalarValues(const Pass &p) {
 }
 
 constexpr Kernels kScalarKernels = {
-    Isa::kScalar, 1, &scalarScores, &scalarSoftmax, &scalarValues, nullptr};
+    Isa::kScalar,          1,
+    &scalarScores<float>,  &scalarSoftmax,
+    &scalarValues<float>,  &scalarScores<int8_t>,
+    &scalarValues<int8_t>, nullptr};
 
 #if SITS_PATTN_X86
 // exp(x) for x <= 0 (scores less their max): e^x = 2^n * e^r, n =
@@ -220,20 +253,32 @@ SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 exp512(__m512 x) {
   return _mm512_maskz_scalef_ps(kAll, poly, n);
 }
 
+/// Elements [0, 16) of a row as floats.
+SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 load16(const float *x) {
+  return _mm512_loadu_ps(x);
+}
+
+SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 load16(const int8_t *x) {
+  return _mm512_maskz_cvtepi32_ps(
+      kAll, _mm512_maskz_cvtepi8_epi32(
+                kAll, _mm_loadu_si128(reinterpret_cast<const __m128i *>(x))));
+}
+
 /// Scores of H heads from j0 for every position: 16 / H positions at a
 /// time, 16 dot products along d in 16 accumulators.
-template <int H>
+template <typename T, int H>
 SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
   constexpr int P = 16 / H;
+  const T *pool = static_cast<const T *>(p.pool);
   const __m512 scale = _mm512_set1_ps(p.scale);
   const float *q[H];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
       p.q + (j0 + h) * p.qHeadStride;
   for (int64_t i = 0; i < p.n; i += P) {
     // Past the chunk's end: its last row again (read, never stored).
-    const float *k[P];
+    const T *k[P];
     SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) k[t] =
-        p.pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
+        pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
     __m512 acc[16];
     SITS_PATTN_UNROLL for (int a = 0; a < 16; ++a) acc[a] = _mm512_setzero_ps();
     for (int64_t c = 0; c < p.headDim; c += 16) {
@@ -241,7 +286,7 @@ SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) qv[h] =
           _mm512_loadu_ps(q[h] + c);
       SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) {
-        __m512 kv = _mm512_loadu_ps(k[t] + c);
+        __m512 kv = load16(k[t] + c);
         SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h * P + t] =
             _mm512_fmadd_ps(qv[h], kv, acc[h * P + t]);
       }
@@ -249,22 +294,32 @@ SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
     __m512 s = _mm512_mul_ps(reduce16(acc), scale);
     int valid = int(std::min<int64_t>(P, p.n - i));
     __mmask16 store = __mmask16((1u << valid) - 1);
+    if constexpr (kI8<T>) {
+      // Lane h * P + t: position i + t's K scale.
+      const __m512i lane =
+          _mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                             11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(P - 1));
+      s = _mm512_mul_ps(
+          s, _mm512_maskz_permutexvar_ps(
+                 kAll, lane, _mm512_maskz_loadu_ps(store, p.kScale + i)));
+    }
     SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(
         p.scores + (j0 + h) * kMaxChunk + i, store,
         _mm512_maskz_compress_ps(__mmask16(((1u << P) - 1) << (h * P)), s));
   }
 }
 
-SITS_PATTN_AVX512 void avx512Scores(const Pass &p) {
+template <typename T> SITS_PATTN_AVX512 void avx512Scores(const Pass &p) {
   int64_t j = 0;
   for (; j + 4 <= p.heads; j += 4)
-    avx512ScoresTile<4>(p, j);
+    avx512ScoresTile<T, 4>(p, j);
   if (j + 2 <= p.heads) {
-    avx512ScoresTile<2>(p, j);
+    avx512ScoresTile<T, 2>(p, j);
     j += 2;
   }
   if (j < p.heads)
-    avx512ScoresTile<1>(p, j);
+    avx512ScoresTile<T, 1>(p, j);
 }
 
 SITS_PATTN_AVX512 void avx512Softmax(const Pass &p) {
@@ -303,20 +358,27 @@ SITS_PATTN_AVX512 void avx512Softmax(const Pass &p) {
 
 /// dst rows of H heads from j0, d in [c, c + 16 * D): sum over the chunk's
 /// positions of p * V in H * D accumulators.
-template <int H, int D>
+template <typename T, int H, int D>
 SITS_PATTN_AVX512 void avx512ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   __m512 acc[H][D];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h)
       SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) acc[h][d] =
           _mm512_setzero_ps();
+  const T *pool = static_cast<const T *>(p.pool);
   const float *w = p.scores + j0 * kMaxChunk;
   for (int64_t i = 0; i < p.n; ++i) {
-    const float *v = p.pool + (p.rows[i] + p.vDelta + c);
+    const T *v = pool + (p.rows[i] + p.vDelta + c);
     __m512 pv[H];
-    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
-        _mm512_set1_ps(w[h * kMaxChunk + i]);
+    if constexpr (kI8<T>) {
+      const float vs = p.vScale[i];
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+          _mm512_set1_ps(w[h * kMaxChunk + i] * vs);
+    } else {
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+          _mm512_set1_ps(w[h * kMaxChunk + i]);
+    }
     SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) {
-      __m512 vv = _mm512_loadu_ps(v + 16 * d);
+      __m512 vv = load16(v + 16 * d);
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h][d] =
           _mm512_fmadd_ps(pv[h], vv, acc[h][d]);
     }
@@ -329,36 +391,36 @@ SITS_PATTN_AVX512 void avx512ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   }
 }
 
-template <int H>
+template <typename T, int H>
 SITS_PATTN_AVX512 void avx512ValuesHeads(const Pass &p, int64_t j0) {
   int64_t c = 0;
   for (; c + 64 <= p.headDim; c += 64)
-    avx512ValuesTile<H, 4>(p, j0, c);
+    avx512ValuesTile<T, H, 4>(p, j0, c);
   switch ((p.headDim - c) / 16) {
   case 3:
-    avx512ValuesTile<H, 3>(p, j0, c);
+    avx512ValuesTile<T, H, 3>(p, j0, c);
     break;
   case 2:
-    avx512ValuesTile<H, 2>(p, j0, c);
+    avx512ValuesTile<T, H, 2>(p, j0, c);
     break;
   case 1:
-    avx512ValuesTile<H, 1>(p, j0, c);
+    avx512ValuesTile<T, H, 1>(p, j0, c);
     break;
   default:
     break;
   }
 }
 
-SITS_PATTN_AVX512 void avx512Values(const Pass &p) {
+template <typename T> SITS_PATTN_AVX512 void avx512Values(const Pass &p) {
   int64_t j = 0;
   for (; j + 4 <= p.heads; j += 4)
-    avx512ValuesHeads<4>(p, j);
+    avx512ValuesHeads<T, 4>(p, j);
   if (j + 2 <= p.heads) {
-    avx512ValuesHeads<2>(p, j);
+    avx512ValuesHeads<T, 2>(p, j);
     j += 2;
   }
   if (j < p.heads)
-    avx512ValuesHeads<1>(p, j);
+    avx512ValuesHeads<T, 1>(p, j);
 }
 
 //===----------------------------------------------------------------------===//
@@ -404,17 +466,28 @@ SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256i mask8(int valid) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-template <int H>
+/// Elements [0, 8) of a row as floats.
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 load8(const float *x) {
+  return _mm256_loadu_ps(x);
+}
+
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 load8(const int8_t *x) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i *>(x))));
+}
+
+template <typename T, int H>
 SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
   constexpr int P = 8 / H;
+  const T *pool = static_cast<const T *>(p.pool);
   const __m256 scale = _mm256_set1_ps(p.scale);
   const float *q[H];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) q[h] =
       p.q + (j0 + h) * p.qHeadStride;
   for (int64_t i = 0; i < p.n; i += P) {
-    const float *k[P];
+    const T *k[P];
     SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) k[t] =
-        p.pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
+        pool + p.rows[std::min<int64_t>(i + t, p.n - 1)];
     __m256 acc[8];
     SITS_PATTN_UNROLL for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
     for (int64_t c = 0; c < p.headDim; c += 8) {
@@ -422,14 +495,23 @@ SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) qv[h] =
           _mm256_loadu_ps(q[h] + c);
       SITS_PATTN_UNROLL for (int t = 0; t < P; ++t) {
-        __m256 kv = _mm256_loadu_ps(k[t] + c);
+        __m256 kv = load8(k[t] + c);
         SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h * P + t] =
             _mm256_fmadd_ps(qv[h], kv, acc[h * P + t]);
       }
     }
-    alignas(32) float s[8];
-    _mm256_store_ps(s, _mm256_mul_ps(reduce8(acc), scale));
+    __m256 sv = _mm256_mul_ps(reduce8(acc), scale);
     int valid = int(std::min<int64_t>(P, p.n - i));
+    if constexpr (kI8<T>) {
+      // Lane h * P + t: position i + t's K scale.
+      const __m256i lane = _mm256_and_si256(
+          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(P - 1));
+      sv = _mm256_mul_ps(
+          sv, _mm256_permutevar8x32_ps(
+                  _mm256_maskload_ps(p.kScale + i, mask8(valid)), lane));
+    }
+    alignas(32) float s[8];
+    _mm256_store_ps(s, sv);
     SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) {
       float *dst = p.scores + (j0 + h) * kMaxChunk + i;
       for (int t = 0; t < valid; ++t)
@@ -438,16 +520,16 @@ SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
   }
 }
 
-SITS_PATTN_AVX2 void avx2Scores(const Pass &p) {
+template <typename T> SITS_PATTN_AVX2 void avx2Scores(const Pass &p) {
   int64_t j = 0;
   for (; j + 4 <= p.heads; j += 4)
-    avx2ScoresTile<4>(p, j);
+    avx2ScoresTile<T, 4>(p, j);
   if (j + 2 <= p.heads) {
-    avx2ScoresTile<2>(p, j);
+    avx2ScoresTile<T, 2>(p, j);
     j += 2;
   }
   if (j < p.heads)
-    avx2ScoresTile<1>(p, j);
+    avx2ScoresTile<T, 1>(p, j);
 }
 
 SITS_PATTN_AVX2 void avx2Softmax(const Pass &p) {
@@ -484,20 +566,27 @@ SITS_PATTN_AVX2 void avx2Softmax(const Pass &p) {
   }
 }
 
-template <int H, int D>
+template <typename T, int H, int D>
 SITS_PATTN_AVX2 void avx2ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   __m256 acc[H][D];
   SITS_PATTN_UNROLL for (int h = 0; h < H; ++h)
       SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) acc[h][d] =
           _mm256_setzero_ps();
+  const T *pool = static_cast<const T *>(p.pool);
   const float *w = p.scores + j0 * kMaxChunk;
   for (int64_t i = 0; i < p.n; ++i) {
-    const float *v = p.pool + (p.rows[i] + p.vDelta + c);
+    const T *v = pool + (p.rows[i] + p.vDelta + c);
     __m256 pv[H];
-    SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
-        _mm256_broadcast_ss(w + h * kMaxChunk + i);
+    if constexpr (kI8<T>) {
+      const float vs = p.vScale[i];
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+          _mm256_set1_ps(w[h * kMaxChunk + i] * vs);
+    } else {
+      SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
+          _mm256_broadcast_ss(w + h * kMaxChunk + i);
+    }
     SITS_PATTN_UNROLL for (int d = 0; d < D; ++d) {
-      __m256 vv = _mm256_loadu_ps(v + 8 * d);
+      __m256 vv = load8(v + 8 * d);
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) acc[h][d] =
           _mm256_fmadd_ps(pv[h], vv, acc[h][d]);
     }
@@ -510,32 +599,36 @@ SITS_PATTN_AVX2 void avx2ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   }
 }
 
-template <int H>
+template <typename T, int H>
 SITS_PATTN_AVX2 void avx2ValuesHeads(const Pass &p, int64_t j0) {
   int64_t c = 0;
   for (; c + 16 <= p.headDim; c += 16)
-    avx2ValuesTile<H, 2>(p, j0, c);
+    avx2ValuesTile<T, H, 2>(p, j0, c);
   if (c < p.headDim)
-    avx2ValuesTile<H, 1>(p, j0, c);
+    avx2ValuesTile<T, H, 1>(p, j0, c);
 }
 
-SITS_PATTN_AVX2 void avx2Values(const Pass &p) {
+template <typename T> SITS_PATTN_AVX2 void avx2Values(const Pass &p) {
   int64_t j = 0;
   for (; j + 4 <= p.heads; j += 4)
-    avx2ValuesHeads<4>(p, j);
+    avx2ValuesHeads<T, 4>(p, j);
   if (j + 2 <= p.heads) {
-    avx2ValuesHeads<2>(p, j);
+    avx2ValuesHeads<T, 2>(p, j);
     j += 2;
   }
   if (j < p.heads)
-    avx2ValuesHeads<1>(p, j);
+    avx2ValuesHeads<T, 1>(p, j);
 }
 
-constexpr Kernels kAvx2Kernels = {Isa::kAvx2,   8,           &avx2Scores,
-                                  &avx2Softmax, &avx2Values, &kScalarKernels};
-constexpr Kernels kAvx512Kernels = {Isa::kAvx512,  16,
-                                    &avx512Scores, &avx512Softmax,
-                                    &avx512Values, &kAvx2Kernels};
+constexpr Kernels kAvx2Kernels = {Isa::kAvx2,          8,
+                                  &avx2Scores<float>,  &avx2Softmax,
+                                  &avx2Values<float>,  &avx2Scores<int8_t>,
+                                  &avx2Values<int8_t>, &kScalarKernels};
+constexpr Kernels kAvx512Kernels = {
+    Isa::kAvx512,          16,
+    &avx512Scores<float>,  &avx512Softmax,
+    &avx512Values<float>,  &avx512Scores<int8_t>,
+    &avx512Values<int8_t>, &kAvx2Kernels};
 #endif // SITS_PATTN_X86
 
 const Kernels *kernelsFor(Isa isa) {
@@ -598,6 +691,15 @@ bool validArgs(const Call &c) {
     return false;
   if (!c.q || !c.pool || !c.tables || !c.contextLens || !c.out)
     return false;
+  // A K or V row: headDim elements, or (int8) headDim codes and a 4-byte
+  // scale, not overlapping the next position's row.
+  const bool i8 = c.format == Format::kI8Row;
+  if (!i8 && c.format != Format::kF32)
+    return false;
+  int64_t rowLen = c.headDim;
+  if (i8 && (!addFits(c.headDim, 4, &rowLen) ||
+             (c.blockSize > 1 && c.positionStride < rowLen)))
+    return false;
   if (c.qBatchStride < 0 || c.qHeadStride < 0 || c.qTokenStride < 0 ||
       c.blockStride < 0 || c.keyOffset < 0 || c.valueOffset < 0 ||
       c.kvHeadStride < 0 || c.positionStride < 0 || c.tableStride < 0 ||
@@ -637,13 +739,13 @@ bool validArgs(const Call &c) {
   if (!mulFits(c.batch - 1, c.tableStride, &last) ||
       !addFits(last, c.tableWidth, &last))
     return false;
-  // This layer's K and V rows (kvHeads x blockSize rows of headDim) lie
+  // This layer's K and V rows (kvHeads x blockSize rows of rowLen) lie
   // inside a block, so that every read stays in [0, numBlocks * blockStride).
   int64_t headsSpan, positionsSpan, span;
   if (!mulFits(c.kvHeads - 1, c.kvHeadStride, &headsSpan) ||
       !mulFits(c.blockSize - 1, c.positionStride, &positionsSpan) ||
       !addFits(headsSpan, positionsSpan, &span) ||
-      !addFits(span, c.headDim, &span))
+      !addFits(span, rowLen, &span))
     return false;
   if (c.blockStride < span || c.keyOffset > c.blockStride - span ||
       c.valueOffset > c.blockStride - span)
@@ -664,6 +766,8 @@ int64_t lengthOf(const Call &c, int64_t b, int64_t s) {
 struct Plan {
   const Call *c;
   const Kernels *kernels;
+  /// The kernels' scores and values for the pool's format.
+  PassFn scores, values;
   /// Each query's context is cut into chunks of `chunk` positions, and its
   /// chunks into parts of `partChunks` consecutive chunks: one item per
   /// part, `parts` items per (sequence, query, kv head), of which those
@@ -680,8 +784,8 @@ int64_t partsOf(const Plan &plan, int64_t len) {
   return (chunks + plan.partChunks - 1) / plan.partChunks;
 }
 
-/// The element offsets in the pool of the K rows of positions [t0, t0 + n)
-/// of sequence b, kv head g, block by block through the table.
+/// The element (f32 or byte) offsets in the pool of the K rows of positions
+/// [t0, t0 + n) of sequence b, kv head g, block by block through the table.
 void chunkRows(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
                int64_t *rows) {
   const int32_t *table = c.tables + b * c.tableStride;
@@ -698,6 +802,17 @@ void chunkRows(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
     i += take;
     ++m;
     r = 0;
+  }
+}
+
+/// Int8 rows: the scales of the n K rows at `rows` and of their V rows.
+void chunkScales(const Call &c, const int64_t *rows, int64_t n, float *kScale,
+                 float *vScale) {
+  const int8_t *pool = static_cast<const int8_t *>(c.pool) + c.headDim;
+  const int64_t vDelta = c.valueOffset - c.keyOffset;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(&kScale[i], pool + rows[i], sizeof(float));
+    std::memcpy(&vScale[i], pool + rows[i] + vDelta, sizeof(float));
   }
 }
 
@@ -765,12 +880,16 @@ void runItem(void *context, int64_t item) {
   }
 
   int64_t rows[kMaxChunk];
+  float kScale[kMaxChunk], vScale[kMaxChunk];
+  const bool i8 = c.format == Format::kI8Row;
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
   float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
   for (int64_t ci = c0; ci < c1; ++ci) {
     const int64_t t0 = ci * plan.chunk;
     const int64_t n = std::min(len, t0 + plan.chunk) - t0;
     chunkRows(c, b, g, t0, n, rows);
+    if (i8)
+      chunkScales(c, rows, n, kScale, vScale);
     const bool first = ci == c0;
     for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
       const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
@@ -781,6 +900,8 @@ void runItem(void *context, int64_t item) {
                 c.pool,
                 rows,
                 c.valueOffset - c.keyOffset,
+                kScale,
+                vScale,
                 n,
                 heads,
                 c.headDim,
@@ -791,13 +912,13 @@ void runItem(void *context, int64_t item) {
                 first ? acc + j0 * accStride : chunkAcc,
                 first ? accStride : c.headDim,
                 post};
-      plan.kernels->scores(pass);
+      plan.scores(pass);
       plan.kernels->softmax(pass);
       // One chunk straight to the output: normalized there.
       const bool normalize = direct && !walk;
       for (int64_t j = 0; j < heads; ++j)
         post[j] = normalize ? 1.f / sums[j] : 1.f;
-      plan.kernels->values(pass);
+      plan.values(pass);
       if (!walk) {
         if (!direct)
           for (int64_t j = 0; j < heads; ++j) {
@@ -916,7 +1037,16 @@ void runAttention(const Kernels &kernels, const Call &call) {
   auto chunksOf = [&](int64_t ch) {
     return std::max<int64_t>(1, (longest + ch - 1) / ch);
   };
-  Plan plan{&c, kern, kMaxChunk, 1, 1, nullptr, nullptr};
+  const bool i8 = c.format == Format::kI8Row;
+  Plan plan{&c,
+            kern,
+            i8 ? kern->scoresI8 : kern->scores,
+            i8 ? kern->valuesI8 : kern->values,
+            kMaxChunk,
+            1,
+            1,
+            nullptr,
+            nullptr};
   if (perPart >= kMinItems) {
     // Enough items uncut (prefill, or a large decode batch): each walks
     // all the chunks of its query, no scratch.
@@ -1059,4 +1189,44 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
                         outBatchStride,
                         outHeadStride,
                         outTokenStride});
+}
+
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const int8_t *pool, int64_t numBlocks,
+    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
+    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride) {
+  using namespace sits::runtime::pattn;
+  static const Kernels *const kernels = kernelsFor(selectedIsa());
+  attend(*kernels, Args{batch,
+                        queries,
+                        qHeads,
+                        kvHeads,
+                        headDim,
+                        q,
+                        qBatchStride,
+                        qHeadStride,
+                        qTokenStride,
+                        pool,
+                        numBlocks,
+                        blockStride,
+                        keyOffset,
+                        valueOffset,
+                        kvHeadStride,
+                        blockSize,
+                        positionStride,
+                        tables,
+                        tableWidth,
+                        tableStride,
+                        contextLens,
+                        scale,
+                        out,
+                        outBatchStride,
+                        outHeadStride,
+                        outTokenStride,
+                        Format::kI8Row});
 }

@@ -144,7 +144,9 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
                       "it has no input '" + std::string(c.name) + "'");
   r->numInputs_ = inputs.size();
 
-  // The pool: the memory's device tier, as the model declares it.
+  // The pool: the memory's device tier, as the model declares it. A row is
+  // token_stride bytes: head_dim elements, plus the f32 scale of a quantized
+  // pool (per_token_head: i8 [..., head_dim + 4], codes then scale bytes).
   const ArgSpec &poolSpec = *inputs[size_t(r->poolIndex_)];
   const kv::PoolConfig &config = memory->config();
   const kv::MemoryLayout &layout = memory->layout();
@@ -154,19 +156,22 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
                                 layout.kv_factor,
                                 layout.num_kv_heads,
                                 layout.block_size,
-                                layout.head_dim};
+                                layout.token_stride / layout.elem_size};
   bool fits = dtype && *dtype == poolSpec.dtype;
   for (size_t d = 1; d < shape.size(); ++d)
     fits = fits && (poolSpec.shape[d] < 0 || poolSpec.shape[d] == shape[d]);
-  if (!fits)
+  if (!fits) {
+    std::string have = kv::dtypeName(config.dtype) + shapeToString(shape);
+    if (config.quantization != kv::KVQuantization::kNone)
+      have += std::string(" (") + kv::kvQuantizationName(config.quantization) +
+              ": " + std::to_string(layout.head_dim) +
+              " codes + an f32 scale per row)";
     return Status(StatusCode::kInvalidArgument,
-                  "the KV pool is " + std::string(kv::dtypeName(config.dtype)) +
-                      shapeToString(shape) +
+                  "the KV pool is " + have +
                       ", the model expects kv_pool: " + poolSpec.typeString())
         .withSubject("kv_pool")
-        .withExpected(poolSpec.typeString(),
-                      std::string(kv::dtypeName(config.dtype)) +
-                          shapeToString(shape));
+        .withExpected(poolSpec.typeString(), have);
+  }
   r->pool_ = BufferView(memory->data(kv::Tier::kDevice), *dtype, shape);
 
   std::vector<const ArgSpec *> outputs = ep->outputs();

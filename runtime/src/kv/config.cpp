@@ -78,6 +78,33 @@ StatusOr<CopyOrdering> parseCopyOrdering(std::string_view name) {
                                      "'; supported: stream_ordered, async");
 }
 
+const char *kvQuantizationName(KVQuantization quantization) {
+  switch (quantization) {
+  case KVQuantization::kNone:
+    return "none";
+  case KVQuantization::kPerTokenHead:
+    return "per_token_head";
+  }
+  return "unknown";
+}
+
+const char *supportedKVQuantizations() { return "none, per_token_head"; }
+
+StatusOr<KVQuantization> parseKVQuantization(std::string_view name) {
+  for (KVQuantization q :
+       {KVQuantization::kNone, KVQuantization::kPerTokenHead})
+    if (name == kvQuantizationName(q))
+      return q;
+  return errors::invalidArgument(
+      "quantization", -1,
+      "unsupported quantization '" + std::string(name) +
+          "'; supported: " + supportedKVQuantizations());
+}
+
+int64_t kvScaleSize(KVQuantization quantization) {
+  return quantization == KVQuantization::kPerTokenHead ? 4 : 0;
+}
+
 StatusOr<HashAlgo> parseHashAlgo(std::string_view name) {
   for (HashAlgo a : {HashAlgo::kSha256, HashAlgo::kXxh3_128})
     if (name == hashAlgoName(a))
@@ -145,18 +172,40 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
       c.copy_ordering != CopyOrdering::kAsync)
     return invalidArgument("copy_ordering", int64_t(c.copy_ordering),
                            "supported: stream_ordered, async");
+  if (c.quantization != KVQuantization::kNone &&
+      c.quantization != KVQuantization::kPerTokenHead)
+    return invalidArgument(
+        "quantization", int64_t(c.quantization),
+        std::string("unsupported quantization; supported: ") +
+            supportedKVQuantizations());
+  if (c.quantization == KVQuantization::kPerTokenHead &&
+      c.dtype != DType::kInt8)
+    return invalidArgument(
+        "quantization", int64_t(c.quantization),
+        std::string("per_token_head stores int8 codes with an f32 scale per "
+                    "(token, head): it needs dtype int8, not ") +
+            dtypeName(c.dtype));
 
-  // bytes_per_block = kv_factor × layers × heads × head_dim × bs × sizeof.
+  // bytes_per_block = kv_factor × layers × heads × bs × token bytes, where
+  // token bytes = head_dim × sizeof(dtype) + the row's scale (if quantized).
+  // All factors are >= 1, so the partial products never exceed the result:
+  // any overflow shows up in one of the steps.
+  const char *overflow =
+      c.quantization == KVQuantization::kNone
+          ? "kv_factor × num_layers × num_kv_heads × head_dim × block_size × "
+            "sizeof(dtype) overflows int64"
+          : "kv_factor × num_layers × num_kv_heads × block_size × (head_dim "
+            "× sizeof(dtype) + 4 scale bytes) overflows int64";
   PoolGeometry g;
+  int64_t token = 0;
+  if (mulOverflows(c.head_dim, elem, &token) ||
+      __builtin_add_overflow(token, kvScaleSize(c.quantization), &token))
+    return invalidArgument("bytes_per_block", -1, overflow);
   int64_t bytes = c.kv_factor;
-  const int64_t factors[] = {c.num_layers, c.num_kv_heads, c.head_dim,
-                             c.block_size, elem};
+  const int64_t factors[] = {c.num_layers, c.num_kv_heads, c.block_size, token};
   for (int64_t f : factors)
     if (mulOverflows(bytes, f, &bytes))
-      return invalidArgument("bytes_per_block", -1,
-                             "kv_factor × num_layers × num_kv_heads × "
-                             "head_dim × block_size × sizeof(dtype) "
-                             "overflows int64");
+      return invalidArgument("bytes_per_block", -1, overflow);
   g.bytes_per_block = bytes;
   if (mulOverflows(c.num_blocks, bytes, &g.total_bytes))
     return invalidArgument("total_bytes", -1,

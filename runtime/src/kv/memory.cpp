@@ -140,7 +140,9 @@ MemoryLayout MemoryLayout::of(const PoolConfig &c) {
   l.block_size = c.block_size;
   l.head_dim = c.head_dim;
   l.elem_size = dtypeSize(c.dtype);
-  l.token_stride = c.head_dim * l.elem_size;
+  l.scale_size = kvScaleSize(c.quantization);
+  l.scale_offset = c.head_dim * l.elem_size;
+  l.token_stride = l.scale_offset + l.scale_size;
   l.head_stride = c.block_size * l.token_stride;
   l.kv_stride = c.num_kv_heads * l.head_stride;
   l.layer_stride = c.kv_factor * l.kv_stride;
@@ -301,7 +303,9 @@ Status Memory::apply(const BlockCopy *copies, size_t count) {
       if (c.tokens == bs) { // the whole block: one contiguous span
         r.width = r.pitch = layout_.block_stride;
         r.height = 1;
-      } else { // the valid prefix of every (layer, kv, head) tile
+      } else {
+        // The valid prefix of every (layer, kv, head) tile, in whole rows:
+        // a quantized row's scale moves with its codes.
         r.width = c.tokens * layout_.token_stride;
         r.pitch = layout_.head_stride;
         r.height = rows;

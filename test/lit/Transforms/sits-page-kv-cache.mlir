@@ -1,6 +1,8 @@
 // RUN: sits-opt %s --sits-page-kv-cache=block-size=4 | FileCheck %s
 // RUN: sits-opt %s --sits-page-kv-cache --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 // RUN: not sits-opt %s --sits-page-kv-cache=block-size=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int8" | FileCheck %s --check-prefix=INT8
+// RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
 // Two decoder layers (GQA: 4 query heads on 2 K/V heads) exported with
 // their KV cache: each attention reads past ++ new. Paged, the past/present
@@ -32,3 +34,12 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 // STATS: 2 num-layers
 
 // ZERO: error: sits-page-kv-cache: block-size must be positive, got 0
+
+// With kv-dtype=int8 the pool's rows are 16 codes and a 4-byte scale.
+// INT8-LABEL: func.func @main
+//  INT8-SAME:    %[[POOL:[^:]+]]: tensor<?x2x2x2x4x20xi8> {sits.kv_quantization = "per_token_head", sits.name = "kv_pool"}
+//  INT8-SAME:   -> (tensor<?x4x?x16xf32>, tensor<?x2x2x2x4x20xi8> {sits.updates = 4 : i64})
+//      INT8:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {layer = 0 : i64}
+//      INT8:   sits.paged_attention {{.*}} {layer = 1 : i64, scale = 5.000000e-01 : f64}
+
+// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int4'; supported: int8 (or none: the model's K/V type)

@@ -181,3 +181,66 @@ def test_pool_must_be_updatable(model):
     pool.flags.writeable = False
     with pytest.raises(SignatureError, match="writable"):
         model.run(q, k, v, pool, tables, slots, lens)
+
+
+# ---- an INT8 pool: rows of D codes and their f32 scale (kv_dtype="int8")
+
+_IR_INT8 = _IR.replace(f"x{BS}x{D}xf32>", f"x{BS}x{D + 4}xi8>")
+
+
+@pytest.fixture(scope="module")
+def int8_model(tmp_path_factory):
+    with ir.Context():
+        module = ir.Module.parse(_IR_INT8)
+        art = sits_mlir.compile(module, "cpu", tmp_path_factory.mktemp("paged8") / "pa8.sitsm",
+                                threads=2)
+    return art.load()
+
+
+def _int8_pool(rng):
+    from sits_mlir.testing.reference import quantize_kv_rows
+
+    scale = rng.uniform(0.1, 4.0, (BLOCKS, LAYERS, 2, HKV, BS, 1)).astype(np.float32)
+    pool = quantize_kv_rows(rng.standard_normal((BLOCKS, LAYERS, 2, HKV, BS, D)) * scale)
+    pool[..., 3, :] = quantize_kv_rows(np.zeros(D))    # all-zero rows: scale 0
+    return pool
+
+
+@pytest.mark.parametrize("news,pasts", [([3, 2, 1], [2, 7, 2]),
+                                        ([1, 1, 1, 1], [0, 4, 9, 14]),
+                                        ([5], [0])])
+def test_int8_pool_matches_reference(int8_model, news, pasts):
+    """New K/V are quantized as they are written (the same bytes as the
+    reference's rounding), and attention reads the dequantized rows."""
+    from sits_mlir.testing.reference import evaluate
+
+    rng = np.random.default_rng(sum(news) * 17 + len(pasts))
+    q, k, v, _, tables, slots, lens = _batch(rng, news, pasts)
+    k[0, 0, -1] = 0.0                                   # a zero row: scale 0
+    v[-1, -1, -1, 1] = 1e3                              # an outlier channel
+    pool = _int8_pool(rng)
+    with ir.Context():
+        ref_out, ref_pool = evaluate(ir.Module.parse(_IR_INT8),
+                                     [q, k, v, pool, tables, slots, lens])
+    (out,) = int8_model.run(q, k, v, pool, tables, slots, lens)
+    np.testing.assert_array_equal(pool, ref_pool)
+    live = (slots >= 0)[:, None, :, None].repeat(HQ, 1).repeat(D, 3)
+    np.testing.assert_allclose(out[live], ref_out[live], rtol=1e-4, atol=1e-4)
+    assert np.isfinite(out).all()
+
+
+def test_int8_pool_stays_close_to_float_attention(int8_model, model):
+    """Against the f32 pool on the same K/V: INT8 per token and head keeps
+    each element within half a step (max|row| / 254)."""
+    from sits_mlir.testing.reference import dequantize_kv_rows, quantize_kv_rows
+
+    rng = np.random.default_rng(23)
+    q, k, v, pool, tables, slots, lens = _batch(rng, [4, 1], [3, 9])
+    pool8 = quantize_kv_rows(pool)
+    (out8,) = int8_model.run(q, k, v, pool8, tables, slots, lens)
+    (out,) = model.run(q, k, v, pool, tables, slots, lens)
+    values = dequantize_kv_rows(pool8)
+    step = np.abs(pool).max(axis=-1, keepdims=True) / 127
+    assert (np.abs(values - pool) <= step / 2 * (1 + 1e-6)).all()
+    live = (slots >= 0)[:, None, :, None].repeat(HQ, 1).repeat(D, 3)
+    assert np.abs(out8 - out)[live].max() < 0.05

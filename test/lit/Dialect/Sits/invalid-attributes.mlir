@@ -241,6 +241,13 @@ func.func @arg_name(%x: tensor<4xf32> {sits.name = 3}) {
 
 // -----
 
+// expected-error @+1 {{'sits.kv_quantization' on argument 0 must be "per_token_head", got "per_tensor"}}
+func.func @kv_quantization(%x: tensor<4xi8> {sits.kv_quantization = "per_tensor"}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'sits.updates' on result 0 must be the index of an argument of the result's type, got 1 : i64}}
 func.func @updates_type(%x: tensor<4xf32>, %y: tensor<8xf32>) -> (tensor<4xf32> {sits.updates = 1}) {
   return %x : tensor<4xf32>

@@ -130,3 +130,14 @@ func.func @element_type(%q: tensor<1x8x1x64xf16>, %pool: tensor<4x1x2x2x16x64xf3
       -> tensor<1x8x1x64xf32>
   return
 }
+
+// -----
+
+func.func @int8_head_dim(%q: tensor<1x8x1x64xf32>, %pool: tensor<4x1x2x2x16x64xi8>, %t: tensor<1x2xi32>,
+                         %l: tensor<1xi32>, %init: tensor<1x8x1x64xf32>, %layer: index) {
+  // expected-error @+1 {{'sits.ukernel.paged_attention' op query head dim (64) differs from the pool's (60: rows less their 4 scale bytes)}}
+  %o = sits.ukernel.paged_attention ins(%q, %pool, %t, %l : tensor<1x8x1x64xf32>, tensor<4x1x2x2x16x64xi8>,
+      tensor<1x2xi32>, tensor<1xi32>) layer(%layer) outs(%init : tensor<1x8x1x64xf32>) {scale = 0.125 : f32}
+      -> tensor<1x8x1x64xf32>
+  return
+}

@@ -47,3 +47,18 @@ func.func @shared_layer(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: 
 //       CHECK:   sits.paged_attention %[[Q]], %[[K]], %[[V]], %[[P]], %[[T]], %[[S]], %[[L]] layer(%[[I]]) {scale = 2.500000e-01 : f64}
 //  CHECK-SAME:     : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x?x2x2x16x16xf32>, tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>)
 //  CHECK-SAME:     -> (tensor<?x4x1x16xf32>, tensor<?x?x2x2x16x16xf32>)
+
+// -----
+
+// An INT8 pool: rows of 16 codes and their 4-byte scale.
+func.func @int8_pool(%q: tensor<?x4x1x16xf32>, %k: tensor<?x2x1x16xf32>, %v: tensor<?x2x1x16xf32>,
+                     %pool: tensor<?x2x2x2x16x20xi8>, %tables: tensor<?x?xi32>, %slots: tensor<?x1xi64>,
+                     %lens: tensor<?xi32>) -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x20xi8>) {
+  %o, %pool1 = sits.paged_attention %q, %k, %v, %pool, %tables, %slots, %lens {layer = 1}
+      : (tensor<?x4x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x1x16xf32>, tensor<?x2x2x2x16x20xi8>,
+         tensor<?x?xi32>, tensor<?x1xi64>, tensor<?xi32>) -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x20xi8>)
+  return %o, %pool1 : tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x20xi8>
+}
+// CHECK-LABEL: func.func @int8_pool
+//       CHECK:   sits.paged_attention {{.+}} {layer = 1 : i64}
+//  CHECK-SAME:     -> (tensor<?x4x1x16xf32>, tensor<?x2x2x2x16x20xi8>)

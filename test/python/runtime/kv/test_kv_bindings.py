@@ -30,6 +30,7 @@ def test_config_fields_come_from_cpp_and_validate():
     c = kv.PoolConfig(num_blocks=17, block_size=8, dtype="bf16", num_layers=2,
                       num_kv_heads=4, head_dim=64)
     assert c.num_blocks == 17 and c.dtype == "bf16" and c.copy_ordering == "stream_ordered"
+    assert c.quantization == "none"
     assert c.replace(block_size=16).block_size == 16 and c.block_size == 8
     assert c == kv.PoolConfig(**{f: getattr(c, f) for f in c._fields})
     geometry = c.validate()
@@ -41,6 +42,8 @@ def test_config_fields_come_from_cpp_and_validate():
         kv.PoolConfig(dtype="f64")
     with pytest.raises(kv.KVInvalidArgument, match="stream_ordered, async"):
         kv.PoolConfig(copy_ordering="eager")
+    with pytest.raises(kv.KVInvalidArgument, match="none, per_token_head"):
+        kv.PoolConfig(quantization="int8")
 
 
 @pytest.mark.parametrize("name, canonical", [("sha256", "sha256"), ("xxh3_128", "xxh3_128"),

@@ -201,6 +201,189 @@ def test_dlpack_shares_the_memory():
     assert torch.from_dlpack(m.dlpack("host")).shape[0] == 0
 
 
+# --- quantized pools: int8 codes + an f32 scale per (token, head) row --------------------------
+
+QSMALL = dict(SMALL, dtype="int8", quantization="per_token_head")
+
+
+def qmemory(**fields) -> kv.KVMemory:
+    return kv.KVMemory(**{**QSMALL, **fields})
+
+
+def test_quantization_is_a_config_field():
+    c = kv.PoolConfig(num_blocks=8, dtype="int8", quantization="per_token_head")
+    assert c.quantization == "per_token_head" and "quantization" in c._fields
+    assert "quantization='per_token_head'" in repr(c)
+    assert c == kv.PoolConfig(**{f: getattr(c, f) for f in c._fields})
+    assert c != c.replace(quantization="none")
+    assert eval(repr(c), {"PoolConfig": kv.PoolConfig}) == c
+    assert kv.PoolConfig(num_blocks=8).quantization == "none"  # the default
+    d = kv.PoolConfig(num_blocks=8)
+    d.quantization = "per_token_head"
+    d.dtype = "int8"
+    assert d == c
+    with pytest.raises(kv.KVInvalidArgument, match="supported: none, per_token_head") as e:
+        kv.PoolConfig(quantization="int4")
+    assert e.value.field == "quantization"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"])
+def test_per_token_head_needs_int8(dtype):
+    c = kv.PoolConfig(num_blocks=8, dtype=dtype, quantization="per_token_head")
+    for make in (c.validate, lambda: kv.KVAllocator(c), lambda: kv.KVMemory(c)):
+        with pytest.raises(kv.KVInvalidArgument, match=f"dtype int8, not {dtype}") as e:
+            make()
+        assert e.value.field == "quantization"
+
+
+def test_quantized_geometry_counts_the_scales():
+    a = kv.KVAllocator(num_blocks=8, num_host_blocks=3, **QSMALL)
+    # kv 2 × 2 layers × 2 heads × block_size 4 × (head_dim 4 codes + 4 scale bytes).
+    assert a.geometry["bytes_per_block"] == 2 * 2 * 2 * 4 * (4 + 4) == 256
+    assert a.geometry["total_bytes"] == 8 * 256 and a.geometry["host_total_bytes"] == 3 * 256
+    plain = a.config.replace(quantization="none").validate()
+    assert plain["bytes_per_block"] == 128
+
+
+def test_quantized_views_shapes_dtypes_and_strides():
+    m = qmemory(num_blocks=8, num_host_blocks=3)
+    lay = m.layout
+    assert lay["quantization"] == "per_token_head" and lay["dtype"] == "int8"
+    assert (lay["scale_size"], lay["scale_offset"], lay["token_stride"], lay["head_dim"]) \
+        == (4, 4, 8, 4)
+    assert lay["block_shape"] == (2, 2, 2, 4, 8)
+    assert (lay["block_stride"], lay["layer_stride"], lay["kv_stride"], lay["head_stride"]) \
+        == (256, 128, 64, 32)
+    # The raw rows: what a compiled model takes as kv_pool.
+    for tier, blocks in (("device", 8), ("host", 3)):
+        raw = m.view(tier)
+        assert raw.shape == (blocks, 2, 2, 2, 4, 4 + 4) and raw.dtype == np.int8
+        assert raw.flags.c_contiguous and raw.flags.writeable
+        codes, scales = m.codes(tier), m.scales(tier)
+        assert codes.shape == (blocks, 2, 2, 2, 4, 4) and codes.dtype == np.int8
+        assert scales.shape == (blocks, 2, 2, 2, 4) and scales.dtype == np.float32
+        assert codes.strides == (256, 128, 64, 32, 8, 1)
+        assert scales.strides == (256, 128, 64, 32, 8)
+        assert codes.flags.writeable and scales.flags.writeable
+        assert codes.__array_interface__["data"][0] == m.data_ptr(tier)
+        assert scales.__array_interface__["data"][0] == m.data_ptr(tier) + 4
+    assert m.device.shape == m.view("device").shape and m.dtype == np.int8
+    t = np.from_dlpack(m.dlpack())  # the same raw rows through DLPack
+    assert t.shape == m.device.shape and t.dtype == np.int8
+    assert t.__array_interface__["data"][0] == m.data_ptr()
+    assert m.device.nbytes == m.config.validate()["total_bytes"]
+    assert m.codes().shape == m.codes("device").shape  # device by default
+    # No host tier: empty views.
+    e = qmemory(num_blocks=4)
+    assert e.codes("host").shape == (0, 2, 2, 2, 4, 4)
+    assert e.scales("host").shape == (0, 2, 2, 2, 4)
+    with pytest.raises(kv.KVInvalidArgument, match="tier"):
+        e.codes("gpu")
+
+
+def test_codes_and_scales_write_the_same_memory():
+    m = qmemory(num_blocks=8)
+    codes, scales = m.codes(), m.scales()
+    codes[5, 1, 0, 1, 3] = [1, -2, 3, -128]
+    scales[5, 1, 0, 1, 3] = 0.25
+    row = m.device[5, 1, 0, 1, 3]
+    assert row[:4].tolist() == [1, -2, 3, -128]
+    assert row[4:].view("<f4")[0] == 0.25  # little-endian f32 right after the codes
+    raw = np.frombuffer(m.device, np.uint8)
+    at = 5 * 256 + 128 + 0 * 64 + 32 + 3 * 8
+    assert raw[at + 4:at + 8].view("<f4")[0] == 0.25
+    assert (raw[:at] == 0).all() and (raw[at + 8:] == 0).all()  # nothing else written
+    # Element = code × scale.
+    values = m.codes()[5, 1, 0, 1, 3] * m.scales()[5, 1, 0, 1, 3]
+    np.testing.assert_array_equal(values, [0.25, -0.5, 0.75, -32.0])
+    # And the other way: writing the raw rows shows in the views.
+    m.device[2, 0, 1, 0, 0, 4:] = np.array([-1.5], "<f4").view(np.int8)
+    assert scales[2, 0, 1, 0, 0] == -1.5
+    # Unaligned scales (head_dim not a multiple of 4) work too.
+    odd = qmemory(num_blocks=4, head_dim=3)
+    assert odd.layout["token_stride"] == 7 and odd.scales().strides[-1] == 7
+    odd.scales()[1] = 2.0
+    assert (odd.scales()[1] == 2.0).all() and not odd.codes().any()
+
+
+def test_codes_and_scales_need_a_quantized_pool():
+    for m in (memory(num_blocks=4), memory(num_blocks=4, dtype="int8")):
+        for fn in (m.codes, m.scales):
+            with pytest.raises(TypeError, match="per_token_head"):
+                fn()
+
+
+def test_quantized_views_keep_the_memory_alive():
+    m = qmemory(num_blocks=4)
+    codes, scales = m.codes(), m.scales()
+    m.close()
+    del m
+    gc.collect()
+    scales[1] = 3.0
+    codes[1] = 7
+    assert (scales[1] == 3.0).all() and (codes[1] == 7).all()
+
+
+def test_quantized_copies_move_codes_and_scales():
+    m = qmemory(num_blocks=6, num_host_blocks=2)
+    rng = np.random.default_rng(1)
+    m.codes()[1] = rng.integers(-128, 128, m.codes()[1].shape, dtype=np.int8)
+    m.scales()[1] = rng.standard_normal(m.scales()[1].shape, dtype=np.float32)
+    m.device[2] = -1  # every byte 0xFF
+    m.apply_copies([(0, "device", 1, "device", 2, 3)])  # a 3-token CoW
+    np.testing.assert_array_equal(m.codes()[2][..., :3, :], m.codes()[1][..., :3, :])
+    np.testing.assert_array_equal(m.scales()[2][..., :3], m.scales()[1][..., :3])
+    assert (m.device[2][..., 3:, :] == -1).all()  # slots past `tokens`: untouched
+    # Full copies across tiers, and a partial swap.
+    m.apply_copies([(1, "device", 1, "host", 1, 4), (1, "host", 1, "device", 4, 4),
+                    (1, "device", 1, "host", 0, 1)])
+    np.testing.assert_array_equal(m.host[1], m.device[1])
+    np.testing.assert_array_equal(m.device[4], m.device[1])
+    np.testing.assert_array_equal(m.scales("host")[0][..., :1], m.scales()[1][..., :1])
+    assert not m.host[0][..., 1:, :].any()
+
+
+def test_quantized_scales_follow_cow_and_swap():
+    a = kv.KVAllocator(num_blocks=12, num_host_blocks=8, **QSMALL)
+    m = kv.KVMemory(a)
+    codes, scales = m.codes(), m.scales()
+    bs = a.config.block_size
+
+    def write(seq, start, stop, base):
+        for pos, slot in zip(range(start, stop), a.slot_mapping(seq, start, stop - start)):
+            codes[slot // bs, ..., slot % bs, :] = (base + pos) % 100
+            scales[slot // bs, ..., slot % bs] = base + pos + 0.5
+
+    def check(seq, n, base):
+        table = a.block_table(seq)
+        for pos in range(n):
+            b, t = table[pos // bs], pos % bs
+            assert (codes[b, ..., t, :] == (base + pos) % 100).all(), (seq, pos)
+            assert (scales[b, ..., t] == base + pos + 0.5).all(), (seq, pos)
+
+    a.add_sequence(1, list(range(100, 110)))  # 3 blocks, tail of 2
+    write(1, 0, 10, 0)
+    a.fork(1, 2)
+    r = a.append(2, [7])  # the child writes first: CoW of the 2-token tail
+    assert len(r.copies) == 1 and r.copies[0].tokens == 2
+    m.apply_copies(a.take_pending_copies())
+    check(2, 10, 0)
+    write(2, 10, 11, 0)
+    check(1, 10, 0)
+    check(2, 11, 0)
+    a.swap_out(1)
+    m.apply_copies(a.take_pending_copies())
+    a.add_sequence(3, list(range(500, 520)))  # takes the freed blocks
+    m.apply_copies(a.take_pending_copies())
+    write(3, 0, 20, 50)
+    a.free(3)
+    a.swap_in(1)
+    m.apply_copies(a.take_pending_copies())
+    check(1, 10, 0)
+    check(2, 11, 0)
+    a.check_invariants()
+
+
 # --- the contents follow the blocks ------------------------------------------------------------
 
 

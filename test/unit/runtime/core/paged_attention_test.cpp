@@ -15,9 +15,15 @@
 // element the call must not read set to 1e30, so that ASan sees any read
 // past it and the results any read of padding; the output rows are
 // surrounded by sentinels that must stay. Thread counts give the same bits.
-// The exported symbol is looked up the way compiled code finds it.
-// DISABLED_Bench and DISABLED_BenchPrefill print the time per call (run
-// with --gtest_also_run_disabled_tests).
+// `sitsRuntimePagedAttentionI8` likewise, over pools of int8 rows (codes
+// and an f32 scale) quantized by the writers' rule, against the reference
+// over the dequantized values; also rows of zeros (scale 0), the pool and
+// its rows at odd addresses, and the 4 scale bytes in the argument checks
+// (bytes it must not read are 0x7F: codes 127, scale 3.4e38).
+// The exported symbols are looked up the way compiled code finds them.
+// DISABLED_Bench and DISABLED_BenchPrefill print the time per call, and
+// DISABLED_BenchI8 that of f32 and int8 pools side by side (run with
+// --gtest_also_run_disabled_tests).
 //
 //===----------------------------------------------------------------------===//
 #include "core_test_util.h"
@@ -31,6 +37,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -53,7 +60,9 @@ struct Strides {
 /// [numBlocks][layers][2][kvHeads][blockSize][headDim] (with
 /// `positionPad` floats after each position's row and `headPad` after each
 /// kv head's rows), attending layer `layer` (the last by default, so that
-/// V of the last block ends the pool).
+/// V of the last block ends the pool). `int8`: the pool is bytes, each row
+/// `headDim` int8 codes and an f32 scale (pads in bytes too), starting
+/// `poolBase` bytes into `poolI8`.
 struct Case {
   int64_t batch = 1, queries = 1, qHeads = 8, kvHeads = 2, headDim = 64;
   int64_t blockSize = 16, numBlocks = 8, layers = 2, layer = 1;
@@ -61,8 +70,11 @@ struct Case {
   int64_t qPad = 0, outPad = 0, positionPad = 0, headPad = 0;
   Layout qLayout = Layout::kBSHD, outLayout = Layout::kBSHD;
   float scale = 0.125f;
+  bool int8 = false;
+  int64_t poolBase = 0;
   std::vector<int32_t> lens, tables;
   std::vector<float> pool, q;
+  std::vector<int8_t> poolI8;
 
   /// A case of `heads` (query, kv) and `headDim` at block size
   /// `blockSize`, scaled by 1/sqrt(headDim); the caller sets the rest.
@@ -77,7 +89,12 @@ struct Case {
     return c;
   }
 
-  int64_t positionStride() const { return headDim + positionPad; }
+  /// Pool elements (floats or bytes) per K or V row.
+  int64_t rowLen() const { return int8 ? headDim + 4 : headDim; }
+  int64_t positionStride() const { return rowLen() + positionPad; }
+  int64_t poolLen() const { return numBlocks * blockStride(); }
+  int8_t *i8Pool() { return poolI8.data() + poolBase; }
+  const int8_t *i8Pool() const { return poolI8.data() + poolBase; }
   int64_t kvHeadStride() const {
     return blockSize * positionStride() + headPad;
   }
@@ -117,7 +134,7 @@ struct Case {
                 qs.batch,
                 qs.head,
                 qs.token,
-                pool.data(),
+                int8 ? static_cast<const void *>(i8Pool()) : pool.data(),
                 numBlocks,
                 blockStride(),
                 keyOffset(),
@@ -133,27 +150,88 @@ struct Case {
                 out,
                 os.batch,
                 os.head,
-                os.token};
+                os.token,
+                int8 ? pattn::Format::kI8Row : pattn::Format::kF32};
   }
 };
 
+/// The writers' int8 row: scale = max|x| / 127, codes rint(x / scale)
+/// clamped to [-127, 127] (all 0, and scale 0, for a zero row).
+void quantizeRow(const float *x, int64_t n, int8_t *row) {
+  float top = 0.f;
+  for (int64_t d = 0; d < n; ++d)
+    top = std::max(top, std::abs(x[d]));
+  const float scale = top / 127.f;
+  for (int64_t d = 0; d < n; ++d)
+    row[d] = scale == 0.f
+                 ? int8_t(0)
+                 : int8_t(std::clamp(std::rint(x[d] / scale), -127.f, 127.f));
+  std::memcpy(row + n, &scale, sizeof scale);
+}
+
+/// Every element of the pool as the kernel must read it, in double: the
+/// floats, or each int8 row's code * scale at its codes' offsets (bytes
+/// the call must not read: NaN).
+std::vector<double> poolValues(const Case &c) {
+  if (!c.int8)
+    return std::vector<double>(c.pool.begin(), c.pool.end());
+  std::vector<double> values(size_t(c.poolLen()),
+                             std::numeric_limits<double>::quiet_NaN());
+  const int8_t *pool = c.i8Pool();
+  for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+    for (int64_t g = 0; g < c.kvHeads; ++g)
+      for (int64_t r = 0; r < c.blockSize; ++r)
+        for (int64_t row :
+             {c.keyRow(blk, g, r),
+              c.keyRow(blk, g, r) - c.keyOffset() + c.valueOffset()}) {
+          float scale;
+          std::memcpy(&scale, pool + row + c.headDim, sizeof scale);
+          for (int64_t d = 0; d < c.headDim; ++d)
+            values[size_t(row + d)] = double(pool[row + d]) * double(scale);
+        }
+  return values;
+}
+
 /// Random K/V rows of the attended layer (the rest of the pool, padding
-/// included, 1e30), queries and tables (each entry a block of the pool;
-/// the caller plants bad ones). `integers`: values in [-4, 4], so that dot
-/// products are exact in f32.
+/// included, 1e30, or bytes 0x7F: codes 127, scales 3.4e38), queries and
+/// tables (each entry a block of the pool; the caller plants bad ones).
+/// `integers`: values in [-4, 4], so that dot products are exact in f32
+/// (int8: K/V codes in [-127, 127] with one of +-127 per row, scale 1/32
+/// exactly, so that q . K is exact too). An int8 pool is allocated to its
+/// exact end (after `poolBase` bytes).
 void fill(Case &c, std::mt19937 &rng, bool integers = false) {
   std::uniform_real_distribution<float> real(-1.f, 1.f);
   std::uniform_int_distribution<int> small(-4, 4);
   auto value = [&] { return integers ? float(small(rng)) : real(rng); };
-  c.pool.assign(size_t(c.numBlocks * c.blockStride()), 1e30f);
-  for (int64_t blk = 0; blk < c.numBlocks; ++blk)
-    for (int64_t g = 0; g < c.kvHeads; ++g)
-      for (int64_t r = 0; r < c.blockSize; ++r)
-        for (int64_t d = 0; d < c.headDim; ++d) {
-          int64_t k = c.keyRow(blk, g, r) + d;
-          c.pool[size_t(k)] = value();
-          c.pool[size_t(k - c.keyOffset() + c.valueOffset())] = value();
+  if (c.int8) {
+    std::uniform_int_distribution<int> code(-127, 127);
+    c.poolI8.assign(size_t(c.poolBase + c.poolLen()), int8_t(0x7F));
+    std::vector<float> x(size_t(c.headDim));
+    auto row = [&](int64_t at) {
+      for (float &v : x)
+        v = integers ? float(code(rng)) / 32.f : real(rng);
+      if (integers)
+        x[rng() % x.size()] = rng() % 2 ? 127.f / 32.f : -127.f / 32.f;
+      quantizeRow(x.data(), c.headDim, c.i8Pool() + at);
+    };
+    for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+      for (int64_t g = 0; g < c.kvHeads; ++g)
+        for (int64_t r = 0; r < c.blockSize; ++r) {
+          int64_t k = c.keyRow(blk, g, r);
+          row(k);
+          row(k - c.keyOffset() + c.valueOffset());
         }
+  } else {
+    c.pool.assign(size_t(c.poolLen()), 1e30f);
+    for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+      for (int64_t g = 0; g < c.kvHeads; ++g)
+        for (int64_t r = 0; r < c.blockSize; ++r)
+          for (int64_t d = 0; d < c.headDim; ++d) {
+            int64_t k = c.keyRow(blk, g, r) + d;
+            c.pool[size_t(k)] = value();
+            c.pool[size_t(k - c.keyOffset() + c.valueOffset())] = value();
+          }
+  }
   const Strides qs = c.qStrides();
   c.q.assign(size_t(c.extent(qs)), 1e30f);
   for (int64_t b = 0; b < c.batch; ++b)
@@ -177,10 +255,12 @@ void padAndFill(Case &c, std::mt19937 &rng, int index) {
   fill(c, rng);
 }
 
-/// The definition, in double: [batch][qHeads][queries][headDim].
+/// The definition, in double: [batch][qHeads][queries][headDim] (int8:
+/// over the dequantized K and V).
 std::vector<double> reference(const Case &c) {
   std::vector<double> out(size_t(c.batch * c.qHeads * c.queries * c.headDim),
                           0.0);
+  const std::vector<double> pool = poolValues(c);
   const int64_t group = c.qHeads / c.kvHeads;
   const Strides qs = c.qStrides();
   for (int64_t b = 0; b < c.batch; ++b)
@@ -196,17 +276,17 @@ std::vector<double> reference(const Case &c) {
         int64_t g = h / group;
         const float *q = c.q.data() + Case::at(qs, b, h, t);
         std::vector<double> s(static_cast<size_t>(len));
-        std::vector<const float *> v(static_cast<size_t>(len));
+        std::vector<const double *> v(static_cast<size_t>(len));
         for (int64_t p = 0; p < len; ++p) {
           int64_t blk = c.tables[size_t(b * c.tableStride() + p / c.blockSize)];
           if (blk < 0 || blk >= c.numBlocks)
             blk = 0;
           int64_t row = c.keyRow(blk, g, p % c.blockSize);
-          const float *k = c.pool.data() + row;
-          v[size_t(p)] = c.pool.data() + row - c.keyOffset() + c.valueOffset();
+          const double *k = pool.data() + row;
+          v[size_t(p)] = pool.data() + row - c.keyOffset() + c.valueOffset();
           double dot = 0;
           for (int64_t d = 0; d < c.headDim; ++d)
-            dot += double(q[d]) * double(k[d]);
+            dot += double(q[d]) * k[d];
           s[size_t(p)] = double(c.scale) * dot;
         }
         double m = *std::max_element(s.begin(), s.end()), sum = 0;
@@ -218,7 +298,7 @@ std::vector<double> reference(const Case &c) {
             out.data() + ((b * c.qHeads + h) * c.queries + t) * c.headDim;
         for (int64_t p = 0; p < len; ++p)
           for (int64_t d = 0; d < c.headDim; ++d)
-            o[d] += s[size_t(p)] / sum * double(v[size_t(p)][d]);
+            o[d] += s[size_t(p)] / sum * v[size_t(p)][d];
       }
     }
   return out;
@@ -243,9 +323,10 @@ std::vector<float> runPath(Isa isa, const Case &c,
 
 std::string describe(const Case &c) {
   std::ostringstream os;
-  os << "batch " << c.batch << " queries " << c.queries << " heads " << c.qHeads
-     << "/" << c.kvHeads << " headDim " << c.headDim << " blockSize "
-     << c.blockSize << " tableWidth " << c.tableWidth << " layouts q "
+  os << (c.int8 ? "int8 " : "") << "batch " << c.batch << " queries "
+     << c.queries << " heads " << c.qHeads << "/" << c.kvHeads << " headDim "
+     << c.headDim << " blockSize " << c.blockSize << " tableWidth "
+     << c.tableWidth << " layouts q "
      << (c.qLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " out "
      << (c.outLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " lens";
   for (int32_t len : c.lens)
@@ -765,6 +846,323 @@ INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionPath,
                            return std::string(pattn::isaName(info.param));
                          });
 
+//===----------------------------------------------------------------------===//
+// Int8 rows (sitsRuntimePagedAttentionI8)
+//===----------------------------------------------------------------------===//
+
+/// The int8 pool on every path: K/V quantized by the writers' rule, the
+/// reference attending over the dequantized values.
+class PagedAttentionI8Path : public PagedAttentionPath {};
+
+/// Case::shaped over an int8 pool.
+Case int8Shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
+                int64_t blockSize) {
+  Case c = Case::shaped(qHeads, kvHeads, headDim, blockSize);
+  c.int8 = true;
+  return c;
+}
+
+/// Makes the int8 row at byte `row` of the pool all zeros, scale 0.
+void zeroRow(Case &c, int64_t row) {
+  std::memset(c.i8Pool() + row, 0, size_t(c.rowLen()));
+}
+
+TEST_P(PagedAttentionI8Path, MatchesReference) {
+  // Decode and prefill, MHA, GQA 4 and 8, MQA with more heads than one
+  // pass takes; head sizes of 16s, of 8s (AVX2 tiles), and odd (portable,
+  // scales at odd offsets); blocks of 16 and 1; empty, ragged, clamped and
+  // negative lengths; block numbers outside the pool.
+  std::mt19937 rng(101);
+  struct Heads {
+    int64_t q, kv;
+  };
+  int index = 0;
+  for (Heads heads : {Heads{8, 2}, Heads{32, 4}, Heads{4, 4}, Heads{40, 1}})
+    for (int64_t headDim : {64, 128, 40, 24, 37})
+      for (int64_t blockSize : {16, 1})
+        for (int64_t queries : {1, 5}) {
+          if (headDim == 128 && heads.q > 8)
+            continue;
+          Case c = int8Shaped(heads.q, heads.kv, headDim, blockSize);
+          c.queries = queries;
+          c.tableWidth = blockSize == 1 ? 400 : 24;
+          c.numBlocks = blockSize == 1 ? 300 : 40;
+          c.batch = 6;
+          int32_t full = int32_t(c.tableWidth * c.blockSize);
+          int32_t q = int32_t(queries);
+          if (queries == 1)
+            c.lens = {0, 1, 37, int32_t(blockSize * 5), full + 100, -3};
+          else
+            c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
+          if (index % 4 == 3) {
+            c.qLayout = Layout::kBHSD;
+            c.outLayout = Layout::kBHSD;
+          }
+          padAndFill(c, rng, index++);
+          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
+          plantBadBlocks(c, 4);
+          ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+        }
+}
+
+TEST_P(PagedAttentionI8Path, SmallAndSingleSequenceCalls) {
+  std::mt19937 rng(103);
+  for (int64_t headDim : {64, 40, 8, 3})
+    for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 200}) {
+      Case c = int8Shaped(2, 1, headDim, 16);
+      c.tableWidth = 16;
+      c.numBlocks = 16;
+      c.lens = {len};
+      fill(c, rng);
+      ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+    }
+}
+
+TEST_P(PagedAttentionI8Path, LongContextsWithTheSameBitsOnAnyThreadCount) {
+  // Few sequences (each chunk an item, combined afterwards), a decode batch
+  // of 8 x 4 kv heads and a prefill of 4 x 6 queries x 2 kv heads (items
+  // walk their chunks).
+  std::mt19937 rng(107);
+  for (int64_t headDim : {64, 128, 40})
+    for (int64_t blockSize : {16, 1}) {
+      Case split = int8Shaped(8, 2, headDim, blockSize);
+      split.batch = 3;
+      split.tableWidth = 3072 / blockSize;
+      split.numBlocks = blockSize == 1 ? 4000 : 256;
+      split.lens = {3000, 7, 2501};
+      split.outPad = 3;
+      fill(split, rng);
+      split.tables[5] = -7;
+      expectSameBitsOnAnyThreadCount(GetParam(), split);
+      if (HasFatalFailure())
+        return;
+
+      Case decode = int8Shaped(32, 4, headDim, blockSize);
+      decode.batch = 8;
+      decode.tableWidth = 1200 / blockSize;
+      decode.numBlocks = blockSize == 1 ? 1300 : 90;
+      decode.lens = {1100, 600, 0, 257, 1, 256, 512, 1200};
+      fill(decode, rng);
+      decode.tables[size_t(3 * decode.tableStride() + 16 / blockSize)] = -1;
+      expectSameBitsOnAnyThreadCount(GetParam(), decode);
+      if (HasFatalFailure())
+        return;
+
+      Case prefill = int8Shaped(8, 2, headDim, blockSize);
+      prefill.batch = 4;
+      prefill.queries = 6;
+      prefill.tableWidth = 1200 / blockSize;
+      prefill.numBlocks = blockSize == 1 ? 1300 : 90;
+      prefill.lens = {600, 1100, 3, 1300};
+      prefill.outLayout = Layout::kBHSD;
+      fill(prefill, rng);
+      plantBadBlocks(prefill, 1);
+      expectSameBitsOnAnyThreadCount(GetParam(), prefill);
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+TEST_P(PagedAttentionI8Path, LeftPaddedQueriesGetZeros) {
+  std::mt19937 rng(109);
+  for (int32_t len : {0, 1, 3, 4, 5, 300}) {
+    Case c = int8Shaped(8, 2, 40, 16);
+    c.queries = 5;
+    c.tableWidth = 24;
+    c.numBlocks = 30;
+    c.lens = {len};
+    fill(c, rng);
+    std::vector<float> out = runPath(GetParam(), c);
+    ASSERT_TRUE(matchesReference(c, out));
+    const Strides os = c.outStrides();
+    for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
+      for (int64_t h = 0; h < c.qHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 0, h, t) + d)], 0.f)
+              << "len " << len << " query " << t;
+  }
+}
+
+TEST_P(PagedAttentionI8Path, ZeroRowsHaveScaleZero) {
+  // Rows of zeros (scale 0, codes 0): scattered K and V rows, and every
+  // row of the second sequence (all scores 0, every value 0: zeros out).
+  std::mt19937 rng(113);
+  for (int64_t headDim : {64, 40, 37}) {
+    Case c = int8Shaped(8, 2, headDim, 16);
+    c.batch = 2;
+    c.queries = 3;
+    c.tableWidth = 8;
+    c.numBlocks = 20;
+    c.lens = {120, 100};
+    fill(c, rng);
+    // Sequence 1 alone reads blocks 10..16; sequence 0 the others.
+    for (int64_t m = 0; m < c.tableWidth; ++m) {
+      c.tables[size_t(m)] = int32_t(m % 10);
+      c.tables[size_t(c.tableStride() + m)] = int32_t(10 + m);
+    }
+    const int64_t vDelta = c.valueOffset() - c.keyOffset();
+    for (int64_t blk = 0; blk < 10; ++blk)
+      for (int64_t g = 0; g < c.kvHeads; ++g)
+        for (int64_t r = int64_t(rng() % 3); r < c.blockSize; r += 3)
+          zeroRow(c, c.keyRow(blk, g, r) + (r % 2 ? vDelta : 0));
+    for (int64_t blk = 10; blk < c.numBlocks; ++blk)
+      for (int64_t g = 0; g < c.kvHeads; ++g)
+        for (int64_t r = 0; r < c.blockSize; ++r) {
+          zeroRow(c, c.keyRow(blk, g, r));
+          zeroRow(c, c.keyRow(blk, g, r) + vDelta);
+        }
+    std::vector<float> out = runPath(GetParam(), c);
+    ASSERT_TRUE(matchesReference(c, out));
+    const Strides os = c.outStrides();
+    for (int64_t t = 0; t < c.queries; ++t)
+      for (int64_t h = 0; h < c.qHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 1, h, t) + d)], 0.f);
+  }
+}
+
+TEST_P(PagedAttentionI8Path, LargeScoresDoNotOverflow) {
+  // Exact integer dot products and scale 1/32 (see fill): scores up to
+  // about +-1000, in one chunk, split and walked.
+  std::mt19937 rng(127);
+  for (int64_t headDim : {64, 40})
+    for (int64_t queries : {1, 8}) {
+      Case c = int8Shaped(4, 2, headDim, 16);
+      c.batch = 2;
+      c.queries = queries;
+      c.tableWidth = 72;
+      c.numBlocks = 80;
+      c.scale = 1.f;
+      c.lens = {100, 1100};
+      fill(c, rng, /*integers=*/true);
+      expectSameBitsOnAnyThreadCount(GetParam(), c);
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+TEST_P(PagedAttentionI8Path, UnalignedRowsAndPaddedStrides) {
+  // The pool at an odd address and rows at odd offsets (odd padding after
+  // each row and kv head): the scales are unaligned.
+  std::mt19937 rng(131);
+  int index = 0;
+  for (int64_t queries : {1, 4})
+    for (int64_t blockSize : {16, 1})
+      for (int64_t headDim : {64, 40, 37}) {
+        Case c = int8Shaped(8, 2, headDim, blockSize);
+        c.batch = 3;
+        c.queries = queries;
+        c.tableWidth = blockSize == 1 ? 320 : 20;
+        c.numBlocks = blockSize == 1 ? 300 : 30;
+        c.poolBase = 1 + index % 3;
+        c.positionPad = 1 + 2 * (index % 2);
+        c.headPad = 5;
+        c.tablePad = 3;
+        c.lens = {290, 17, 0};
+        ++index;
+        fill(c, rng);
+        plantBadBlocks(c, 1);
+        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+      }
+}
+
+TEST_P(PagedAttentionI8Path, StridesAndOffsetsAsGiven) {
+  // Not the compiler's layout: block = [pad 5][V][K][pad 3] (odd offsets),
+  // layer 0 of 1.
+  std::mt19937 rng(139);
+  for (int64_t headDim : {32, 37}) {
+    Case c = int8Shaped(6, 3, headDim, 4);
+    c.batch = 2;
+    c.tableWidth = 20;
+    c.numBlocks = 10;
+    c.lens = {77, 30};
+    c.layers = 1;
+    c.layer = 0;
+    fill(c, rng);
+    const int64_t part = c.layerPart(), stride = 2 * part + 8;
+    std::vector<int8_t> pool(size_t(c.numBlocks * stride), int8_t(0x7F));
+    for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+      for (int64_t i = 0; i < part; ++i) {
+        pool[size_t(blk * stride + 5 + part + i)] =
+            c.i8Pool()[blk * c.blockStride() + c.keyOffset() + i];
+        pool[size_t(blk * stride + 5 + i)] =
+            c.i8Pool()[blk * c.blockStride() + c.valueOffset() + i];
+      }
+    EXPECT_TRUE(matchesReference(c, runPath(GetParam(), c, [&](Args &a) {
+                                   a.pool = pool.data();
+                                   a.blockStride = stride;
+                                   a.keyOffset = 5 + part;
+                                   a.valueOffset = 5;
+                                 })));
+  }
+}
+
+TEST_P(PagedAttentionI8Path, BadArgumentsLeaveTheOutputAlone) {
+  std::mt19937 rng(137);
+  Case c = int8Shaped(8, 2, 64, 16);
+  c.batch = 2;
+  c.queries = 3;
+  fill(c, rng);
+  ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+  // Dense rows of 68 bytes: the last layer's V rows end the block.
+  ASSERT_EQ(c.positionStride(), 68);
+  ASSERT_EQ(c.valueOffset() + c.kvHeads * c.kvHeadStride(), c.blockStride());
+  const int64_t bs = c.blockStride();
+  struct Bad {
+    const char *what;
+    std::function<void(Args &)> set;
+  };
+  const Bad bads[] = {
+      // The scale's 4 bytes count: each of these would fit f32 rows.
+      {"V scale past the block", [](Args &a) { a.valueOffset += 1; }},
+      {"V row past the block", [](Args &a) { a.valueOffset += 4; }},
+      {"kv heads past the block", [](Args &a) { a.kvHeadStride += 1; }},
+      {"positions past the block", [](Args &a) { a.positionStride += 1; }},
+      {"block too small",
+       [=](Args &a) {
+         a.keyOffset = a.valueOffset = 0;
+         a.blockStride = bs / 4 - 1;
+       }},
+      // Rows that overlap the next position's.
+      {"positionStride < headDim + 4", [](Args &a) { a.positionStride = 67; }},
+      {"positionStride headDim", [](Args &a) { a.positionStride = 64; }},
+      {"headDim + 4 overflows", [](Args &a) { a.headDim = INT64_MAX - 2; }},
+      {"pool overflows", [=](Args &a) { a.numBlocks = INT64_MAX / bs + 1; }},
+      {"null pool", [](Args &a) { a.pool = nullptr; }},
+      {"qHeads % kvHeads", [](Args &a) { a.kvHeads = 3; }},
+      {"negative positionStride", [](Args &a) { a.positionStride = -1; }},
+      {"token rows overlap", [](Args &a) { a.outTokenStride = 511; }},
+      {"unknown format", [](Args &a) { a.format = pattn::Format(7); }},
+  };
+  for (const Bad &b : bads) {
+    std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
+                           kUntouched);
+    Args a = c.args(out.data() + kGuard);
+    b.set(a);
+    ASSERT_TRUE(pattn::run(GetParam(), a)) << b.what;
+    for (float v : out)
+      ASSERT_EQ(v, kUntouched) << b.what;
+  }
+  // One position per block: positionStride is not used, any value goes.
+  Case one = int8Shaped(8, 2, 40, 1);
+  one.tableWidth = 50;
+  one.numBlocks = 60;
+  one.lens = {45};
+  fill(one, rng);
+  for (int64_t stride : {0, 5, 43})
+    EXPECT_TRUE(matchesReference(
+        one,
+        runPath(GetParam(), one, [&](Args &a) { a.positionStride = stride; })))
+        << "positionStride " << stride;
+}
+
+INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionI8Path,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2,
+                                           Isa::kAvx512),
+                         [](const ::testing::TestParamInfo<Isa> &info) {
+                           return std::string(pattn::isaName(info.param));
+                         });
+
 using AttentionFn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
                              const float *, int64_t, int64_t, int64_t,
                              const float *, int64_t, int64_t, int64_t, int64_t,
@@ -794,7 +1192,44 @@ TEST(PagedAttention, ExportedSymbolRunsTheSelectedPath) {
                            kUntouched);
     Args a = c.args(out.data() + kGuard);
     fn(a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim, a.q, a.qBatchStride,
-       a.qHeadStride, a.qTokenStride, a.pool, a.numBlocks, a.blockStride,
+       a.qHeadStride, a.qTokenStride, c.pool.data(), a.numBlocks, a.blockStride,
+       a.keyOffset, a.valueOffset, a.kvHeadStride, a.blockSize,
+       a.positionStride, a.tables, a.tableWidth, a.tableStride, a.contextLens,
+       a.scale, a.out, a.outBatchStride, a.outHeadStride, a.outTokenStride);
+    EXPECT_TRUE(matchesReference(c, out))
+        << pattn::isaName(pattn::selectedIsa());
+  }
+}
+
+using AttentionI8Fn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
+                               const float *, int64_t, int64_t, int64_t,
+                               const int8_t *, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t,
+                               const int32_t *, int64_t, int64_t,
+                               const int32_t *, float, float *, int64_t,
+                               int64_t, int64_t);
+
+TEST(PagedAttention, ExportedI8SymbolRunsTheSelectedPath) {
+  void *self = dlopen(nullptr, RTLD_NOW);
+  auto fn = reinterpret_cast<AttentionI8Fn>(
+      dlsym(self, "sitsRuntimePagedAttentionI8"));
+  ASSERT_NE(fn, nullptr);
+  std::mt19937 rng(14);
+  for (int64_t queries : {1, 3}) {
+    Case c = int8Shaped(32, 4, 64, 16);
+    c.batch = 3;
+    c.queries = queries;
+    c.tableWidth = 40;
+    c.numBlocks = 64;
+    c.lens = {600, 0, 33};
+    c.outPad = 2;
+    c.outLayout = queries > 1 ? Layout::kBHSD : Layout::kBSHD;
+    fill(c, rng);
+    std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
+                           kUntouched);
+    Args a = c.args(out.data() + kGuard);
+    fn(a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim, a.q, a.qBatchStride,
+       a.qHeadStride, a.qTokenStride, c.i8Pool(), a.numBlocks, a.blockStride,
        a.keyOffset, a.valueOffset, a.kvHeadStride, a.blockSize,
        a.positionStride, a.tables, a.tableWidth, a.tableStride, a.contextLens,
        a.scale, a.out, a.outBatchStride, a.outHeadStride, a.outTokenStride);
@@ -881,6 +1316,109 @@ TEST(PagedAttention, DISABLED_Bench) {
                     (long long)batch, context, 2, seconds * 1e6,
                     bytes / seconds * 1e-9);
       }
+  }
+  SITS_ASSERT_OK(setNumThreads(0));
+}
+
+/// Time per decode call over an f32 and an int8 pool of the same shape
+/// (head size 64, blocks of 16 scattered over the pool, 2 threads, each
+/// call the next of 4 layers), and the K/V bytes read per second.
+/// $SITS_PATTN_BENCH_PATHS (e.g. "avx512") picks the paths.
+TEST(PagedAttention, DISABLED_BenchI8) {
+  const int64_t headDim = 64, blockSize = 16, layers = 4, maxBatch = 8;
+  const int64_t maxContext = 4096, tableWidth = maxContext / blockSize;
+  const int64_t numBlocks = maxBatch * tableWidth;
+  const char *paths = std::getenv("SITS_PATTN_BENCH_PATHS");
+  SITS_ASSERT_OK(setNumThreads(2));
+  std::printf("%-7s %5s %5s %7s %11s %11s %7s %8s %8s\n", "path", "heads",
+              "batch", "context", "f32 us", "int8 us", "speedup", "f32 GB/s",
+              "i8 GB/s");
+  struct Heads {
+    int64_t q, kv;
+  };
+  for (Heads heads : {Heads{8, 2}, Heads{32, 4}}) {
+    std::mt19937 rng(1);
+    // Row lengths in pool elements: floats, or bytes of codes and scale.
+    const int64_t rowF32 = headDim, rowI8 = headDim + 4;
+    auto partOf = [&](int64_t row) { return heads.kv * blockSize * row; };
+    std::vector<float> pool(size_t(numBlocks * layers * 2 * partOf(rowF32)));
+    for (float &v : pool)
+      v = float(int(rng() % 2001) - 1000) * 1e-3f;
+    std::vector<int8_t> poolI8(size_t(numBlocks * layers * 2 * partOf(rowI8)));
+    for (size_t row = 0; row < poolI8.size() / size_t(rowI8); ++row)
+      quantizeRow(pool.data() + row * size_t(rowF32), headDim,
+                  poolI8.data() + row * size_t(rowI8));
+    std::vector<int32_t> blocks(static_cast<size_t>(numBlocks));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    std::vector<float> q(size_t(maxBatch * heads.q * headDim), 0.05f);
+    std::vector<float> out(q.size());
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+      if (!pattn::isaAvailable(isa) ||
+          (paths && !std::strstr(paths, pattn::isaName(isa))))
+        continue;
+      for (int64_t batch : {1, 8})
+        for (int32_t context : {1024, 4096}) {
+          std::vector<int32_t> lens(size_t(batch), context);
+          double seconds[2];
+          for (int i8 = 0; i8 < 2; ++i8) {
+            const int64_t row = i8 ? rowI8 : rowF32, part = partOf(row);
+            auto call = [&](size_t i) {
+              int64_t layer = int64_t(i % layers);
+              Args a{batch,
+                     1,
+                     heads.q,
+                     heads.kv,
+                     headDim,
+                     q.data(),
+                     heads.q * headDim,
+                     headDim,
+                     0,
+                     i8 ? static_cast<const void *>(poolI8.data())
+                        : pool.data(),
+                     numBlocks,
+                     layers * 2 * part,
+                     layer * 2 * part,
+                     layer * 2 * part + part,
+                     blockSize * row,
+                     blockSize,
+                     row,
+                     blocks.data(),
+                     tableWidth,
+                     tableWidth,
+                     lens.data(),
+                     0.125f,
+                     out.data(),
+                     heads.q * headDim,
+                     headDim,
+                     0,
+                     i8 ? pattn::Format::kI8Row : pattn::Format::kF32};
+              pattn::run(isa, a);
+            };
+            for (size_t i = 0; i < 8; ++i)
+              call(i);
+            auto start = std::chrono::steady_clock::now();
+            size_t calls = 0;
+            double elapsed = 0;
+            do {
+              call(calls++);
+              elapsed = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+            } while (elapsed < 0.3 || calls < 5);
+            seconds[i8] = elapsed / double(calls);
+          }
+          double rows = double(batch) * context * heads.kv * 2;
+          std::printf("%-7s %2lld/%-2lld %5lld %7d %11.2f %11.2f %7.2f %8.1f "
+                      "%8.1f\n",
+                      pattn::isaName(isa), (long long)heads.q,
+                      (long long)heads.kv, (long long)batch, context,
+                      seconds[0] * 1e6, seconds[1] * 1e6,
+                      seconds[0] / seconds[1],
+                      rows * double(rowF32 * 4) / seconds[0] * 1e-9,
+                      rows * double(rowI8) / seconds[1] * 1e-9);
+        }
+    }
   }
   SITS_ASSERT_OK(setNumThreads(0));
 }

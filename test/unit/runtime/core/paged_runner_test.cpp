@@ -4,11 +4,11 @@
 // logits echo every input (the context summed through the block table, the
 // last token's id, position and slot, the context length) and which writes
 // each new token's K/V into its slot of the kv::Memory pool. The tests
-// check create()'s signature and pool checks, the split of a step into a
-// decode call and a left-padded prefill call, the K/V in the pool slot by
-// slot (padding writes nothing), copies before the model, model errors, the
-// exact widening of f16 / bf16 logits and the rejection of inconsistent
-// sequences.
+// check create()'s signature and pool checks (quantized int8 pools
+// included), the split of a step into a decode call and a left-padded
+// prefill call, the K/V in the pool slot by slot (padding writes nothing),
+// copies before the model, model errors, the exact widening of f16 / bf16
+// logits and the rejection of inconsistent sequences.
 //
 //===----------------------------------------------------------------------===//
 #include "core_test_util.h"
@@ -101,6 +101,7 @@ struct PoolShape {
   int64_t layers = kLayers, heads = kHeads, blockSize = kBlockSize,
           headDim = kHeadDim;
   kv::DType dtype = kv::DType::kF32;
+  kv::KVQuantization quantization = kv::KVQuantization::kNone;
 };
 
 std::shared_ptr<kv::Memory> makeMemory(int64_t blocks = 8,
@@ -112,6 +113,7 @@ std::shared_ptr<kv::Memory> makeMemory(int64_t blocks = 8,
   c.num_kv_heads = shape.heads;
   c.head_dim = shape.headDim;
   c.dtype = shape.dtype;
+  c.quantization = shape.quantization;
   c.num_host_blocks = 2;
   StatusOr<std::unique_ptr<kv::Memory>> m = kv::Memory::create(c);
   EXPECT_TRUE(m.ok()) << m.status().toString();
@@ -305,6 +307,47 @@ TEST(PagedRunner, CreateRejectsAPoolThatDoesNotFitTheModel) {
   std::vector<Arg> args = decoderArgs();
   args[2].dtype = "f16";
   expectCreateError(args, "the model expects kv_pool: f16[?, 2, 2, 2, 4, 3]");
+}
+
+TEST(PagedRunner, AQuantizedPoolIsInt8RowsWithTheirScale) {
+  // per_token_head: each row is head_dim int8 codes + a 4-byte f32 scale, so
+  // the model declares kv_pool i8[?, layers, 2, heads, bs, head_dim + 4].
+  PoolShape quantized;
+  quantized.dtype = kv::DType::kInt8;
+  quantized.quantization = kv::KVQuantization::kPerTokenHead;
+  std::vector<Arg> i8 = decoderArgs();
+  i8[2].dtype = "i8";
+  i8[2].shape.back() = kHeadDim + 4;
+  std::shared_ptr<kv::Memory> memory = makeMemory(8, quantized);
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(memory->layout().token_stride, kHeadDim + 4);
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", i8)}), memory),
+            nullptr);
+  // Dynamic extents take it too.
+  std::vector<Arg> dynamic = i8;
+  dynamic[2].shape = {-1, -1, -1, -1, -1, -1};
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", dynamic)}), memory),
+            nullptr);
+  // A quantized memory with an f32 model, and with an i8 model of plain
+  // head_dim rows.
+  expectCreateError(decoderArgs(),
+                    "the KV pool is int8[8, 2, 2, 2, 4, 7] (per_token_head: 3 "
+                    "codes + an f32 scale per row), the model expects "
+                    "kv_pool: f32[?, 2, 2, 2, 4, 3]",
+                    memory);
+  std::vector<Arg> plainI8 = decoderArgs();
+  plainI8[2].dtype = "i8";
+  expectCreateError(plainI8, "the model expects kv_pool: i8[?, 2, 2, 2, 4, 3]",
+                    memory);
+  // An f32 memory, and an unquantized int8 memory, with the quantized model.
+  expectCreateError(i8, "the KV pool is f32[8, 2, 2, 2, 4, 3], the model "
+                        "expects kv_pool: i8[?, 2, 2, 2, 4, 7]");
+  PoolShape int8;
+  int8.dtype = kv::DType::kInt8;
+  expectCreateError(i8,
+                    "the KV pool is int8[8, 2, 2, 2, 4, 3], the model "
+                    "expects kv_pool: i8[?, 2, 2, 2, 4, 7]",
+                    makeMemory(8, int8));
 }
 
 TEST(PagedRunner, CreateRejectsABadLogitsOutput) {

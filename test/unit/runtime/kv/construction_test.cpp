@@ -119,6 +119,79 @@ TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
   EXPECT_EQ(Allocator::create(h).status().info().subject, "hash_algo");
 }
 
+TEST(KVAlloc, QuantizedGeometryCountsTheScales) {
+  // per_token_head: each row is head_dim int8 codes + a 4-byte f32 scale.
+  PoolConfig c = poolConfig(32);
+  c.dtype = DType::kInt8;
+  c.quantization = KVQuantization::kPerTokenHead;
+  c.num_host_blocks = 8;
+  auto g = validatePoolConfig(c);
+  KV_ASSERT_OK(g);
+  // kv 2 × 2 layers × 2 heads × block_size 16 × (64 codes + 4).
+  EXPECT_EQ(g->bytes_per_block, 2 * 2 * 2 * 16 * (64 + 4));
+  EXPECT_EQ(g->total_bytes, 32 * g->bytes_per_block);
+  EXPECT_EQ(g->host_total_bytes, 8 * g->bytes_per_block);
+  auto a = makePool(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
+  // Unquantized int8: head_dim bytes per row, as before.
+  c.quantization = KVQuantization::kNone;
+  EXPECT_EQ(validatePoolConfig(c)->bytes_per_block, 2 * 2 * 2 * 16 * 64);
+  // The scale counts in the overflow check: with one layer, head and token
+  // per block, 2 × (2^62 − 2) bytes fit int64 (the pool's total does not),
+  // 2 × (2^62 − 2 + 4) do not.
+  PoolConfig o = poolConfig(2, 1);
+  o.num_layers = o.num_kv_heads = 1;
+  o.dtype = DType::kInt8;
+  o.head_dim = (int64_t(1) << 62) - 2;
+  EXPECT_EQ(validatePoolConfig(o).status().info().subject, "total_bytes");
+  o.quantization = KVQuantization::kPerTokenHead;
+  EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
+  o.head_dim = INT64_MAX - 3; // the row itself overflows
+  EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
+}
+
+TEST(KVAlloc, PerTokenHeadNeedsInt8AndNamesAreChecked) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3,
+                  DType::kFP8E5M2}) {
+    PoolConfig c = poolConfig(32);
+    c.dtype = d;
+    c.quantization = KVQuantization::kPerTokenHead;
+    auto r = Allocator::create(c);
+    ASSERT_FALSE(r.ok()) << dtypeName(d);
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().info().subject, "quantization");
+    EXPECT_NE(r.status().message().find("dtype int8"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(dtypeName(d)), std::string::npos)
+        << r.status().message();
+  }
+  PoolConfig c = poolConfig(32);
+  c.quantization = static_cast<KVQuantization>(9);
+  auto r = Allocator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().info().subject, "quantization");
+  EXPECT_NE(r.status().message().find(supportedKVQuantizations()),
+            std::string::npos);
+
+  EXPECT_EQ(*parseKVQuantization("none"), KVQuantization::kNone);
+  EXPECT_EQ(*parseKVQuantization("per_token_head"),
+            KVQuantization::kPerTokenHead);
+  for (const char *bad : {"int8", "per_token", "PER_TOKEN_HEAD", ""}) {
+    auto p = parseKVQuantization(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(p.status().info().subject, "quantization");
+    EXPECT_NE(p.status().message().find("supported: none, per_token_head"),
+              std::string::npos)
+        << p.status().message();
+  }
+  EXPECT_STREQ(kvQuantizationName(KVQuantization::kPerTokenHead),
+               "per_token_head");
+  EXPECT_STREQ(kvQuantizationName(KVQuantization::kNone), "none");
+  EXPECT_EQ(PoolConfig().quantization, KVQuantization::kNone);
+}
+
 TEST(KVAlloc, T05_SingleBlockPool) {
   PoolConfig c = poolConfig(1);
   auto r = Allocator::create(c);

@@ -36,6 +36,15 @@ PoolConfig smallConfig(int64_t device, int64_t host = 0) {
   return c;
 }
 
+/// smallConfig with int8 codes and a per-(token, head) f32 scale: rows of
+/// 4 codes + 4 scale bytes, 256-byte blocks.
+PoolConfig quantizedConfig(int64_t device, int64_t host = 0) {
+  PoolConfig c = smallConfig(device, host);
+  c.dtype = DType::kInt8;
+  c.quantization = KVQuantization::kPerTokenHead;
+  return c;
+}
+
 std::unique_ptr<Memory> makeMemory(const PoolConfig &c,
                                    MemoryOptions options = MemoryOptions()) {
   auto r = Memory::create(c, std::move(options));
@@ -274,6 +283,56 @@ TEST(KVMemory, SizesAndLayoutFollowTheConfig) {
   EXPECT_TRUE(allBytes(m->data(Tier::kHost), 5 * 512, 0));
 }
 
+TEST(KVMemory, QuantizedRowsCarryTheirScale) {
+  auto m = makeMemory(quantizedConfig(8, 3));
+  ASSERT_TRUE(m);
+  const MemoryLayout &l = m->layout();
+  EXPECT_EQ(l.elem_size, 1);
+  EXPECT_EQ(l.scale_size, 4);
+  EXPECT_EQ(l.scale_offset, 4);   // after head_dim 4 int8 codes
+  EXPECT_EQ(l.token_stride, 8);   // codes + scale
+  EXPECT_EQ(l.head_stride, 32);   // × block_size 4
+  EXPECT_EQ(l.kv_stride, 64);     // × 2 heads
+  EXPECT_EQ(l.layer_stride, 128); // × K, V
+  EXPECT_EQ(l.block_stride, 256); // × 2 layers
+  EXPECT_EQ(l.block_stride, m->geometry().bytes_per_block);
+  EXPECT_EQ(l.offset(3, 1, 1, 1, 2), 3 * 256 + 128 + 64 + 32 + 2 * 8);
+  EXPECT_EQ(m->bytes(Tier::kDevice), 8 * 256);
+  EXPECT_EQ(m->bytes(Tier::kHost), 3 * 256);
+  EXPECT_EQ(m->blockLayer(Tier::kDevice, 7, 1),
+            static_cast<char *>(m->data(Tier::kDevice)) + 7 * 256 + 128);
+  EXPECT_TRUE(allBytes(m->data(Tier::kDevice), 8 * 256, 0));
+  // The scale of row (b, l, kv, h, t): element = code × scale.
+  auto *base = static_cast<uint8_t *>(m->data(Tier::kDevice));
+  const float scale = 0.25f;
+  std::memcpy(base + l.offset(5, 1, 0, 1, 3) + l.scale_offset, &scale, 4);
+  base[l.offset(5, 1, 0, 1, 3) + 2] = uint8_t(int8_t(-8));
+  float got;
+  std::memcpy(&got, base + 5 * 256 + 128 + 32 + 3 * 8 + 4, 4);
+  EXPECT_EQ(float(int8_t(base[5 * 256 + 128 + 32 + 3 * 8 + 2])) * got, -2.0f);
+  // An unquantized pool: no scale, rows of head_dim elements.
+  PoolConfig plain = quantizedConfig(8);
+  plain.quantization = KVQuantization::kNone;
+  auto p = makeMemory(plain);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->layout().scale_size, 0);
+  EXPECT_EQ(p->layout().scale_offset, 4);
+  EXPECT_EQ(p->layout().token_stride, 4);
+  EXPECT_EQ(p->layout().block_stride, 128);
+  EXPECT_EQ(smallConfig(1).quantization, KVQuantization::kNone);
+  EXPECT_EQ(makeMemory(smallConfig(8))->layout().scale_size, 0);
+}
+
+TEST(KVMemory, QuantizedPoolsNeedInt8) {
+  PoolConfig c = quantizedConfig(8);
+  c.dtype = DType::kF32;
+  auto r = Memory::create(c);
+  ASSERT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().info().subject, "quantization");
+  c.dtype = DType::kF16;
+  EXPECT_EQ(Memory::create(c).status().info().subject, "quantization");
+}
+
 TEST(KVMemory, NoHostTierAllocatesNothingForIt) {
   auto m = makeMemory(smallConfig(4));
   ASSERT_TRUE(m);
@@ -456,6 +515,97 @@ TEST(KVMemory, PartialCopyMovesTheValidPrefixOfEveryTile) {
   EXPECT_EQ(backend->kinds, (std::vector<CopyKind>{CopyKind::kDeviceToDevice,
                                                    CopyKind::kDeviceToHost,
                                                    CopyKind::kHostToDevice}));
+}
+
+TEST(KVMemory, QuantizedCopiesMoveCodesAndScales) {
+  auto m = makeMemory(quantizedConfig(6, 2));
+  ASSERT_TRUE(m);
+  const MemoryLayout &l = m->layout();
+  // Every byte of block 1 distinct from its neighbours', the scales f32
+  // values of their own (row r, token t: scale r + t / 8).
+  auto *src = static_cast<uint8_t *>(m->block(Tier::kDevice, 1));
+  for (int64_t i = 0; i < l.block_stride; ++i)
+    src[i] = uint8_t(i * 7 + 1);
+  const int64_t rows = l.num_layers * l.kv_factor * l.num_kv_heads;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < l.block_size; ++t) {
+      const float scale = float(r) + float(t) / 8 + 0.5f;
+      std::memcpy(src + r * l.head_stride + t * l.token_stride + l.scale_offset,
+                  &scale, sizeof(scale));
+    }
+  auto *dst = static_cast<uint8_t *>(m->block(Tier::kDevice, 2));
+  std::memset(dst, 0xEE, size_t(l.block_stride));
+  // A partial copy (CoW of a 3-token tail): codes and scales of tokens 0-2.
+  const BlockCopy cow{0, Tier::kDevice, 1, Tier::kDevice, 2, 3};
+  KV_ASSERT_OK(m->apply(&cow, 1));
+  for (int64_t layer = 0; layer < 2; ++layer)
+    for (int64_t kv = 0; kv < 2; ++kv)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t row = l.offset(0, layer, kv, h, t);
+          for (int64_t i = 0; i < l.token_stride; ++i)
+            EXPECT_EQ(dst[row + i], t < 3 ? src[row + i] : 0xEE)
+                << layer << " " << kv << " " << h << " " << t << " " << i;
+          if (t < 3) {
+            float got, want;
+            std::memcpy(&got, dst + row + l.scale_offset, 4);
+            std::memcpy(&want, src + row + l.scale_offset, 4);
+            EXPECT_EQ(got, want);
+            EXPECT_EQ(got,
+                      float((layer * 2 + kv) * 2 + h) + float(t) / 8 + 0.5f);
+          }
+        }
+  // Byte past the block's last row untouched (block 3 was zero).
+  EXPECT_TRUE(allBytes(m->block(Tier::kDevice, 3), size_t(l.block_stride), 0));
+  // Full copies across tiers carry everything: device 1 → host 1 → device 4,
+  // and a partial swap of 1 token: device 1 → host 0.
+  std::memset(m->block(Tier::kHost, 0), 0x55, size_t(l.block_stride));
+  const std::vector<BlockCopy> chain = {
+      {1, Tier::kDevice, 1, Tier::kHost, 1, 4},
+      {1, Tier::kHost, 1, Tier::kDevice, 4, 4},
+      {1, Tier::kDevice, 1, Tier::kHost, 0, 1},
+  };
+  KV_ASSERT_OK(m->apply(chain));
+  EXPECT_EQ(std::memcmp(m->block(Tier::kHost, 1), src, 256), 0);
+  EXPECT_EQ(std::memcmp(m->block(Tier::kDevice, 4), src, 256), 0);
+  auto *host0 = static_cast<uint8_t *>(m->block(Tier::kHost, 0));
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(std::memcmp(host0 + r * l.head_stride, src + r * l.head_stride,
+                          size_t(l.token_stride)),
+              0)
+        << "row " << r;
+    EXPECT_TRUE(allBytes(host0 + r * l.head_stride + l.token_stride,
+                         size_t(l.head_stride - l.token_stride), 0x55))
+        << "row " << r;
+  }
+}
+
+TEST(KVMemory, QuantizedContentFollowsTheBlocks) {
+  // The kernel writes every byte of a row (codes and scale): fork + CoW,
+  // swap out and in, eviction offload and onboarding keep each sequence's
+  // rows whole.
+  Harness h(quantizedConfig(12, 8));
+  ASSERT_TRUE(h.alloc && h.mem);
+  EXPECT_EQ(h.L().token_stride, 8);
+  KV_ASSERT_OK(h.add(1, tokenRange(10, 100))); // [1, 2, 3], tail of 2
+  KV_ASSERT_OK(h.fork(1, 2, -1));
+  KV_ASSERT_OK(h.append(2, {7})); // CoW of the shared 2-token tail
+  EXPECT_EQ(h.copiesApplied, 1);
+  h.checkAll();
+  KV_ASSERT_OK(h.swapOut(1));
+  KV_ASSERT_OK(h.add(3, tokenRange(20, 500)));
+  h.checkAll();
+  KV_ASSERT_OK(h.free(3));
+  KV_ASSERT_OK(h.swapIn(1));
+  h.checkAll();
+  KV_ASSERT_OK(h.free(2));
+  KV_ASSERT_OK(h.free(1));                     // its sealed blocks are cached
+  KV_ASSERT_OK(h.add(4, tokenRange(44, 900))); // offloads the cached ones
+  KV_ASSERT_OK(h.free(4));
+  KV_ASSERT_OK(h.add(5, tokenRange(10, 100))); // onboarded from the host
+  EXPECT_GT(stats(*h.alloc).onboards, 0);
+  h.checkAll();
+  KV_ASSERT_INVARIANTS(*h.alloc);
 }
 
 TEST(KVMemory, ForkThenWriteCopiesTheSharedTail) {

@@ -4,7 +4,8 @@
 // `PagedRunner` is the `ModelRunner` of a decoder compiled with
 // `kv_cache="paged"`: its entry point takes input_ids [B, T] (i64),
 // optionally position_ids [B, T] (i64), kv_pool (the device tier of a
-// `kv::Memory`, [blocks, layers, kv, heads, block_size, head_dim]),
+// `kv::Memory`, [blocks, layers, kv, heads, block_size, head_dim]; i8
+// [..., head_dim + 4] for a per_token_head pool: codes, then the scale),
 // block_tables [B, N] (i32), slot_mapping [B, T] (i64) and context_lens [B]
 // (i32), and returns logits [B, T or 1, vocab] (f32, or f16/bf16 widened to
 // f32 for the engine). Attention reads every

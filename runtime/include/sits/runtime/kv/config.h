@@ -38,6 +38,27 @@ StatusOr<DType> parseDType(std::string_view name);
 /// "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8".
 const char *supportedDTypes();
 
+/// How the KV elements are quantized (spec §geometry's "scale blocks for
+/// quantized dtypes"; see "Memory" in runtime/src/kv/README.md).
+enum class KVQuantization : int32_t {
+  /// Elements are stored as `dtype` values.
+  kNone = 0,
+  /// Each (block, layer, kv, head, token) row is `head_dim` int8 codes
+  /// followed by one little-endian f32 scale: element = code × scale.
+  /// Valid only with dtype int8.
+  kPerTokenHead = 1,
+};
+
+/// "none" / "per_token_head".
+const char *kvQuantizationName(KVQuantization quantization);
+/// Parses a quantization name; the error lists the supported set.
+StatusOr<KVQuantization> parseKVQuantization(std::string_view name);
+/// "none, per_token_head".
+const char *supportedKVQuantizations();
+/// Bytes of the scale stored after each row's codes: 4 (f32) with
+/// kPerTokenHead, 0 without quantization (or for a value outside the enum).
+int64_t kvScaleSize(KVQuantization quantization);
+
 /// How the runtime executes the copies the allocator emits (spec O12).
 enum class CopyOrdering : int32_t {
   /// Each epoch's copies run on the compute stream before that step's
@@ -90,10 +111,16 @@ struct PoolConfig {
   /// SHA-256.
   bool verify_hits = false;
   CopyOrdering copy_ordering = CopyOrdering::kStreamOrdered;
+  /// kPerTokenHead (dtype int8 only): every row of `head_dim` codes carries
+  /// its f32 scale, and bytes_per_block counts the scales.
+  KVQuantization quantization = KVQuantization::kNone;
 };
 
 /// Sizes derived from a valid config.
 struct PoolGeometry {
+  /// kv_factor × num_layers × num_kv_heads × block_size × token bytes, where
+  /// token bytes = head_dim × sizeof(dtype) + the scale (4 with
+  /// per_token_head quantization, else 0).
   int64_t bytes_per_block = 0;
   /// num_blocks × bytes_per_block (device tier).
   int64_t total_bytes = 0;
@@ -108,8 +135,9 @@ struct PoolGeometry {
 };
 
 /// Applies every rule of spec §4.2. Errors are `InvalidArgument` naming the
-/// field (and, for block_size / dtype / hash_algo / copy_ordering, the
-/// supported set).
+/// field (and, for block_size / dtype / hash_algo / copy_ordering /
+/// quantization, the supported set). per_token_head quantization with a
+/// dtype other than int8 is InvalidArgument naming `quantization`.
 StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &config);
 
 } // namespace sits::runtime::kv

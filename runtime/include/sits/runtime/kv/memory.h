@@ -11,19 +11,25 @@
 //
 // Layout of one block (row-major, the TensorRT-LLM pool layout, "HND"):
 //
-//     [num_layers][kv_factor][num_kv_heads][block_size][head_dim]
+//     [num_layers][kv_factor][num_kv_heads][block_size][row]
 //
-// and a pool is `[blocks]` of those, so element (b, l, kv, h, t, d) lives at
-// byte `b·block_stride + l·layer_stride + kv·kv_stride + h·head_stride +
-// t·token_stride + d·elem_size` (`MemoryLayout::offset`). Why block-major:
+// where a row (one token of one head) is `head_dim` elements, and with
+// `per_token_head` quantization (dtype int8) `head_dim` int8 codes followed
+// at once by the row's f32 scale (4 bytes, little-endian; element = code ×
+// scale). A pool is `[blocks]` of those, so element (b, l, kv, h, t, d)
+// lives at byte `b·block_stride + l·layer_stride + kv·kv_stride +
+// h·head_stride + t·token_stride + d·elem_size` (`MemoryLayout::offset`) and
+// its scale at `offset(b, l, kv, h, t) + scale_offset`. Why block-major:
 // every copy the allocator emits moves whole blocks across all layers, so a
 // full block is one contiguous span (one memcpy, one DMA on a device) rather
 // than one per layer; a paged-attention kernel of layer l still sees a
-// regular `[blocks][kv][heads][block_size][head_dim]` tensor whose block
-// stride is `bytes_per_block`. Why heads outside tokens: the kernel for one
-// (sequence, head) streams that head's `block_size × head_dim` tile of each
-// block, one contiguous read. A partial copy (tokens < block_size) is one
-// strided copy: `layers × kv × heads` rows of `tokens × head_dim` elements.
+// regular `[blocks][kv][heads][block_size][row]` tensor whose block stride
+// is `bytes_per_block`. Why heads outside tokens: the kernel for one
+// (sequence, head) streams that head's `block_size` rows of each block, one
+// contiguous read. Why scales inside the rows: a row and its scale are
+// written together and read together, and a partial copy (tokens <
+// block_size) stays one strided copy: `layers × kv × heads` runs of `tokens
+// × token_stride` bytes, scales included.
 //
 // Where the bytes live is a `MemoryBackend`'s business (allocation and
 // copies). The built-in backend is host memory; with no GPU driver the
@@ -51,8 +57,9 @@
 
 namespace sits::runtime::kv {
 
-/// Byte strides of the block layout (see the file comment). All positive;
-/// `block_stride == bytes_per_block`.
+/// Byte strides of the block layout (see the file comment), all positive,
+/// `block_stride == bytes_per_block`, and where a quantized row keeps its
+/// scale.
 struct MemoryLayout {
   int64_t num_layers = 0;
   int64_t kv_factor = 0;
@@ -65,10 +72,18 @@ struct MemoryLayout {
   int64_t layer_stride = 0; ///< kv_factor × kv_stride
   int64_t kv_stride = 0;    ///< num_kv_heads × head_stride
   int64_t head_stride = 0;  ///< block_size × token_stride
-  int64_t token_stride = 0; ///< head_dim × elem_size
+  /// head_dim × elem_size + scale_size: one row, its scale included.
+  int64_t token_stride = 0;
+  /// Bytes of a row's scale: 4 (f32) with per_token_head quantization, else
+  /// 0.
+  int64_t scale_size = 0;
+  /// Byte offset of the scale inside a row (head_dim × elem_size, right
+  /// after the codes); meaningful when scale_size > 0.
+  int64_t scale_offset = 0;
 
   /// Byte offset of token `token` of head `head`, K (kv 0) or V (kv 1), of
-  /// layer `layer` in block `block`. No range checks (a kernel's address).
+  /// layer `layer` in block `block`: the row's first element (its scale, if
+  /// any, is `scale_offset` further). No range checks (a kernel's address).
   int64_t offset(int64_t block, int64_t layer, int64_t kv, int64_t head,
                  int64_t token) const {
     return block * block_stride + layer * layer_stride + kv * kv_stride +
@@ -167,17 +182,17 @@ public:
   /// Start of block `block` of the tier, or null when out of range.
   void *block(Tier tier, int64_t block) const;
   /// Start of layer `layer` of block `block` (its [kv][heads][tokens]
-  /// [head_dim]), or null when either is out of range.
+  /// [row]), or null when either is out of range.
   void *blockLayer(Tier tier, int64_t block, int64_t layer) const;
   MemoryBackend &backend(Tier tier) const;
 
   /// Executes `copies` in order (the order `takePendingCopies` lists them
-  /// in): for each, the first `tokens` token slots of every (layer, kv,
-  /// head) of block `dst` become those of block `src`; the other slots of
-  /// `dst` are left as they were. Every copy is validated first (tier, ids
-  /// in range, `tokens` in [0, block_size], never into the null block):
-  /// InvalidArgument (`batch_index` the copy's index) copies nothing. Copies
-  /// with no tokens or with src == dst on one tier do nothing.
+  /// in): for each, the first `tokens` token slots (rows, scales included)
+  /// of every (layer, kv, head) of block `dst` become those of block `src`;
+  /// the other slots of `dst` are left as they were. Every copy is validated
+  /// first (tier, ids in range, `tokens` in [0, block_size], never into the
+  /// null block): InvalidArgument (`batch_index` the copy's index) copies
+  /// nothing. Copies with no tokens or with src == dst on one tier do nothing.
   Status apply(const BlockCopy *copies, size_t count);
   Status apply(const std::vector<BlockCopy> &copies) {
     return apply(copies.data(), copies.size());

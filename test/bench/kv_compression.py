@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""KV-cache compression: memory and quality against the uncompressed pool.
+
+Llama-shaped decoders are built from `transformers` configs (seeded random
+weights, no download), exported with their KV cache and compiled with
+``kv_cache="paged"``, once with the model's f32 pool and once per
+compressed KV type (``kv_dtype``). Each prompt of `--prompt-len` random
+tokens is prefilled, then `--steps` decode steps run one token at a time,
+every model fed the f32 model's greedy token (teacher forcing, so that all
+runs see the same contexts). Reported per KV type, against the f32 run:
+
+* KV bytes per token, from the allocator's geometry (scales included), and
+  the reduction against an f32 and an f16 pool of the same shape;
+* the worst logit error, relative to the standard deviation of the f32
+  logits of that step (max over steps and prompts);
+* the mean KL divergence of the next-token distribution, KL(f32 || ours),
+  over every decode step (and the prefill's last position).
+
+Random weights have no real redundancy: the ``outliers`` configuration
+scales a few key channels of every layer (pairs of rotary channels, as
+real models' keys show), where per-token scales lose the most.
+
+    python test/bench/kv_compression.py                   # the 55 M shape
+    python test/bench/kv_compression.py --shape custom --prompt-len 128
+
+A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import compile_scale  # noqa: E402  (shapes; the ONNX export)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+#: Compressed KV types (compile's kv_dtype) and the allocator's fields.
+KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head")}
+BLOCK = 16
+
+
+def build(shape: dict, outliers: bool, seed: int, path: str) -> None:
+    """Exports a Llama decoder of `shape` to `path`; with `outliers`, four
+    rotary channel pairs of every head's keys are scaled by 8 to 16."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(
+        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"], hidden_size=shape["hidden"],
+        intermediate_size=shape["ffn"] or 2 * shape["hidden"], vocab_size=shape["vocab"],
+        max_position_embeddings=4096, tie_word_embeddings=False)
+    cfg._attn_implementation = "eager"
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    head_dim = shape["hidden"] // shape["heads"]
+    if outliers:
+        gen = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            for layer in model.model.layers:
+                weight = layer.self_attn.k_proj.weight  # [kv_heads * D, hidden]
+                for h in range(shape["kv_heads"]):
+                    channels = torch.randperm(head_dim // 2, generator=gen)[:4]
+                    gains = 8 + 8 * torch.rand(4, generator=gen)
+                    for c, g in zip(channels.tolist(), gains.tolist()):
+                        for pair in (c, c + head_dim // 2):  # rotated together
+                            weight[h * head_dim + pair] *= g
+    compile_scale.hf_decoders.export(copy.deepcopy(model), path, shape["layers"],
+                                     shape["kv_heads"], head_dim)
+
+
+class Run:
+    """One compiled paged decoder and its pool, fed step by step."""
+
+    def __init__(self, model, shape: dict, tokens: int, fields: dict):
+        from sits_mlir.runtime import kv
+
+        head_dim = shape["hidden"] // shape["heads"]
+        self.model = model
+        self.alloc = kv.KVAllocator(num_blocks=tokens // BLOCK + 2, block_size=BLOCK,
+                                    num_layers=shape["layers"],
+                                    num_kv_heads=shape["kv_heads"], head_dim=head_dim,
+                                    max_seq_len=tokens + BLOCK, enable_prefix_caching=False,
+                                    **fields)
+        self.memory = kv.KVMemory(self.alloc)
+        self.bytes_per_token = self.alloc.geometry["bytes_per_block"] / BLOCK
+        self.started = False
+
+    def step(self, ids) -> np.ndarray:
+        """Logits [vocab] after feeding `ids` (the prompt, then one token)."""
+        ids = np.asarray(ids, np.int64)
+        if not self.started:
+            self.alloc.add_sequence(0, num_tokens=len(ids))
+            self.started = True
+            start = 0
+        else:
+            start = self.alloc.sequence_info(0)["num_tokens"]
+            self.alloc.append(0, num_tokens=len(ids))
+        n = start + len(ids)
+        table = self.alloc.block_table(0)[None].astype(np.int32)
+        slots = self.alloc.slot_mapping(0, start, len(ids))[None].astype(np.int64)
+        feeds = {"input_ids": ids[None], "position_ids": np.arange(start, n)[None],
+                 "kv_pool": self.memory.device, "block_tables": table,
+                 "slot_mapping": slots, "context_lens": np.array([n], np.int32)}
+        names = {s.name for s in self.model.default_entry.inputs}
+        logits = self.model.run(**{k: v for k, v in feeds.items() if k in names})[0]
+        return np.asarray(logits, np.float32)[0, -1]
+
+
+def kl(p_logits: np.ndarray, q_logits: np.ndarray) -> float:
+    """KL(softmax(p) || softmax(q)) in float64."""
+    p = p_logits.astype(np.float64) - p_logits.max()
+    q = q_logits.astype(np.float64) - q_logits.max()
+    lp = p - np.log(np.exp(p).sum())
+    lq = q - np.log(np.exp(q).sum())
+    return float((np.exp(lp) * (lp - lq)).sum())
+
+
+def measure(shape: dict, outliers: bool, args, work: str) -> dict:
+    import sits_mlir
+
+    path = os.path.join(work, f"{'outliers' if outliers else 'plain'}.onnx")
+    t0 = time.time()
+    build(shape, outliers, args.seed, path)
+    models = {}
+    for name in (None, *args.kv_types):
+        out = os.path.join(work, f"{'outliers' if outliers else 'plain'}-{name or 'f32'}.sitsm")
+        models[name] = sits_mlir.compile(path, "cpu", out, kv_cache="paged", kv_block_size=BLOCK,
+                                         kv_dtype=name, threads=args.threads).load()
+    print(f"  built and compiled in {time.time() - t0:.0f} s", file=sys.stderr)
+    rng = np.random.default_rng(args.seed)
+    tokens = args.prompt_len + args.steps
+    rows = {name: {"err": 0.0, "kl": []} for name in args.kv_types}
+    bytes_per_token = {}
+    for _ in range(args.prompts):
+        prompt = rng.integers(3, shape["vocab"], args.prompt_len)
+        runs = {name: Run(models[name], shape, tokens, KV_TYPES.get(name, {"dtype": "f32"}))
+                for name in models}
+        bytes_per_token = {name: r.bytes_per_token for name, r in runs.items()}
+        feed = prompt
+        for _step in range(args.steps + 1):
+            ref = runs[None].step(feed)
+            for name in args.kv_types:
+                ours = runs[name].step(feed)
+                rows[name]["err"] = max(rows[name]["err"],
+                                        float(np.abs(ours - ref).max() / ref.std()))
+                rows[name]["kl"].append(kl(ref, ours))
+            feed = [int(ref.argmax())]
+    head_dim = shape["hidden"] // shape["heads"]
+    f16 = 2 * 2 * shape["layers"] * shape["kv_heads"] * head_dim
+    return {name: {"bytes_per_token": bytes_per_token[name],
+                   "vs_f32": bytes_per_token[None] / bytes_per_token[name],
+                   "vs_f16": f16 / bytes_per_token[name],
+                   "worst_err_sigma": rows[name]["err"],
+                   "mean_kl": float(np.mean(rows[name]["kl"]))}
+            for name in args.kv_types}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", choices=tuple(compile_scale.SHAPES), default="small")
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--steps", type=int, default=32, help="decode steps after the prefill")
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--kv-types", nargs="+", default=list(KV_TYPES), choices=tuple(KV_TYPES))
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", help="where the models go (default: a temporary folder)")
+    args = p.parse_args(argv)
+    shape = compile_scale.SHAPES[args.shape]
+    print(f"shape {args.shape}: {shape}; {args.prompts} prompts of {args.prompt_len} tokens, "
+          f"{args.steps} decode steps", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.workdir or tmp
+        os.makedirs(work, exist_ok=True)
+        results = {}
+        for outliers in (False, True):
+            config = "outlier keys" if outliers else "plain"
+            print(f"[{config}]", file=sys.stderr)
+            results[config] = measure(shape, outliers, args, work)
+    print("| model | KV type | KV bytes/token | less than f32 | less than f16 "
+          "| worst logit error | mean KL |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for config, per_type in results.items():
+        for name, r in per_type.items():
+            print(f"| {config} | {name} | {r['bytes_per_token']:.0f} | {r['vs_f32']:.2f}x "
+                  f"| {r['vs_f16']:.2f}x | {r['worst_err_sigma']:.4f} sigma "
+                  f"| {r['mean_kl']:.2e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Decoders compiled with `kv_cache="paged", kv_dtype="int8"`: the KV pool
+holds INT8 codes with an f32 scale per token and head (the allocator's
+`per_token_head` quantization), the new K/V are quantized as they are
+written and attention dequantizes them in registers. The engine serves the
+model from such a pool: its logits stay within a small fraction of their
+spread of the f32 pool's at every step the two runs share a context, and a
+block takes 4 D / (D + 4) times fewer bytes."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import sits_mlir  # noqa: E402
+
+from hf_decoders import build  # noqa: E402
+
+from sits_mlir.runtime import kv  # noqa: E402
+from sits_mlir.runtime.decoder import PagedRunner  # noqa: E402
+from sits_mlir.runtime.engine import GREEDY, Engine  # noqa: E402
+from sits_mlir.tools.runtime import decoder_geometry  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::UserWarning")]
+
+BLOCK = 4
+NEW_TOKENS = 16
+PROMPTS = [[17, 3, 250, 96, 41, 8, 131, 77, 5, 200], [45, 180, 33, 7, 250, 12, 64]]
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    out = tmp_path_factory.mktemp("llama-int8kv")
+    dec = build("llama", str(out))
+    models = {dtype: sits_mlir.compile(dec.path, "cpu", out / f"{dtype or 'f32'}.sitsm",
+                                       threads=2, kv_cache="paged", kv_block_size=BLOCK,
+                                       kv_dtype=dtype).load()
+              for dtype in (None, "int8")}
+    yield dec, models
+    models.clear()
+
+
+class _Recording:
+    """A runner that keeps every step's logits."""
+
+    def __init__(self, runner):
+        self.runner, self.logits = runner, []
+
+    def execute(self, batch):
+        out = self.runner.execute(batch)
+        self.logits.append(out.copy())
+        return out
+
+
+def _pool(dec, **fields):
+    return kv.KVAllocator(num_blocks=32, block_size=BLOCK, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim,
+                          max_seq_len=64, **fields)
+
+
+def _serve(model, pool):
+    runner = _Recording(PagedRunner(model, kv.KVMemory(pool)))
+    # One sequence at a time: a step's logits depend on its context only.
+    results = Engine(pool, runner, max_batch_size=1).generate(PROMPTS, NEW_TOKENS,
+                                                              sampling=GREEDY)
+    assert all(r.finished and r.error is None for r in results)
+    return [r.samples[0].tokens for r in results], runner.logits
+
+
+def test_signature_names_the_quantized_pool(llama):
+    dec, models = llama
+    pool = models["int8"].default_entry.inputs
+    spec = next(s for s in pool if s.name == "kv_pool")
+    assert spec.dtype == "i8" and spec.shape[1:] == (dec.layers, 2, dec.kv_heads, BLOCK,
+                                                     dec.head_dim + 4)
+    geometry = decoder_geometry(models["int8"])
+    assert (geometry["kv_dtype"], geometry["kv_quantization"], geometry["head_dim"]) == \
+        ("int8", "per_token_head", dec.head_dim)
+    assert decoder_geometry(models[None])["kv_dtype"] == "f32"
+
+
+def test_engine_serves_int8_kv_close_to_f32(llama):
+    dec, models = llama
+    f32_pool = _pool(dec, dtype="f32")
+    int8_pool = _pool(dec, dtype="int8", quantization="per_token_head")
+    d = dec.head_dim
+    assert f32_pool.geometry["bytes_per_block"] * (d + 4) == \
+        int8_pool.geometry["bytes_per_block"] * 4 * d
+    tokens, logits = _serve(models[None], f32_pool)
+    tokens8, logits8 = _serve(models["int8"], int8_pool)
+    # Steps run prompt by prompt: compare while the contexts agree.
+    step = 0
+    compared = 0
+    for ref, ours in zip(tokens, tokens8):
+        for i in range(NEW_TOKENS):
+            a, b = logits[step][0], logits8[step][0]
+            assert np.abs(a - b).max() <= 0.1 * a.std(), (step, np.abs(a - b).max(), a.std())
+            compared += 1
+            step += 1
+            if ref[i] != ours[i]:
+                step += NEW_TOKENS - 1 - i
+                break
+    assert compared >= 2 * 4
+    assert tokens8[0][0] == tokens[0][0] and tokens8[1][0] == tokens[1][0]
+
+
+def test_pool_and_model_must_agree(llama):
+    dec, models = llama
+    with pytest.raises(ValueError, match="kv_pool"):
+        PagedRunner(models["int8"], kv.KVMemory(_pool(dec, dtype="f32")))
+    with pytest.raises(ValueError, match="kv_pool"):
+        PagedRunner(models[None], kv.KVMemory(_pool(dec, dtype="int8",
+                                                     quantization="per_token_head")))
+
+
+def test_kv_dtype_is_checked():
+    with pytest.raises(ValueError, match="kv_dtype must be one of"):
+        sits_mlir.compile("unused.onnx", "cpu", kv_cache="paged", kv_dtype="int4")
+
+
+def test_kv_dtype_needs_the_paged_cache():
+    with pytest.raises(ValueError, match="needs kv_cache='paged'"):
+        sits_mlir.compile("unused.onnx", "cpu", kv_dtype="int8")
