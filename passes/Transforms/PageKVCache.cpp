@@ -18,6 +18,7 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSPAGEKVCACHE
@@ -187,12 +188,19 @@ struct SitsPageKVCachePass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    if (!kvDType.empty() && kvDType != "int8") {
+    // Quantized rows: INT8 or FP8 E4M3 codes per token and head.
+    MLIRContext *ctx = &getContext();
+    Type codes = llvm::StringSwitch<Type>(kvDType)
+                     .Case("int8", IntegerType::get(ctx, 8))
+                     .Case("fp8", Float8E4M3FNType::get(ctx))
+                     .Default(Type());
+    if (!kvDType.empty() && !codes) {
       module.emitError("sits-page-kv-cache: unsupported kv-dtype '")
-          << kvDType << "'; supported: int8 (or none: the model's K/V type)";
+          << kvDType
+          << "'; supported: int8, fp8 (or none: the model's K/V type)";
       return signalPassFailure();
     }
-    const bool quantized = kvDType == "int8";
+    const bool quantized = static_cast<bool>(codes);
     IRRewriter rewriter(&getContext());
     SmallVector<CachedAttention> layers;
     for (Operation &op : main.getBody().front()) {
@@ -212,13 +220,12 @@ struct SitsPageKVCachePass
       return signalPassFailure();
 
     // The pool has one shape for every layer.
-    MLIRContext *ctx = &getContext();
     int64_t dyn = ShapedType::kDynamic;
     // Quantized rows: D codes, then the 4 bytes of their f32 scale.
     auto poolType = RankedTensorType::get(
         {dyn, int64_t(layers.size()), 2, kvType->getDimSize(1), blockSize,
-         kvType->getDimSize(3) + (quantized ? 4 : 0)},
-        quantized ? IntegerType::get(ctx, 8) : kvType->getElementType());
+         kvType->getDimSize(3) + (quantized ? kKVScaleBytes : 0)},
+        quantized ? codes : kvType->getElementType());
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
         {"kv_pool", poolType},

@@ -303,11 +303,12 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
       kv_pool>`: the CPU pipeline writes the argument in place and drops that
       result from the compiled signature.
 
-    With `kv-dtype=int8` the pool holds K/V quantized per token and head:
-    `kv_pool` is `[num_blocks, layers, 2, Hkv, block-size, D + 4]` i8, each
-    row `D` codes and the 4 bytes of their f32 scale (the allocator's
-    `per_token_head` layout), and carries `sits.kv_quantization =
-    "per_token_head"`; new K/V are quantized as they are written.
+    With `kv-dtype=int8` or `fp8` the pool holds K/V quantized per token and
+    head: `kv_pool` is `[num_blocks, layers, 2, Hkv, block-size, D + 4]` of
+    i8 or f8E4M3FN, each row `D` codes and the 4 bytes of their f32 scale
+    (the allocator's `per_token_head` layout), and carries
+    `sits.kv_quantization = "per_token_head"`; new K/V are quantized as
+    they are written.
 
     New arguments carry `sits.name`. A batch may mix sequences of different
     lengths: shorter ones are left-padded (slot -1). Every layer must share
@@ -331,8 +332,8 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"16",
            "Token positions per KV block (the allocator's block size)">,
     Option<"kvDType", "kv-dtype", "std::string", /*default=*/"\"\"",
-           "Pool element type: empty for the model's K/V type, or int8 "
-           "(codes with an f32 scale per token and head)">,
+           "Pool element type: empty for the model's K/V type, int8 or "
+           "fp8 (E4M3): codes with an f32 scale per token and head">,
   ];
   let statistics = [
     Statistic<"numLayers", "num-layers", "Attention layers paged">,

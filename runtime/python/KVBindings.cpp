@@ -217,9 +217,9 @@ const std::vector<ConfigField> &configFields() {
                 "KV element type: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8."),
       enumField("quantization", &kv::PoolConfig::quantization,
                 kv::kvQuantizationName, kv::parseKVQuantization,
-                "none (default) or per_token_head (dtype int8 only): each "
-                "(token, head) row holds head_dim int8 codes then its f32 "
-                "scale."),
+                "none (default) or per_token_head (dtype int8 or fp8_e4m3 "
+                "only): each (token, head) row holds head_dim one-byte codes "
+                "then its f32 scale."),
       plainField("kv_factor", &kv::PoolConfig::kv_factor,
                  "2 (K and V) or 1 (MLA)."),
       plainField("max_seq_len", &kv::PoolConfig::max_seq_len, "> 0"),
@@ -729,7 +729,8 @@ nb::object memoryBuffer(PyMemory &self, const std::string &tierName) {
 }
 
 /// Elements of one row: head_dim, plus the scale's bytes of a quantized
-/// (int8) pool, whose rows are head_dim codes then an f32 scale.
+/// (int8 or fp8_e4m3) pool, whose rows are head_dim codes then an f32
+/// scale.
 int64_t rowElems(const kv::MemoryLayout &l) {
   return l.token_stride / l.elem_size;
 }
@@ -737,7 +738,8 @@ int64_t rowElems(const kv::MemoryLayout &l) {
 /// The tier's pool as a typed 6-D DLPack tensor
 /// [blocks][layers][kv][heads][block_size][row] on the backend's device
 /// (torch.from_dlpack(...) and the like); row is head_dim, or head_dim + 4
-/// int8 for a per_token_head pool (the codes, then the scale's bytes).
+/// one-byte elements for a per_token_head pool (the codes, then the
+/// scale's bytes).
 nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   std::shared_ptr<kv::Memory> m = self.share();
   const kv::Tier tier = parseTier(tierName);
@@ -765,7 +767,7 @@ nb::dict memoryLayoutDict(const kv::Memory &m) {
   d["num_blocks"] = m.numBlocks(kv::Tier::kDevice);
   d["num_host_blocks"] = m.numBlocks(kv::Tier::kHost);
   // The shape of a block as the views have it: the last extent is a row's
-  // elements (head_dim, or head_dim + 4 int8 with per_token_head).
+  // elements (head_dim, or head_dim + 4 one-byte ones with per_token_head).
   d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,
                                     l.block_size, rowElems(l));
   d["bytes_per_block"] = l.block_stride;

@@ -46,7 +46,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: Compressed KV types (compile's kv_dtype) and the allocator's fields.
-KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head")}
+KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head"),
+            "fp8": dict(dtype="fp8_e4m3", quantization="per_token_head")}
 BLOCK = 16
 
 

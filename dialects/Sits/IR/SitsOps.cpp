@@ -704,8 +704,9 @@ LogicalResult PagedAttentionOp::verify() {
       return emitOpError(name)
              << " must have rank " << rank << ", got " << type.getRank();
   Type et = q.getElementType();
-  // An i8 pool is quantized: rows of D codes and a 4-byte scale.
-  bool quantized = pool.getElementType().isInteger(8);
+  // An i8 or f8E4M3FN pool is quantized: rows of D codes and a 4-byte
+  // scale.
+  bool quantized = isQuantizedKVElement(pool.getElementType());
   if (k.getElementType() != et || v.getElementType() != et ||
       (!quantized && pool.getElementType() != et))
     return emitOpError("query, key, value and pool element types differ: ")
@@ -719,11 +720,11 @@ LogicalResult PagedAttentionOp::verify() {
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
   SmallVector<int64_t> ps(pool.getShape());
   if (quantized && !ShapedType::isDynamic(ps[5])) {
-    if (ps[5] < 5)
-      return emitOpError("an i8 pool's rows hold the head dim's codes and a "
-                         "4-byte scale: extent ")
+    if (ps[5] <= kKVScaleBytes)
+      return emitOpError("a quantized pool's rows hold the head dim's codes "
+                         "and a 4-byte scale: extent ")
              << ps[5] << " is too small";
-    ps[5] -= 4;
+    ps[5] -= kKVScaleBytes;
   }
   // Each group of extents must agree: (what, [(shape, dim)...]).
   auto agree =

@@ -17,9 +17,11 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Activations and weights of floating-point models.
 def Sits_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
-// A paged KV pool: float K/V, or INT8 rows of `D` codes followed by their
-// f32 scale (4 bytes), `[..., D + 4]` i8 (per-token-head quantization).
-def Sits_KVPoolTensor : AnyTypeOf<[Sits_FloatTensor, RankedTensorOf<[I8]>]>;
+// A paged KV pool: float K/V, or quantized rows of `D` INT8 or FP8 (E4M3)
+// codes followed by the 4 bytes of their f32 scale, `[..., D + 4]`
+// (per-token-head quantization).
+def Sits_KVPoolTensor : AnyTypeOf<[Sits_FloatTensor,
+                                   RankedTensorOf<[I8, F8E4M3FN]>]>;
 
 // Element types a quantized tensor may hold: signed/unsigned integers of 2 to
 // 16 bits, and the two OCP FP8 formats.
@@ -312,10 +314,11 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     bottom-right aligned per sequence, so shorter sequences are left-padded).
     A query with no visible key (a left-padding token) gets zeros.
 
-    An `i8` pool holds K/V quantized per token and head: the innermost extent
-    is `D + 4`, `D` codes followed by the 4 bytes of their f32 scale (the
-    value is code × scale). A written row is quantized symmetrically: scale
-    = max|x| / 127, code = x / scale rounded to nearest even.
+    An `i8` or `f8E4M3FN` pool holds K/V quantized per token and head: the
+    innermost extent is `D + 4`, `D` INT8 or FP8 E4M3 codes followed by the
+    4 bytes of their f32 scale (the value is code × scale). A written row
+    is quantized symmetrically to the codes' largest value m (127 or 448):
+    scale = max|x| / m, code = x · (m / max|x|) rounded to nearest even.
 
     Query head `h` reads K/V head `h / (Hq / Hkv)` (GQA/MQA). `scale`
     defaults to `1 / sqrt(D)`. Results are the attention output
@@ -542,8 +545,8 @@ def Sits_DequantizeOp : Sits_QuantOpBase<"dequantize"> {
 
 def Sits_F32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32]>, MemRefOf<[F32]>]>;
 def Sits_I32TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[I32]>, MemRefOf<[I32]>]>;
-def Sits_KVPoolTensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32, I8]>,
-                                           MemRefOf<[F32, I8]>]>;
+def Sits_KVPoolTensorOrMemRef : AnyTypeOf<[RankedTensorOf<[F32, I8, F8E4M3FN]>,
+                                           MemRefOf<[F32, I8, F8E4M3FN]>]>;
 
 def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     DestinationStyleOpInterface,
@@ -562,8 +565,9 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     zeros. Query head `h` reads K/V head `h / (Hq / Hkv)`. Block numbers out
     of the pool's range read block 0; positions past `W * block_size` are
     not read.
-    An `i8` pool is quantized per token and head (`sits.paged_attention`):
-    its rows are `D` codes and their f32 scale, `[..., D + 4]`.
+    An `i8` or `f8E4M3FN` pool is quantized per token and head
+    (`sits.paged_attention`): its rows are `D` codes and their f32 scale,
+    `[..., D + 4]`.
 
     The op is in destination style: the result (`[B, Hq, S, D]`) is written
     into `init`, on tensors or, after bufferization, on buffers (then it has

@@ -101,11 +101,11 @@ LogicalResult UkernelPagedAttentionOp::verify() {
   for (int64_t d = 0; d < 4; ++d)
     if (conflict(q.getDimSize(d), init.getDimSize(d)))
       return emitOpError("query and init shapes differ in dimension ") << d;
-  // An i8 pool's rows are the head dim's codes and a 4-byte f32 scale.
-  const bool quantized = pool.getElementType().isInteger(8);
+  // A quantized pool's rows are the head dim's codes and a 4-byte scale.
+  const bool quantized = isQuantizedKVElement(pool.getElementType());
   int64_t poolDim = pool.getDimSize(5);
   if (quantized && !ShapedType::isDynamic(poolDim))
-    poolDim -= 4;
+    poolDim -= kKVScaleBytes;
   if (conflict(q.getDimSize(3), poolDim))
     return emitOpError("query head dim (")
            << q.getDimSize(3) << ") differs from the pool's (" << poolDim

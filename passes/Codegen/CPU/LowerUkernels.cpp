@@ -31,10 +31,12 @@ namespace {
 /// The runtime's INT8 dot-product kernel (runtime/src/core/qdot.cpp).
 constexpr llvm::StringLiteral kQDot = "sitsRuntimeQDot";
 /// The runtime's paged attention (runtime/src/core/paged_attention.cpp),
-/// over an f32 pool and over an INT8 one (rows of codes and their scale;
-/// strides in bytes).
+/// over an f32 pool and over quantized ones (rows of INT8 or FP8 E4M3
+/// codes and their scale; strides in bytes).
 constexpr llvm::StringLiteral kPagedAttention = "sitsRuntimePagedAttention";
 constexpr llvm::StringLiteral kPagedAttentionI8 = "sitsRuntimePagedAttentionI8";
+constexpr llvm::StringLiteral kPagedAttentionF8 =
+    "sitsRuntimePagedAttentionF8E4M3";
 
 /// The kernel `name` with argument types `inputs` (no results), declared
 /// in `module` on first use.
@@ -58,13 +60,17 @@ func::FuncOp getOrDeclareQDot(ModuleOp module) {
       {i64, i64, i64, i64, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64});
 }
 
-/// The paged attention kernel for pools of `poolType` (f32 or i8).
+/// The paged attention kernel for pools of `poolType` (f32, i8 or
+/// f8E4M3FN).
 func::FuncOp getOrDeclarePagedAttention(ModuleOp module, Type poolType) {
   MLIRContext *ctx = module.getContext();
   Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx),
        f32 = Float32Type::get(ctx);
-  bool quantized = cast<ShapedType>(poolType).getElementType().isInteger(8);
-  return getOrDeclare(module, quantized ? kPagedAttentionI8 : kPagedAttention,
+  Type element = cast<ShapedType>(poolType).getElementType();
+  StringRef name = element.isInteger(8)             ? kPagedAttentionI8
+                   : isa<Float8E4M3FNType>(element) ? kPagedAttentionF8
+                                                    : kPagedAttention;
+  return getOrDeclare(module, name,
                       {i64, i64, i64, i64, i64, ptr, i64, i64, i64,
                        ptr, i64, i64, i64, i64, i64, i64, i64, ptr,
                        i64, i64, ptr, f32, ptr, i64, i64, i64});

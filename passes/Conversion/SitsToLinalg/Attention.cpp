@@ -277,12 +277,23 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
 
 namespace {
 
-/// Bytes of the f32 scale that ends a row of an INT8 pool.
-constexpr int64_t kScaleBytes = 4;
+constexpr int64_t kScaleBytes = kKVScaleBytes;
 
-/// Whether `pool` holds INT8 rows (codes, then their f32 scale).
+/// The element type of `pool`.
+Type poolElement(Value pool) {
+  return cast<ShapedType>(pool.getType()).getElementType();
+}
+
+/// Whether `pool` holds quantized rows (INT8 or FP8 codes, then their f32
+/// scale).
 bool isQuantizedPool(Value pool) {
-  return cast<ShapedType>(pool.getType()).getElementType().isInteger(8);
+  return isQuantizedKVElement(poolElement(pool));
+}
+
+/// The largest code of a quantized pool's element type: 127 (INT8) or 448
+/// (FP8 E4M3).
+double largestCode(Type element) {
+  return element.isInteger(8) ? 127.0 : 448.0;
 }
 
 /// The pieces of one kind's rows that go into the pool: each a `[B, Hkv, S,
@@ -292,13 +303,17 @@ struct RowPiece {
   OpFoldResult column;
 };
 
-/// K or V rows `[B, Hkv, S, D]` as the pieces of an INT8 pool's rows: D
-/// codes x / s rounded to nearest even, s = max|x| / 127 per row (all zero
-/// when the row is), then the 4 bytes of s, little-endian as the runtime
-/// reads them, at column D.
-SmallVector<RowPiece> quantizeRows(OpBuilder &b, Location loc, Value rows) {
+/// K or V rows `[B, Hkv, S, D]` as the pieces of a quantized pool's rows
+/// (codes of type `element`, whose largest value is m): D codes x · (m /
+/// max|x|) rounded to nearest even (all zero when the row is), then the 4
+/// bytes of the scale max|x| / m, little-endian as the runtime reads them,
+/// at column D.
+SmallVector<RowPiece> quantizeRows(OpBuilder &b, Location loc, Value rows,
+                                   Type element) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  const double top = largestCode(element);
+  const bool integer = element.isInteger(8);
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, rows);
   SmallVector<OpFoldResult> perRow(sizes.begin(), sizes.begin() + 3);
   AffineMap identity = b.getMultiDimIdentityMap(4);
@@ -313,46 +328,56 @@ SmallVector<RowPiece> quantizeRows(OpBuilder &b, Location loc, Value rows) {
                          nb, l, args[1], math::AbsFOp::create(nb, l, x));
                    });
   Value codes = buildElementwise(
-      b, loc, {rows, absMax}, {identity, rowMap}, sizes, i8,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value x = castFloat(nb, l, args[0], f32), top = args[1];
+      b, loc, {rows, absMax}, {identity, rowMap}, sizes, element,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value x = castFloat(nb, l, args[0], f32), largest = args[1];
         Value zero = floatConst(nb, l, f32, 0.0);
-        Value limit = floatConst(nb, l, f32, 127.0);
-        Value positive =
-            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, top, zero);
+        Value limit = floatConst(nb, l, f32, top);
+        Value positive = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT,
+                                               largest, zero);
         Value inverse = arith::SelectOp::create(
-            nb, l, positive, arith::DivFOp::create(nb, l, limit, top), zero);
-        Value q = math::RoundEvenOp::create(
-            nb, l, arith::MulFOp::create(nb, l, x, inverse));
+            nb, l, positive, arith::DivFOp::create(nb, l, limit, largest),
+            zero);
+        Value q = arith::MulFOp::create(nb, l, x, inverse);
+        if (integer)
+          q = math::RoundEvenOp::create(nb, l, q);
+        // |q| <= m up to rounding: clamped, the codes never overflow.
         q = arith::MinimumFOp::create(
             nb, l,
-            arith::MaximumFOp::create(nb, l, q, floatConst(nb, l, f32, -127.0)),
+            arith::MaximumFOp::create(nb, l, q, floatConst(nb, l, f32, -top)),
             limit);
-        return arith::FPToSIOp::create(nb, l, i8, q);
+        if (integer)
+          return arith::FPToSIOp::create(nb, l, i8, q);
+        return arith::TruncFOp::create(nb, l, element, q);
       });
   SmallVector<OpFoldResult> byteSizes = perRow;
   byteSizes.push_back(b.getIndexAttr(kScaleBytes));
   Value bytes = buildElementwise(
-      b, loc, {absMax}, {rowMap}, byteSizes, i8,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value scale = arith::DivFOp::create(nb, l, args[0],
-                                            floatConst(nb, l, f32, 127.0));
+      b, loc, {absMax}, {rowMap}, byteSizes, element,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value scale =
+            arith::DivFOp::create(nb, l, args[0], floatConst(nb, l, f32, top));
         Value bits = arith::BitcastOp::create(nb, l, i32, scale);
         Value byte = arith::IndexCastOp::create(
             nb, l, i32, linalg::IndexOp::create(nb, l, 3));
         Value shift = arith::MulIOp::create(
             nb, l, byte, arith::ConstantIntOp::create(nb, l, i32, 8));
-        return arith::TruncIOp::create(
+        Value part = arith::TruncIOp::create(
             nb, l, i8, arith::ShRUIOp::create(nb, l, bits, shift));
+        if (integer)
+          return part;
+        return arith::BitcastOp::create(nb, l, element, part);
       });
   return {{codes, b.getIndexAttr(0)}, {bytes, sizes[3]}};
 }
 
-/// An INT8 pool's rows `[B, Hkv, P, D + 4]` as f32 values `[B, Hkv, P, D]`:
-/// code × the scale the row's last 4 bytes hold.
+/// A quantized pool's rows `[B, Hkv, P, D + 4]` as f32 values `[B, Hkv, P,
+/// D]`: code × the scale the row's last 4 bytes hold.
 Value dequantizeRows(OpBuilder &b, Location loc, Value rows) {
   MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  const bool integer =
+      cast<ShapedType>(rows.getType()).getElementType().isInteger(8);
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, rows);
   OpFoldResult headDim =
       subSizes(b, loc, sizes[3], b.getIndexAttr(kScaleBytes));
@@ -376,7 +401,9 @@ Value dequantizeRows(OpBuilder &b, Location loc, Value rows) {
                    arith::ConstantIntOp::create(b, loc, i32, 0)),
       rowMap, {kParallel, kParallel, kParallel, kReduction},
       [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value byte = arith::ExtUIOp::create(nb, l, i32, args[0]);
+        Value part =
+            integer ? args[0] : arith::BitcastOp::create(nb, l, i8, args[0]);
+        Value byte = arith::ExtUIOp::create(nb, l, i32, part);
         Value index = arith::IndexCastOp::create(
             nb, l, i32, linalg::IndexOp::create(nb, l, 3));
         Value shift = arith::MulIOp::create(
@@ -384,22 +411,23 @@ Value dequantizeRows(OpBuilder &b, Location loc, Value rows) {
         return arith::OrIOp::create(nb, l, args[1],
                                     arith::ShLIOp::create(nb, l, byte, shift));
       });
-  return buildElementwise(b, loc, {codes, bits}, {identity, rowMap}, codeSizes,
-                          f32, [&](OpBuilder &nb, Location l, ValueRange args) {
-                            Value code =
-                                arith::SIToFPOp::create(nb, l, f32, args[0]);
-                            Value scale =
-                                arith::BitcastOp::create(nb, l, f32, args[1]);
-                            return arith::MulFOp::create(nb, l, code, scale);
-                          });
+  return buildElementwise(
+      b, loc, {codes, bits}, {identity, rowMap}, codeSizes, f32,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value code =
+            integer ? arith::SIToFPOp::create(nb, l, f32, args[0]).getResult()
+                    : arith::ExtFOp::create(nb, l, f32, args[0]).getResult();
+        Value scale = arith::BitcastOp::create(nb, l, f32, args[1]);
+        return arith::MulFOp::create(nb, l, code, scale);
+      });
 }
 
 /// The pieces of `rows` (`[B, Hkv, S, D]` new K or V) as rows of `pool`:
-/// the rows themselves, or their INT8 codes and scales.
+/// the rows themselves, or their codes and scales.
 SmallVector<RowPiece> poolRows(OpBuilder &b, Location loc, Value pool,
                                Value rows) {
   if (isQuantizedPool(pool))
-    return quantizeRows(b, loc, rows);
+    return quantizeRows(b, loc, rows, poolElement(pool));
   return {{rows, b.getIndexAttr(0)}};
 }
 
@@ -491,7 +519,7 @@ Value writeSlots(OpBuilder &b, Location loc, Value pool, Value key, Value value,
 
 /// One kind (0: K, 1: V) of layer `layer` for every sequence, contiguous:
 /// `[B, Hkv, M * block_size, D]` with `M` the block tables' width (f32
-/// values for an INT8 pool). Position
+/// values for a quantized pool). Position
 /// `m * block_size + o` comes from block `tables[b, m]`; block numbers out of
 /// the pool's range read block 0 (their positions are masked or unused).
 /// Whole blocks are copied (`[Hkv, block_size, D]`, contiguous in the pool)
@@ -606,8 +634,8 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
     return cast<ShapedType>(v.getType()).getElementType().isF32();
   };
   std::optional<double> scale = op.getScaleOrDefault();
-  // The kernel reads f32 pools, and INT8 ones whatever the model's float
-  // type (its query and result are then converted).
+  // The kernel reads f32 pools, and quantized ones whatever the model's
+  // float type (its query and result are then converted).
   const bool quantized = isQuantizedPool(operands.getPool());
   if (!scale ||
       (!quantized && (!f32(operands.getQuery()) || !f32(operands.getKey()) ||

@@ -109,10 +109,11 @@ class CompileOptions:
     #: kv_cache="paged": token positions per KV block (the allocator's).
     kv_block_size: int = 16
     #: kv_cache="paged": element type of the KV pool. None keeps the
-    #: model's K/V type; "int8" stores each token's K and V per head as INT8
-    #: codes with one f32 scale (the allocator's `per_token_head`
-    #: quantization: `kv_pool` is `[..., head_dim + 4]` int8), quantized
-    #: as they are written, 3.8x less KV memory than f32.
+    #: model's K/V type; "int8" / "fp8" store each token's K and V per head
+    #: as INT8 / FP8 (E4M3) codes with one f32 scale (the allocator's
+    #: `per_token_head` quantization: `kv_pool` is `[..., head_dim + 4]`
+    #: int8 / float8_e4m3fn), quantized as they are written: 3.8x less KV
+    #: memory than f32 at a head size of 64.
     kv_dtype: str | None = None
     #: kv_cache="paged": "last" computes the logits (every result but the
     #: pool) for each sequence's last new position only, `[B, min(S, 1), V]`,
@@ -282,7 +283,7 @@ def _native_call(name: str, *args):
 
 _DTYPES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f64", "i64": "i64", "i32": "i32",
            "i16": "i16", "i8": "i8", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
-           "i1": "bool"}
+           "i1": "bool", "f8E4M3FN": "f8e4m3fn"}
 
 
 def _spec(role: str, name: str, type_: ir.Type, source=None) -> dict:
@@ -451,7 +452,7 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
 
 #: The KV pool element types `CompileOptions.kv_dtype` takes (None: the
 #: model's own).
-KV_DTYPES = (None, "int8")
+KV_DTYPES = (None, "int8", "fp8")
 
 
 def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int,

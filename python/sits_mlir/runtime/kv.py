@@ -20,6 +20,8 @@
     q = kv.KVMemory(pool.config, dtype="int8", quantization="per_token_head")
     q.device                                          # int8 [..., head_dim + 4]: the kv_pool
     q.codes(), q.scales()                             # int8 [..., head_dim], float32 [...] views
+    # FP8 E4M3FN codes, the same layout (views in ml_dtypes.float8_e4m3fn):
+    f = kv.KVMemory(pool.config, dtype="fp8_e4m3", quantization="per_token_head")
 
 The allocator manages block ids only; :class:`KVMemory` owns the KV tensors
 (``bytes_per_block`` × blocks per tier) and executes the copies the allocator
@@ -456,12 +458,15 @@ class KVMemory:
     ``layout`` for the byte strides. With no GPU driver (today) the device
     tier lives in host memory.
 
-    A quantized pool (``dtype="int8", quantization="per_token_head"``) stores
-    each (token, head) row as ``head_dim`` int8 codes followed by the row's
-    float32 scale (4 bytes, little-endian; element = code × scale): its
-    arrays are int8 ``[..., block_size, head_dim + 4]`` (what a compiled
-    model takes as ``kv_pool``), and ``codes()`` / ``scales()`` are strided
-    views of the codes and of the scales.
+    A quantized pool (``quantization="per_token_head"`` with ``dtype="int8"``
+    or ``"fp8_e4m3"``) stores each (token, head) row as ``head_dim`` one-byte
+    codes followed by the row's float32 scale (4 bytes, little-endian;
+    element = code × scale, the code an int8 or an FP8 E4M3FN float): its
+    arrays are ``[..., block_size, head_dim + 4]`` in the pool's dtype (int8
+    or ``ml_dtypes.float8_e4m3fn``, the scale's 4 bytes included as 4
+    elements: what a compiled model takes as ``kv_pool``), and ``codes()`` /
+    ``scales()`` are strided views of the codes (same dtype) and of the
+    scales.
 
     Views (``device``, ``host``, ``view()``, ``dlpack()``) are zero-copy and
     keep the memory alive: ``close()`` drops this object's reference, and
@@ -529,7 +534,7 @@ class KVMemory:
         """``dtype``, ``quantization``, ``elem_size``, ``head_dim``,
         ``num_blocks``, ``num_host_blocks``, ``block_shape`` (layers, kv,
         heads, block_size, row: a row is ``head_dim`` elements, or
-        ``head_dim + 4`` int8 with ``per_token_head``), the byte strides
+        ``head_dim + 4`` one-byte elements with ``per_token_head``), the byte strides
         ``block_stride`` (= ``bytes_per_block``), ``layer_stride``,
         ``kv_stride``, ``head_stride``, ``token_stride`` (one row, its scale
         included), and ``scale_size`` (4 with ``per_token_head``, else 0) and
@@ -539,8 +544,8 @@ class KVMemory:
 
     @property
     def dtype(self) -> np.dtype:
-        """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8; int8
-        for a quantized pool: its codes)."""
+        """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8; for a
+        quantized pool that of its codes: int8 or float8_e4m3fn)."""
         return NUMPY_DTYPES[self._m.layout["dtype"]]
 
     def backend(self, tier: str = "device") -> dict[str, Any]:
@@ -553,20 +558,22 @@ class KVMemory:
     def view(self, tier: str = "device") -> np.ndarray:
         """The tier's pool as a writable NumPy array of shape ``[blocks,
         layers, kv_factor, heads, block_size, head_dim]`` (zero-copy); for a
-        ``per_token_head`` pool the raw int8 rows ``[..., head_dim + 4]``
-        (codes, then the scale's 4 bytes)."""
+        ``per_token_head`` pool the raw rows ``[..., head_dim + 4]`` in the
+        pool's dtype (int8 or float8_e4m3fn: codes, then the scale's 4
+        bytes as 4 elements)."""
         lay = self._m.layout
         blocks = lay["num_blocks"] if tier == "device" else lay["num_host_blocks"]
         raw = self._m.buffer(tier)
         return raw.view(self.dtype).reshape((blocks, *lay["block_shape"]))
 
     def codes(self, tier: str = "device") -> np.ndarray:
-        """The int8 codes of a quantized (``per_token_head``) pool: a
-        writable zero-copy strided view ``[blocks, layers, kv_factor, heads,
+        """The codes of a quantized (``per_token_head``) pool, in its dtype
+        (int8, or ``ml_dtypes.float8_e4m3fn`` for ``fp8_e4m3``): a writable
+        zero-copy strided view ``[blocks, layers, kv_factor, heads,
         block_size, head_dim]`` of the tier (the first ``head_dim`` bytes of
         every row). ``TypeError`` for a pool without quantization."""
         lay, raw, blocks, strides = self._quantized(tier, "codes")
-        return np.ndarray((blocks, *lay["block_shape"][:4], lay["head_dim"]), np.int8,
+        return np.ndarray((blocks, *lay["block_shape"][:4], lay["head_dim"]), self.dtype,
                           buffer=raw, offset=0, strides=(*strides, lay["elem_size"]))
 
     def scales(self, tier: str = "device") -> np.ndarray:

@@ -585,9 +585,9 @@ class _Interpreter:
         pool = pool.copy()
         blocks, block = pool.shape[0], pool.shape[4]
         batch, hq, width, d = q.shape
-        # An int8 pool holds rows of codes and their f32 scale.
-        quantized = pool.dtype == np.int8
-        store = quantize_kv_rows if quantized else (lambda x: x)
+        # An int8 or fp8 pool holds rows of codes and their f32 scale.
+        quantized = pool.dtype in (np.int8, np.dtype(ml_dtypes.float8_e4m3fn))
+        store = (lambda x: quantize_kv_rows(x, pool.dtype)) if quantized else (lambda x: x)
         load = dequantize_kv_rows if quantized else (lambda x: x)
         for b in range(batch):
             for s in range(width):
@@ -786,24 +786,31 @@ def _check_status(main, results: list) -> list:
     return [r for i, r in enumerate(results) if i != status[0]]
 
 
-def quantize_kv_rows(x) -> np.ndarray:
-    """K/V rows `[..., D]` as an int8 KV pool's rows `[..., D + 4]` (the
-    allocator's per_token_head quantization, as compiled code writes them):
-    codes x * (127 / max|x|) rounded to nearest even (all zero for a zero
-    row), then the 4 little-endian bytes of the f32 scale max|x| / 127."""
+def quantize_kv_rows(x, dtype=np.int8) -> np.ndarray:
+    """K/V rows `[..., D]` as a quantized KV pool's rows `[..., D + 4]` of
+    `dtype` (int8, or ml_dtypes.float8_e4m3fn), the allocator's
+    per_token_head quantization as compiled code writes them: codes x * (m /
+    max|x|) (m = 127 or 448) rounded to nearest even (all zero for a zero
+    row), then the 4 little-endian bytes of the f32 scale max|x| / m."""
+    dtype = np.dtype(dtype)
+    integer = dtype == np.int8
+    top_code = np.float32(127 if integer else 448)
     x = np.asarray(x, np.float32)
     top = np.abs(x).max(axis=-1, keepdims=True)
     safe = np.where(top > 0, top, np.float32(1))
-    inverse = np.where(top > 0, np.float32(127) / safe, np.float32(0)).astype(np.float32)
-    codes = np.clip(np.rint(x * inverse), -127, 127).astype(np.int8)
-    scale = np.ascontiguousarray((top / np.float32(127)).astype("<f4"))
-    return np.concatenate([codes, scale.view(np.int8)], axis=-1)
+    inverse = np.where(top > 0, top_code / safe, np.float32(0)).astype(np.float32)
+    q = (x * inverse).astype(np.float32)
+    q = np.clip(np.rint(q) if integer else q, -top_code, top_code)
+    codes = q.astype(dtype)
+    scale = np.ascontiguousarray((top / top_code).astype("<f4"))
+    return np.concatenate([codes.view(np.int8), scale.view(np.int8)], axis=-1).view(dtype)
 
 
 def dequantize_kv_rows(rows) -> np.ndarray:
-    """An int8 KV pool's rows `[..., D + 4]` as f32 values `[..., D]`."""
-    rows = np.asarray(rows, np.int8)
-    scale = np.ascontiguousarray(rows[..., -4:]).view("<f4")
+    """A quantized KV pool's rows `[..., D + 4]` (int8 or float8_e4m3fn) as
+    f32 values `[..., D]`."""
+    rows = np.asarray(rows)
+    scale = np.ascontiguousarray(rows[..., -4:]).view(np.int8).view("<f4")
     return rows[..., :-4].astype(np.float32) * scale
 
 

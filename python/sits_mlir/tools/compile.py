@@ -82,10 +82,10 @@ def _parser() -> argparse.ArgumentParser:
                         "read and write K/V in the KV allocator's paged pool (CPU targets)")
     p.add_argument("--kv-block-size", type=int, default=16, metavar="N",
                    help="--kv-cache paged: token positions per KV block (default: 16)")
-    p.add_argument("--kv-dtype", choices=("int8",), default=None,
-                   help="--kv-cache paged: store K/V as INT8 codes with an f32 scale per "
-                        "token and head (3.8x less KV memory than f32; default: the "
-                        "model's K/V type)")
+    p.add_argument("--kv-dtype", choices=("int8", "fp8"), default=None,
+                   help="--kv-cache paged: store K/V as INT8 or FP8 (E4M3) codes with an "
+                        "f32 scale per token and head (3.8x less KV memory than f32; "
+                        "default: the model's K/V type)")
     p.add_argument("--logits", choices=("all", "last"), default="all",
                    help="--kv-cache paged: logits of every new position, or of each "
                         "sequence's last one only (what serving samples from; a prefill "

@@ -103,7 +103,7 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
 #: A paged model's kv_pool element type → the KV pool's (dtype,
 #: quantization).
 _KV_DTYPES = {"f32": ("f32", "none"), "f16": ("f16", "none"), "bf16": ("bf16", "none"),
-              "i8": ("int8", "per_token_head")}
+              "i8": ("int8", "per_token_head"), "f8e4m3fn": ("fp8_e4m3", "per_token_head")}
 
 
 def decoder_geometry(model) -> dict:
@@ -115,8 +115,9 @@ def decoder_geometry(model) -> dict:
         raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
     if "kv_pool" in inputs:  # compiled with kv_cache="paged"
         pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
-        # An int8 pool's rows are the head's codes and a 4-byte f32 scale
-        # (kv_dtype="int8": the allocator's per_token_head quantization).
+        # A quantized pool's rows are the head's codes and a 4-byte f32
+        # scale (kv_dtype="int8"/"fp8": the allocator's per_token_head
+        # quantization).
         dtype, quantization = _KV_DTYPES.get(inputs["kv_pool"].dtype, ("f32", "none"))
         return {"layers": pool[1], "kv_heads": pool[3],
                 "head_dim": pool[5] - (4 if quantization != "none" else 0),

@@ -18,7 +18,10 @@
 // read unaligned), element d being code[d] * scale; the pool's strides and
 // offsets count bytes. Each chunk's row scales are read once; the scores
 // are (q . codes) * scale * kScale, the values sum (p * vScale) * codes.
-// Both formats share everything but those two kernels.
+// `sitsRuntimePagedAttentionF8E4M3` is the same with FP8 E4M3FN codes
+// (element d = fp8(code[d]) * scale). The formats share everything but
+// the scores and values kernels, which are templates over the element type
+// whose only difference is how a run of elements is widened to f32.
 //
 // The context a query sees is read in chunks of at most 256 positions. For
 // each chunk, all query heads of a kv head are handled together, so each K
@@ -42,9 +45,9 @@
 // across paths: the paths round differently).
 //
 // Three paths, picked once per process: AVX-512 (head sizes a multiple of
-// 16), AVX2 + FMA (multiples of 8; also what the AVX-512 path uses for
-// other multiples of 8) and portable C++ (any head size), each for both
-// formats (int8 codes widened to f32 16 or 8 at a time).
+// 16), AVX2 + FMA + F16C (multiples of 8; also what the AVX-512 path uses for
+// other multiples of 8) and portable C++ (any head size), each for every
+// format (int8 and E4M3 codes widened to f32 16 or 8 at a time).
 //
 // Items run on the worker pool (sitsRuntimeParallelFor), or on the calling
 // thread when the whole call is too small to be worth waking helpers.
@@ -67,7 +70,7 @@
 #define SITS_PATTN_X86 1
 #include <immintrin.h>
 #define SITS_PATTN_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define SITS_PATTN_AVX2 __attribute__((target("avx2,fma")))
+#define SITS_PATTN_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define SITS_PATTN_INLINE inline __attribute__((always_inline))
 #else
 #define SITS_PATTN_X86 0
@@ -93,13 +96,14 @@ struct Pass {
   /// Head j's query at q + j * qHeadStride.
   const float *q;
   int64_t qHeadStride;
-  /// The pool's elements: float, or int8_t (the bytes of int8 rows).
+  /// The pool's elements: float, or the bytes of int8 / E4M3 rows.
   const void *pool;
   /// Element offsets in the pool of the chunk's K rows; V row i is at
   /// rows[i] + vDelta.
   const int64_t *rows;
   int64_t vDelta;
-  /// Int8 rows: the scales of the chunk's K and V rows (unused for f32).
+  /// Int8 / E4M3 rows: the scales of the chunk's K and V rows (E4M3's
+  /// times 2^8, see toFloat(E4M3); unused for f32).
   const float *kScale, *vScale;
   int64_t n, heads, headDim;
   float scale;
@@ -120,8 +124,8 @@ struct Kernels {
   /// The head sizes the path takes: multiples of this.
   int64_t dimMultiple;
   PassFn scores, softmax, values;
-  /// scores and values over int8 rows.
-  PassFn scoresI8, valuesI8;
+  /// scores and values over int8 rows, and over E4M3 rows.
+  PassFn scoresI8, valuesI8, scoresF8, valuesF8;
   /// For other head sizes.
   const Kernels *narrower;
 };
@@ -131,11 +135,56 @@ struct Kernels {
 //===----------------------------------------------------------------------===//
 
 // Each path's scores and values are templates over the pool's element
-// type T: float, or int8_t (the codes of int8 rows, whose scales the pass
-// holds: scores are scale * q.codes * kScale, values sum (p * vScale) *
-// codes).
+// type T: float, int8_t or E4M3 (the codes of int8 or E4M3 rows, whose
+// scales the pass holds: scores are scale * q.codes * kScale, values sum
+// (p * vScale) * codes). Only the loads differ: toFloat here, load16 and
+// load8 in the vector paths.
 
-template <typename T> constexpr bool kI8 = std::is_same_v<T, int8_t>;
+/// An OCP FP8 E4M3FN code (1 sign, 4 exponent bits of bias 7, 3 mantissa
+/// bits; no infinities, 0x7F and 0xFF are NaN, max finite 448).
+struct E4M3 {
+  uint8_t bits;
+};
+static_assert(sizeof(E4M3) == 1, "E4M3 rows are bytes");
+
+/// Rows of codes with an f32 scale (not plain f32 elements).
+template <typename T> constexpr bool kScaled = !std::is_same_v<T, float>;
+
+// E4M3FN codes widen to f32 exactly, as their value times 2^-8, for every
+// code but the NaNs (0x7F, 0xFF: no writer produces them, and they are not
+// handled specially; they read as +-480 * 2^-8). The 2^8 is folded into
+// the row scales (chunkScales), which gives the same bits as the values
+// themselves (scaling by a power of two commutes with rounding). No step
+// goes through an f32 subnormal: an x86 multiply or FMA with a subnormal
+// operand takes a microcode assist (rows of small codes ran about 15 times
+// slower that way), and the CPU's denormals-are-zero mode would read them
+// as 0. The vector paths make each code the f16 with its sign, 0 and its 7
+// exponent and mantissa bits: its value times 2^-8 (the subnormal codes
+// are f16 subnormals, which the F16C / AVX-512 conversion widens exactly,
+// at full speed and whatever the MXCSR modes).
+
+/// The f16 bits of E4M3FN code bits x, sign-extended to 16 bits: (x << 7)
+/// with bit 14 (a copy of the sign) cleared.
+constexpr int16_t kE4M3AsF16 = int16_t(0xBF80);
+/// What the widened codes are short of: 2^8, the E4M3 rows' scales carry it.
+constexpr float kE4M3Unit = 256.f;
+
+inline float toFloat(float x) { return x; }
+inline float toFloat(int8_t x) { return float(x); }
+/// The portable path's widening (value times 2^-8): a normal code's bits
+/// shifted into an f32 with the exponent rebiased (7 to 127 - 8), a
+/// subnormal's mantissa times 2^-9 * 2^-8.
+inline float toFloat(E4M3 x) {
+  const uint32_t mag = x.bits & 0x7Fu;
+  float f;
+  if (mag >= 8) {
+    const uint32_t bits = (mag << 20) + (uint32_t(127 - 7 - 8) << 23);
+    std::memcpy(&f, &bits, sizeof f);
+  } else {
+    f = float(mag) * 0x1p-17f;
+  }
+  return x.bits & 0x80 ? -f : f;
+}
 
 template <typename T> void scalarScores(const Pass &p) {
   const T *pool = static_cast<const T *>(p.pool);
@@ -145,9 +194,9 @@ template <typename T> void scalarScores(const Pass &p) {
       const T *k = pool + p.rows[i];
       float dot = 0.f;
       for (int64_t d = 0; d < p.headDim; ++d)
-        dot += q[d] * float(k[d]);
+        dot += q[d] * toFloat(k[d]);
       float score = dot * p.scale;
-      if constexpr (kI8<T>)
+      if constexpr (kScaled<T>)
         score *= p.kScale[i];
       p.scores[j * kMaxChunk + i] = score;
     }
@@ -179,10 +228,10 @@ template <typename T> void scalarValues(const Pass &p) {
     for (int64_t i = 0; i < p.n; ++i) {
       const T *v = pool + (p.rows[i] + p.vDelta);
       float wi = w[i];
-      if constexpr (kI8<T>)
+      if constexpr (kScaled<T>)
         wi *= p.vScale[i];
       for (int64_t d = 0; d < p.headDim; ++d)
-        acc[d] += wi * float(v[d]);
+        acc[d] += wi * toFloat(v[d]);
     }
     for (int64_t d = 0; d < p.headDim; ++d)
       acc[d] *= p.post[j];
@@ -193,7 +242,8 @@ constexpr Kernels kScalarKernels = {
     Isa::kScalar,          1,
     &scalarScores<float>,  &scalarSoftmax,
     &scalarValues<float>,  &scalarScores<int8_t>,
-    &scalarValues<int8_t>, nullptr};
+    &scalarValues<int8_t>, &scalarScores<E4M3>,
+    &scalarValues<E4M3>,   nullptr};
 
 #if SITS_PATTN_X86
 // exp(x) for x <= 0 (scores less their max): e^x = 2^n * e^r, n =
@@ -264,6 +314,15 @@ SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 load16(const int8_t *x) {
                 kAll, _mm_loadu_si128(reinterpret_cast<const __m128i *>(x))));
 }
 
+/// The codes as f16 (see toFloat(E4M3)), widened: values times 2^-8.
+SITS_PATTN_AVX512 SITS_PATTN_INLINE __m512 load16(const E4M3 *x) {
+  const __m256i codes = _mm256_cvtepi8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(x)));
+  return _mm512_maskz_cvtph_ps(kAll,
+                               _mm256_and_si256(_mm256_slli_epi16(codes, 7),
+                                                _mm256_set1_epi16(kE4M3AsF16)));
+}
+
 /// Scores of H heads from j0 for every position: 16 / H positions at a
 /// time, 16 dot products along d in 16 accumulators.
 template <typename T, int H>
@@ -294,7 +353,7 @@ SITS_PATTN_AVX512 void avx512ScoresTile(const Pass &p, int64_t j0) {
     __m512 s = _mm512_mul_ps(reduce16(acc), scale);
     int valid = int(std::min<int64_t>(P, p.n - i));
     __mmask16 store = __mmask16((1u << valid) - 1);
-    if constexpr (kI8<T>) {
+    if constexpr (kScaled<T>) {
       // Lane h * P + t: position i + t's K scale.
       const __m512i lane =
           _mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
@@ -369,7 +428,7 @@ SITS_PATTN_AVX512 void avx512ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   for (int64_t i = 0; i < p.n; ++i) {
     const T *v = pool + (p.rows[i] + p.vDelta + c);
     __m512 pv[H];
-    if constexpr (kI8<T>) {
+    if constexpr (kScaled<T>) {
       const float vs = p.vScale[i];
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
           _mm512_set1_ps(w[h * kMaxChunk + i] * vs);
@@ -476,6 +535,14 @@ SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 load8(const int8_t *x) {
       _mm_loadl_epi64(reinterpret_cast<const __m128i *>(x))));
 }
 
+/// The codes as f16 (see toFloat(E4M3)), widened (F16C): values times 2^-8.
+SITS_PATTN_AVX2 SITS_PATTN_INLINE __m256 load8(const E4M3 *x) {
+  const __m128i codes =
+      _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x)));
+  return _mm256_cvtph_ps(
+      _mm_and_si128(_mm_slli_epi16(codes, 7), _mm_set1_epi16(kE4M3AsF16)));
+}
+
 template <typename T, int H>
 SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
   constexpr int P = 8 / H;
@@ -502,7 +569,7 @@ SITS_PATTN_AVX2 void avx2ScoresTile(const Pass &p, int64_t j0) {
     }
     __m256 sv = _mm256_mul_ps(reduce8(acc), scale);
     int valid = int(std::min<int64_t>(P, p.n - i));
-    if constexpr (kI8<T>) {
+    if constexpr (kScaled<T>) {
       // Lane h * P + t: position i + t's K scale.
       const __m256i lane = _mm256_and_si256(
           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(P - 1));
@@ -577,7 +644,7 @@ SITS_PATTN_AVX2 void avx2ValuesTile(const Pass &p, int64_t j0, int64_t c) {
   for (int64_t i = 0; i < p.n; ++i) {
     const T *v = pool + (p.rows[i] + p.vDelta + c);
     __m256 pv[H];
-    if constexpr (kI8<T>) {
+    if constexpr (kScaled<T>) {
       const float vs = p.vScale[i];
       SITS_PATTN_UNROLL for (int h = 0; h < H; ++h) pv[h] =
           _mm256_set1_ps(w[h * kMaxChunk + i] * vs);
@@ -623,12 +690,34 @@ template <typename T> SITS_PATTN_AVX2 void avx2Values(const Pass &p) {
 constexpr Kernels kAvx2Kernels = {Isa::kAvx2,          8,
                                   &avx2Scores<float>,  &avx2Softmax,
                                   &avx2Values<float>,  &avx2Scores<int8_t>,
-                                  &avx2Values<int8_t>, &kScalarKernels};
+                                  &avx2Values<int8_t>, &avx2Scores<E4M3>,
+                                  &avx2Values<E4M3>,   &kScalarKernels};
 constexpr Kernels kAvx512Kernels = {
     Isa::kAvx512,          16,
     &avx512Scores<float>,  &avx512Softmax,
     &avx512Values<float>,  &avx512Scores<int8_t>,
-    &avx512Values<int8_t>, &kAvx2Kernels};
+    &avx512Values<int8_t>, &avx512Scores<E4M3>,
+    &avx512Values<E4M3>,   &kAvx2Kernels};
+
+/// decodeF8E4M3 on a path: its loads, 16 or 8 codes at a time, times the
+/// 2^8 the row scales carry.
+SITS_PATTN_AVX512 void avx512Decode(const E4M3 *codes, int64_t n, float *out) {
+  const __m512 unit = _mm512_set1_ps(kE4M3Unit);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(load16(codes + i), unit));
+  for (; i < n; ++i)
+    out[i] = toFloat(codes[i]) * kE4M3Unit;
+}
+
+SITS_PATTN_AVX2 void avx2Decode(const E4M3 *codes, int64_t n, float *out) {
+  const __m256 unit = _mm256_set1_ps(kE4M3Unit);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(load8(codes + i), unit));
+  for (; i < n; ++i)
+    out[i] = toFloat(codes[i]) * kE4M3Unit;
+}
 #endif // SITS_PATTN_X86
 
 const Kernels *kernelsFor(Isa isa) {
@@ -691,14 +780,15 @@ bool validArgs(const Call &c) {
     return false;
   if (!c.q || !c.pool || !c.tables || !c.contextLens || !c.out)
     return false;
-  // A K or V row: headDim elements, or (int8) headDim codes and a 4-byte
-  // scale, not overlapping the next position's row.
-  const bool i8 = c.format == Format::kI8Row;
-  if (!i8 && c.format != Format::kF32)
+  // A K or V row: headDim elements, or (int8, E4M3) headDim codes and a
+  // 4-byte scale, not overlapping the next position's row.
+  const bool scaled =
+      c.format == Format::kI8Row || c.format == Format::kF8E4M3Row;
+  if (!scaled && c.format != Format::kF32)
     return false;
   int64_t rowLen = c.headDim;
-  if (i8 && (!addFits(c.headDim, 4, &rowLen) ||
-             (c.blockSize > 1 && c.positionStride < rowLen)))
+  if (scaled && (!addFits(c.headDim, 4, &rowLen) ||
+                 (c.blockSize > 1 && c.positionStride < rowLen)))
     return false;
   if (c.qBatchStride < 0 || c.qHeadStride < 0 || c.qTokenStride < 0 ||
       c.blockStride < 0 || c.keyOffset < 0 || c.valueOffset < 0 ||
@@ -805,15 +895,21 @@ void chunkRows(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
   }
 }
 
-/// Int8 rows: the scales of the n K rows at `rows` and of their V rows.
+/// Int8 / E4M3 rows: the scales of the n K rows at `rows` and of their V
+/// rows (E4M3: times the 2^8 its widened codes are short of).
 void chunkScales(const Call &c, const int64_t *rows, int64_t n, float *kScale,
                  float *vScale) {
-  const int8_t *pool = static_cast<const int8_t *>(c.pool) + c.headDim;
+  const char *pool = static_cast<const char *>(c.pool) + c.headDim;
   const int64_t vDelta = c.valueOffset - c.keyOffset;
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(&kScale[i], pool + rows[i], sizeof(float));
     std::memcpy(&vScale[i], pool + rows[i] + vDelta, sizeof(float));
   }
+  if (c.format == Format::kF8E4M3Row)
+    for (int64_t i = 0; i < n; ++i) {
+      kScale[i] *= kE4M3Unit;
+      vScale[i] *= kE4M3Unit;
+    }
 }
 
 /// An item that walks several chunks: per pass, one chunk's sum of p * V
@@ -881,14 +977,14 @@ void runItem(void *context, int64_t item) {
 
   int64_t rows[kMaxChunk];
   float kScale[kMaxChunk], vScale[kMaxChunk];
-  const bool i8 = c.format == Format::kI8Row;
+  const bool scaled = c.format != Format::kF32;
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
   float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
   for (int64_t ci = c0; ci < c1; ++ci) {
     const int64_t t0 = ci * plan.chunk;
     const int64_t n = std::min(len, t0 + plan.chunk) - t0;
     chunkRows(c, b, g, t0, n, rows);
-    if (i8)
+    if (scaled)
       chunkScales(c, rows, n, kScale, vScale);
     const bool first = ci == c0;
     for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
@@ -1037,11 +1133,16 @@ void runAttention(const Kernels &kernels, const Call &call) {
   auto chunksOf = [&](int64_t ch) {
     return std::max<int64_t>(1, (longest + ch - 1) / ch);
   };
-  const bool i8 = c.format == Format::kI8Row;
+  const bool i8 = c.format == Format::kI8Row,
+             f8 = c.format == Format::kF8E4M3Row;
   Plan plan{&c,
             kern,
-            i8 ? kern->scoresI8 : kern->scores,
-            i8 ? kern->valuesI8 : kern->values,
+            i8   ? kern->scoresI8
+            : f8 ? kern->scoresF8
+                 : kern->scores,
+            i8   ? kern->valuesI8
+            : f8 ? kern->valuesF8
+                 : kern->values,
             kMaxChunk,
             1,
             1,
@@ -1129,7 +1230,8 @@ bool isaAvailable(Isa isa) {
   const HostCpuInfo &cpu = hostCpuInfo();
   auto has = [&](const char *f) { return cpu.hasFeature(f).value_or(false); };
   // AVX-512 falls back on AVX2 for head sizes that are multiples of 8 only.
-  bool avx2 = has("avx2") && has("fma");
+  // F16C (every AVX2 CPU has it) widens the E4M3 codes.
+  bool avx2 = has("avx2") && has("fma") && has("f16c");
   return isa == Isa::kAvx2 ? avx2 : avx2 && has("avx512f");
 }
 
@@ -1147,6 +1249,25 @@ bool run(Isa isa, const Args &args) {
   if (!isaAvailable(isa))
     return false;
   attend(*kernelsFor(isa), args);
+  return true;
+}
+
+bool decodeF8E4M3(Isa isa, const uint8_t *codes, int64_t n, float *out) {
+  if (!isaAvailable(isa))
+    return false;
+  const E4M3 *x = reinterpret_cast<const E4M3 *>(codes);
+#if SITS_PATTN_X86
+  if (isa == Isa::kAvx512) {
+    avx512Decode(x, n, out);
+    return true;
+  }
+  if (isa == Isa::kAvx2) {
+    avx2Decode(x, n, out);
+    return true;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = toFloat(x[i]) * kE4M3Unit;
   return true;
 }
 
@@ -1229,4 +1350,44 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
                         outHeadStride,
                         outTokenStride,
                         Format::kI8Row});
+}
+
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionF8E4M3(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
+    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
+    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride) {
+  using namespace sits::runtime::pattn;
+  static const Kernels *const kernels = kernelsFor(selectedIsa());
+  attend(*kernels, Args{batch,
+                        queries,
+                        qHeads,
+                        kvHeads,
+                        headDim,
+                        q,
+                        qBatchStride,
+                        qHeadStride,
+                        qTokenStride,
+                        pool,
+                        numBlocks,
+                        blockStride,
+                        keyOffset,
+                        valueOffset,
+                        kvHeadStride,
+                        blockSize,
+                        positionStride,
+                        tables,
+                        tableWidth,
+                        tableStride,
+                        contextLens,
+                        scale,
+                        out,
+                        outBatchStride,
+                        outHeadStride,
+                        outTokenStride,
+                        Format::kF8E4M3Row});
 }

@@ -1,8 +1,9 @@
 //===- paged_attention.h - The paged attention's paths (internal) ---------===//
 //
-// `sitsRuntimePagedAttention` (f32 pool) and `sitsRuntimePagedAttentionI8`
+// `sitsRuntimePagedAttention` (f32 pool), `sitsRuntimePagedAttentionI8`
 // (int8 pool: each K/V row `headDim` int8 codes then its f32 scale, strides
-// in bytes) (paged_attention.cpp) pick one implementation per process from
+// in bytes) and `sitsRuntimePagedAttentionF8E4M3` (the same with FP8 E4M3FN
+// codes) (paged_attention.cpp) pick one implementation per process from
 // the CPU's features. The unit tests run each path the CPU has through
 // `run` and compare it with a plain double-precision reference. Exported
 // (sits::runtime is) only for those tests; compiled code calls the
@@ -42,6 +43,23 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
     const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
     int64_t outHeadStride, int64_t outTokenStride);
 
+/// As sitsRuntimePagedAttentionI8, over rows of OCP FP8 E4M3FN codes (1
+/// sign, 4 exponent bits of bias 7, 3 mantissa bits, no infinities, max
+/// finite 448): the K or V row is `headDim` one-byte codes followed by one
+/// f32 scale (native byte order, at byte `headDim`, any alignment); element
+/// d is `fp8(code[d]) * scale`. Strides, offsets and checks as for I8 (a
+/// row spans `headDim + 4` bytes). The NaN codes (0x7F, 0xFF), which
+/// writers never produce, are not handled specially.
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionF8E4M3(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
+    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
+    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride);
+
 namespace sits::runtime::pattn {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
@@ -53,14 +71,16 @@ SITS_RUNTIME_API bool isaAvailable(Isa isa);
 /// The path `sitsRuntimePagedAttention*` takes on this CPU.
 SITS_RUNTIME_API Isa selectedIsa();
 
-/// What the pool holds: f32 elements (`sitsRuntimePagedAttention`) or
-/// int8 rows, each `headDim` codes and an f32 scale
-/// (`sitsRuntimePagedAttentionI8`; pool strides in bytes).
-enum class Format { kF32, kI8Row };
+/// What the pool holds: f32 elements (`sitsRuntimePagedAttention`), int8
+/// rows, each `headDim` codes and an f32 scale
+/// (`sitsRuntimePagedAttentionI8`; pool strides in bytes), or the same
+/// with E4M3FN codes (`sitsRuntimePagedAttentionF8E4M3`).
+enum class Format { kF32, kI8Row, kF8E4M3Row };
 
-/// The arguments of `sitsRuntimePagedAttention` or
-/// `sitsRuntimePagedAttentionI8`, in order (`pool` a `const float *` or a
-/// `const int8_t *`), then which of the two.
+/// The arguments of `sitsRuntimePagedAttention`,
+/// `sitsRuntimePagedAttentionI8` or `sitsRuntimePagedAttentionF8E4M3`, in
+/// order (`pool` a `const float *`, `const int8_t *` or `const uint8_t *`),
+/// then which of the three.
 struct Args {
   int64_t batch, queries, qHeads, kvHeads, headDim;
   const float *q;
@@ -77,11 +97,19 @@ struct Args {
   Format format = Format::kF32;
 };
 
-/// `sitsRuntimePagedAttention` (or `...I8`, per `args.format`) on path `isa`
+/// `sitsRuntimePagedAttention` (or `...I8`, `...F8E4M3`, per `args.format`)
+/// on path `isa`
 /// (threads and argument checks included; a head size the path's vectors do not
 /// divide takes the next narrower path, as the exported function does); false,
 /// with nothing read or written, when `isa` is not available.
 SITS_RUNTIME_API bool run(Isa isa, const Args &args);
+
+/// The E4M3FN codes[0, n) as path `isa`'s kernels read them (its vector
+/// loads for whole vectors, then the portable conversion) into out[0, n);
+/// false, with nothing written, when `isa` is not available. Exact for
+/// every code but the NaNs (0x7F, 0xFF), which are not handled specially.
+SITS_RUNTIME_API bool decodeF8E4M3(Isa isa, const uint8_t *codes, int64_t n,
+                                   float *out);
 
 } // namespace sits::runtime::pattn
 

@@ -146,7 +146,8 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
 
   // The pool: the memory's device tier, as the model declares it. A row is
   // token_stride bytes: head_dim elements, plus the f32 scale of a quantized
-  // pool (per_token_head: i8 [..., head_dim + 4], codes then scale bytes).
+  // pool (per_token_head: i8 or f8E4M3FN [..., head_dim + 4], one-byte codes
+  // then the scale's bytes).
   const ArgSpec &poolSpec = *inputs[size_t(r->poolIndex_)];
   const kv::PoolConfig &config = memory->config();
   const kv::MemoryLayout &layout = memory->layout();

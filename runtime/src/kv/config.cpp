@@ -178,12 +178,15 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
         "quantization", int64_t(c.quantization),
         std::string("unsupported quantization; supported: ") +
             supportedKVQuantizations());
+  // One-byte codes whose scaled values cover a row: int8, and FP8 E4M3
+  // (3 mantissa bits; E5M2's 2 lose too much for a scaled row).
   if (c.quantization == KVQuantization::kPerTokenHead &&
-      c.dtype != DType::kInt8)
+      c.dtype != DType::kInt8 && c.dtype != DType::kFP8E4M3)
     return invalidArgument(
         "quantization", int64_t(c.quantization),
-        std::string("per_token_head stores int8 codes with an f32 scale per "
-                    "(token, head): it needs dtype int8, not ") +
+        std::string("per_token_head stores one-byte codes with an f32 scale "
+                    "per (token, head): it needs dtype int8 or fp8_e4m3, "
+                    "not ") +
             dtypeName(c.dtype));
 
   // bytes_per_block = kv_factor × layers × heads × bs × token bytes, where

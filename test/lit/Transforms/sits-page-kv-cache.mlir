@@ -2,6 +2,7 @@
 // RUN: sits-opt %s --sits-page-kv-cache --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 // RUN: not sits-opt %s --sits-page-kv-cache=block-size=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int8" | FileCheck %s --check-prefix=INT8
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=fp8" | FileCheck %s --check-prefix=FP8
 // RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
 // Two decoder layers (GQA: 4 query heads on 2 K/V heads) exported with
@@ -42,4 +43,8 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 //      INT8:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {layer = 0 : i64}
 //      INT8:   sits.paged_attention {{.*}} {layer = 1 : i64, scale = 5.000000e-01 : f64}
 
-// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int4'; supported: int8 (or none: the model's K/V type)
+// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int4'; supported: int8, fp8 (or none: the model's K/V type)
+
+// FP8-LABEL: func.func @main
+//  FP8-SAME:    tensor<?x2x2x2x4x20xf8E4M3FN> {sits.kv_quantization = "per_token_head", sits.name = "kv_pool"}
+//  FP8-SAME:   -> (tensor<?x4x?x16xf32>, tensor<?x2x2x2x4x20xf8E4M3FN> {sits.updates = 4 : i64})

@@ -3,6 +3,7 @@ prefill and decode of sequences of different lengths in one batch (left
 padding), GQA, the pool updated in place through the slot mapping, and
 out-of-range slots and block numbers that are not followed."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -183,64 +184,78 @@ def test_pool_must_be_updatable(model):
         model.run(q, k, v, pool, tables, slots, lens)
 
 
-# ---- an INT8 pool: rows of D codes and their f32 scale (kv_dtype="int8")
+# ---- quantized pools: rows of D INT8 or FP8 (E4M3) codes and their f32
+# scale (kv_dtype="int8" / "fp8")
 
-_IR_INT8 = _IR.replace(f"x{BS}x{D}xf32>", f"x{BS}x{D + 4}xi8>")
+_CODES = {"int8": ("i8", np.int8), "fp8": ("f8E4M3FN", ml_dtypes.float8_e4m3fn)}
 
 
-@pytest.fixture(scope="module")
-def int8_model(tmp_path_factory):
+def _quantized_ir(kind):
+    return _IR.replace(f"x{BS}x{D}xf32>", f"x{BS}x{D + 4}x{_CODES[kind][0]}>")
+
+
+@pytest.fixture(scope="module", params=sorted(_CODES))
+def quantized_model(request, tmp_path_factory):
     with ir.Context():
-        module = ir.Module.parse(_IR_INT8)
-        art = sits_mlir.compile(module, "cpu", tmp_path_factory.mktemp("paged8") / "pa8.sitsm",
+        module = ir.Module.parse(_quantized_ir(request.param))
+        art = sits_mlir.compile(module, "cpu",
+                                tmp_path_factory.mktemp("paged-q") / f"{request.param}.sitsm",
                                 threads=2)
-    return art.load()
+    return request.param, art.load()
 
 
-def _int8_pool(rng):
+def _quantized_pool(rng, kind):
     from sits_mlir.testing.reference import quantize_kv_rows
 
+    dtype = _CODES[kind][1]
     scale = rng.uniform(0.1, 4.0, (BLOCKS, LAYERS, 2, HKV, BS, 1)).astype(np.float32)
-    pool = quantize_kv_rows(rng.standard_normal((BLOCKS, LAYERS, 2, HKV, BS, D)) * scale)
-    pool[..., 3, :] = quantize_kv_rows(np.zeros(D))    # all-zero rows: scale 0
+    pool = quantize_kv_rows(rng.standard_normal((BLOCKS, LAYERS, 2, HKV, BS, D)) * scale, dtype)
+    pool[..., 3, :] = quantize_kv_rows(np.zeros(D), dtype)   # all-zero rows: scale 0
     return pool
 
 
 @pytest.mark.parametrize("news,pasts", [([3, 2, 1], [2, 7, 2]),
                                         ([1, 1, 1, 1], [0, 4, 9, 14]),
                                         ([5], [0])])
-def test_int8_pool_matches_reference(int8_model, news, pasts):
+def test_quantized_pool_matches_reference(quantized_model, news, pasts):
     """New K/V are quantized as they are written (the same bytes as the
     reference's rounding), and attention reads the dequantized rows."""
     from sits_mlir.testing.reference import evaluate
 
+    kind, model = quantized_model
     rng = np.random.default_rng(sum(news) * 17 + len(pasts))
     q, k, v, _, tables, slots, lens = _batch(rng, news, pasts)
     k[0, 0, -1] = 0.0                                   # a zero row: scale 0
     v[-1, -1, -1, 1] = 1e3                              # an outlier channel
-    pool = _int8_pool(rng)
+    pool = _quantized_pool(rng, kind)
     with ir.Context():
-        ref_out, ref_pool = evaluate(ir.Module.parse(_IR_INT8),
+        ref_out, ref_pool = evaluate(ir.Module.parse(_quantized_ir(kind)),
                                      [q, k, v, pool, tables, slots, lens])
-    (out,) = int8_model.run(q, k, v, pool, tables, slots, lens)
-    np.testing.assert_array_equal(pool, ref_pool)
+    (out,) = model.run(q, k, v, pool, tables, slots, lens)
+    np.testing.assert_array_equal(pool.view(np.int8), ref_pool.view(np.int8))
     live = (slots >= 0)[:, None, :, None].repeat(HQ, 1).repeat(D, 3)
     np.testing.assert_allclose(out[live], ref_out[live], rtol=1e-4, atol=1e-4)
     assert np.isfinite(out).all()
 
 
-def test_int8_pool_stays_close_to_float_attention(int8_model, model):
-    """Against the f32 pool on the same K/V: INT8 per token and head keeps
-    each element within half a step (max|row| / 254)."""
+def test_quantized_pool_stays_close_to_float_attention(quantized_model, model):
+    """Against the f32 pool on the same K/V: INT8 keeps each element within
+    half a step (max|row| / 254), FP8 E4M3 within 1/16 of it (3 mantissa
+    bits) or of the smallest subnormal step."""
     from sits_mlir.testing.reference import dequantize_kv_rows, quantize_kv_rows
 
+    kind, quantized = quantized_model
     rng = np.random.default_rng(23)
     q, k, v, pool, tables, slots, lens = _batch(rng, [4, 1], [3, 9])
-    pool8 = quantize_kv_rows(pool)
-    (out8,) = int8_model.run(q, k, v, pool8, tables, slots, lens)
+    pool8 = quantize_kv_rows(pool, _CODES[kind][1])
+    (out8,) = quantized.run(q, k, v, pool8, tables, slots, lens)
     (out,) = model.run(q, k, v, pool, tables, slots, lens)
     values = dequantize_kv_rows(pool8)
-    step = np.abs(pool).max(axis=-1, keepdims=True) / 127
-    assert (np.abs(values - pool) <= step / 2 * (1 + 1e-6)).all()
+    top = np.abs(pool).max(axis=-1, keepdims=True)
+    if kind == "int8":
+        bound = top / 254
+    else:
+        bound = np.maximum(np.abs(pool) / 16, top / 448 * 2.0 ** -10)
+    assert (np.abs(values - pool) <= bound * (1 + 1e-5)).all()
     live = (slots >= 0)[:, None, :, None].repeat(HQ, 1).repeat(D, 3)
-    assert np.abs(out8 - out)[live].max() < 0.05
+    assert np.abs(out8 - out)[live].max() < (0.05 if kind == "int8" else 0.2)

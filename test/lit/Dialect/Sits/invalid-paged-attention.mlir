@@ -205,7 +205,7 @@ func.func @int8_row(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: t
 
 func.func @int8_row_too_small(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %pool: tensor<8x1x2x2x4x4xi8>,
                               %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
-  // expected-error @+1 {{'sits.paged_attention' op an i8 pool's rows hold the head dim's codes and a 4-byte scale: extent 4 is too small}}
+  // expected-error @+1 {{'sits.paged_attention' op a quantized pool's rows hold the head dim's codes and a 4-byte scale: extent 4 is too small}}
   %o, %p = sits.paged_attention %q, %k, %k, %pool, %t, %s, %l {layer = 0}
       : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<8x1x2x2x4x4xi8>, tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>)
       -> (tensor<1x4x1x16xf32>, tensor<8x1x2x2x4x4xi8>)

@@ -227,13 +227,23 @@ def test_quantization_is_a_config_field():
     assert e.value.field == "quantization"
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"])
-def test_per_token_head_needs_int8(dtype):
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "fp8_e5m2"])
+def test_per_token_head_needs_int8_or_fp8_e4m3(dtype):
     c = kv.PoolConfig(num_blocks=8, dtype=dtype, quantization="per_token_head")
     for make in (c.validate, lambda: kv.KVAllocator(c), lambda: kv.KVMemory(c)):
-        with pytest.raises(kv.KVInvalidArgument, match=f"dtype int8, not {dtype}") as e:
+        with pytest.raises(kv.KVInvalidArgument,
+                           match=f"dtype int8 or fp8_e4m3, not {dtype}") as e:
             make()
         assert e.value.field == "quantization"
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp8_e4m3"])
+def test_per_token_head_takes_int8_and_fp8_e4m3(dtype):
+    c = kv.PoolConfig(num_blocks=8, dtype=dtype, quantization="per_token_head", **{
+        k: v for k, v in SMALL.items() if k != "dtype"})
+    assert c.validate()["bytes_per_block"] == 2 * 2 * 2 * 4 * (4 + 4)
+    assert kv.KVAllocator(c).geometry["bytes_per_block"] == 256
+    assert kv.KVMemory(c).layout["token_stride"] == 8
 
 
 def test_quantized_geometry_counts_the_scales():
@@ -382,6 +392,94 @@ def test_quantized_scales_follow_cow_and_swap():
     check(1, 10, 0)
     check(2, 11, 0)
     a.check_invariants()
+
+
+# --- quantized pools with FP8 E4M3FN codes --------------------------------------------------
+
+
+def test_fp8_quantized_views_shapes_dtypes_and_strides():
+    f8 = np.dtype(ml_dtypes.float8_e4m3fn)
+    m = qmemory(num_blocks=8, num_host_blocks=3, dtype="fp8_e4m3")
+    lay = m.layout
+    assert lay["quantization"] == "per_token_head" and lay["dtype"] == "fp8_e4m3"
+    assert (lay["elem_size"], lay["scale_size"], lay["scale_offset"], lay["token_stride"],
+            lay["head_dim"]) == (1, 4, 4, 8, 4)
+    assert lay["block_shape"] == (2, 2, 2, 4, 8)
+    assert (lay["block_stride"], lay["layer_stride"], lay["kv_stride"], lay["head_stride"]) \
+        == (256, 128, 64, 32)
+    assert m.dtype == f8
+    # The raw rows in the pool's dtype: what a compiled model takes as kv_pool
+    # (f8E4M3FN [..., head_dim + 4]), as for int8.
+    for tier, blocks in (("device", 8), ("host", 3)):
+        raw = m.view(tier)
+        assert raw.shape == (blocks, 2, 2, 2, 4, 4 + 4) and raw.dtype == f8
+        assert raw.flags.c_contiguous and raw.flags.writeable
+        codes, scales = m.codes(tier), m.scales(tier)
+        assert codes.shape == (blocks, 2, 2, 2, 4, 4) and codes.dtype == f8
+        assert scales.shape == (blocks, 2, 2, 2, 4) and scales.dtype == np.float32
+        assert codes.strides == (256, 128, 64, 32, 8, 1)
+        assert scales.strides == (256, 128, 64, 32, 8)
+        assert codes.flags.writeable and scales.flags.writeable
+        assert codes.__array_interface__["data"][0] == m.data_ptr(tier)
+        assert scales.__array_interface__["data"][0] == m.data_ptr(tier) + 4
+    assert m.device.nbytes == m.config.validate()["total_bytes"]
+    e = qmemory(num_blocks=4, dtype="fp8_e4m3")
+    assert e.codes("host").shape == (0, 2, 2, 2, 4, 4) and e.codes("host").dtype == f8
+    assert e.scales("host").shape == (0, 2, 2, 2, 4)
+
+
+def test_fp8_quantized_dlpack_is_the_raw_rows():
+    torch = pytest.importorskip("torch")
+    m = qmemory(num_blocks=4, dtype="fp8_e4m3")
+    t = torch.from_dlpack(m.dlpack())
+    assert t.dtype == torch.float8_e4m3fn and tuple(t.shape) == m.device.shape
+    assert t.data_ptr() == m.data_ptr()
+    m.codes()[1, 0, 1, 0, 2] = np.array([1.5, -448, 0.001953125, 0], np.float32)
+    np.testing.assert_array_equal(t[1, 0, 1, 0, 2, :4].float().numpy(),
+                                  [1.5, -448, 0.001953125, 0])
+
+
+def test_fp8_codes_and_scales_write_the_same_memory():
+    m = qmemory(num_blocks=8, dtype="fp8_e4m3")
+    codes, scales = m.codes(), m.scales()
+    codes[5, 1, 0, 1, 3] = np.array([1.0, -3.0, 448.0, 2.0 ** -9], np.float32)
+    scales[5, 1, 0, 1, 3] = 0.25
+    raw = np.frombuffer(m.device, np.uint8)
+    at = 5 * 256 + 128 + 0 * 64 + 32 + 3 * 8
+    # E4M3FN bits: 1.0 = 0x38, -3.0 = 0xC4, 448 = 0x7E, 2^-9 = 0x01 (subnormal).
+    assert raw[at:at + 4].tolist() == [0x38, 0xC4, 0x7E, 0x01]
+    assert raw[at + 4:at + 8].view("<f4")[0] == 0.25  # little-endian f32 after the codes
+    assert (raw[:at] == 0).all() and (raw[at + 8:] == 0).all()  # nothing else written
+    # Element = code × scale.
+    values = codes[5, 1, 0, 1, 3].astype(np.float32) * scales[5, 1, 0, 1, 3]
+    np.testing.assert_array_equal(values, [0.25, -0.75, 112.0, 2.0 ** -11])
+    # The raw rows: the codes as elements, the scale's bytes as 4 more.
+    row = m.device[5, 1, 0, 1, 3]
+    assert row[:4].astype(np.float32).tolist() == [1.0, -3.0, 448.0, 2.0 ** -9]
+    assert row[4:].view(np.uint8).view("<f4")[0] == 0.25
+    m.device[2, 0, 1, 0, 0, 4:] = np.array([-1.5], "<f4").view(ml_dtypes.float8_e4m3fn)
+    assert scales[2, 0, 1, 0, 0] == -1.5
+    odd = qmemory(num_blocks=4, head_dim=3, dtype="fp8_e4m3")
+    assert odd.layout["token_stride"] == 7 and odd.scales().strides[-1] == 7
+    odd.scales()[1] = 2.0
+    assert (odd.scales()[1] == 2.0).all()
+    assert not odd.codes().view(np.uint8).any()
+
+
+def test_fp8_quantized_copies_move_codes_and_scales():
+    m = qmemory(num_blocks=6, num_host_blocks=2, dtype="fp8_e4m3")
+    rng = np.random.default_rng(2)
+    codes = m.codes().view(np.uint8)  # the bits, NaN codes excluded
+    codes[1] = rng.integers(0, 0x7F, codes[1].shape, dtype=np.uint8) | \
+        rng.integers(0, 2, codes[1].shape, dtype=np.uint8) << 7
+    m.scales()[1] = rng.standard_normal(m.scales()[1].shape, dtype=np.float32)
+    m.device.view(np.uint8)[2] = 0xEE
+    m.apply_copies([(0, "device", 1, "device", 2, 3)])  # a 3-token CoW
+    np.testing.assert_array_equal(codes[2][..., :3, :], codes[1][..., :3, :])
+    np.testing.assert_array_equal(m.scales()[2][..., :3], m.scales()[1][..., :3])
+    assert (m.device.view(np.uint8)[2][..., 3:, :] == 0xEE).all()
+    m.apply_copies([(1, "device", 1, "host", 1, 4)])
+    np.testing.assert_array_equal(m.host.view(np.uint8)[1], m.device.view(np.uint8)[1])
 
 
 # --- the contents follow the blocks ------------------------------------------------------------

@@ -15,15 +15,18 @@
 // element the call must not read set to 1e30, so that ASan sees any read
 // past it and the results any read of padding; the output rows are
 // surrounded by sentinels that must stay. Thread counts give the same bits.
-// `sitsRuntimePagedAttentionI8` likewise, over pools of int8 rows (codes
-// and an f32 scale) quantized by the writers' rule, against the reference
-// over the dequantized values; also rows of zeros (scale 0), the pool and
-// its rows at odd addresses, and the 4 scale bytes in the argument checks
-// (bytes it must not read are 0x7F: codes 127, scale 3.4e38).
+// `sitsRuntimePagedAttentionI8` and `sitsRuntimePagedAttentionF8E4M3`
+// likewise (one test suite over both formats), over pools of int8 or FP8
+// E4M3FN rows (codes and an f32 scale) quantized by the writers' rule,
+// against the reference over the exactly dequantized values; also rows of
+// zeros (scale 0), the pool and its rows at odd addresses, and the 4 scale
+// bytes in the argument checks (bytes it must not read are 0x7F: codes 127
+// or NaN, scale 3.4e38). Every non-NaN E4M3FN code reads exactly on every
+// path, through the paths' own loads and through the kernels.
 // The exported symbols are looked up the way compiled code finds them.
 // DISABLED_Bench and DISABLED_BenchPrefill print the time per call, and
-// DISABLED_BenchI8 that of f32 and int8 pools side by side (run with
-// --gtest_also_run_disabled_tests).
+// DISABLED_BenchQuantized that of f32, int8 and fp8 pools side by side
+// (run with --gtest_also_run_disabled_tests).
 //
 //===----------------------------------------------------------------------===//
 #include "core_test_util.h"
@@ -40,6 +43,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 using namespace sits::runtime;
 using pattn::Isa;
@@ -60,9 +64,9 @@ struct Strides {
 /// [numBlocks][layers][2][kvHeads][blockSize][headDim] (with
 /// `positionPad` floats after each position's row and `headPad` after each
 /// kv head's rows), attending layer `layer` (the last by default, so that
-/// V of the last block ends the pool). `int8`: the pool is bytes, each row
-/// `headDim` int8 codes and an f32 scale (pads in bytes too), starting
-/// `poolBase` bytes into `poolI8`.
+/// V of the last block ends the pool). A `format` other than kF32: the
+/// pool is bytes, each row `headDim` int8 or E4M3FN codes and an f32 scale
+/// (pads in bytes too), starting `poolBase` bytes into `poolRows`.
 struct Case {
   int64_t batch = 1, queries = 1, qHeads = 8, kvHeads = 2, headDim = 64;
   int64_t blockSize = 16, numBlocks = 8, layers = 2, layer = 1;
@@ -70,11 +74,11 @@ struct Case {
   int64_t qPad = 0, outPad = 0, positionPad = 0, headPad = 0;
   Layout qLayout = Layout::kBSHD, outLayout = Layout::kBSHD;
   float scale = 0.125f;
-  bool int8 = false;
+  pattn::Format format = pattn::Format::kF32;
   int64_t poolBase = 0;
   std::vector<int32_t> lens, tables;
   std::vector<float> pool, q;
-  std::vector<int8_t> poolI8;
+  std::vector<uint8_t> poolRows;
 
   /// A case of `heads` (query, kv) and `headDim` at block size
   /// `blockSize`, scaled by 1/sqrt(headDim); the caller sets the rest.
@@ -90,11 +94,13 @@ struct Case {
   }
 
   /// Pool elements (floats or bytes) per K or V row.
-  int64_t rowLen() const { return int8 ? headDim + 4 : headDim; }
+  /// Rows of codes and a scale (int8 or E4M3FN).
+  bool quantized() const { return format != pattn::Format::kF32; }
+  int64_t rowLen() const { return quantized() ? headDim + 4 : headDim; }
   int64_t positionStride() const { return rowLen() + positionPad; }
   int64_t poolLen() const { return numBlocks * blockStride(); }
-  int8_t *i8Pool() { return poolI8.data() + poolBase; }
-  const int8_t *i8Pool() const { return poolI8.data() + poolBase; }
+  uint8_t *rowPool() { return poolRows.data() + poolBase; }
+  const uint8_t *rowPool() const { return poolRows.data() + poolBase; }
   int64_t kvHeadStride() const {
     return blockSize * positionStride() + headPad;
   }
@@ -134,7 +140,8 @@ struct Case {
                 qs.batch,
                 qs.head,
                 qs.token,
-                int8 ? static_cast<const void *>(i8Pool()) : pool.data(),
+                quantized() ? static_cast<const void *>(rowPool())
+                            : pool.data(),
                 numBlocks,
                 blockStride(),
                 keyOffset(),
@@ -151,33 +158,73 @@ struct Case {
                 os.batch,
                 os.head,
                 os.token,
-                int8 ? pattn::Format::kI8Row : pattn::Format::kF32};
+                format};
   }
 };
 
-/// The writers' int8 row: scale = max|x| / 127, codes rint(x / scale)
-/// clamped to [-127, 127] (all 0, and scale 0, for a zero row).
-void quantizeRow(const float *x, int64_t n, int8_t *row) {
+/// E4M3FN code `code` exactly: (-1)^s 2^(e - 7) (1 + m / 8), or 2^-6 m / 8
+/// for e = 0; NaN for 0x7F and 0xFF.
+double decodeE4M3(uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  if (e == 15 && m == 7)
+    return std::numeric_limits<double>::quiet_NaN();
+  const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return code & 0x80 ? -mag : mag;
+}
+
+/// The E4M3FN code of x rounded to nearest even, saturated to +-448 (never
+/// NaN).
+uint8_t encodeE4M3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::min(std::abs(double(x)), 448.0);
+  if (a < 0x1p-6) // subnormal: multiples of 2^-9 (rint: nearest even)
+    return uint8_t(sign | int(std::rint(a * 0x1p9)));
+  int e;
+  std::frexp(a, &e); // a = f 2^e, f in [0.5, 1): 2^(e - 1) <= a < 2^e
+  --e;
+  int m = int(std::rint((std::ldexp(a, -e) - 1.0) * 8.0));
+  if (m == 8) { // rounded up to the next power of two
+    m = 0;
+    ++e;
+  }
+  return uint8_t(sign | (e + 7) << 3 | m);
+}
+
+/// The writers' row in `format`: int8, scale = max|x| / 127 and codes
+/// rint(x / scale) clamped to [-127, 127]; E4M3FN, scale = max|x| / 448 and
+/// codes E4M3FN(x * (448 / max|x|)) rounded to nearest even (all 0, and
+/// scale 0, for a zero row).
+void quantizeRow(pattn::Format format, const float *x, int64_t n,
+                 uint8_t *row) {
   float top = 0.f;
   for (int64_t d = 0; d < n; ++d)
     top = std::max(top, std::abs(x[d]));
-  const float scale = top / 127.f;
+  const bool f8 = format == pattn::Format::kF8E4M3Row;
+  const float scale = top / (f8 ? 448.f : 127.f);
+  const float inverse = f8 && top != 0.f ? 448.f / top : 0.f;
   for (int64_t d = 0; d < n; ++d)
-    row[d] = scale == 0.f
-                 ? int8_t(0)
-                 : int8_t(std::clamp(std::rint(x[d] / scale), -127.f, 127.f));
+    row[d] = scale == 0.f ? uint8_t(0)
+             : f8 ? encodeE4M3(x[d] * inverse)
+                  : uint8_t(int8_t(
+                        std::clamp(std::rint(x[d] / scale), -127.f, 127.f)));
   std::memcpy(row + n, &scale, sizeof scale);
 }
 
+/// A code of `format` as a number.
+double decodeCode(pattn::Format format, uint8_t code) {
+  return format == pattn::Format::kF8E4M3Row ? decodeE4M3(code)
+                                             : double(int8_t(code));
+}
+
 /// Every element of the pool as the kernel must read it, in double: the
-/// floats, or each int8 row's code * scale at its codes' offsets (bytes
-/// the call must not read: NaN).
+/// floats, or each quantized row's code * scale at its codes' offsets
+/// (bytes the call must not read: NaN).
 std::vector<double> poolValues(const Case &c) {
-  if (!c.int8)
+  if (!c.quantized())
     return std::vector<double>(c.pool.begin(), c.pool.end());
   std::vector<double> values(size_t(c.poolLen()),
                              std::numeric_limits<double>::quiet_NaN());
-  const int8_t *pool = c.i8Pool();
+  const uint8_t *pool = c.rowPool();
   for (int64_t blk = 0; blk < c.numBlocks; ++blk)
     for (int64_t g = 0; g < c.kvHeads; ++g)
       for (int64_t r = 0; r < c.blockSize; ++r)
@@ -187,32 +234,46 @@ std::vector<double> poolValues(const Case &c) {
           float scale;
           std::memcpy(&scale, pool + row + c.headDim, sizeof scale);
           for (int64_t d = 0; d < c.headDim; ++d)
-            values[size_t(row + d)] = double(pool[row + d]) * double(scale);
+            values[size_t(row + d)] =
+                decodeCode(c.format, pool[row + d]) * double(scale);
         }
   return values;
 }
 
 /// Random K/V rows of the attended layer (the rest of the pool, padding
-/// included, 1e30, or bytes 0x7F: codes 127, scales 3.4e38), queries and
-/// tables (each entry a block of the pool; the caller plants bad ones).
+/// included, 1e30, or bytes 0x7F: codes 127 or NaN, scales 3.4e38),
+/// queries and tables (each entry a block of the pool; the caller plants
+/// bad ones). Quantized rows are x quantized by the writers' rule; E4M3FN
+/// rows' x are spread over 12 binades (subnormal codes included).
 /// `integers`: values in [-4, 4], so that dot products are exact in f32
 /// (int8: K/V codes in [-127, 127] with one of +-127 per row, scale 1/32
-/// exactly, so that q . K is exact too). An int8 pool is allocated to its
-/// exact end (after `poolBase` bytes).
+/// exactly; E4M3FN: K/V values v / 64, v an E4M3FN value of magnitude in
+/// [1, 448] with one of +-448 per row, so scale 1/64 and codes v exactly;
+/// so that q . K is exact too). A quantized pool is allocated to its exact
+/// end (after `poolBase` bytes).
 void fill(Case &c, std::mt19937 &rng, bool integers = false) {
   std::uniform_real_distribution<float> real(-1.f, 1.f);
   std::uniform_int_distribution<int> small(-4, 4);
   auto value = [&] { return integers ? float(small(rng)) : real(rng); };
-  if (c.int8) {
+  if (c.quantized()) {
+    const bool f8 = c.format == pattn::Format::kF8E4M3Row;
     std::uniform_int_distribution<int> code(-127, 127);
-    c.poolI8.assign(size_t(c.poolBase + c.poolLen()), int8_t(0x7F));
+    // E4M3FN codes 1.0 (0x38) to 448 (0x7E), and binades below 1.
+    std::uniform_int_distribution<int> f8Code(0x38, 0x7E), binade(0, 11);
+    c.poolRows.assign(size_t(c.poolBase + c.poolLen()), uint8_t(0x7F));
     std::vector<float> x(size_t(c.headDim));
     auto row = [&](int64_t at) {
       for (float &v : x)
-        v = integers ? float(code(rng)) / 32.f : real(rng);
+        if (!integers)
+          v = f8 ? std::ldexp(real(rng), -binade(rng)) : real(rng);
+        else if (f8)
+          v = float(decodeE4M3(uint8_t(f8Code(rng) | (rng() % 2) << 7))) / 64.f;
+        else
+          v = float(code(rng)) / 32.f;
       if (integers)
-        x[rng() % x.size()] = rng() % 2 ? 127.f / 32.f : -127.f / 32.f;
-      quantizeRow(x.data(), c.headDim, c.i8Pool() + at);
+        x[rng() % x.size()] =
+            (rng() % 2 ? 1.f : -1.f) * (f8 ? 448.f / 64.f : 127.f / 32.f);
+      quantizeRow(c.format, x.data(), c.headDim, c.rowPool() + at);
     };
     for (int64_t blk = 0; blk < c.numBlocks; ++blk)
       for (int64_t g = 0; g < c.kvHeads; ++g)
@@ -255,8 +316,8 @@ void padAndFill(Case &c, std::mt19937 &rng, int index) {
   fill(c, rng);
 }
 
-/// The definition, in double: [batch][qHeads][queries][headDim] (int8:
-/// over the dequantized K and V).
+/// The definition, in double: [batch][qHeads][queries][headDim]
+/// (quantized: over the exactly dequantized K and V).
 std::vector<double> reference(const Case &c) {
   std::vector<double> out(size_t(c.batch * c.qHeads * c.queries * c.headDim),
                           0.0);
@@ -323,10 +384,12 @@ std::vector<float> runPath(Isa isa, const Case &c,
 
 std::string describe(const Case &c) {
   std::ostringstream os;
-  os << (c.int8 ? "int8 " : "") << "batch " << c.batch << " queries "
-     << c.queries << " heads " << c.qHeads << "/" << c.kvHeads << " headDim "
-     << c.headDim << " blockSize " << c.blockSize << " tableWidth "
-     << c.tableWidth << " layouts q "
+  os << (c.format == pattn::Format::kI8Row       ? "int8 "
+         : c.format == pattn::Format::kF8E4M3Row ? "fp8 "
+                                                 : "")
+     << "batch " << c.batch << " queries " << c.queries << " heads " << c.qHeads
+     << "/" << c.kvHeads << " headDim " << c.headDim << " blockSize "
+     << c.blockSize << " tableWidth " << c.tableWidth << " layouts q "
      << (c.qLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " out "
      << (c.outLayout == Layout::kBSHD ? "BSHD" : "BHSD") << " lens";
   for (int32_t len : c.lens)
@@ -847,27 +910,37 @@ INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionPath,
                          });
 
 //===----------------------------------------------------------------------===//
-// Int8 rows (sitsRuntimePagedAttentionI8)
+// Quantized rows (sitsRuntimePagedAttentionI8, ...F8E4M3)
 //===----------------------------------------------------------------------===//
 
-/// The int8 pool on every path: K/V quantized by the writers' rule, the
-/// reference attending over the dequantized values.
-class PagedAttentionI8Path : public PagedAttentionPath {};
+/// The int8 and the E4M3FN pools on every path: K/V quantized by the
+/// writers' rule, the reference attending over the exactly dequantized
+/// values.
+class PagedAttentionRowPath
+    : public ::testing::TestWithParam<std::tuple<Isa, pattn::Format>> {
+protected:
+  void SetUp() override {
+    if (!pattn::isaAvailable(isa()))
+      GTEST_SKIP() << pattn::isaName(isa()) << " not on this CPU";
+  }
+  void TearDown() override { SITS_ASSERT_OK(setNumThreads(0)); }
+  Isa isa() const { return std::get<0>(GetParam()); }
+  pattn::Format format() const { return std::get<1>(GetParam()); }
+  /// Case::shaped over a pool of this format.
+  Case shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
+              int64_t blockSize) const {
+    Case c = Case::shaped(qHeads, kvHeads, headDim, blockSize);
+    c.format = format();
+    return c;
+  }
+};
 
-/// Case::shaped over an int8 pool.
-Case int8Shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
-                int64_t blockSize) {
-  Case c = Case::shaped(qHeads, kvHeads, headDim, blockSize);
-  c.int8 = true;
-  return c;
-}
-
-/// Makes the int8 row at byte `row` of the pool all zeros, scale 0.
+/// Makes the quantized row at byte `row` of the pool all zeros, scale 0.
 void zeroRow(Case &c, int64_t row) {
-  std::memset(c.i8Pool() + row, 0, size_t(c.rowLen()));
+  std::memset(c.rowPool() + row, 0, size_t(c.rowLen()));
 }
 
-TEST_P(PagedAttentionI8Path, MatchesReference) {
+TEST_P(PagedAttentionRowPath, MatchesReference) {
   // Decode and prefill, MHA, GQA 4 and 8, MQA with more heads than one
   // pass takes; head sizes of 16s, of 8s (AVX2 tiles), and odd (portable,
   // scales at odd offsets); blocks of 16 and 1; empty, ragged, clamped and
@@ -883,7 +956,7 @@ TEST_P(PagedAttentionI8Path, MatchesReference) {
         for (int64_t queries : {1, 5}) {
           if (headDim == 128 && heads.q > 8)
             continue;
-          Case c = int8Shaped(heads.q, heads.kv, headDim, blockSize);
+          Case c = shaped(heads.q, heads.kv, headDim, blockSize);
           c.queries = queries;
           c.tableWidth = blockSize == 1 ? 400 : 24;
           c.numBlocks = blockSize == 1 ? 300 : 40;
@@ -901,31 +974,31 @@ TEST_P(PagedAttentionI8Path, MatchesReference) {
           padAndFill(c, rng, index++);
           c.tables[size_t(2 * c.tableStride() + 1)] = -1;
           plantBadBlocks(c, 4);
-          ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+          ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
         }
 }
 
-TEST_P(PagedAttentionI8Path, SmallAndSingleSequenceCalls) {
+TEST_P(PagedAttentionRowPath, SmallAndSingleSequenceCalls) {
   std::mt19937 rng(103);
   for (int64_t headDim : {64, 40, 8, 3})
     for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 200}) {
-      Case c = int8Shaped(2, 1, headDim, 16);
+      Case c = shaped(2, 1, headDim, 16);
       c.tableWidth = 16;
       c.numBlocks = 16;
       c.lens = {len};
       fill(c, rng);
-      ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+      ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
     }
 }
 
-TEST_P(PagedAttentionI8Path, LongContextsWithTheSameBitsOnAnyThreadCount) {
+TEST_P(PagedAttentionRowPath, LongContextsWithTheSameBitsOnAnyThreadCount) {
   // Few sequences (each chunk an item, combined afterwards), a decode batch
   // of 8 x 4 kv heads and a prefill of 4 x 6 queries x 2 kv heads (items
   // walk their chunks).
   std::mt19937 rng(107);
   for (int64_t headDim : {64, 128, 40})
     for (int64_t blockSize : {16, 1}) {
-      Case split = int8Shaped(8, 2, headDim, blockSize);
+      Case split = shaped(8, 2, headDim, blockSize);
       split.batch = 3;
       split.tableWidth = 3072 / blockSize;
       split.numBlocks = blockSize == 1 ? 4000 : 256;
@@ -933,22 +1006,22 @@ TEST_P(PagedAttentionI8Path, LongContextsWithTheSameBitsOnAnyThreadCount) {
       split.outPad = 3;
       fill(split, rng);
       split.tables[5] = -7;
-      expectSameBitsOnAnyThreadCount(GetParam(), split);
+      expectSameBitsOnAnyThreadCount(isa(), split);
       if (HasFatalFailure())
         return;
 
-      Case decode = int8Shaped(32, 4, headDim, blockSize);
+      Case decode = shaped(32, 4, headDim, blockSize);
       decode.batch = 8;
       decode.tableWidth = 1200 / blockSize;
       decode.numBlocks = blockSize == 1 ? 1300 : 90;
       decode.lens = {1100, 600, 0, 257, 1, 256, 512, 1200};
       fill(decode, rng);
       decode.tables[size_t(3 * decode.tableStride() + 16 / blockSize)] = -1;
-      expectSameBitsOnAnyThreadCount(GetParam(), decode);
+      expectSameBitsOnAnyThreadCount(isa(), decode);
       if (HasFatalFailure())
         return;
 
-      Case prefill = int8Shaped(8, 2, headDim, blockSize);
+      Case prefill = shaped(8, 2, headDim, blockSize);
       prefill.batch = 4;
       prefill.queries = 6;
       prefill.tableWidth = 1200 / blockSize;
@@ -957,22 +1030,22 @@ TEST_P(PagedAttentionI8Path, LongContextsWithTheSameBitsOnAnyThreadCount) {
       prefill.outLayout = Layout::kBHSD;
       fill(prefill, rng);
       plantBadBlocks(prefill, 1);
-      expectSameBitsOnAnyThreadCount(GetParam(), prefill);
+      expectSameBitsOnAnyThreadCount(isa(), prefill);
       if (HasFatalFailure())
         return;
     }
 }
 
-TEST_P(PagedAttentionI8Path, LeftPaddedQueriesGetZeros) {
+TEST_P(PagedAttentionRowPath, LeftPaddedQueriesGetZeros) {
   std::mt19937 rng(109);
   for (int32_t len : {0, 1, 3, 4, 5, 300}) {
-    Case c = int8Shaped(8, 2, 40, 16);
+    Case c = shaped(8, 2, 40, 16);
     c.queries = 5;
     c.tableWidth = 24;
     c.numBlocks = 30;
     c.lens = {len};
     fill(c, rng);
-    std::vector<float> out = runPath(GetParam(), c);
+    std::vector<float> out = runPath(isa(), c);
     ASSERT_TRUE(matchesReference(c, out));
     const Strides os = c.outStrides();
     for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
@@ -983,12 +1056,12 @@ TEST_P(PagedAttentionI8Path, LeftPaddedQueriesGetZeros) {
   }
 }
 
-TEST_P(PagedAttentionI8Path, ZeroRowsHaveScaleZero) {
+TEST_P(PagedAttentionRowPath, ZeroRowsHaveScaleZero) {
   // Rows of zeros (scale 0, codes 0): scattered K and V rows, and every
   // row of the second sequence (all scores 0, every value 0: zeros out).
   std::mt19937 rng(113);
   for (int64_t headDim : {64, 40, 37}) {
-    Case c = int8Shaped(8, 2, headDim, 16);
+    Case c = shaped(8, 2, headDim, 16);
     c.batch = 2;
     c.queries = 3;
     c.tableWidth = 8;
@@ -1011,7 +1084,7 @@ TEST_P(PagedAttentionI8Path, ZeroRowsHaveScaleZero) {
           zeroRow(c, c.keyRow(blk, g, r));
           zeroRow(c, c.keyRow(blk, g, r) + vDelta);
         }
-    std::vector<float> out = runPath(GetParam(), c);
+    std::vector<float> out = runPath(isa(), c);
     ASSERT_TRUE(matchesReference(c, out));
     const Strides os = c.outStrides();
     for (int64_t t = 0; t < c.queries; ++t)
@@ -1021,13 +1094,13 @@ TEST_P(PagedAttentionI8Path, ZeroRowsHaveScaleZero) {
   }
 }
 
-TEST_P(PagedAttentionI8Path, LargeScoresDoNotOverflow) {
-  // Exact integer dot products and scale 1/32 (see fill): scores up to
+TEST_P(PagedAttentionRowPath, LargeScoresDoNotOverflow) {
+  // Exact dot products and scales 1/32 or 1/64 (see fill): scores up to
   // about +-1000, in one chunk, split and walked.
   std::mt19937 rng(127);
   for (int64_t headDim : {64, 40})
     for (int64_t queries : {1, 8}) {
-      Case c = int8Shaped(4, 2, headDim, 16);
+      Case c = shaped(4, 2, headDim, 16);
       c.batch = 2;
       c.queries = queries;
       c.tableWidth = 72;
@@ -1035,13 +1108,13 @@ TEST_P(PagedAttentionI8Path, LargeScoresDoNotOverflow) {
       c.scale = 1.f;
       c.lens = {100, 1100};
       fill(c, rng, /*integers=*/true);
-      expectSameBitsOnAnyThreadCount(GetParam(), c);
+      expectSameBitsOnAnyThreadCount(isa(), c);
       if (HasFatalFailure())
         return;
     }
 }
 
-TEST_P(PagedAttentionI8Path, UnalignedRowsAndPaddedStrides) {
+TEST_P(PagedAttentionRowPath, UnalignedRowsAndPaddedStrides) {
   // The pool at an odd address and rows at odd offsets (odd padding after
   // each row and kv head): the scales are unaligned.
   std::mt19937 rng(131);
@@ -1049,7 +1122,7 @@ TEST_P(PagedAttentionI8Path, UnalignedRowsAndPaddedStrides) {
   for (int64_t queries : {1, 4})
     for (int64_t blockSize : {16, 1})
       for (int64_t headDim : {64, 40, 37}) {
-        Case c = int8Shaped(8, 2, headDim, blockSize);
+        Case c = shaped(8, 2, headDim, blockSize);
         c.batch = 3;
         c.queries = queries;
         c.tableWidth = blockSize == 1 ? 320 : 20;
@@ -1062,16 +1135,16 @@ TEST_P(PagedAttentionI8Path, UnalignedRowsAndPaddedStrides) {
         ++index;
         fill(c, rng);
         plantBadBlocks(c, 1);
-        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+        ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
       }
 }
 
-TEST_P(PagedAttentionI8Path, StridesAndOffsetsAsGiven) {
+TEST_P(PagedAttentionRowPath, StridesAndOffsetsAsGiven) {
   // Not the compiler's layout: block = [pad 5][V][K][pad 3] (odd offsets),
   // layer 0 of 1.
   std::mt19937 rng(139);
   for (int64_t headDim : {32, 37}) {
-    Case c = int8Shaped(6, 3, headDim, 4);
+    Case c = shaped(6, 3, headDim, 4);
     c.batch = 2;
     c.tableWidth = 20;
     c.numBlocks = 10;
@@ -1080,15 +1153,15 @@ TEST_P(PagedAttentionI8Path, StridesAndOffsetsAsGiven) {
     c.layer = 0;
     fill(c, rng);
     const int64_t part = c.layerPart(), stride = 2 * part + 8;
-    std::vector<int8_t> pool(size_t(c.numBlocks * stride), int8_t(0x7F));
+    std::vector<uint8_t> pool(size_t(c.numBlocks * stride), uint8_t(0x7F));
     for (int64_t blk = 0; blk < c.numBlocks; ++blk)
       for (int64_t i = 0; i < part; ++i) {
         pool[size_t(blk * stride + 5 + part + i)] =
-            c.i8Pool()[blk * c.blockStride() + c.keyOffset() + i];
+            c.rowPool()[blk * c.blockStride() + c.keyOffset() + i];
         pool[size_t(blk * stride + 5 + i)] =
-            c.i8Pool()[blk * c.blockStride() + c.valueOffset() + i];
+            c.rowPool()[blk * c.blockStride() + c.valueOffset() + i];
       }
-    EXPECT_TRUE(matchesReference(c, runPath(GetParam(), c, [&](Args &a) {
+    EXPECT_TRUE(matchesReference(c, runPath(isa(), c, [&](Args &a) {
                                    a.pool = pool.data();
                                    a.blockStride = stride;
                                    a.keyOffset = 5 + part;
@@ -1097,13 +1170,13 @@ TEST_P(PagedAttentionI8Path, StridesAndOffsetsAsGiven) {
   }
 }
 
-TEST_P(PagedAttentionI8Path, BadArgumentsLeaveTheOutputAlone) {
+TEST_P(PagedAttentionRowPath, BadArgumentsLeaveTheOutputAlone) {
   std::mt19937 rng(137);
-  Case c = int8Shaped(8, 2, 64, 16);
+  Case c = shaped(8, 2, 64, 16);
   c.batch = 2;
   c.queries = 3;
   fill(c, rng);
-  ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
+  ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
   // Dense rows of 68 bytes: the last layer's V rows end the block.
   ASSERT_EQ(c.positionStride(), 68);
   ASSERT_EQ(c.valueOffset() + c.kvHeads * c.kvHeadStride(), c.blockStride());
@@ -1139,29 +1212,116 @@ TEST_P(PagedAttentionI8Path, BadArgumentsLeaveTheOutputAlone) {
                            kUntouched);
     Args a = c.args(out.data() + kGuard);
     b.set(a);
-    ASSERT_TRUE(pattn::run(GetParam(), a)) << b.what;
+    ASSERT_TRUE(pattn::run(isa(), a)) << b.what;
     for (float v : out)
       ASSERT_EQ(v, kUntouched) << b.what;
   }
   // One position per block: positionStride is not used, any value goes.
-  Case one = int8Shaped(8, 2, 40, 1);
+  Case one = shaped(8, 2, 40, 1);
   one.tableWidth = 50;
   one.numBlocks = 60;
   one.lens = {45};
   fill(one, rng);
   for (int64_t stride : {0, 5, 43})
     EXPECT_TRUE(matchesReference(
-        one,
-        runPath(GetParam(), one, [&](Args &a) { a.positionStride = stride; })))
+        one, runPath(isa(), one, [&](Args &a) { a.positionStride = stride; })))
         << "positionStride " << stride;
 }
 
-INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionI8Path,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2,
-                                           Isa::kAvx512),
-                         [](const ::testing::TestParamInfo<Isa> &info) {
-                           return std::string(pattn::isaName(info.param));
-                         });
+TEST_P(PagedAttentionRowPath, EveryCodeReadsExactlyThroughTheKernel) {
+  // Head size 256: a V row holds every code in order (E4M3FN's NaNs, 0x7F
+  // and 0xFF, replaced by 0), another every code backwards. The K rows are
+  // zeros (all scores 0, exp(0) = 1 exactly): one position gives its V row
+  // exactly (scale 1), two the exact mean of both (scales 1 and 0.5).
+  std::mt19937 rng(149);
+  for (int32_t len : {1, 2}) {
+    Case c = shaped(2, 1, 256, 1);
+    c.numBlocks = 4;
+    c.tableWidth = 2;
+    c.lens = {len};
+    fill(c, rng);
+    c.tables = {1, 2};
+    const int64_t vDelta = c.valueOffset() - c.keyOffset();
+    for (int64_t blk : {1, 2}) {
+      const int64_t k = c.keyRow(blk, 0, 0);
+      zeroRow(c, k);
+      uint8_t *v = c.rowPool() + k + vDelta;
+      for (int code = 0; code < 256; ++code) {
+        const uint8_t bits = uint8_t(blk == 1 ? code : 255 - code);
+        v[code] = format() == pattn::Format::kF8E4M3Row && (bits & 0x7F) == 0x7F
+                      ? uint8_t(0)
+                      : bits;
+      }
+      const float scale = blk == 1 ? 1.f : 0.5f;
+      std::memcpy(v + 256, &scale, sizeof scale);
+    }
+    ASSERT_TRUE(matchesReference(c, runPath(isa(), c), /*tolerance=*/0.0));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PagedAttention, PagedAttentionRowPath,
+    ::testing::Combine(
+        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+        ::testing::Values(pattn::Format::kI8Row, pattn::Format::kF8E4M3Row)),
+    [](const ::testing::TestParamInfo<std::tuple<Isa, pattn::Format>> &info) {
+      return std::string(pattn::isaName(std::get<0>(info.param))) +
+             (std::get<1>(info.param) == pattn::Format::kI8Row ? "_int8"
+                                                               : "_fp8");
+    });
+
+TEST(PagedAttention, EveryE4M3CodeReadsExactlyOnEveryPath) {
+  // The paths' own loads (whole vectors of 16 or 8, at every alignment, and
+  // the portable tail) against the exact decoding, sign of zero included.
+  std::vector<uint8_t> codes;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int code = 0; code < 256; ++code)
+      codes.push_back(uint8_t(rep ? 255 - code : code));
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!pattn::isaAvailable(isa))
+      continue;
+    for (size_t start : {size_t(0), size_t(1), size_t(7), size_t(13)}) {
+      const int64_t n = int64_t(codes.size() - start);
+      std::vector<float> out(size_t(n) + 1, kUntouched);
+      ASSERT_TRUE(
+          pattn::decodeF8E4M3(isa, codes.data() + start, n, out.data()));
+      EXPECT_EQ(out[size_t(n)], kUntouched);
+      int checked = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t code = codes[start + size_t(i)];
+        if ((code & 0x7F) == 0x7F)
+          continue; // NaN: not handled specially
+        const float want = float(decodeE4M3(code));
+        ASSERT_EQ(double(want), decodeE4M3(code)); // f32 holds it exactly
+        uint32_t gotBits, wantBits;
+        std::memcpy(&gotBits, &out[size_t(i)], 4);
+        std::memcpy(&wantBits, &want, 4);
+        ASSERT_EQ(gotBits, wantBits)
+            << pattn::isaName(isa) << " code 0x" << std::hex << int(code)
+            << ": " << out[size_t(i)] << ", want " << want;
+        ++checked;
+      }
+      EXPECT_GE(checked, 254) << pattn::isaName(isa);
+    }
+  }
+  // The test's own decoding and rounding: every non-NaN code round-trips,
+  // and ties go to the even code.
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7F) == 0x7F)
+      continue;
+    EXPECT_EQ(encodeE4M3(float(decodeE4M3(uint8_t(code)))), code) << code;
+  }
+  EXPECT_EQ(decodeE4M3(0x7E), 448.0);
+  EXPECT_EQ(decodeE4M3(0x01), 0x1p-9);
+  EXPECT_EQ(decodeE4M3(0x08), 0x1p-6);
+  EXPECT_EQ(decodeE4M3(0xB8), -1.0);
+  EXPECT_EQ(encodeE4M3(1.0625f), 0x38);  // tie between 1 and 1.125: even
+  EXPECT_EQ(encodeE4M3(1.1875f), 0x3A);  // tie between 1.125 and 1.25
+  EXPECT_EQ(encodeE4M3(0x1p-10f), 0x00); // half the smallest subnormal
+  EXPECT_EQ(encodeE4M3(0x3p-10f), 0x02); // 1.5 subnormal steps: even
+  EXPECT_EQ(encodeE4M3(-500.f), 0xFE);   // saturates at -448
+  EXPECT_EQ(encodeE4M3(0.0152f), 0x08);  // 7.78 subnormal steps: 2^-6
+}
 
 using AttentionFn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
                              const float *, int64_t, int64_t, int64_t,
@@ -1201,22 +1361,27 @@ TEST(PagedAttention, ExportedSymbolRunsTheSelectedPath) {
   }
 }
 
-using AttentionI8Fn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
-                               const float *, int64_t, int64_t, int64_t,
-                               const int8_t *, int64_t, int64_t, int64_t,
-                               int64_t, int64_t, int64_t, int64_t,
-                               const int32_t *, int64_t, int64_t,
-                               const int32_t *, float, float *, int64_t,
-                               int64_t, int64_t);
+/// The exported entry point of a quantized format, whose pool argument is
+/// a `const Pool *`.
+template <typename Pool>
+using AttentionRowFn = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
+                                const float *, int64_t, int64_t, int64_t,
+                                const Pool *, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t,
+                                const int32_t *, int64_t, int64_t,
+                                const int32_t *, float, float *, int64_t,
+                                int64_t, int64_t);
 
-TEST(PagedAttention, ExportedI8SymbolRunsTheSelectedPath) {
+template <typename Pool>
+void expectExportedRowSymbol(const char *name, pattn::Format format,
+                             unsigned seed) {
   void *self = dlopen(nullptr, RTLD_NOW);
-  auto fn = reinterpret_cast<AttentionI8Fn>(
-      dlsym(self, "sitsRuntimePagedAttentionI8"));
-  ASSERT_NE(fn, nullptr);
-  std::mt19937 rng(14);
+  auto fn = reinterpret_cast<AttentionRowFn<Pool>>(dlsym(self, name));
+  ASSERT_NE(fn, nullptr) << name;
+  std::mt19937 rng(seed);
   for (int64_t queries : {1, 3}) {
-    Case c = int8Shaped(32, 4, 64, 16);
+    Case c = Case::shaped(32, 4, 64, 16);
+    c.format = format;
     c.batch = 3;
     c.queries = queries;
     c.tableWidth = 40;
@@ -1229,13 +1394,24 @@ TEST(PagedAttention, ExportedI8SymbolRunsTheSelectedPath) {
                            kUntouched);
     Args a = c.args(out.data() + kGuard);
     fn(a.batch, a.queries, a.qHeads, a.kvHeads, a.headDim, a.q, a.qBatchStride,
-       a.qHeadStride, a.qTokenStride, c.i8Pool(), a.numBlocks, a.blockStride,
+       a.qHeadStride, a.qTokenStride,
+       reinterpret_cast<const Pool *>(c.rowPool()), a.numBlocks, a.blockStride,
        a.keyOffset, a.valueOffset, a.kvHeadStride, a.blockSize,
        a.positionStride, a.tables, a.tableWidth, a.tableStride, a.contextLens,
        a.scale, a.out, a.outBatchStride, a.outHeadStride, a.outTokenStride);
     EXPECT_TRUE(matchesReference(c, out))
-        << pattn::isaName(pattn::selectedIsa());
+        << name << " " << pattn::isaName(pattn::selectedIsa());
   }
+}
+
+TEST(PagedAttention, ExportedI8SymbolRunsTheSelectedPath) {
+  expectExportedRowSymbol<int8_t>("sitsRuntimePagedAttentionI8",
+                                  pattn::Format::kI8Row, 14);
+}
+
+TEST(PagedAttention, ExportedF8E4M3SymbolRunsTheSelectedPath) {
+  expectExportedRowSymbol<uint8_t>("sitsRuntimePagedAttentionF8E4M3",
+                                   pattn::Format::kF8E4M3Row, 15);
 }
 
 /// Time per call of decode shapes (32 query heads over 4 kv heads, head
@@ -1320,34 +1496,39 @@ TEST(PagedAttention, DISABLED_Bench) {
   SITS_ASSERT_OK(setNumThreads(0));
 }
 
-/// Time per decode call over an f32 and an int8 pool of the same shape
-/// (head size 64, blocks of 16 scattered over the pool, 2 threads, each
-/// call the next of 4 layers), and the K/V bytes read per second.
-/// $SITS_PATTN_BENCH_PATHS (e.g. "avx512") picks the paths.
-TEST(PagedAttention, DISABLED_BenchI8) {
+/// Time per decode call over an f32, an int8 and an fp8 (E4M3FN) pool of
+/// the same shape (head size 64, blocks of 16 scattered over the pool, 2
+/// threads, each call the next of 4 layers), and the K/V bytes read per
+/// second. $SITS_PATTN_BENCH_PATHS (e.g. "avx512") picks the paths.
+TEST(PagedAttention, DISABLED_BenchQuantized) {
   const int64_t headDim = 64, blockSize = 16, layers = 4, maxBatch = 8;
   const int64_t maxContext = 4096, tableWidth = maxContext / blockSize;
   const int64_t numBlocks = maxBatch * tableWidth;
   const char *paths = std::getenv("SITS_PATTN_BENCH_PATHS");
   SITS_ASSERT_OK(setNumThreads(2));
-  std::printf("%-7s %5s %5s %7s %11s %11s %7s %8s %8s\n", "path", "heads",
-              "batch", "context", "f32 us", "int8 us", "speedup", "f32 GB/s",
-              "i8 GB/s");
+  std::printf("%-7s %5s %5s %7s %9s %9s %9s %8s %8s %8s\n", "path", "heads",
+              "batch", "context", "f32 us", "int8 us", "fp8 us", "f32 GB/s",
+              "i8 GB/s", "f8 GB/s");
   struct Heads {
     int64_t q, kv;
   };
+  const pattn::Format formats[3] = {pattn::Format::kF32, pattn::Format::kI8Row,
+                                    pattn::Format::kF8E4M3Row};
   for (Heads heads : {Heads{8, 2}, Heads{32, 4}}) {
     std::mt19937 rng(1);
     // Row lengths in pool elements: floats, or bytes of codes and scale.
-    const int64_t rowF32 = headDim, rowI8 = headDim + 4;
+    const int64_t rowF32 = headDim, rowQ = headDim + 4;
     auto partOf = [&](int64_t row) { return heads.kv * blockSize * row; };
     std::vector<float> pool(size_t(numBlocks * layers * 2 * partOf(rowF32)));
     for (float &v : pool)
       v = float(int(rng() % 2001) - 1000) * 1e-3f;
-    std::vector<int8_t> poolI8(size_t(numBlocks * layers * 2 * partOf(rowI8)));
-    for (size_t row = 0; row < poolI8.size() / size_t(rowI8); ++row)
-      quantizeRow(pool.data() + row * size_t(rowF32), headDim,
-                  poolI8.data() + row * size_t(rowI8));
+    std::vector<uint8_t> poolQ[2];
+    for (int f = 0; f < 2; ++f) {
+      poolQ[f].resize(size_t(numBlocks * layers * 2 * partOf(rowQ)));
+      for (size_t row = 0; row < poolQ[f].size() / size_t(rowQ); ++row)
+        quantizeRow(formats[1 + f], pool.data() + row * size_t(rowF32), headDim,
+                    poolQ[f].data() + row * size_t(rowQ));
+    }
     std::vector<int32_t> blocks(static_cast<size_t>(numBlocks));
     std::iota(blocks.begin(), blocks.end(), 0);
     std::shuffle(blocks.begin(), blocks.end(), rng);
@@ -1360,9 +1541,9 @@ TEST(PagedAttention, DISABLED_BenchI8) {
       for (int64_t batch : {1, 8})
         for (int32_t context : {1024, 4096}) {
           std::vector<int32_t> lens(size_t(batch), context);
-          double seconds[2];
-          for (int i8 = 0; i8 < 2; ++i8) {
-            const int64_t row = i8 ? rowI8 : rowF32, part = partOf(row);
+          double seconds[3];
+          for (int f = 0; f < 3; ++f) {
+            const int64_t row = f ? rowQ : rowF32, part = partOf(row);
             auto call = [&](size_t i) {
               int64_t layer = int64_t(i % layers);
               Args a{batch,
@@ -1374,8 +1555,8 @@ TEST(PagedAttention, DISABLED_BenchI8) {
                      heads.q * headDim,
                      headDim,
                      0,
-                     i8 ? static_cast<const void *>(poolI8.data())
-                        : pool.data(),
+                     f ? static_cast<const void *>(poolQ[f - 1].data())
+                       : pool.data(),
                      numBlocks,
                      layers * 2 * part,
                      layer * 2 * part,
@@ -1392,7 +1573,7 @@ TEST(PagedAttention, DISABLED_BenchI8) {
                      heads.q * headDim,
                      headDim,
                      0,
-                     i8 ? pattn::Format::kI8Row : pattn::Format::kF32};
+                     formats[f]};
               pattn::run(isa, a);
             };
             for (size_t i = 0; i < 8; ++i)
@@ -1406,17 +1587,17 @@ TEST(PagedAttention, DISABLED_BenchI8) {
                             std::chrono::steady_clock::now() - start)
                             .count();
             } while (elapsed < 0.3 || calls < 5);
-            seconds[i8] = elapsed / double(calls);
+            seconds[f] = elapsed / double(calls);
           }
           double rows = double(batch) * context * heads.kv * 2;
-          std::printf("%-7s %2lld/%-2lld %5lld %7d %11.2f %11.2f %7.2f %8.1f "
-                      "%8.1f\n",
+          std::printf("%-7s %2lld/%-2lld %5lld %7d %9.2f %9.2f %9.2f %8.1f "
+                      "%8.1f %8.1f\n",
                       pattn::isaName(isa), (long long)heads.q,
                       (long long)heads.kv, (long long)batch, context,
-                      seconds[0] * 1e6, seconds[1] * 1e6,
-                      seconds[0] / seconds[1],
+                      seconds[0] * 1e6, seconds[1] * 1e6, seconds[2] * 1e6,
                       rows * double(rowF32 * 4) / seconds[0] * 1e-9,
-                      rows * double(rowI8) / seconds[1] * 1e-9);
+                      rows * double(rowQ) / seconds[1] * 1e-9,
+                      rows * double(rowQ) / seconds[2] * 1e-9);
         }
     }
   }

@@ -4,8 +4,8 @@
 // logits echo every input (the context summed through the block table, the
 // last token's id, position and slot, the context length) and which writes
 // each new token's K/V into its slot of the kv::Memory pool. The tests
-// check create()'s signature and pool checks (quantized int8 pools
-// included), the split of a step into a decode call and a left-padded
+// check create()'s signature and pool checks (quantized int8 and fp8
+// pools included), the split of a step into a decode call and a left-padded
 // prefill call, the K/V in the pool slot by slot (padding writes nothing),
 // copies before the model, model errors, the exact widening of f16 / bf16
 // logits and the rejection of inconsistent sequences.
@@ -348,6 +348,59 @@ TEST(PagedRunner, AQuantizedPoolIsInt8RowsWithTheirScale) {
                     "the KV pool is int8[8, 2, 2, 2, 4, 3], the model "
                     "expects kv_pool: i8[?, 2, 2, 2, 4, 7]",
                     makeMemory(8, int8));
+}
+
+TEST(PagedRunner, AnFp8QuantizedPoolIsE4M3RowsWithTheirScale) {
+  // per_token_head over fp8_e4m3: rows of head_dim E4M3FN codes + the f32
+  // scale's 4 bytes, kv_pool f8e4m3fn[?, layers, 2, heads, bs, head_dim + 4].
+  PoolShape quantized;
+  quantized.dtype = kv::DType::kFP8E4M3;
+  quantized.quantization = kv::KVQuantization::kPerTokenHead;
+  std::vector<Arg> f8 = decoderArgs();
+  f8[2].dtype = "f8e4m3fn";
+  f8[2].shape.back() = kHeadDim + 4;
+  std::shared_ptr<kv::Memory> memory = makeMemory(8, quantized);
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(memory->layout().token_stride, kHeadDim + 4);
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", f8)}), memory),
+            nullptr);
+  std::vector<Arg> dynamic = f8;
+  dynamic[2].shape = {-1, -1, -1, -1, -1, -1};
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", dynamic)}), memory),
+            nullptr);
+  // The int8 model of the same rows, a model of plain head_dim rows, and
+  // the other fp8 type do not take it.
+  std::vector<Arg> i8 = f8;
+  i8[2].dtype = "i8";
+  expectCreateError(i8,
+                    "the KV pool is fp8_e4m3[8, 2, 2, 2, 4, 7] "
+                    "(per_token_head: 3 codes + an f32 scale per row), the "
+                    "model expects kv_pool: i8[?, 2, 2, 2, 4, 7]",
+                    memory);
+  std::vector<Arg> plain = decoderArgs();
+  plain[2].dtype = "f8e4m3fn";
+  expectCreateError(
+      plain, "the model expects kv_pool: f8e4m3fn[?, 2, 2, 2, 4, 3]", memory);
+  std::vector<Arg> e5m2 = f8;
+  e5m2[2].dtype = "f8e5m2";
+  expectCreateError(e5m2, "the model expects kv_pool: f8e5m2[?, 2, 2, 2, 4, 7]",
+                    memory);
+  // An int8 quantized memory, and an unquantized fp8_e4m3 one, with the
+  // fp8 model.
+  PoolShape int8;
+  int8.dtype = kv::DType::kInt8;
+  int8.quantization = kv::KVQuantization::kPerTokenHead;
+  expectCreateError(f8,
+                    "the KV pool is int8[8, 2, 2, 2, 4, 7] (per_token_head: 3 "
+                    "codes + an f32 scale per row), the model expects "
+                    "kv_pool: f8e4m3fn[?, 2, 2, 2, 4, 7]",
+                    makeMemory(8, int8));
+  PoolShape plainFp8;
+  plainFp8.dtype = kv::DType::kFP8E4M3;
+  expectCreateError(f8,
+                    "the KV pool is fp8_e4m3[8, 2, 2, 2, 4, 3], the model "
+                    "expects kv_pool: f8e4m3fn[?, 2, 2, 2, 4, 7]",
+                    makeMemory(8, plainFp8));
 }
 
 TEST(PagedRunner, CreateRejectsABadLogitsOutput) {

@@ -134,8 +134,21 @@ TEST(KVAlloc, QuantizedGeometryCountsTheScales) {
   auto a = makePool(c);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
-  // Unquantized int8: head_dim bytes per row, as before.
+  // FP8 E4M3 codes: the same one-byte codes + scale, the same geometry.
+  c.dtype = DType::kFP8E4M3;
+  auto f = validatePoolConfig(c);
+  KV_ASSERT_OK(f);
+  EXPECT_EQ(f->bytes_per_block, 2 * 2 * 2 * 16 * (64 + 4));
+  EXPECT_EQ(f->total_bytes, 32 * f->bytes_per_block);
+  EXPECT_EQ(f->host_total_bytes, 8 * f->bytes_per_block);
+  auto af = makePool(c);
+  ASSERT_TRUE(af);
+  EXPECT_EQ(af->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
+  c.dtype = DType::kInt8;
+  // Unquantized int8 and fp8_e4m3: head_dim bytes per row, as before.
   c.quantization = KVQuantization::kNone;
+  EXPECT_EQ(validatePoolConfig(c)->bytes_per_block, 2 * 2 * 2 * 16 * 64);
+  c.dtype = DType::kFP8E4M3;
   EXPECT_EQ(validatePoolConfig(c)->bytes_per_block, 2 * 2 * 2 * 16 * 64);
   // The scale counts in the overflow check: with one layer, head and token
   // per block, 2 × (2^62 − 2) bytes fit int64 (the pool's total does not),
@@ -147,13 +160,17 @@ TEST(KVAlloc, QuantizedGeometryCountsTheScales) {
   EXPECT_EQ(validatePoolConfig(o).status().info().subject, "total_bytes");
   o.quantization = KVQuantization::kPerTokenHead;
   EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
+  o.dtype = DType::kFP8E4M3;
+  EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
   o.head_dim = INT64_MAX - 3; // the row itself overflows
+  EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
+  o.dtype = DType::kInt8;
   EXPECT_EQ(validatePoolConfig(o).status().info().subject, "bytes_per_block");
 }
 
-TEST(KVAlloc, PerTokenHeadNeedsInt8AndNamesAreChecked) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3,
-                  DType::kFP8E5M2}) {
+TEST(KVAlloc, PerTokenHeadNeedsInt8OrFp8E4M3AndNamesAreChecked) {
+  // One-byte codes: int8 and fp8_e4m3 (not fp8_e5m2, nor wider types).
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E5M2}) {
     PoolConfig c = poolConfig(32);
     c.dtype = d;
     c.quantization = KVQuantization::kPerTokenHead;
@@ -161,10 +178,18 @@ TEST(KVAlloc, PerTokenHeadNeedsInt8AndNamesAreChecked) {
     ASSERT_FALSE(r.ok()) << dtypeName(d);
     EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().info().subject, "quantization");
-    EXPECT_NE(r.status().message().find("dtype int8"), std::string::npos)
+    EXPECT_NE(r.status().message().find(std::string("dtype int8 or fp8_e4m3, "
+                                                    "not ") +
+                                        dtypeName(d)),
+              std::string::npos)
         << r.status().message();
-    EXPECT_NE(r.status().message().find(dtypeName(d)), std::string::npos)
-        << r.status().message();
+  }
+  for (DType d : {DType::kInt8, DType::kFP8E4M3}) {
+    PoolConfig c = poolConfig(32);
+    c.dtype = d;
+    c.quantization = KVQuantization::kPerTokenHead;
+    KV_ASSERT_OK(validatePoolConfig(c));
+    EXPECT_TRUE(makePool(c)) << dtypeName(d);
   }
   PoolConfig c = poolConfig(32);
   c.quantization = static_cast<KVQuantization>(9);

@@ -323,7 +323,7 @@ TEST(KVMemory, QuantizedRowsCarryTheirScale) {
   EXPECT_EQ(makeMemory(smallConfig(8))->layout().scale_size, 0);
 }
 
-TEST(KVMemory, QuantizedPoolsNeedInt8) {
+TEST(KVMemory, QuantizedPoolsNeedInt8OrFp8E4M3) {
   PoolConfig c = quantizedConfig(8);
   c.dtype = DType::kF32;
   auto r = Memory::create(c);
@@ -331,6 +331,52 @@ TEST(KVMemory, QuantizedPoolsNeedInt8) {
   EXPECT_EQ(r.status().info().subject, "quantization");
   c.dtype = DType::kF16;
   EXPECT_EQ(Memory::create(c).status().info().subject, "quantization");
+  c.dtype = DType::kFP8E5M2;
+  EXPECT_EQ(Memory::create(c).status().info().subject, "quantization");
+  c.dtype = DType::kFP8E4M3;
+  EXPECT_TRUE(makeMemory(c));
+}
+
+TEST(KVMemory, Fp8QuantizedRowsHaveTheInt8Layout) {
+  // fp8_e4m3 codes: one byte each, then the f32 scale, as for int8.
+  PoolConfig c = quantizedConfig(8, 3);
+  c.dtype = DType::kFP8E4M3;
+  auto m = makeMemory(c);
+  ASSERT_TRUE(m);
+  auto i8 = makeMemory(quantizedConfig(8, 3));
+  ASSERT_TRUE(i8);
+  const MemoryLayout &l = m->layout(), &w = i8->layout();
+  EXPECT_EQ(l.elem_size, 1);
+  EXPECT_EQ(l.scale_size, 4);
+  EXPECT_EQ(l.scale_offset, 4);
+  EXPECT_EQ(l.token_stride, 8);
+  EXPECT_EQ(l.head_stride, 32);
+  EXPECT_EQ(l.kv_stride, 64);
+  EXPECT_EQ(l.layer_stride, 128);
+  EXPECT_EQ(l.block_stride, 256);
+  EXPECT_EQ(l.block_stride, m->geometry().bytes_per_block);
+  EXPECT_EQ(l.offset(3, 1, 1, 1, 2), w.offset(3, 1, 1, 1, 2));
+  EXPECT_EQ(m->bytes(Tier::kDevice), 8 * 256);
+  EXPECT_EQ(m->bytes(Tier::kHost), 3 * 256);
+  EXPECT_TRUE(allBytes(m->data(Tier::kDevice), 8 * 256, 0));
+  // Element = fp8(code) × scale: 0x44 is E4M3FN 3.0 (exponent 8 − 7 = 1,
+  // mantissa 1.5), 0xB8 is −1.0.
+  auto *base = static_cast<uint8_t *>(m->data(Tier::kDevice));
+  const float scale = 0.25f;
+  const int64_t row = l.offset(5, 1, 0, 1, 3);
+  std::memcpy(base + row + l.scale_offset, &scale, 4);
+  base[row + 1] = 0x44;
+  base[row + 2] = 0xB8;
+  float got;
+  std::memcpy(&got, base + 5 * 256 + 128 + 32 + 3 * 8 + 4, 4);
+  EXPECT_EQ(got, 0.25f);
+  EXPECT_EQ(base[5 * 256 + 128 + 32 + 3 * 8 + 1], 0x44);
+  // A partial copy moves the codes and the scale of each row.
+  const BlockCopy cow{0, Tier::kDevice, 5, Tier::kDevice, 6, 4};
+  KV_ASSERT_OK(m->apply(&cow, 1));
+  EXPECT_EQ(
+      std::memcmp(m->block(Tier::kDevice, 6), m->block(Tier::kDevice, 5), 256),
+      0);
 }
 
 TEST(KVMemory, NoHostTierAllocatesNothingForIt) {

@@ -4,13 +4,13 @@
 // `PagedRunner` is the `ModelRunner` of a decoder compiled with
 // `kv_cache="paged"`: its entry point takes input_ids [B, T] (i64),
 // optionally position_ids [B, T] (i64), kv_pool (the device tier of a
-// `kv::Memory`, [blocks, layers, kv, heads, block_size, head_dim]; i8
-// [..., head_dim + 4] for a per_token_head pool: codes, then the scale),
-// block_tables [B, N] (i32), slot_mapping [B, T] (i64) and context_lens [B]
-// (i32), and returns logits [B, T or 1, vocab] (f32, or f16/bf16 widened to
-// f32 for the engine). Attention reads every
-// sequence's context through its block table and writes the new tokens' K/V
-// into their slots, in the pool itself.
+// `kv::Memory`, [blocks, layers, kv, heads, block_size, head_dim]; i8 or
+// f8E4M3FN [..., head_dim + 4] for a per_token_head pool: codes, then the
+// scale), block_tables [B, N] (i32), slot_mapping [B, T] (i64) and
+// context_lens [B] (i32), and returns logits [B, T or 1, vocab] (f32, or
+// f16/bf16 widened to f32 for the engine). Attention reads every sequence's
+// context through its block table and writes the new tokens' K/V into their
+// slots, in the pool itself.
 //
 // A step runs as at most two calls: the decoding sequences (one new token
 // each) together, then the prefilling ones together, left-padded to the

@@ -43,9 +43,11 @@ const char *supportedDTypes();
 enum class KVQuantization : int32_t {
   /// Elements are stored as `dtype` values.
   kNone = 0,
-  /// Each (block, layer, kv, head, token) row is `head_dim` int8 codes
-  /// followed by one little-endian f32 scale: element = code × scale.
-  /// Valid only with dtype int8.
+  /// Each (block, layer, kv, head, token) row is `head_dim` one-byte codes
+  /// followed by one little-endian f32 scale: element = value(code) ×
+  /// scale, the code an int8 (dtype int8) or an OCP FP8 E4M3FN float (dtype
+  /// fp8_e4m3: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits, no
+  /// infinities, max finite 448). Valid only with dtype int8 or fp8_e4m3.
   kPerTokenHead = 1,
 };
 
@@ -111,8 +113,8 @@ struct PoolConfig {
   /// SHA-256.
   bool verify_hits = false;
   CopyOrdering copy_ordering = CopyOrdering::kStreamOrdered;
-  /// kPerTokenHead (dtype int8 only): every row of `head_dim` codes carries
-  /// its f32 scale, and bytes_per_block counts the scales.
+  /// kPerTokenHead (dtype int8 or fp8_e4m3 only): every row of `head_dim`
+  /// codes carries its f32 scale, and bytes_per_block counts the scales.
   KVQuantization quantization = KVQuantization::kNone;
 };
 
@@ -137,7 +139,8 @@ struct PoolGeometry {
 /// Applies every rule of spec §4.2. Errors are `InvalidArgument` naming the
 /// field (and, for block_size / dtype / hash_algo / copy_ordering /
 /// quantization, the supported set). per_token_head quantization with a
-/// dtype other than int8 is InvalidArgument naming `quantization`.
+/// dtype other than int8 or fp8_e4m3 is InvalidArgument naming
+/// `quantization`.
 StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &config);
 
 } // namespace sits::runtime::kv

@@ -14,22 +14,23 @@
 //     [num_layers][kv_factor][num_kv_heads][block_size][row]
 //
 // where a row (one token of one head) is `head_dim` elements, and with
-// `per_token_head` quantization (dtype int8) `head_dim` int8 codes followed
-// at once by the row's f32 scale (4 bytes, little-endian; element = code ×
-// scale). A pool is `[blocks]` of those, so element (b, l, kv, h, t, d)
-// lives at byte `b·block_stride + l·layer_stride + kv·kv_stride +
-// h·head_stride + t·token_stride + d·elem_size` (`MemoryLayout::offset`) and
-// its scale at `offset(b, l, kv, h, t) + scale_offset`. Why block-major:
-// every copy the allocator emits moves whole blocks across all layers, so a
-// full block is one contiguous span (one memcpy, one DMA on a device) rather
-// than one per layer; a paged-attention kernel of layer l still sees a
-// regular `[blocks][kv][heads][block_size][row]` tensor whose block stride
-// is `bytes_per_block`. Why heads outside tokens: the kernel for one
-// (sequence, head) streams that head's `block_size` rows of each block, one
-// contiguous read. Why scales inside the rows: a row and its scale are
-// written together and read together, and a partial copy (tokens <
-// block_size) stays one strided copy: `layers × kv × heads` runs of `tokens
-// × token_stride` bytes, scales included.
+// `per_token_head` quantization (dtype int8 or fp8_e4m3) `head_dim`
+// one-byte codes (int8, or FP8 E4M3FN floats) followed at once by the row's
+// f32 scale (4 bytes, little-endian; element = value(code) × scale). A pool is
+// `[blocks]` of those, so element (b, l, kv, h, t, d) lives at byte
+// `b·block_stride + l·layer_stride + kv·kv_stride + h·head_stride +
+// t·token_stride + d·elem_size` (`MemoryLayout::offset`) and its scale at
+// `offset(b, l, kv, h, t) + scale_offset`. Why block-major: every copy the
+// allocator emits moves whole blocks across all layers, so a full block is one
+// contiguous span (one memcpy, one DMA on a device) rather than one per layer;
+// a paged-attention kernel of layer l still sees a regular
+// `[blocks][kv][heads][block_size][row]` tensor whose block stride is
+// `bytes_per_block`. Why heads outside tokens: the kernel for one (sequence,
+// head) streams that head's `block_size` rows of each block, one contiguous
+// read. Why scales inside the rows: a row and its scale are written together
+// and read together, and a partial copy (tokens < block_size) stays one strided
+// copy: `layers × kv × heads` runs of `tokens × token_stride` bytes, scales
+// included.
 //
 // Where the bytes live is a `MemoryBackend`'s business (allocation and
 // copies). The built-in backend is host memory; with no GPU driver the
