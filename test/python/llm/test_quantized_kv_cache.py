@@ -133,3 +133,26 @@ def test_kv_dtype_is_checked():
 def test_kv_dtype_needs_the_paged_cache():
     with pytest.raises(ValueError, match="needs kv_cache='paged'"):
         sits_mlir.compile("unused.onnx", "cpu", kv_dtype="int8")
+
+
+@pytest.mark.parametrize("kind", sorted(KV_TYPES))
+def test_sits_runtime_sizes_the_quantized_pool(llama, kind, tmp_path, capsys):
+    """`sits-runtime` serves the model from a pool of its KV type, whose
+    blocks count the scales."""
+    import json
+
+    from sits_mlir.tools import runtime as cli
+
+    dec, models = llama
+    report_path = tmp_path / "report.json"
+    rc = cli.main(["--config", models[kind].path, "--batch-size", "2", "--max-seq-len", "64",
+                   "--synthetic", "3", "--prompt-len", "9", "--output-len", "6",
+                   "--seed", "1", "--json", str(report_path)])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["failed"] == 0 and report["output_tokens"] > 0
+    assert (report["kv_dtype"], report["kv_quantization"]) == (KV_TYPES[kind][1],
+                                                               "per_token_head")
+    d = dec.head_dim
+    row_bytes = 2 * dec.layers * dec.kv_heads * BLOCK * (d + 4)
+    assert report["kv_contiguous_bytes"] == 2 * 64 * row_bytes // BLOCK
