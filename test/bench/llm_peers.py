@@ -12,6 +12,9 @@ folder, the way its users prepare a model:
   (sits_mlir.compiler.hf), compiled with ``kv_cache="paged"``,
   ``logits="last"`` and served by `sits_mlir.runtime.engine` over the paged
   pool; ``sits-int8`` / ``sits-int4`` compile it with that weight precision;
+  ``sits-kv8``, ``sits-int8-kv8`` and ``sits-int4-kv8`` also store the KV
+  cache as INT8 with a scale per token and head (``kv_dtype="int8"``; the
+  others keep it in f32, llama.cpp in f16);
 * ``ort``: onnxruntime on the same exported ONNX, contiguous past K/V;
 * ``genai-fp32`` / ``genai-int4``: onnxruntime-genai, its model builder
   run on the folder;
@@ -76,7 +79,10 @@ ENGINES = {
     "llama-f32": "fp32",
     "sits-int8": "int8", "ct2-int8": "int8", "llama-q8_0": "int8",
     "sits-int4": "int4", "genai-int4": "int4", "llama-q4_0": "int4",
+    "sits-kv8": "fp32", "sits-int8-kv8": "int8", "sits-int4-kv8": "int4",
 }
+#: SITS engines' KV pool element type (compile's kv_dtype; default: f32).
+SITS_KV = {"sits-kv8": "int8", "sits-int8-kv8": "int8", "sits-int4-kv8": "int8"}
 #: Bits read per weight, block scales included (llama.cpp's q8_0 / q4_0:
 #: 34 / 18 bytes per 32 weights; SITS's and onnxruntime-genai's int4 carry
 #: a scale per group as well).
@@ -179,21 +185,24 @@ def _mark(path: str) -> None:
     open(path + ".done", "w").close()
 
 
-def prepare_sits(meta: dict, work: str, precision: str, threads: int) -> str:
+def prepare_sits(meta: dict, work: str, precision: str, threads: int,
+                 kv_dtype: str | None = None) -> str:
     import sits_mlir
 
     from sits_mlir.testing.onnx_backend import compiler_fingerprint
 
-    out = os.path.join(work, "sits", f"{precision}.sitsm")
+    name = precision + (f"-kv-{kv_dtype}" if kv_dtype else "")
+    out = os.path.join(work, "sits", f"{name}.sitsm")
     # A compile is reused only by the compiler that made it.
     stamp = out + ".compiler"
     fingerprint = compiler_fingerprint()
     current = os.path.exists(stamp) and open(stamp).read() == fingerprint
     if not (_done(out) and current):
-        _log(f"[prepare] SITS compile ({precision}, paged) ...")
+        _log(f"[prepare] SITS compile ({name}, paged) ...")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         sits_mlir.compile(meta["onnx"], "cpu", out, kv_cache="paged", kv_block_size=BLOCK,
-                          logits="last", precision=precision, threads=threads)
+                          kv_dtype=kv_dtype, logits="last", precision=precision,
+                          threads=threads)
         with open(stamp, "w") as f:
             f.write(fingerprint)
         _mark(out)
@@ -292,7 +301,7 @@ def prepare_gguf(meta: dict, work: str, kind: str, threads: int) -> str:
 
 def prepare(engine: str, meta: dict, work: str, threads: int) -> str:
     if engine.startswith("sits"):
-        return prepare_sits(meta, work, ENGINES[engine], threads)
+        return prepare_sits(meta, work, ENGINES[engine], threads, SITS_KV.get(engine))
     if engine == "ort":
         return meta["onnx"]
     if engine.startswith("genai"):
@@ -354,14 +363,18 @@ def _run_sits(path, spec, prompts, new_tokens):
     from sits_mlir.runtime import kv
     from sits_mlir.runtime.decoder import PagedRunner
     from sits_mlir.runtime.engine import GREEDY, Engine
+    from sits_mlir.tools.runtime import decoder_geometry
 
     runtime.set_num_threads(spec["threads"])
     model = runtime.load(path)
     s = spec["shape"]
     blocks = -(-(prompts.shape[1] + new_tokens) // BLOCK)
+    # The pool's element type is the model's (f32, or a quantized kv_dtype).
+    geometry = decoder_geometry(model)
     pool = kv.KVAllocator(num_blocks=len(prompts) * blocks + 1, block_size=BLOCK,
                           num_layers=s["layers"], num_kv_heads=s["kv_heads"],
-                          head_dim=s["head_dim"], dtype="f32",
+                          head_dim=s["head_dim"], dtype=geometry["kv_dtype"],
+                          quantization=geometry["kv_quantization"],
                           max_seq_len=blocks * BLOCK,
                           # Every run prefills its prompts, as the peers do.
                           enable_prefix_caching=False)
@@ -595,12 +608,14 @@ def report(rows: dict, batches: list, meta: dict, gbs: float, weight_params: int
             notes.append(f"{engine}: {err}")
     print("\nSITS against the best peer at its precision (tok/s: above 1 is faster; time to "
           "first token and peak RSS: below 1 is better):")
-    for precision in BITS:
-        own = [e for e in rows if e.startswith("sits") and ENGINES[e] == precision]
-        peers = [e for e in rows if not e.startswith("sits") and ENGINES[e] == precision]
-        if not own or not peers:
+    for engine in rows:
+        if not engine.startswith("sits"):
             continue
-        sits = rows[own[0]]
+        precision = ENGINES[engine]
+        peers = [e for e in rows if not e.startswith("sits") and ENGINES[e] == precision]
+        if not peers:
+            continue
+        sits = rows[engine]
         parts = []
         for b in batches:
             best = max(peers, key=lambda e: rows[e][b].get("decode_tps", 0))
@@ -612,7 +627,7 @@ def report(rows: dict, batches: list, meta: dict, gbs: float, weight_params: int
             vals = [rows[e][b][key] for e in peers if key in rows[e][b]]
             if key in sits[b] and vals:
                 parts.append(f"{what} b{b} {sits[b][key] / min(vals):.2f}x the best peer's")
-        print(f"  {precision}: " + "; ".join(parts))
+        print(f"  {engine} ({precision}): " + "; ".join(parts))
     for note in notes:
         print(f"note: {note}")
 

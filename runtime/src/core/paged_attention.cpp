@@ -1273,121 +1273,43 @@ bool decodeF8E4M3(Isa isa, const uint8_t *codes, int64_t n, float *out) {
 
 } // namespace sits::runtime::pattn
 
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const float *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride) {
-  using namespace sits::runtime::pattn;
-  static const Kernels *const kernels = kernelsFor(selectedIsa());
-  attend(*kernels, Args{batch,
-                        queries,
-                        qHeads,
-                        kvHeads,
-                        headDim,
-                        q,
-                        qBatchStride,
-                        qHeadStride,
-                        qTokenStride,
-                        pool,
-                        numBlocks,
-                        blockStride,
-                        keyOffset,
-                        valueOffset,
-                        kvHeadStride,
-                        blockSize,
-                        positionStride,
-                        tables,
-                        tableWidth,
-                        tableStride,
-                        contextLens,
-                        scale,
-                        out,
-                        outBatchStride,
-                        outHeadStride,
-                        outTokenStride});
-}
+// The exported entries differ only in the pool's element type and format.
+#define SITS_PATTN_ENTRY(NAME, POOL_TYPE, FORMAT)                              \
+  SITS_PAGED_ATTENTION_SIGNATURE(NAME, POOL_TYPE) {                            \
+    using namespace sits::runtime::pattn;                                      \
+    static const Kernels *const kernels = kernelsFor(selectedIsa());           \
+    attend(*kernels, Args{batch,                                               \
+                          queries,                                             \
+                          qHeads,                                              \
+                          kvHeads,                                             \
+                          headDim,                                             \
+                          q,                                                   \
+                          qBatchStride,                                        \
+                          qHeadStride,                                         \
+                          qTokenStride,                                        \
+                          pool,                                                \
+                          numBlocks,                                           \
+                          blockStride,                                         \
+                          keyOffset,                                           \
+                          valueOffset,                                         \
+                          kvHeadStride,                                        \
+                          blockSize,                                           \
+                          positionStride,                                      \
+                          tables,                                              \
+                          tableWidth,                                          \
+                          tableStride,                                         \
+                          contextLens,                                         \
+                          scale,                                               \
+                          out,                                                 \
+                          outBatchStride,                                      \
+                          outHeadStride,                                       \
+                          outTokenStride,                                      \
+                          FORMAT});                                            \
+  }
 
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const int8_t *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride) {
-  using namespace sits::runtime::pattn;
-  static const Kernels *const kernels = kernelsFor(selectedIsa());
-  attend(*kernels, Args{batch,
-                        queries,
-                        qHeads,
-                        kvHeads,
-                        headDim,
-                        q,
-                        qBatchStride,
-                        qHeadStride,
-                        qTokenStride,
-                        pool,
-                        numBlocks,
-                        blockStride,
-                        keyOffset,
-                        valueOffset,
-                        kvHeadStride,
-                        blockSize,
-                        positionStride,
-                        tables,
-                        tableWidth,
-                        tableStride,
-                        contextLens,
-                        scale,
-                        out,
-                        outBatchStride,
-                        outHeadStride,
-                        outTokenStride,
-                        Format::kI8Row});
-}
-
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionF8E4M3(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride) {
-  using namespace sits::runtime::pattn;
-  static const Kernels *const kernels = kernelsFor(selectedIsa());
-  attend(*kernels, Args{batch,
-                        queries,
-                        qHeads,
-                        kvHeads,
-                        headDim,
-                        q,
-                        qBatchStride,
-                        qHeadStride,
-                        qTokenStride,
-                        pool,
-                        numBlocks,
-                        blockStride,
-                        keyOffset,
-                        valueOffset,
-                        kvHeadStride,
-                        blockSize,
-                        positionStride,
-                        tables,
-                        tableWidth,
-                        tableStride,
-                        contextLens,
-                        scale,
-                        out,
-                        outBatchStride,
-                        outHeadStride,
-                        outTokenStride,
-                        Format::kF8E4M3Row});
-}
+SITS_PATTN_ENTRY(sitsRuntimePagedAttention, float,
+                 sits::runtime::pattn::Format::kF32)
+SITS_PATTN_ENTRY(sitsRuntimePagedAttentionI8, int8_t,
+                 sits::runtime::pattn::Format::kI8Row)
+SITS_PATTN_ENTRY(sitsRuntimePagedAttentionF8E4M3, uint8_t,
+                 sits::runtime::pattn::Format::kF8E4M3Row)

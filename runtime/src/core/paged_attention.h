@@ -17,15 +17,22 @@
 
 #include <cstdint>
 
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const float *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride);
+/// The signature of the entry points, which differ in the pool's element
+/// type only.
+#define SITS_PAGED_ATTENTION_SIGNATURE(NAME, POOL_TYPE)                        \
+  extern "C" SITS_RUNTIME_API void NAME(                                       \
+      int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,         \
+      int64_t headDim, const float *q, int64_t qBatchStride,                   \
+      int64_t qHeadStride, int64_t qTokenStride, const POOL_TYPE *pool,        \
+      int64_t numBlocks, int64_t blockStride, int64_t keyOffset,               \
+      int64_t valueOffset, int64_t kvHeadStride, int64_t blockSize,            \
+      int64_t positionStride, const int32_t *tables, int64_t tableWidth,       \
+      int64_t tableStride, const int32_t *contextLens, float scale,            \
+      float *out, int64_t outBatchStride, int64_t outHeadStride,               \
+      int64_t outTokenStride)
+
+/// Attention over an f32 pool (strides in elements).
+SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttention, float);
 
 /// As sitsRuntimePagedAttention, over a pool of int8 rows: the K or V row
 /// of (block, kv head, position) is `headDim` int8 codes followed by one
@@ -33,15 +40,7 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttention(
 /// alignment); element d is `code[d] * scale`. Pool strides and offsets
 /// count bytes; a row spans `headDim + 4` bytes and `positionStride >=
 /// headDim + 4` when `blockSize > 1`.
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const int8_t *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride);
+SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionI8, int8_t);
 
 /// As sitsRuntimePagedAttentionI8, over rows of OCP FP8 E4M3FN codes (1
 /// sign, 4 exponent bits of bias 7, 3 mantissa bits, no infinities, max
@@ -50,15 +49,7 @@ extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionI8(
 /// d is `fp8(code[d]) * scale`. Strides, offsets and checks as for I8 (a
 /// row spans `headDim + 4` bytes). The NaN codes (0x7F, 0xFF), which
 /// writers never produce, are not handled specially.
-extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionF8E4M3(
-    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
-    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
-    int64_t blockStride, int64_t keyOffset, int64_t valueOffset,
-    int64_t kvHeadStride, int64_t blockSize, int64_t positionStride,
-    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
-    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
-    int64_t outHeadStride, int64_t outTokenStride);
+SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionF8E4M3, uint8_t);
 
 namespace sits::runtime::pattn {
 

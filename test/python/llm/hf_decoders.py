@@ -116,3 +116,15 @@ def transformers_greedy(dec: Decoder, prompt, new_tokens: int) -> list:
         out = dec.model.generate(torch.tensor([list(prompt)]), max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, do_sample=False)
     return out[0, len(prompt):].tolist()
+
+
+class RecordingRunner:
+    """An engine runner wrapping `runner` that keeps every step's logits."""
+
+    def __init__(self, runner):
+        self.runner, self.logits = runner, []
+
+    def execute(self, batch):
+        out = self.runner.execute(batch)
+        self.logits.append(out.copy())
+        return out

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_decoders import transformers_greedy  # noqa: E402
+from hf_decoders import RecordingRunner, transformers_greedy  # noqa: E402
 
 from sits_mlir.runtime import kv  # noqa: E402
 from sits_mlir.runtime.decoder import PagedRunner, PastKVRunner  # noqa: E402
@@ -38,18 +38,6 @@ def _references(dec):
     return _REFS[dec.name]
 
 
-class _Recording:
-    """A runner that keeps every step's logits."""
-
-    def __init__(self, runner):
-        self.runner, self.logits = runner, []
-
-    def execute(self, batch):
-        out = self.runner.execute(batch)
-        self.logits.append(out.copy())
-        return out
-
-
 def _serve(dec, model, runner_type, *, num_blocks=64, prefix_caching=True, batch=3, n=1,
            preemption="recompute", host_blocks=0, record=None):
     pool = kv.KVAllocator(num_blocks=num_blocks, block_size=4, num_layers=dec.layers,
@@ -58,7 +46,7 @@ def _serve(dec, model, runner_type, *, num_blocks=64, prefix_caching=True, batch
                           num_host_blocks=host_blocks)
     runner = runner_type(model, kv.KVMemory(pool))
     if record is not None:
-        runner = _Recording(runner)
+        runner = RecordingRunner(runner)
         record.append(runner)
     engine = Engine(pool, runner, max_batch_size=batch, preemption=preemption)
     results = engine.generate(PROMPTS, NEW_TOKENS, sampling=GREEDY, n=n)

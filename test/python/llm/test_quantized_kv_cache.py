@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 import sits_mlir  # noqa: E402
 
-from hf_decoders import build  # noqa: E402
+from hf_decoders import RecordingRunner, build  # noqa: E402
 
 from sits_mlir.runtime import kv  # noqa: E402
 from sits_mlir.runtime.decoder import PagedRunner  # noqa: E402
@@ -42,18 +42,6 @@ def llama(tmp_path_factory):
     models.clear()
 
 
-class _Recording:
-    """A runner that keeps every step's logits."""
-
-    def __init__(self, runner):
-        self.runner, self.logits = runner, []
-
-    def execute(self, batch):
-        out = self.runner.execute(batch)
-        self.logits.append(out.copy())
-        return out
-
-
 def _pool(dec, **fields):
     return kv.KVAllocator(num_blocks=32, block_size=BLOCK, num_layers=dec.layers,
                           num_kv_heads=dec.kv_heads, head_dim=dec.head_dim,
@@ -61,7 +49,7 @@ def _pool(dec, **fields):
 
 
 def _serve(model, pool):
-    runner = _Recording(PagedRunner(model, kv.KVMemory(pool)))
+    runner = RecordingRunner(PagedRunner(model, kv.KVMemory(pool)))
     # One sequence at a time: a step's logits depend on its context only.
     results = Engine(pool, runner, max_batch_size=1).generate(PROMPTS, NEW_TOKENS,
                                                               sampling=GREEDY)

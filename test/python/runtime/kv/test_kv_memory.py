@@ -255,37 +255,41 @@ def test_quantized_geometry_counts_the_scales():
     assert plain["bytes_per_block"] == 128
 
 
-def test_quantized_views_shapes_dtypes_and_strides():
-    m = qmemory(num_blocks=8, num_host_blocks=3)
+@pytest.mark.parametrize("dtype,codes_dtype", [("int8", np.dtype(np.int8)),
+                                               ("fp8_e4m3", np.dtype(ml_dtypes.float8_e4m3fn))])
+def test_quantized_views_shapes_dtypes_and_strides(dtype, codes_dtype):
+    m = qmemory(num_blocks=8, num_host_blocks=3, dtype=dtype)
     lay = m.layout
-    assert lay["quantization"] == "per_token_head" and lay["dtype"] == "int8"
-    assert (lay["scale_size"], lay["scale_offset"], lay["token_stride"], lay["head_dim"]) \
-        == (4, 4, 8, 4)
+    assert lay["quantization"] == "per_token_head" and lay["dtype"] == dtype
+    assert (lay["elem_size"], lay["scale_size"], lay["scale_offset"], lay["token_stride"],
+            lay["head_dim"]) == (1, 4, 4, 8, 4)
     assert lay["block_shape"] == (2, 2, 2, 4, 8)
     assert (lay["block_stride"], lay["layer_stride"], lay["kv_stride"], lay["head_stride"]) \
         == (256, 128, 64, 32)
-    # The raw rows: what a compiled model takes as kv_pool.
+    # The raw rows in the pool's dtype: what a compiled model takes as
+    # kv_pool (i8 / f8E4M3FN [..., head_dim + 4]).
     for tier, blocks in (("device", 8), ("host", 3)):
         raw = m.view(tier)
-        assert raw.shape == (blocks, 2, 2, 2, 4, 4 + 4) and raw.dtype == np.int8
+        assert raw.shape == (blocks, 2, 2, 2, 4, 4 + 4) and raw.dtype == codes_dtype
         assert raw.flags.c_contiguous and raw.flags.writeable
         codes, scales = m.codes(tier), m.scales(tier)
-        assert codes.shape == (blocks, 2, 2, 2, 4, 4) and codes.dtype == np.int8
+        assert codes.shape == (blocks, 2, 2, 2, 4, 4) and codes.dtype == codes_dtype
         assert scales.shape == (blocks, 2, 2, 2, 4) and scales.dtype == np.float32
         assert codes.strides == (256, 128, 64, 32, 8, 1)
         assert scales.strides == (256, 128, 64, 32, 8)
         assert codes.flags.writeable and scales.flags.writeable
         assert codes.__array_interface__["data"][0] == m.data_ptr(tier)
         assert scales.__array_interface__["data"][0] == m.data_ptr(tier) + 4
-    assert m.device.shape == m.view("device").shape and m.dtype == np.int8
-    t = np.from_dlpack(m.dlpack())  # the same raw rows through DLPack
-    assert t.shape == m.device.shape and t.dtype == np.int8
-    assert t.__array_interface__["data"][0] == m.data_ptr()
+    assert m.device.shape == m.view("device").shape and m.dtype == codes_dtype
+    if dtype == "int8":  # NumPy's DLPack cannot carry fp8 (see the torch test)
+        t = np.from_dlpack(m.dlpack())  # the same raw rows through DLPack
+        assert t.shape == m.device.shape and t.dtype == np.int8
+        assert t.__array_interface__["data"][0] == m.data_ptr()
     assert m.device.nbytes == m.config.validate()["total_bytes"]
     assert m.codes().shape == m.codes("device").shape  # device by default
     # No host tier: empty views.
-    e = qmemory(num_blocks=4)
-    assert e.codes("host").shape == (0, 2, 2, 2, 4, 4)
+    e = qmemory(num_blocks=4, dtype=dtype)
+    assert e.codes("host").shape == (0, 2, 2, 2, 4, 4) and e.codes("host").dtype == codes_dtype
     assert e.scales("host").shape == (0, 2, 2, 2, 4)
     with pytest.raises(kv.KVInvalidArgument, match="tier"):
         e.codes("gpu")
@@ -395,37 +399,6 @@ def test_quantized_scales_follow_cow_and_swap():
 
 
 # --- quantized pools with FP8 E4M3FN codes --------------------------------------------------
-
-
-def test_fp8_quantized_views_shapes_dtypes_and_strides():
-    f8 = np.dtype(ml_dtypes.float8_e4m3fn)
-    m = qmemory(num_blocks=8, num_host_blocks=3, dtype="fp8_e4m3")
-    lay = m.layout
-    assert lay["quantization"] == "per_token_head" and lay["dtype"] == "fp8_e4m3"
-    assert (lay["elem_size"], lay["scale_size"], lay["scale_offset"], lay["token_stride"],
-            lay["head_dim"]) == (1, 4, 4, 8, 4)
-    assert lay["block_shape"] == (2, 2, 2, 4, 8)
-    assert (lay["block_stride"], lay["layer_stride"], lay["kv_stride"], lay["head_stride"]) \
-        == (256, 128, 64, 32)
-    assert m.dtype == f8
-    # The raw rows in the pool's dtype: what a compiled model takes as kv_pool
-    # (f8E4M3FN [..., head_dim + 4]), as for int8.
-    for tier, blocks in (("device", 8), ("host", 3)):
-        raw = m.view(tier)
-        assert raw.shape == (blocks, 2, 2, 2, 4, 4 + 4) and raw.dtype == f8
-        assert raw.flags.c_contiguous and raw.flags.writeable
-        codes, scales = m.codes(tier), m.scales(tier)
-        assert codes.shape == (blocks, 2, 2, 2, 4, 4) and codes.dtype == f8
-        assert scales.shape == (blocks, 2, 2, 2, 4) and scales.dtype == np.float32
-        assert codes.strides == (256, 128, 64, 32, 8, 1)
-        assert scales.strides == (256, 128, 64, 32, 8)
-        assert codes.flags.writeable and scales.flags.writeable
-        assert codes.__array_interface__["data"][0] == m.data_ptr(tier)
-        assert scales.__array_interface__["data"][0] == m.data_ptr(tier) + 4
-    assert m.device.nbytes == m.config.validate()["total_bytes"]
-    e = qmemory(num_blocks=4, dtype="fp8_e4m3")
-    assert e.codes("host").shape == (0, 2, 2, 2, 4, 4) and e.codes("host").dtype == f8
-    assert e.scales("host").shape == (0, 2, 2, 2, 4)
 
 
 def test_fp8_quantized_dlpack_is_the_raw_rows():

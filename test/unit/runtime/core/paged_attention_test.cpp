@@ -16,9 +16,11 @@
 // past it and the results any read of padding; the output rows are
 // surrounded by sentinels that must stay. Thread counts give the same bits.
 // `sitsRuntimePagedAttentionI8` and `sitsRuntimePagedAttentionF8E4M3`
-// likewise (one test suite over both formats), over pools of int8 or FP8
-// E4M3FN rows (codes and an f32 scale) quantized by the writers' rule,
-// against the reference over the exactly dequantized values; also rows of
+// likewise, over pools of int8 or FP8 E4M3FN rows (codes and an f32
+// scale) quantized by the writers' rule, against the reference over the
+// exactly dequantized values: PagedAttentionPath runs over every path and
+// the f32, int8 and fp8 pools (f32 and rows differ in a few shapes only),
+// PagedAttentionRowPath the quantized formats' own tests; also rows of
 // zeros (scale 0), the pool and its rows at odd addresses, and the 4 scale
 // bytes in the argument checks (bytes it must not read are 0x7F: codes 127
 // or NaN, scale 3.4e38). Every non-NaN E4M3FN code reads exactly on every
@@ -447,277 +449,6 @@ void plantBadBlocks(Case &c, int64_t b) {
   row[c.tableWidth - 1] = INT32_MIN;
 }
 
-class PagedAttentionPath : public ::testing::TestWithParam<Isa> {
-protected:
-  void SetUp() override {
-    if (!pattn::isaAvailable(GetParam()))
-      GTEST_SKIP() << pattn::isaName(GetParam()) << " not on this CPU";
-  }
-  void TearDown() override { SITS_ASSERT_OK(setNumThreads(0)); }
-};
-
-TEST_P(PagedAttentionPath, MatchesReference) {
-  std::mt19937 rng(42);
-  struct Heads {
-    int64_t q, kv;
-  };
-  int index = 0;
-  // GQA 8/2 and 32/4, MHA, MQA with more heads than one pass takes.
-  for (Heads heads : {Heads{8, 2}, Heads{32, 4}, Heads{4, 4}, Heads{40, 1}})
-    // Multiples of 16, of 8 only (AVX2 tiles), of neither (portable).
-    for (int64_t headDim : {64, 128, 40, 36, 256, 16})
-      for (int64_t blockSize : {16, 1}) {
-        if (headDim == 256 && heads.q > 8)
-          continue;
-        Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
-        c.tableWidth = blockSize == 1 ? 400 : 24;
-        c.numBlocks = blockSize == 1 ? 300 : 40;
-        c.batch = 6;
-        // Empty, one position, ragged, one block exactly, longer than
-        // the table holds (clamped), negative (empty).
-        int32_t full = int32_t(c.tableWidth * c.blockSize);
-        c.lens = {0, 1, 37, int32_t(blockSize * 5), full + 100, -3};
-        padAndFill(c, rng, index++);
-        // Block numbers outside the pool read block 0.
-        c.tables[size_t(2 * c.tableStride() + 1)] = -1;
-        plantBadBlocks(c, 4);
-        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-      }
-}
-
-TEST_P(PagedAttentionPath, SmallAndSingleSequenceCalls) {
-  // Below the serial threshold, and one sequence per call.
-  std::mt19937 rng(7);
-  for (int64_t headDim : {64, 40, 8, 3})
-    for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 200}) {
-      Case c;
-      c.qHeads = 2;
-      c.kvHeads = 1;
-      c.headDim = headDim;
-      c.blockSize = 16;
-      c.tableWidth = 16;
-      c.numBlocks = 16;
-      c.lens = {len};
-      fill(c, rng);
-      ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-    }
-}
-
-TEST_P(PagedAttentionPath, LongContextsSplitWithTheSameBitsOnAnyThreadCount) {
-  std::mt19937 rng(3);
-  for (int64_t headDim : {64, 128, 40})
-    for (int64_t blockSize : {16, 1}) {
-      Case c;
-      c.batch = 3;
-      c.qHeads = 8;
-      c.kvHeads = 2;
-      c.headDim = headDim;
-      c.blockSize = blockSize;
-      c.tableWidth = 3072 / blockSize;
-      c.numBlocks = blockSize == 1 ? 4000 : 256;
-      c.lens = {3000, 7, 2501};
-      c.outPad = 3;
-      fill(c, rng);
-      c.tables[5] = -7;
-      SITS_ASSERT_OK(setNumThreads(1));
-      std::vector<float> one = runPath(GetParam(), c);
-      ASSERT_TRUE(matchesReference(c, one));
-      for (int threads : {2, 3}) {
-        SITS_ASSERT_OK(setNumThreads(threads));
-        std::vector<float> out = runPath(GetParam(), c);
-        EXPECT_EQ(
-            0, std::memcmp(out.data(), one.data(), out.size() * sizeof(float)))
-            << describe(c) << ", threads " << threads;
-      }
-    }
-}
-
-TEST_P(PagedAttentionPath, LargeScoresDoNotOverflow) {
-  // Exact integer scores up to about +-1000: e^score overflows f32 unless
-  // the max is subtracted first; softmax is then close to the argmax.
-  std::mt19937 rng(5);
-  for (int64_t headDim : {64, 40})
-    for (int32_t len : {100, 700}) {
-      Case c;
-      c.batch = 2;
-      c.qHeads = 4;
-      c.kvHeads = 2;
-      c.headDim = headDim;
-      c.tableWidth = 48;
-      c.numBlocks = 50;
-      c.scale = 1.f;
-      c.lens = {len, len / 3};
-      fill(c, rng, /*integers=*/true);
-      ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-    }
-}
-
-TEST_P(PagedAttentionPath, StridesAndOffsetsAsGiven) {
-  // A pool that is not the compiler's layout: V before K, padding between
-  // blocks, layer 0 of 1.
-  std::mt19937 rng(9);
-  Case c;
-  c.batch = 2;
-  c.qHeads = 6;
-  c.kvHeads = 3;
-  c.headDim = 32;
-  c.blockSize = 4;
-  c.tableWidth = 20;
-  c.numBlocks = 10;
-  c.lens = {77, 30};
-  c.layers = 1;
-  c.layer = 0;
-  fill(c, rng);
-  // Same data, rearranged: block = [pad 5][V][K][pad 3].
-  const int64_t part = c.layerPart(), stride = 2 * part + 8;
-  std::vector<float> pool(size_t(c.numBlocks * stride), 1e30f);
-  for (int64_t blk = 0; blk < c.numBlocks; ++blk)
-    for (int64_t i = 0; i < part; ++i) {
-      pool[size_t(blk * stride + 5 + part + i)] =
-          c.pool[size_t(blk * c.blockStride() + c.keyOffset() + i)];
-      pool[size_t(blk * stride + 5 + i)] =
-          c.pool[size_t(blk * c.blockStride() + c.valueOffset() + i)];
-    }
-  EXPECT_TRUE(matchesReference(c, runPath(GetParam(), c, [&](Args &a) {
-                                 a.pool = pool.data();
-                                 a.blockStride = stride;
-                                 a.keyOffset = 5 + part;
-                                 a.valueOffset = 5;
-                               })));
-}
-
-TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
-  std::mt19937 rng(17);
-  struct Heads {
-    int64_t q, kv;
-  };
-  int index = 0;
-  for (Heads heads : {Heads{8, 2}, Heads{4, 4}, Heads{40, 1}})
-    for (int64_t headDim : {64, 40, 36, 16})
-      for (int64_t blockSize : {16, 1})
-        for (int64_t queries : {2, 7}) {
-          Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
-          c.queries = queries;
-          c.tableWidth = blockSize == 1 ? 400 : 24;
-          c.numBlocks = blockSize == 1 ? 300 : 40;
-          c.batch = 6;
-          // Left padding (the first query sees nothing), empty, the
-          // queries' lengths on both sides of position 256 (a chunk
-          // boundary: the last queries are split, the first may not be),
-          // ragged, partly clamped (the last queries see the whole table),
-          // negative (empty).
-          int32_t full = int32_t(c.tableWidth * c.blockSize);
-          int32_t q = int32_t(queries);
-          c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
-          padAndFill(c, rng, index++);
-          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
-          plantBadBlocks(c, 4);
-          ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-        }
-}
-
-TEST_P(PagedAttentionPath, LeftPaddedQueriesGetZeros) {
-  // Fewer positions than queries: the leading queries see nothing.
-  std::mt19937 rng(19);
-  for (int32_t len : {0, 1, 3, 4, 5, 300}) {
-    Case c;
-    c.batch = 1;
-    c.queries = 5;
-    c.headDim = 40;
-    c.tableWidth = 24;
-    c.numBlocks = 30;
-    c.lens = {len};
-    fill(c, rng);
-    std::vector<float> out = runPath(GetParam(), c);
-    ASSERT_TRUE(matchesReference(c, out));
-    const Strides os = c.outStrides();
-    for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
-      for (int64_t h = 0; h < c.qHeads; ++h)
-        for (int64_t d = 0; d < c.headDim; ++d)
-          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 0, h, t) + d)], 0.f)
-              << "len " << len << " query " << t;
-  }
-}
-
-TEST_P(PagedAttentionPath, QueryAndOutputLayoutsAsGiven) {
-  // [B][S][Hq][D] and [B][Hq][S][D] queries, each written to either.
-  std::mt19937 rng(23);
-  int index = 0;
-  for (Layout qLayout : {Layout::kBSHD, Layout::kBHSD})
-    for (Layout outLayout : {Layout::kBSHD, Layout::kBHSD})
-      for (int64_t headDim : {64, 40}) {
-        Case c;
-        c.batch = 3;
-        c.queries = 5;
-        c.qHeads = 8;
-        c.kvHeads = 2;
-        c.headDim = headDim;
-        c.tableWidth = 24;
-        c.numBlocks = 40;
-        c.lens = {300, 3, 100};
-        c.qLayout = qLayout;
-        c.outLayout = outLayout;
-        c.qPad = index % 2 ? 3 : 0;
-        c.outPad = index % 3 ? 5 : 0;
-        ++index;
-        fill(c, rng);
-        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-      }
-}
-
-TEST_P(PagedAttentionPath, PaddedPoolAndTableStrides) {
-  // Padding after every position's row and every kv head's rows, and
-  // table rows longer than tableWidth.
-  std::mt19937 rng(29);
-  for (int64_t queries : {1, 4})
-    for (int64_t blockSize : {16, 1})
-      for (int64_t headDim : {64, 40}) {
-        Case c;
-        c.batch = 3;
-        c.queries = queries;
-        c.qHeads = 8;
-        c.kvHeads = 2;
-        c.headDim = headDim;
-        c.blockSize = blockSize;
-        c.tableWidth = blockSize == 1 ? 320 : 20;
-        c.numBlocks = blockSize == 1 ? 300 : 30;
-        c.positionPad = headDim == 64 ? 16 : 3;
-        c.headPad = 5;
-        c.tablePad = 3;
-        c.lens = {290, 17, 0};
-        fill(c, rng);
-        plantBadBlocks(c, 1);
-        ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-      }
-}
-
-TEST_P(PagedAttentionPath, ManyQueriesWithTheSameBitsOnAnyThreadCount) {
-  std::mt19937 rng(31);
-  for (int64_t headDim : {64, 40}) {
-    Case c;
-    c.batch = 2;
-    c.queries = 6;
-    c.qHeads = 8;
-    c.kvHeads = 2;
-    c.headDim = headDim;
-    c.tableWidth = 80;
-    c.numBlocks = 100;
-    c.lens = {1000, 3};
-    c.outLayout = Layout::kBHSD;
-    fill(c, rng);
-    SITS_ASSERT_OK(setNumThreads(1));
-    std::vector<float> one = runPath(GetParam(), c);
-    ASSERT_TRUE(matchesReference(c, one));
-    for (int threads : {2, 3}) {
-      SITS_ASSERT_OK(setNumThreads(threads));
-      std::vector<float> out = runPath(GetParam(), c);
-      EXPECT_EQ(0,
-                std::memcmp(out.data(), one.data(), out.size() * sizeof(float)))
-          << describe(c) << ", threads " << threads;
-    }
-  }
-}
-
 /// The output of `c` on 1 thread, which must match the reference, and the
 /// same bits on 2 and 3.
 void expectSameBitsOnAnyThreadCount(Isa isa, const Case &c) {
@@ -733,23 +464,329 @@ void expectSameBitsOnAnyThreadCount(Isa isa, const Case &c) {
   }
 }
 
+/// Every path over every pool format: f32 (sitsRuntimePagedAttention), and
+/// int8 and E4M3FN rows (...I8, ...F8E4M3: K/V quantized by the writers'
+/// rule, the reference attending over the exactly dequantized values).
+class PagedAttentionPath
+    : public ::testing::TestWithParam<std::tuple<Isa, pattn::Format>> {
+protected:
+  void SetUp() override {
+    if (!pattn::isaAvailable(isa()))
+      GTEST_SKIP() << pattn::isaName(isa()) << " not on this CPU";
+  }
+  void TearDown() override { SITS_ASSERT_OK(setNumThreads(0)); }
+  Isa isa() const { return std::get<0>(GetParam()); }
+  pattn::Format format() const { return std::get<1>(GetParam()); }
+  bool quantized() const { return format() != pattn::Format::kF32; }
+  /// A random generator seeded `f32` for f32 pools, `rows` for quantized.
+  std::mt19937 seeded(unsigned f32, unsigned rows) const {
+    return std::mt19937(quantized() ? rows : f32);
+  }
+  /// A default case over a pool of this format.
+  Case make() const {
+    Case c;
+    c.format = format();
+    return c;
+  }
+  /// Case::shaped over a pool of this format.
+  Case shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
+              int64_t blockSize) const {
+    Case c = Case::shaped(qHeads, kvHeads, headDim, blockSize);
+    c.format = format();
+    return c;
+  }
+  std::vector<float> run(const Case &c,
+                         const std::function<void(Args &)> &tweak = {}) const {
+    return runPath(isa(), c, tweak);
+  }
+};
+
+/// The quantized formats only.
+class PagedAttentionRowPath : public PagedAttentionPath {};
+
+struct Heads {
+  int64_t q, kv;
+};
+
+TEST_P(PagedAttentionPath, MatchesReference) {
+  // Decode (and, over rows, prefill): GQA 8/2 and 32/4, MHA, MQA with more
+  // heads than one pass takes; head sizes of 16s, of 8s only (AVX2 tiles),
+  // of neither (portable; rows: scales at odd offsets); blocks of 16 and 1;
+  // empty, ragged, clamped and negative lengths; block numbers outside the
+  // pool (read as block 0).
+  std::mt19937 rng = seeded(42, 101);
+  const std::vector<int64_t> headDims =
+      quantized() ? std::vector<int64_t>{64, 128, 40, 24, 37}
+                  : std::vector<int64_t>{64, 128, 40, 36, 256, 16};
+  const std::vector<int64_t> queryCounts =
+      quantized() ? std::vector<int64_t>{1, 5} : std::vector<int64_t>{1};
+  // The widest head size only with few heads.
+  const int64_t widest = quantized() ? 128 : 256;
+  int index = 0;
+  for (Heads heads : {Heads{8, 2}, Heads{32, 4}, Heads{4, 4}, Heads{40, 1}})
+    for (int64_t headDim : headDims)
+      for (int64_t blockSize : {16, 1})
+        for (int64_t queries : queryCounts) {
+          if (headDim == widest && heads.q > 8)
+            continue;
+          Case c = shaped(heads.q, heads.kv, headDim, blockSize);
+          c.queries = queries;
+          c.tableWidth = blockSize == 1 ? 400 : 24;
+          c.numBlocks = blockSize == 1 ? 300 : 40;
+          c.batch = 6;
+          // Empty, one position, ragged, one block exactly, longer than
+          // the table holds (clamped), negative (empty); several queries:
+          // see SeveralQueriesPerSequenceAreCausal.
+          int32_t full = int32_t(c.tableWidth * c.blockSize);
+          int32_t q = int32_t(queries);
+          if (queries == 1)
+            c.lens = {0, 1, 37, int32_t(blockSize * 5), full + 100, -3};
+          else
+            c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
+          if (quantized() && index % 4 == 3) {
+            c.qLayout = Layout::kBHSD;
+            c.outLayout = Layout::kBHSD;
+          }
+          padAndFill(c, rng, index++);
+          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
+          plantBadBlocks(c, 4);
+          ASSERT_TRUE(matchesReference(c, run(c)));
+        }
+}
+
+TEST_P(PagedAttentionPath, SmallAndSingleSequenceCalls) {
+  // Below the serial threshold, and one sequence per call.
+  std::mt19937 rng = seeded(7, 103);
+  for (int64_t headDim : {64, 40, 8, 3})
+    for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 200}) {
+      Case c = shaped(2, 1, headDim, 16);
+      c.tableWidth = 16;
+      c.numBlocks = 16;
+      c.lens = {len};
+      fill(c, rng);
+      ASSERT_TRUE(matchesReference(c, run(c)));
+    }
+}
+
+TEST_P(PagedAttentionPath, LongContextsSplitWithTheSameBitsOnAnyThreadCount) {
+  // Few sequences: each chunk an item, combined afterwards.
+  std::mt19937 rng = seeded(3, 107);
+  for (int64_t headDim : {64, 128, 40})
+    for (int64_t blockSize : {16, 1}) {
+      Case c = shaped(8, 2, headDim, blockSize);
+      c.batch = 3;
+      c.tableWidth = 3072 / blockSize;
+      c.numBlocks = blockSize == 1 ? 4000 : 256;
+      c.lens = {3000, 7, 2501};
+      c.outPad = 3;
+      fill(c, rng);
+      c.tables[5] = -7;
+      expectSameBitsOnAnyThreadCount(isa(), c);
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+TEST_P(PagedAttentionPath, LargeScoresDoNotOverflow) {
+  // Exact integer scores up to about +-1000 (see fill): e^score overflows
+  // f32 unless the max is subtracted first; softmax is then close to the
+  // argmax.
+  std::mt19937 rng = seeded(5, 151);
+  for (int64_t headDim : {64, 40})
+    for (int32_t len : {100, 700}) {
+      Case c = shaped(4, 2, headDim, 16);
+      c.batch = 2;
+      c.tableWidth = 48;
+      c.numBlocks = 50;
+      c.scale = 1.f;
+      c.lens = {len, len / 3};
+      fill(c, rng, /*integers=*/true);
+      ASSERT_TRUE(matchesReference(c, run(c)));
+    }
+}
+
+TEST_P(PagedAttentionPath, StridesAndOffsetsAsGiven) {
+  // A pool that is not the compiler's layout: block = [pad 5][V][K][pad 3]
+  // (rows: odd offsets), layer 0 of 1.
+  std::mt19937 rng = seeded(9, 139);
+  for (int64_t headDim : {32, 37}) {
+    Case c = shaped(6, 3, headDim, 4);
+    c.batch = 2;
+    c.tableWidth = 20;
+    c.numBlocks = 10;
+    c.lens = {77, 30};
+    c.layers = 1;
+    c.layer = 0;
+    fill(c, rng);
+    // Same data, rearranged (what the call must not read: 1e30, or 0x7F).
+    const int64_t part = c.layerPart(), stride = 2 * part + 8;
+    auto rearrange = [&](auto *from, auto untouched) {
+      std::vector<decltype(untouched)> pool(size_t(c.numBlocks * stride),
+                                            untouched);
+      for (int64_t blk = 0; blk < c.numBlocks; ++blk)
+        for (int64_t i = 0; i < part; ++i) {
+          pool[size_t(blk * stride + 5 + part + i)] =
+              from[blk * c.blockStride() + c.keyOffset() + i];
+          pool[size_t(blk * stride + 5 + i)] =
+              from[blk * c.blockStride() + c.valueOffset() + i];
+        }
+      return pool;
+    };
+    std::vector<float> floats;
+    std::vector<uint8_t> rows;
+    if (quantized())
+      rows = rearrange(c.rowPool(), uint8_t(0x7F));
+    else
+      floats = rearrange(c.pool.data(), 1e30f);
+    EXPECT_TRUE(matchesReference(
+        c, run(c, [&](Args &a) {
+          a.pool = quantized() ? static_cast<const void *>(rows.data())
+                               : floats.data();
+          a.blockStride = stride;
+          a.keyOffset = 5 + part;
+          a.valueOffset = 5;
+        })));
+  }
+}
+
+TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
+  std::mt19937 rng = seeded(17, 157);
+  int index = 0;
+  for (Heads heads : {Heads{8, 2}, Heads{4, 4}, Heads{40, 1}})
+    for (int64_t headDim : {64, 40, 36, 16})
+      for (int64_t blockSize : {16, 1})
+        for (int64_t queries : {2, 7}) {
+          Case c = shaped(heads.q, heads.kv, headDim, blockSize);
+          c.queries = queries;
+          c.tableWidth = blockSize == 1 ? 400 : 24;
+          c.numBlocks = blockSize == 1 ? 300 : 40;
+          c.batch = 6;
+          // Left padding (the first query sees nothing), empty, the
+          // queries' lengths on both sides of position 256 (a chunk
+          // boundary: the last queries are split, the first may not be),
+          // ragged, partly clamped (the last queries see the whole table),
+          // negative (empty).
+          int32_t full = int32_t(c.tableWidth * c.blockSize);
+          int32_t q = int32_t(queries);
+          c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
+          padAndFill(c, rng, index++);
+          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
+          plantBadBlocks(c, 4);
+          ASSERT_TRUE(matchesReference(c, run(c)));
+        }
+}
+
+TEST_P(PagedAttentionPath, LeftPaddedQueriesGetZeros) {
+  // Fewer positions than queries: the leading queries see nothing.
+  std::mt19937 rng = seeded(19, 109);
+  for (int32_t len : {0, 1, 3, 4, 5, 300}) {
+    Case c = shaped(8, 2, 40, 16);
+    c.queries = 5;
+    c.tableWidth = 24;
+    c.numBlocks = 30;
+    c.lens = {len};
+    fill(c, rng);
+    std::vector<float> out = run(c);
+    ASSERT_TRUE(matchesReference(c, out));
+    const Strides os = c.outStrides();
+    for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
+      for (int64_t h = 0; h < c.qHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 0, h, t) + d)], 0.f)
+              << "len " << len << " query " << t;
+  }
+}
+
+TEST_P(PagedAttentionPath, QueryAndOutputLayoutsAsGiven) {
+  // [B][S][Hq][D] and [B][Hq][S][D] queries, each written to either.
+  std::mt19937 rng = seeded(23, 163);
+  int index = 0;
+  for (Layout qLayout : {Layout::kBSHD, Layout::kBHSD})
+    for (Layout outLayout : {Layout::kBSHD, Layout::kBHSD})
+      for (int64_t headDim : {64, 40}) {
+        Case c = make();
+        c.batch = 3;
+        c.queries = 5;
+        c.headDim = headDim;
+        c.tableWidth = 24;
+        c.numBlocks = 40;
+        c.lens = {300, 3, 100};
+        c.qLayout = qLayout;
+        c.outLayout = outLayout;
+        c.qPad = index % 2 ? 3 : 0;
+        c.outPad = index % 3 ? 5 : 0;
+        ++index;
+        fill(c, rng);
+        ASSERT_TRUE(matchesReference(c, run(c)));
+      }
+}
+
+TEST_P(PagedAttentionPath, PaddedPoolAndTableStrides) {
+  // Padding after every position's row and every kv head's rows, and
+  // table rows longer than tableWidth; rows: the pool at an odd address
+  // and rows at odd offsets (odd padding), so that the scales are
+  // unaligned.
+  std::mt19937 rng = seeded(29, 131);
+  const std::vector<int64_t> headDims = quantized()
+                                            ? std::vector<int64_t>{64, 40, 37}
+                                            : std::vector<int64_t>{64, 40};
+  int index = 0;
+  for (int64_t queries : {1, 4})
+    for (int64_t blockSize : {16, 1})
+      for (int64_t headDim : headDims) {
+        Case c = shaped(8, 2, headDim, blockSize);
+        c.batch = 3;
+        c.queries = queries;
+        c.tableWidth = blockSize == 1 ? 320 : 20;
+        c.numBlocks = blockSize == 1 ? 300 : 30;
+        if (quantized()) {
+          c.poolBase = 1 + index % 3;
+          c.positionPad = 1 + 2 * (index % 2);
+        } else {
+          c.positionPad = headDim == 64 ? 16 : 3;
+        }
+        c.headPad = 5;
+        c.tablePad = 3;
+        c.lens = {290, 17, 0};
+        ++index;
+        fill(c, rng);
+        plantBadBlocks(c, 1);
+        ASSERT_TRUE(matchesReference(c, run(c)));
+      }
+}
+
+TEST_P(PagedAttentionPath, ManyQueriesWithTheSameBitsOnAnyThreadCount) {
+  std::mt19937 rng = seeded(31, 167);
+  for (int64_t headDim : {64, 40}) {
+    Case c = make();
+    c.batch = 2;
+    c.queries = 6;
+    c.headDim = headDim;
+    c.tableWidth = 80;
+    c.numBlocks = 100;
+    c.lens = {1000, 3};
+    c.outLayout = Layout::kBHSD;
+    fill(c, rng);
+    expectSameBitsOnAnyThreadCount(isa(), c);
+    if (HasFatalFailure())
+      return;
+  }
+}
+
 TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
   // batch * queries * kvHeads >= 32: one item per (sequence, query, kv
   // head) walks every chunk its query sees (up to 5 of 256 positions) and
   // folds them itself. Left padding (the first queries of the third
   // sequence see nothing), a sequence clamped to the table, and 40 query
   // heads over one kv head (two passes per chunk).
-  std::mt19937 rng(37);
-  struct Heads {
-    int64_t q, kv;
-  };
+  std::mt19937 rng = seeded(37, 173);
   int index = 0;
   for (Heads heads : {Heads{8, 2}, Heads{40, 1}})
     for (int64_t headDim : {64, 128, 40, 36})
       for (int64_t blockSize : {16, 1}) {
         if (heads.q == 40 && (headDim == 128 || blockSize == 1))
           continue;
-        Case c = Case::shaped(heads.q, heads.kv, headDim, blockSize);
+        Case c = shaped(heads.q, heads.kv, headDim, blockSize);
         c.batch = 4;
         c.queries = heads.kv == 1 ? 8 : 6;
         c.tableWidth = 1200 / blockSize;
@@ -759,7 +796,7 @@ TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
         c.outLayout = index % 3 ? Layout::kBHSD : Layout::kBSHD;
         padAndFill(c, rng, index++);
         plantBadBlocks(c, 1);
-        expectSameBitsOnAnyThreadCount(GetParam(), c);
+        expectSameBitsOnAnyThreadCount(isa(), c);
         if (HasFatalFailure())
           return;
       }
@@ -768,65 +805,64 @@ TEST_P(PagedAttentionPath, PrefillItemsWalkSeveralChunks) {
 TEST_P(PagedAttentionPath, DecodeBatchItemsWalkSeveralChunks) {
   // batch * kvHeads >= 32 at one query per sequence: items walk the
   // chunks too (ragged: 0 to 5 chunks, on and off their boundaries).
-  std::mt19937 rng(41);
-  for (int64_t headDim : {64, 40})
+  std::mt19937 rng = seeded(41, 179);
+  for (int64_t headDim : {64, 128, 40})
     for (int64_t blockSize : {16, 1}) {
-      Case c;
+      Case c = shaped(32, 4, headDim, blockSize);
       c.batch = 8;
-      c.qHeads = 32;
-      c.kvHeads = 4;
-      c.headDim = headDim;
-      c.blockSize = blockSize;
       c.tableWidth = 1200 / blockSize;
       c.numBlocks = blockSize == 1 ? 1300 : 90;
       c.lens = {1100, 600, 0, 257, 1, 256, 512, 1200};
       fill(c, rng);
       c.tables[size_t(3 * c.tableStride() + 16 / blockSize)] = -1;
-      expectSameBitsOnAnyThreadCount(GetParam(), c);
+      expectSameBitsOnAnyThreadCount(isa(), c);
       if (HasFatalFailure())
         return;
     }
 }
 
 TEST_P(PagedAttentionPath, WalkedChunksWithLargeScoresDoNotOverflow) {
-  // Exact integer scores up to about +-1000 (see LargeScoresDoNotOverflow):
-  // chunk maxes far apart, so the running sum is rescaled by factors that
-  // underflow to 0 or stays as it is.
-  std::mt19937 rng(43);
-  for (int64_t headDim : {64, 40}) {
-    Case c;
-    c.batch = 2;
-    c.queries = 8;
-    c.qHeads = 4;
-    c.kvHeads = 2;
-    c.headDim = headDim;
-    c.tableWidth = 72;
-    c.numBlocks = 80;
-    c.scale = 1.f;
-    c.lens = {700, 1100};
-    fill(c, rng, /*integers=*/true);
-    expectSameBitsOnAnyThreadCount(GetParam(), c);
-    if (HasFatalFailure())
-      return;
-  }
+  // Exact integer scores up to about +-1000 (see LargeScoresDoNotOverflow),
+  // in one chunk, split and walked: chunk maxes far apart, so the running
+  // sum is rescaled by factors that underflow to 0 or stays as it is.
+  std::mt19937 rng = seeded(43, 127);
+  for (int64_t headDim : {64, 40})
+    for (int64_t queries : {1, 8})
+      for (int32_t len : {100, 700}) {
+        Case c = shaped(4, 2, headDim, 16);
+        c.batch = 2;
+        c.queries = queries;
+        c.tableWidth = 72;
+        c.numBlocks = 80;
+        c.scale = 1.f;
+        c.lens = {len, 1100};
+        fill(c, rng, /*integers=*/true);
+        expectSameBitsOnAnyThreadCount(isa(), c);
+        if (HasFatalFailure())
+          return;
+      }
 }
 
 TEST_P(PagedAttentionPath, BadArgumentsLeaveTheOutputAlone) {
-  std::mt19937 rng(11);
-  Case c;
+  std::mt19937 rng = seeded(11, 137);
+  Case c = make();
   c.batch = 2;
   c.queries = 3;
   fill(c, rng);
   // The arguments below are valid.
-  ASSERT_TRUE(matchesReference(c, runPath(GetParam(), c)));
-  // Dense: blockStride 4096, K at 2048, V at 3072, kv heads 1024 apart,
-  // positions 64; out rows [2][3][8][64].
-  const int64_t bs = c.blockStride(), vo = c.valueOffset();
+  ASSERT_TRUE(matchesReference(c, run(c)));
+  // Dense: 2 layers of K and V, each 2 kv heads of 16 positions (rows of 64
+  // floats, or of 68 bytes); the last layer's V rows end the block; out
+  // rows [2][3][8][64].
+  ASSERT_EQ(c.positionStride(), quantized() ? 68 : 64);
+  ASSERT_EQ(c.valueOffset() + c.kvHeads * c.kvHeadStride(), c.blockStride());
+  const int64_t bs = c.blockStride(), vo = c.valueOffset(),
+                part = c.layerPart();
   struct Bad {
     const char *what;
     std::function<void(Args &)> set;
   };
-  const Bad bads[] = {
+  std::vector<Bad> bads = {
       {"batch 0", [](Args &a) { a.batch = 0; }},
       {"queries 0", [](Args &a) { a.queries = 0; }},
       {"negative batch", [](Args &a) { a.batch = -1; }},
@@ -863,12 +899,13 @@ TEST_P(PagedAttentionPath, BadArgumentsLeaveTheOutputAlone) {
          a.outTokenStride = 64;
          a.outBatchStride = 1535;
        }},
+      // Rows: the scale's 4 bytes count (V's end the block).
       {"V past the block", [](Args &a) { a.valueOffset += 1; }},
       {"K before the block", [](Args &a) { a.keyOffset = -1; }},
       {"block too small",
-       [](Args &a) {
+       [=](Args &a) {
          a.keyOffset = a.valueOffset = 0;
-         a.blockStride = 2048 - 1;
+         a.blockStride = part - 1;
        }},
       {"kv heads past the block", [](Args &a) { a.kvHeadStride += 1; }},
       {"positions past the block", [](Args &a) { a.positionStride += 1; }},
@@ -891,169 +928,45 @@ TEST_P(PagedAttentionPath, BadArgumentsLeaveTheOutputAlone) {
       {"V offset past the end",
        [=](Args &a) { a.valueOffset = vo + a.kvHeadStride; }},
   };
+  if (quantized())
+    bads.insert(
+        bads.end(),
+        {
+            {"V row past the block", [](Args &a) { a.valueOffset += 4; }},
+            // Rows that overlap the next position's.
+            {"positionStride < headDim + 4",
+             [](Args &a) { a.positionStride = 67; }},
+            {"positionStride headDim", [](Args &a) { a.positionStride = 64; }},
+            {"headDim + 4 overflows",
+             [](Args &a) { a.headDim = INT64_MAX - 2; }},
+            {"unknown format", [](Args &a) { a.format = pattn::Format(7); }},
+        });
   for (const Bad &b : bads) {
     std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
                            kUntouched);
     Args a = c.args(out.data() + kGuard);
     b.set(a);
-    ASSERT_TRUE(pattn::run(GetParam(), a)) << b.what;
+    ASSERT_TRUE(pattn::run(isa(), a)) << b.what;
     for (float v : out)
       ASSERT_EQ(v, kUntouched) << b.what;
   }
+  if (!quantized())
+    return;
+  // One position per block: positionStride is not used, any value goes.
+  Case one = shaped(8, 2, 40, 1);
+  one.tableWidth = 50;
+  one.numBlocks = 60;
+  one.lens = {45};
+  fill(one, rng);
+  for (int64_t stride : {0, 5, 43})
+    EXPECT_TRUE(matchesReference(
+        one, run(one, [&](Args &a) { a.positionStride = stride; })))
+        << "positionStride " << stride;
 }
-
-INSTANTIATE_TEST_SUITE_P(PagedAttention, PagedAttentionPath,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2,
-                                           Isa::kAvx512),
-                         [](const ::testing::TestParamInfo<Isa> &info) {
-                           return std::string(pattn::isaName(info.param));
-                         });
-
-//===----------------------------------------------------------------------===//
-// Quantized rows (sitsRuntimePagedAttentionI8, ...F8E4M3)
-//===----------------------------------------------------------------------===//
-
-/// The int8 and the E4M3FN pools on every path: K/V quantized by the
-/// writers' rule, the reference attending over the exactly dequantized
-/// values.
-class PagedAttentionRowPath
-    : public ::testing::TestWithParam<std::tuple<Isa, pattn::Format>> {
-protected:
-  void SetUp() override {
-    if (!pattn::isaAvailable(isa()))
-      GTEST_SKIP() << pattn::isaName(isa()) << " not on this CPU";
-  }
-  void TearDown() override { SITS_ASSERT_OK(setNumThreads(0)); }
-  Isa isa() const { return std::get<0>(GetParam()); }
-  pattn::Format format() const { return std::get<1>(GetParam()); }
-  /// Case::shaped over a pool of this format.
-  Case shaped(int64_t qHeads, int64_t kvHeads, int64_t headDim,
-              int64_t blockSize) const {
-    Case c = Case::shaped(qHeads, kvHeads, headDim, blockSize);
-    c.format = format();
-    return c;
-  }
-};
 
 /// Makes the quantized row at byte `row` of the pool all zeros, scale 0.
 void zeroRow(Case &c, int64_t row) {
   std::memset(c.rowPool() + row, 0, size_t(c.rowLen()));
-}
-
-TEST_P(PagedAttentionRowPath, MatchesReference) {
-  // Decode and prefill, MHA, GQA 4 and 8, MQA with more heads than one
-  // pass takes; head sizes of 16s, of 8s (AVX2 tiles), and odd (portable,
-  // scales at odd offsets); blocks of 16 and 1; empty, ragged, clamped and
-  // negative lengths; block numbers outside the pool.
-  std::mt19937 rng(101);
-  struct Heads {
-    int64_t q, kv;
-  };
-  int index = 0;
-  for (Heads heads : {Heads{8, 2}, Heads{32, 4}, Heads{4, 4}, Heads{40, 1}})
-    for (int64_t headDim : {64, 128, 40, 24, 37})
-      for (int64_t blockSize : {16, 1})
-        for (int64_t queries : {1, 5}) {
-          if (headDim == 128 && heads.q > 8)
-            continue;
-          Case c = shaped(heads.q, heads.kv, headDim, blockSize);
-          c.queries = queries;
-          c.tableWidth = blockSize == 1 ? 400 : 24;
-          c.numBlocks = blockSize == 1 ? 300 : 40;
-          c.batch = 6;
-          int32_t full = int32_t(c.tableWidth * c.blockSize);
-          int32_t q = int32_t(queries);
-          if (queries == 1)
-            c.lens = {0, 1, 37, int32_t(blockSize * 5), full + 100, -3};
-          else
-            c.lens = {q - 1, 0, 256 + q / 2, 37, full + 3, -3};
-          if (index % 4 == 3) {
-            c.qLayout = Layout::kBHSD;
-            c.outLayout = Layout::kBHSD;
-          }
-          padAndFill(c, rng, index++);
-          c.tables[size_t(2 * c.tableStride() + 1)] = -1;
-          plantBadBlocks(c, 4);
-          ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
-        }
-}
-
-TEST_P(PagedAttentionRowPath, SmallAndSingleSequenceCalls) {
-  std::mt19937 rng(103);
-  for (int64_t headDim : {64, 40, 8, 3})
-    for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 200}) {
-      Case c = shaped(2, 1, headDim, 16);
-      c.tableWidth = 16;
-      c.numBlocks = 16;
-      c.lens = {len};
-      fill(c, rng);
-      ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
-    }
-}
-
-TEST_P(PagedAttentionRowPath, LongContextsWithTheSameBitsOnAnyThreadCount) {
-  // Few sequences (each chunk an item, combined afterwards), a decode batch
-  // of 8 x 4 kv heads and a prefill of 4 x 6 queries x 2 kv heads (items
-  // walk their chunks).
-  std::mt19937 rng(107);
-  for (int64_t headDim : {64, 128, 40})
-    for (int64_t blockSize : {16, 1}) {
-      Case split = shaped(8, 2, headDim, blockSize);
-      split.batch = 3;
-      split.tableWidth = 3072 / blockSize;
-      split.numBlocks = blockSize == 1 ? 4000 : 256;
-      split.lens = {3000, 7, 2501};
-      split.outPad = 3;
-      fill(split, rng);
-      split.tables[5] = -7;
-      expectSameBitsOnAnyThreadCount(isa(), split);
-      if (HasFatalFailure())
-        return;
-
-      Case decode = shaped(32, 4, headDim, blockSize);
-      decode.batch = 8;
-      decode.tableWidth = 1200 / blockSize;
-      decode.numBlocks = blockSize == 1 ? 1300 : 90;
-      decode.lens = {1100, 600, 0, 257, 1, 256, 512, 1200};
-      fill(decode, rng);
-      decode.tables[size_t(3 * decode.tableStride() + 16 / blockSize)] = -1;
-      expectSameBitsOnAnyThreadCount(isa(), decode);
-      if (HasFatalFailure())
-        return;
-
-      Case prefill = shaped(8, 2, headDim, blockSize);
-      prefill.batch = 4;
-      prefill.queries = 6;
-      prefill.tableWidth = 1200 / blockSize;
-      prefill.numBlocks = blockSize == 1 ? 1300 : 90;
-      prefill.lens = {600, 1100, 3, 1300};
-      prefill.outLayout = Layout::kBHSD;
-      fill(prefill, rng);
-      plantBadBlocks(prefill, 1);
-      expectSameBitsOnAnyThreadCount(isa(), prefill);
-      if (HasFatalFailure())
-        return;
-    }
-}
-
-TEST_P(PagedAttentionRowPath, LeftPaddedQueriesGetZeros) {
-  std::mt19937 rng(109);
-  for (int32_t len : {0, 1, 3, 4, 5, 300}) {
-    Case c = shaped(8, 2, 40, 16);
-    c.queries = 5;
-    c.tableWidth = 24;
-    c.numBlocks = 30;
-    c.lens = {len};
-    fill(c, rng);
-    std::vector<float> out = runPath(isa(), c);
-    ASSERT_TRUE(matchesReference(c, out));
-    const Strides os = c.outStrides();
-    for (int64_t t = 0; t < std::max<int64_t>(0, 5 - len); ++t)
-      for (int64_t h = 0; h < c.qHeads; ++h)
-        for (int64_t d = 0; d < c.headDim; ++d)
-          ASSERT_EQ(out[size_t(kGuard + Case::at(os, 0, h, t) + d)], 0.f)
-              << "len " << len << " query " << t;
-  }
 }
 
 TEST_P(PagedAttentionRowPath, ZeroRowsHaveScaleZero) {
@@ -1084,7 +997,7 @@ TEST_P(PagedAttentionRowPath, ZeroRowsHaveScaleZero) {
           zeroRow(c, c.keyRow(blk, g, r));
           zeroRow(c, c.keyRow(blk, g, r) + vDelta);
         }
-    std::vector<float> out = runPath(isa(), c);
+    std::vector<float> out = run(c);
     ASSERT_TRUE(matchesReference(c, out));
     const Strides os = c.outStrides();
     for (int64_t t = 0; t < c.queries; ++t)
@@ -1092,140 +1005,6 @@ TEST_P(PagedAttentionRowPath, ZeroRowsHaveScaleZero) {
         for (int64_t d = 0; d < c.headDim; ++d)
           ASSERT_EQ(out[size_t(kGuard + Case::at(os, 1, h, t) + d)], 0.f);
   }
-}
-
-TEST_P(PagedAttentionRowPath, LargeScoresDoNotOverflow) {
-  // Exact dot products and scales 1/32 or 1/64 (see fill): scores up to
-  // about +-1000, in one chunk, split and walked.
-  std::mt19937 rng(127);
-  for (int64_t headDim : {64, 40})
-    for (int64_t queries : {1, 8}) {
-      Case c = shaped(4, 2, headDim, 16);
-      c.batch = 2;
-      c.queries = queries;
-      c.tableWidth = 72;
-      c.numBlocks = 80;
-      c.scale = 1.f;
-      c.lens = {100, 1100};
-      fill(c, rng, /*integers=*/true);
-      expectSameBitsOnAnyThreadCount(isa(), c);
-      if (HasFatalFailure())
-        return;
-    }
-}
-
-TEST_P(PagedAttentionRowPath, UnalignedRowsAndPaddedStrides) {
-  // The pool at an odd address and rows at odd offsets (odd padding after
-  // each row and kv head): the scales are unaligned.
-  std::mt19937 rng(131);
-  int index = 0;
-  for (int64_t queries : {1, 4})
-    for (int64_t blockSize : {16, 1})
-      for (int64_t headDim : {64, 40, 37}) {
-        Case c = shaped(8, 2, headDim, blockSize);
-        c.batch = 3;
-        c.queries = queries;
-        c.tableWidth = blockSize == 1 ? 320 : 20;
-        c.numBlocks = blockSize == 1 ? 300 : 30;
-        c.poolBase = 1 + index % 3;
-        c.positionPad = 1 + 2 * (index % 2);
-        c.headPad = 5;
-        c.tablePad = 3;
-        c.lens = {290, 17, 0};
-        ++index;
-        fill(c, rng);
-        plantBadBlocks(c, 1);
-        ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
-      }
-}
-
-TEST_P(PagedAttentionRowPath, StridesAndOffsetsAsGiven) {
-  // Not the compiler's layout: block = [pad 5][V][K][pad 3] (odd offsets),
-  // layer 0 of 1.
-  std::mt19937 rng(139);
-  for (int64_t headDim : {32, 37}) {
-    Case c = shaped(6, 3, headDim, 4);
-    c.batch = 2;
-    c.tableWidth = 20;
-    c.numBlocks = 10;
-    c.lens = {77, 30};
-    c.layers = 1;
-    c.layer = 0;
-    fill(c, rng);
-    const int64_t part = c.layerPart(), stride = 2 * part + 8;
-    std::vector<uint8_t> pool(size_t(c.numBlocks * stride), uint8_t(0x7F));
-    for (int64_t blk = 0; blk < c.numBlocks; ++blk)
-      for (int64_t i = 0; i < part; ++i) {
-        pool[size_t(blk * stride + 5 + part + i)] =
-            c.rowPool()[blk * c.blockStride() + c.keyOffset() + i];
-        pool[size_t(blk * stride + 5 + i)] =
-            c.rowPool()[blk * c.blockStride() + c.valueOffset() + i];
-      }
-    EXPECT_TRUE(matchesReference(c, runPath(isa(), c, [&](Args &a) {
-                                   a.pool = pool.data();
-                                   a.blockStride = stride;
-                                   a.keyOffset = 5 + part;
-                                   a.valueOffset = 5;
-                                 })));
-  }
-}
-
-TEST_P(PagedAttentionRowPath, BadArgumentsLeaveTheOutputAlone) {
-  std::mt19937 rng(137);
-  Case c = shaped(8, 2, 64, 16);
-  c.batch = 2;
-  c.queries = 3;
-  fill(c, rng);
-  ASSERT_TRUE(matchesReference(c, runPath(isa(), c)));
-  // Dense rows of 68 bytes: the last layer's V rows end the block.
-  ASSERT_EQ(c.positionStride(), 68);
-  ASSERT_EQ(c.valueOffset() + c.kvHeads * c.kvHeadStride(), c.blockStride());
-  const int64_t bs = c.blockStride();
-  struct Bad {
-    const char *what;
-    std::function<void(Args &)> set;
-  };
-  const Bad bads[] = {
-      // The scale's 4 bytes count: each of these would fit f32 rows.
-      {"V scale past the block", [](Args &a) { a.valueOffset += 1; }},
-      {"V row past the block", [](Args &a) { a.valueOffset += 4; }},
-      {"kv heads past the block", [](Args &a) { a.kvHeadStride += 1; }},
-      {"positions past the block", [](Args &a) { a.positionStride += 1; }},
-      {"block too small",
-       [=](Args &a) {
-         a.keyOffset = a.valueOffset = 0;
-         a.blockStride = bs / 4 - 1;
-       }},
-      // Rows that overlap the next position's.
-      {"positionStride < headDim + 4", [](Args &a) { a.positionStride = 67; }},
-      {"positionStride headDim", [](Args &a) { a.positionStride = 64; }},
-      {"headDim + 4 overflows", [](Args &a) { a.headDim = INT64_MAX - 2; }},
-      {"pool overflows", [=](Args &a) { a.numBlocks = INT64_MAX / bs + 1; }},
-      {"null pool", [](Args &a) { a.pool = nullptr; }},
-      {"qHeads % kvHeads", [](Args &a) { a.kvHeads = 3; }},
-      {"negative positionStride", [](Args &a) { a.positionStride = -1; }},
-      {"token rows overlap", [](Args &a) { a.outTokenStride = 511; }},
-      {"unknown format", [](Args &a) { a.format = pattn::Format(7); }},
-  };
-  for (const Bad &b : bads) {
-    std::vector<float> out(size_t(c.extent(c.outStrides()) + 2 * kGuard),
-                           kUntouched);
-    Args a = c.args(out.data() + kGuard);
-    b.set(a);
-    ASSERT_TRUE(pattn::run(isa(), a)) << b.what;
-    for (float v : out)
-      ASSERT_EQ(v, kUntouched) << b.what;
-  }
-  // One position per block: positionStride is not used, any value goes.
-  Case one = shaped(8, 2, 40, 1);
-  one.tableWidth = 50;
-  one.numBlocks = 60;
-  one.lens = {45};
-  fill(one, rng);
-  for (int64_t stride : {0, 5, 43})
-    EXPECT_TRUE(matchesReference(
-        one, runPath(isa(), one, [&](Args &a) { a.positionStride = stride; })))
-        << "positionStride " << stride;
 }
 
 TEST_P(PagedAttentionRowPath, EveryCodeReadsExactlyThroughTheKernel) {
@@ -1255,20 +1034,37 @@ TEST_P(PagedAttentionRowPath, EveryCodeReadsExactlyThroughTheKernel) {
       const float scale = blk == 1 ? 1.f : 0.5f;
       std::memcpy(v + 256, &scale, sizeof scale);
     }
-    ASSERT_TRUE(matchesReference(c, runPath(isa(), c), /*tolerance=*/0.0));
+    ASSERT_TRUE(matchesReference(c, run(c), /*tolerance=*/0.0));
   }
 }
 
+const char *formatName(pattn::Format format) {
+  return format == pattn::Format::kI8Row       ? "int8"
+         : format == pattn::Format::kF8E4M3Row ? "fp8"
+                                               : "f32";
+}
+
+/// `avx2_f32`, `scalar_int8`, ...
+std::string
+pathName(const ::testing::TestParamInfo<std::tuple<Isa, pattn::Format>> &info) {
+  return std::string(pattn::isaName(std::get<0>(info.param))) + "_" +
+         formatName(std::get<1>(info.param));
+}
+
+const auto kIsas = ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512);
+
+INSTANTIATE_TEST_SUITE_P(
+    PagedAttention, PagedAttentionPath,
+    ::testing::Combine(kIsas, ::testing::Values(pattn::Format::kF32,
+                                                pattn::Format::kI8Row,
+                                                pattn::Format::kF8E4M3Row)),
+    pathName);
+
 INSTANTIATE_TEST_SUITE_P(
     PagedAttention, PagedAttentionRowPath,
-    ::testing::Combine(
-        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
-        ::testing::Values(pattn::Format::kI8Row, pattn::Format::kF8E4M3Row)),
-    [](const ::testing::TestParamInfo<std::tuple<Isa, pattn::Format>> &info) {
-      return std::string(pattn::isaName(std::get<0>(info.param))) +
-             (std::get<1>(info.param) == pattn::Format::kI8Row ? "_int8"
-                                                               : "_fp8");
-    });
+    ::testing::Combine(kIsas, ::testing::Values(pattn::Format::kI8Row,
+                                                pattn::Format::kF8E4M3Row)),
+    pathName);
 
 TEST(PagedAttention, EveryE4M3CodeReadsExactlyOnEveryPath) {
   // The paths' own loads (whole vectors of 16 or 8, at every alignment, and

@@ -309,25 +309,38 @@ TEST(PagedRunner, CreateRejectsAPoolThatDoesNotFitTheModel) {
   expectCreateError(args, "the model expects kv_pool: f16[?, 2, 2, 2, 4, 3]");
 }
 
+/// A per_token_head memory of `dtype` and the decoder whose kv_pool is
+/// `modelDType` rows of head_dim codes + a 4-byte scale: its token stride
+/// counts the scale, and the runner takes it with static and dynamic pool
+/// extents. Returns the model's arguments and the memory.
+void expectQuantizedPoolFits(kv::DType dtype, const char *modelDType,
+                             std::vector<Arg> *args,
+                             std::shared_ptr<kv::Memory> *memory) {
+  PoolShape quantized;
+  quantized.dtype = dtype;
+  quantized.quantization = kv::KVQuantization::kPerTokenHead;
+  *args = decoderArgs();
+  (*args)[2].dtype = modelDType;
+  (*args)[2].shape.back() = kHeadDim + 4;
+  *memory = makeMemory(8, quantized);
+  ASSERT_NE(*memory, nullptr);
+  EXPECT_EQ((*memory)->layout().token_stride, kHeadDim + 4);
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", *args)}), *memory),
+            nullptr);
+  std::vector<Arg> dynamic = *args;
+  dynamic[2].shape = {-1, -1, -1, -1, -1, -1};
+  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", dynamic)}), *memory),
+            nullptr);
+}
+
 TEST(PagedRunner, AQuantizedPoolIsInt8RowsWithTheirScale) {
   // per_token_head: each row is head_dim int8 codes + a 4-byte f32 scale, so
   // the model declares kv_pool i8[?, layers, 2, heads, bs, head_dim + 4].
-  PoolShape quantized;
-  quantized.dtype = kv::DType::kInt8;
-  quantized.quantization = kv::KVQuantization::kPerTokenHead;
-  std::vector<Arg> i8 = decoderArgs();
-  i8[2].dtype = "i8";
-  i8[2].shape.back() = kHeadDim + 4;
-  std::shared_ptr<kv::Memory> memory = makeMemory(8, quantized);
-  ASSERT_NE(memory, nullptr);
-  EXPECT_EQ(memory->layout().token_stride, kHeadDim + 4);
-  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", i8)}), memory),
-            nullptr);
-  // Dynamic extents take it too.
-  std::vector<Arg> dynamic = i8;
-  dynamic[2].shape = {-1, -1, -1, -1, -1, -1};
-  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", dynamic)}), memory),
-            nullptr);
+  std::vector<Arg> i8;
+  std::shared_ptr<kv::Memory> memory;
+  expectQuantizedPoolFits(kv::DType::kInt8, "i8", &i8, &memory);
+  if (HasFatalFailure())
+    return;
   // A quantized memory with an f32 model, and with an i8 model of plain
   // head_dim rows.
   expectCreateError(decoderArgs(),
@@ -353,21 +366,11 @@ TEST(PagedRunner, AQuantizedPoolIsInt8RowsWithTheirScale) {
 TEST(PagedRunner, AnFp8QuantizedPoolIsE4M3RowsWithTheirScale) {
   // per_token_head over fp8_e4m3: rows of head_dim E4M3FN codes + the f32
   // scale's 4 bytes, kv_pool f8e4m3fn[?, layers, 2, heads, bs, head_dim + 4].
-  PoolShape quantized;
-  quantized.dtype = kv::DType::kFP8E4M3;
-  quantized.quantization = kv::KVQuantization::kPerTokenHead;
-  std::vector<Arg> f8 = decoderArgs();
-  f8[2].dtype = "f8e4m3fn";
-  f8[2].shape.back() = kHeadDim + 4;
-  std::shared_ptr<kv::Memory> memory = makeMemory(8, quantized);
-  ASSERT_NE(memory, nullptr);
-  EXPECT_EQ(memory->layout().token_stride, kHeadDim + 4);
-  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", f8)}), memory),
-            nullptr);
-  std::vector<Arg> dynamic = f8;
-  dynamic[2].shape = {-1, -1, -1, -1, -1, -1};
-  EXPECT_NE(makeRunner(loadDecoder({decoderEntry("main", dynamic)}), memory),
-            nullptr);
+  std::vector<Arg> f8;
+  std::shared_ptr<kv::Memory> memory;
+  expectQuantizedPoolFits(kv::DType::kFP8E4M3, "f8e4m3fn", &f8, &memory);
+  if (HasFatalFailure())
+    return;
   // The int8 model of the same rows, a model of plain head_dim rows, and
   // the other fp8 type do not take it.
   std::vector<Arg> i8 = f8;

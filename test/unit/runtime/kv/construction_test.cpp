@@ -122,29 +122,21 @@ TEST(KVAlloc, T04_UnsupportedBlockSizeOrDTypeListsTheSupportedSet) {
 TEST(KVAlloc, QuantizedGeometryCountsTheScales) {
   // per_token_head: each row is head_dim int8 codes + a 4-byte f32 scale.
   PoolConfig c = poolConfig(32);
-  c.dtype = DType::kInt8;
   c.quantization = KVQuantization::kPerTokenHead;
   c.num_host_blocks = 8;
-  auto g = validatePoolConfig(c);
-  KV_ASSERT_OK(g);
-  // kv 2 × 2 layers × 2 heads × block_size 16 × (64 codes + 4).
-  EXPECT_EQ(g->bytes_per_block, 2 * 2 * 2 * 16 * (64 + 4));
-  EXPECT_EQ(g->total_bytes, 32 * g->bytes_per_block);
-  EXPECT_EQ(g->host_total_bytes, 8 * g->bytes_per_block);
-  auto a = makePool(c);
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
-  // FP8 E4M3 codes: the same one-byte codes + scale, the same geometry.
-  c.dtype = DType::kFP8E4M3;
-  auto f = validatePoolConfig(c);
-  KV_ASSERT_OK(f);
-  EXPECT_EQ(f->bytes_per_block, 2 * 2 * 2 * 16 * (64 + 4));
-  EXPECT_EQ(f->total_bytes, 32 * f->bytes_per_block);
-  EXPECT_EQ(f->host_total_bytes, 8 * f->bytes_per_block);
-  auto af = makePool(c);
-  ASSERT_TRUE(af);
-  EXPECT_EQ(af->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
-  c.dtype = DType::kInt8;
+  // INT8 and FP8 E4M3 codes: one byte each, then the scale.
+  for (DType dtype : {DType::kFP8E4M3, DType::kInt8}) {
+    c.dtype = dtype;
+    auto g = validatePoolConfig(c);
+    KV_ASSERT_OK(g);
+    // kv 2 × 2 layers × 2 heads × block_size 16 × (64 codes + 4).
+    EXPECT_EQ(g->bytes_per_block, 2 * 2 * 2 * 16 * (64 + 4));
+    EXPECT_EQ(g->total_bytes, 32 * g->bytes_per_block);
+    EXPECT_EQ(g->host_total_bytes, 8 * g->bytes_per_block);
+    auto a = makePool(c);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->geometry().bytes_per_block, 2 * 2 * 2 * 16 * 68);
+  }
   // Unquantized int8 and fp8_e4m3: head_dim bytes per row, as before.
   c.quantization = KVQuantization::kNone;
   EXPECT_EQ(validatePoolConfig(c)->bytes_per_block, 2 * 2 * 2 * 16 * 64);
