@@ -49,8 +49,11 @@ build build/sanitize-tsan thread
 run=()
 setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
 "${run[@]}" build/sanitize-tsan/sits_kv_tests --gtest_filter='KVConcurrency.*'
+# Paged attention splits its work the same way on every ISA and pool format
+# (ASan runs them all): under TSan, the AVX2 path (every x86-64 CI host has
+# it) with f32 and INT8 pools, and the exported entries.
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_core_tests \
-  --gtest_filter='AsyncRuntime.*:ParallelFor.*:QDot*:PagedAttention*:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
+  --gtest_filter='AsyncRuntime.*:ParallelFor.*:QDot*:PagedAttention.*:PagedAttention/*/avx2_f32:PagedAttention/*/avx2_int8:Module.AsyncKernelSplitsWorkAcrossThreads:Module.ConcurrentRunsFromManyThreads'
 "${run[@]}" build/sanitize-tsan/src/core/sits_runtime_gpu_tests \
   --gtest_filter='CudaDriver.ConcurrentCallsUseTheirOwnStreams'
 "${run[@]}" build/sanitize-tsan/sits_engine_tests
