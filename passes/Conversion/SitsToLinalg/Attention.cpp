@@ -277,8 +277,6 @@ FailureOr<Value> mlir::sits::lowerAttentionOp(OpBuilder &b, AttentionOp op,
 
 namespace {
 
-constexpr int64_t kScaleBytes = kKVScaleBytes;
-
 /// The element type of `pool`.
 Type poolElement(Value pool) {
   return cast<ShapedType>(pool.getType()).getElementType();
@@ -351,7 +349,7 @@ SmallVector<RowPiece> quantizeRows(OpBuilder &b, Location loc, Value rows,
         return arith::TruncFOp::create(nb, l, element, q);
       });
   SmallVector<OpFoldResult> byteSizes = perRow;
-  byteSizes.push_back(b.getIndexAttr(kScaleBytes));
+  byteSizes.push_back(b.getIndexAttr(kKVScaleBytes));
   Value bytes = buildElementwise(
       b, loc, {absMax}, {rowMap}, byteSizes, element,
       [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
@@ -380,10 +378,10 @@ Value dequantizeRows(OpBuilder &b, Location loc, Value rows) {
       cast<ShapedType>(rows.getType()).getElementType().isInteger(8);
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, rows);
   OpFoldResult headDim =
-      subSizes(b, loc, sizes[3], b.getIndexAttr(kScaleBytes));
+      subSizes(b, loc, sizes[3], b.getIndexAttr(kKVScaleBytes));
   SmallVector<OpFoldResult> codeSizes = {sizes[0], sizes[1], sizes[2], headDim};
   SmallVector<OpFoldResult> byteSizes = {sizes[0], sizes[1], sizes[2],
-                                         b.getIndexAttr(kScaleBytes)};
+                                         b.getIndexAttr(kKVScaleBytes)};
   SmallVector<OpFoldResult> zeros(4, b.getIndexAttr(0)),
       ones(4, b.getIndexAttr(1));
   SmallVector<OpFoldResult> byteOffsets = {zeros[0], zeros[1], zeros[2],

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,28 @@ namespace sits::runtime::test {
     ::sits::runtime::Status _s = (expr);                                       \
     EXPECT_EQ(_s.code(), (want)) << _s.toString();                             \
   } while (0)
+
+/// Seconds per call of `call(i)` (i counts the calls, warm-up included)
+/// for the disabled benchmarks: `warmup` calls, then calls until at least
+/// `minSeconds` and `minCalls` have passed.
+template <typename Call>
+double secondsPerCall(Call &&call, size_t warmup, double minSeconds,
+                      size_t minCalls) {
+  size_t i = 0;
+  for (; i < warmup; ++i)
+    call(i);
+  const auto start = std::chrono::steady_clock::now();
+  size_t calls = 0;
+  double elapsed = 0;
+  do {
+    call(i++);
+    ++calls;
+    elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  } while (elapsed < minSeconds || calls < minCalls);
+  return elapsed / double(calls);
+}
 
 inline std::string tempDir() {
   static std::string dir = [] {

@@ -1271,18 +1271,7 @@ TEST(PagedAttention, DISABLED_Bench) {
                                headDim,
                                0});
         };
-        for (size_t i = 0; i < 8; ++i)
-          call(i);
-        auto start = std::chrono::steady_clock::now();
-        size_t calls = 0;
-        double elapsed = 0;
-        do {
-          call(calls++);
-          elapsed = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-        } while (elapsed < 0.3 || calls < 5);
-        double seconds = elapsed / double(calls);
+        double seconds = test::secondsPerCall(call, 8, 0.3, 5);
         double bytes = double(batch) * context * kvHeads * headDim * 2 * 4;
         std::printf("%-7s %5lld %7d %7d %10.2f %9.1f\n", pattn::isaName(isa),
                     (long long)batch, context, 2, seconds * 1e6,
@@ -1372,18 +1361,7 @@ TEST(PagedAttention, DISABLED_BenchQuantized) {
                      formats[f]};
               pattn::run(isa, a);
             };
-            for (size_t i = 0; i < 8; ++i)
-              call(i);
-            auto start = std::chrono::steady_clock::now();
-            size_t calls = 0;
-            double elapsed = 0;
-            do {
-              call(calls++);
-              elapsed = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
-            } while (elapsed < 0.3 || calls < 5);
-            seconds[f] = elapsed / double(calls);
+            seconds[f] = test::secondsPerCall(call, 8, 0.3, 5);
           }
           double rows = double(batch) * context * heads.kv * 2;
           std::printf("%-7s %2lld/%-2lld %5lld %7d %9.2f %9.2f %9.2f %8.1f "
@@ -1455,20 +1433,10 @@ TEST(PagedAttention, DISABLED_BenchPrefill) {
                                headDim,
                                qHeads * headDim});
         };
-        call();
-        auto start = std::chrono::steady_clock::now();
-        size_t calls = 0;
-        double elapsed = 0;
-        do {
-          call();
-          ++calls;
-          elapsed = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-        } while (elapsed < 0.5 || calls < 3);
+        double seconds =
+            test::secondsPerCall([&](size_t) { call(); }, 1, 0.5, 3);
         std::printf("%-7s %7lld %7d %7d %10.2f\n", pattn::isaName(isa),
-                    (long long)headDim, queries, 2,
-                    elapsed / double(calls) * 1e3);
+                    (long long)headDim, queries, 2, seconds * 1e3);
       }
   }
   SITS_ASSERT_OK(setNumThreads(0));

@@ -402,18 +402,7 @@ TEST(QDot, DISABLED_Bench) {
                         k / group, pool + matrix * wBytes,
                         ws.data() + matrix * wsFloats, n, y.data(), n);
             };
-            for (size_t i = 0; i < 3; ++i)
-              call(i);
-            auto start = std::chrono::steady_clock::now();
-            size_t calls = 0;
-            double elapsed = 0;
-            do {
-              call(calls++);
-              elapsed = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
-            } while (elapsed < 0.3 || calls < 5);
-            seconds[cold] = elapsed / double(calls);
+            seconds[cold] = test::secondsPerCall(call, 3, 0.3, 5);
           }
           std::printf("%-11s %4d %4lld %7d %9.1f %9.1f %9.1f\n",
                       qdot::isaName(isa), bits, (long long)m, threads,
