@@ -79,6 +79,7 @@ static void addCpuCodegenPasses(OpPassManager &pm,
   // Nothing fuses into a contraction's operand: that would recompute it
   // once per output column.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addPass(createSitsFoldEmptyTensors());
   // Every extent as arithmetic on the arguments' extents, now that each op
   // can say how its result's extents follow from its operands': a shape
   // function folds to that arithmetic and DCE drops the model from it.
@@ -281,6 +282,7 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   // GEMM like a matmul's, and every copy the model makes becomes a linalg
   // op, so that it runs in a kernel (the host never touches device memory).
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addPass(createSitsFoldEmptyTensors());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuConvToGemm());
   pm.addNestedPass<func::FuncOp>(sits::gpu::createSitsGpuMaterializeCopies());
   pm.addNestedPass<func::FuncOp>(cpu::createSitsCpuFuseElementwise());

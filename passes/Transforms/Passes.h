@@ -242,6 +242,12 @@ FailureOr<PrunedStructure> pruneAttentionHeads(RewriterBase &rewriter,
                                                AttentionOp attention,
                                                double threshold);
 
+/// Patterns that fold ops reading or producing tensors with no elements
+/// (sits-fold-empty-tensors): linalg ops with an empty iteration space
+/// become their inits, pure ops with empty static results `tensor.empty`,
+/// inserts of empty tensors their destination, concats lose empty operands.
+void populateFoldEmptyTensorPatterns(RewritePatternSet &patterns);
+
 /// Erases the trivially dead ops of `region`'s blocks; returns how many.
 int64_t eraseDeadOps(RewriterBase &rewriter, Region &region);
 

@@ -530,6 +530,35 @@ def SitsReadOnlyInputs : Pass<"sits-read-only-inputs", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def SitsFoldEmptyTensors : Pass<"sits-fold-empty-tensors"> {
+  let summary = "Fold ops that read or produce tensors with no elements";
+  let description = [{
+    ONNX allows extents of 0 (an empty slice, a reduction over an empty
+    axis, a split of zero size); tiling and vectorization do not: a loop of
+    zero trips gives a tile size of 0, which they take for "not tiled". The
+    semantics are simple, so they are folded before codegen:
+
+    - a linalg op on tensors whose iteration space has a static extent of 0
+      runs no iteration: its results are its `outs` (a reduction over an
+      empty axis is its init, the reduction's identity; a matmul with K = 0
+      is its filled accumulator);
+    - a side-effect-free op whose results all have static shapes with a 0
+      extent becomes `tensor.empty` (nothing is read to produce them);
+    - an insert of an empty tensor is its destination, and a concat drops
+      its empty operands.
+
+    ```mlir
+    %r = linalg.reduce { arith.addf } ins(%x : tensor<2x0x4xf32>)
+                                      outs(%init : tensor<2x4xf32>)
+    // becomes %init
+    ```
+
+    Extents that are 0 only at run time need nothing: every loop runs zero
+    trips.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def SitsSplitEmptyTensors : Pass<"sits-split-empty-tensors"> {
   let summary = "One tensor.empty per use";
   let description = [{

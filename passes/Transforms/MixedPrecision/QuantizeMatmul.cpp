@@ -227,6 +227,8 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
       type.getEncoding())
     return rewriter.notifyMatchFailure(matmul,
                                        "rhs is not a 2-D f32/f16/bf16 weight");
+  if (type.getNumElements() == 0)
+    return rewriter.notifyMatchFailure(matmul, "rhs is empty");
   if (!llvm::all_of(sources, [](const ConstantSource &source) {
         return getConstantBytes(source.value).has_value();
       }))

@@ -137,7 +137,7 @@ class Importer:
                                op_type=n.op_type, node_name=g.node_name(i),
                                domain=domain or "ai.onnx", opset=g.opsets.get(domain, 0))
 
-    def _value_problem(self, name: str, read: bool = True) -> Optional[str]:
+    def _value_problem(self, name: str) -> Optional[str]:
         """Why `name`'s type cannot be imported (None if it can). Returns ''
         when the cause lies upstream (an unknown input rank)."""
         g = self.g
@@ -146,11 +146,8 @@ class Importer:
             return ""
         if g.dtype(name) is None:
             return f"unsupported element type {_types.dtype_name(et)} of '{name}'"
-        shape = g.shape(name)
-        if shape is None:
+        if g.shape(name) is None:
             return ""
-        if 0 in shape and read and not g.is_const(name):  # codegen assumes non-empty tensors
-            return f"'{name}' is empty (shape {list(shape)}); empty tensors are not supported"
         return None
 
     def preflight(self) -> list:
@@ -210,14 +207,12 @@ class Importer:
         if mixed:
             return mixed
         upstream = False
-        reads = conv.read_inputs(g, n)
-        unread = {x for k, x in enumerate(n.input) if reads is not None and k not in reads}
         for name in list(n.input) + list(n.output):
             if not name:
                 continue
             if name in n.output and not g.uses(name) and name != n.output[0]:
                 continue
-            r = self._value_problem(name, read=name not in unread)
+            r = self._value_problem(name)
             if r:
                 return r
             if r == "":

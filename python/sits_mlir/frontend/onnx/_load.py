@@ -778,11 +778,12 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
     def grounded(d):
         return _grounded(d, inputs)
 
+    guessed = _guessed_by_symbolic(skel.graph)
     ig = inferred.graph
     for vi in list(ig.value_info) + list(ig.output):
         vt = _value_type(vi)
         old = types.get(vi.name)
-        if vt is None or vt.shape is None:
+        if vt is None or vt.shape is None or vi.name in guessed:
             continue
         if old is None or old.shape is None:
             if all(map(grounded, vt.shape)):
@@ -794,6 +795,20 @@ def _refine_symbolic(skel: onnx.ModelProto, types: dict, inputs: set) -> None:
                        for o, n in zip(old.shape, vt.shape))
         if merged != old.shape:
             types[vi.name] = ValueType(old.elem_type, merged)
+
+
+def _guessed_by_symbolic(graph: onnx.GraphProto) -> set:
+    """Values whose symbolic types are guesses: a Split whose lengths are
+    computed at run time is taken to split evenly (wrong for lengths such as
+    [8, 0]), and so is everything computed from its outputs."""
+    known = {t.name for t in graph.initializer}
+    known.update(o for n in graph.node if n.op_type == "Constant" for o in n.output)
+    guessed: set = set()
+    for n in graph.node:  # topologically sorted (the checker's rule)
+        if ((n.op_type == "Split" and len(n.input) > 1 and n.input[1]
+             and n.input[1] not in known) or any(x in guessed for x in n.input)):
+            guessed.update(o for o in n.output if o)
+    return guessed
 
 
 def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray],

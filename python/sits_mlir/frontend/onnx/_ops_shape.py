@@ -303,9 +303,12 @@ def _split(ctx, node):
     x = ctx.get(node.input[0])
     rank = len(shape_of(x))
     axis = norm_axis(ctx.attrs(node).get("axis", 0), rank)
+    # Given lengths are the truth: inferred output types may have come
+    # from a symbolic inference that misreads a length of 0.
+    given = g.const(node.input[1]) if has_input(node, 1) else None
     outs, offset = [], 0
-    for o in node.output:
-        size = g.shape(o)[axis]
+    for k, o in enumerate(node.output):
+        size = int(given[k]) if given is not None and k < len(given) else g.shape(o)[axis]
         outs.append(extract_slice(ctx, x, {axis: (offset, size, 1)}) if o else None)
         offset += size
     return outs
