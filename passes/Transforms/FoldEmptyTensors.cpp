@@ -30,8 +30,7 @@ bool isStaticallyEmpty(Type type) {
 
 /// A linalg op whose iteration space has an extent of 0 runs no iteration:
 /// its results are its inits, unchanged.
-struct FoldEmptyIterationSpace
-    : OpInterfaceRewritePattern<linalg::LinalgOp> {
+struct FoldEmptyIterationSpace : OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
@@ -58,9 +57,9 @@ struct EmptyResultsToTensorEmpty : RewritePattern {
       auto type = dyn_cast<RankedTensorType>(result.getType());
       if (!type || !type.hasStaticShape() || type.getNumElements() != 0)
         return failure();
-      empties.push_back(tensor::EmptyOp::create(
-          rewriter, op->getLoc(), type.getShape(), type.getElementType(),
-          type.getEncoding()));
+      empties.push_back(
+          tensor::EmptyOp::create(rewriter, op->getLoc(), type.getShape(),
+                                  type.getElementType(), type.getEncoding()));
     }
     rewriter.replaceOp(op, empties);
     return success();
@@ -127,6 +126,5 @@ struct SitsFoldEmptyTensorsPass
 
 void sits::populateFoldEmptyTensorPatterns(RewritePatternSet &patterns) {
   patterns.add<FoldEmptyIterationSpace, EmptyResultsToTensorEmpty,
-               FoldEmptyInsert, DropEmptyConcatOperands>(
-      patterns.getContext());
+               FoldEmptyInsert, DropEmptyConcatOperands>(patterns.getContext());
 }

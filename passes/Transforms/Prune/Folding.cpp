@@ -173,8 +173,13 @@ static Value getIdentitySource(Operation *op) {
   auto sameType = [&](Value v) {
     return v && v.getType() == type ? v : Value();
   };
-  if (isa<tensor::ReshapeOp, tensor::CastOp, tensor::ExpandShapeOp,
-          tensor::CollapseShapeOp, arith::ExtFOp, arith::TruncFOp>(op))
+  // A reshape between equal dynamic types may still change the extents
+  // (its shape operand is data): only a static one is an identity.
+  if (isa<tensor::ReshapeOp>(op))
+    return cast<ShapedType>(type).hasStaticShape() ? sameType(op->getOperand(0))
+                                                   : Value();
+  if (isa<tensor::CastOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+          arith::ExtFOp, arith::TruncFOp>(op))
     return sameType(op->getOperand(0));
   if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
     ArrayRef<int64_t> perm = transpose.getPermutation();

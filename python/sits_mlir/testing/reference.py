@@ -12,7 +12,9 @@ tensors or scalars; `tensor.{empty, dim, cast, collapse_shape, expand_shape,
 reshape, concat, extract_slice, extract, from_elements, pad}`;
 `linalg.{fill, broadcast, transpose, reduce, generic, pooling_nchw_max,
 pooling_nchw_sum}` (the region of `linalg.generic` is interpreted
-vectorised, over the whole iteration space at once); `func.return`.
+vectorised, over the whole iteration space at once); `scf.{if, for,
+index_switch}` (what run-time axes and shapes branch and loop on);
+`func.return`.
 
 `dense_resource` constants are read from `ImportedModel.weights`, from the
 `weights` argument, or else from the module's own resource section.
@@ -230,7 +232,8 @@ class _Interpreter:
 
     # -- driver -----------------------------------------------------------------
 
-    def run_block(self, block, env: dict, terminators=("func.return", "linalg.yield", "tensor.yield")):
+    def run_block(self, block, env: dict,
+                  terminators=("func.return", "linalg.yield", "tensor.yield", "scf.yield")):
         for opview in block.operations:
             op = opview.operation
             name = op.name
@@ -267,6 +270,29 @@ class _Interpreter:
             raise ReferenceError(f"op '{name}' is not supported by the reference interpreter")
         out = fn(op, ins, env)
         return out if isinstance(out, list) else [out]
+
+    # -- scf ----------------------------------------------------------------------
+
+    def op_scf_if(self, op, ins, env):
+        region = op.regions[0] if bool(ins[0]) else op.regions[1]
+        blocks = list(region.blocks)
+        return self.run_block(blocks[0], env) if blocks else []
+
+    def op_scf_for(self, op, ins, env):
+        lower, upper, step, carried = int(ins[0]), int(ins[1]), int(ins[2]), list(ins[3:])
+        body = op.regions[0].blocks[0]
+        for i in range(lower, upper, step):
+            env[body.arguments[0]] = np.asarray(i, np.int64)
+            for arg, v in zip(list(body.arguments)[1:], carried):
+                env[arg] = v
+            carried = self.run_block(body, env)
+        return carried
+
+    def op_scf_index_switch(self, op, ins, env):
+        cases = [int(c) for c in op.attributes["cases"]]
+        value = int(ins[0])
+        region = op.regions[cases.index(value) + 1] if value in cases else op.regions[0]
+        return self.run_block(region.blocks[0], env)
 
     # -- tensor -------------------------------------------------------------------
 

@@ -50,6 +50,18 @@ func.func @identities(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 
 // -----
 
+// A reshape between equal dynamic types is not an identity: its shape is
+// data ([2, 3, 4] to [2, 6, 2]).
+// CHECK-LABEL: func.func @dynamic_reshape
+//       CHECK:   %[[R:.+]] = tensor.reshape
+//       CHECK:   return %[[R]]
+func.func @dynamic_reshape(%x: tensor<?x?x?xf32>, %s: tensor<3xi64>) -> tensor<?x?x?xf32> {
+  %r = tensor.reshape %x(%s) : (tensor<?x?x?xf32>, tensor<3xi64>) -> tensor<?x?x?xf32>
+  return %r : tensor<?x?x?xf32>
+}
+
+// -----
+
 // SITS ops' identities come from their folders: relu(relu(x)) is relu(x),
 // quantize(dequantize(q)) with the same parameters is q.
 // CHECK-LABEL: func.func @sits_folders

@@ -429,16 +429,53 @@ def load(model, *, dynamic_dims=None, expand: Optional[Callable[[str], bool]] = 
         proto = reduced(proto, plan)
     skel = _skeleton(proto, opsets, dynamic_dims or {})
     _check_model(skel)
-    types = _infer(skel)
+    types = _infer_with_runtime_axes(skel, opset)
     if expand is not None and _expand_functions(proto, opset, types, expand):
         if plan is not None:
             raise NoLayers("ops are expanded into their function bodies")
         skel = _skeleton(proto, opsets, dynamic_dims or {})
-        types = _infer(skel)
+        types = _infer_with_runtime_axes(skel, opset)
     for t in proto.graph.initializer:
         types[t.name] = ValueType(t.data_type, tuple(int(d) for d in t.dims))
     return LoadedModel(model=proto, opset=opset, opsets=opsets, types=types, path=path,
                        skeleton=skel, external=external, layers=plan)
+
+
+def _infer_with_runtime_axes(skel: onnx.ModelProto, opset: int) -> dict:
+    """`_infer`, and again where it left the output of a Reduce* with axes
+    computed at run time untyped: ONNX gives such an output no shape,
+    though its rank follows from the input's (and the number of axes
+    without keepdims). Its extents, 1 or the input's as the axes decide,
+    are left unknown, and inference carries on past it."""
+    from ._ops_reduction import AXES_INPUT_SINCE
+
+    types = _infer(skel)
+    g = skel.graph
+    constant = {t.name for t in g.initializer}
+    constant.update(o for n in g.node if n.op_type == "Constant" for o in n.output)
+    hints = []
+    for n in g.node:
+        since = AXES_INPUT_SINCE.get(n.op_type)
+        if (n.domain or "") not in ("", "ai.onnx") or since is None or opset < since or \
+                len(n.input) < 2 or not n.input[1] or n.input[1] in constant:
+            continue
+        x, y, axes = types.get(n.input[0]), types.get(n.output[0]), types.get(n.input[1])
+        if x is None or x.shape is None or (y is not None and y.shape is not None):
+            continue
+        keepdims = next((a for a in n.attribute if a.name == "keepdims"), None)
+        if keepdims is not None and keepdims.ref_attr_name:
+            continue
+        if keepdims is None or keepdims.i:
+            shape = [1 if d == 1 else None for d in x.shape]
+        elif axes is not None and axes.shape and isinstance(axes.shape[0], int):
+            shape = [None] * (len(x.shape) - axes.shape[0])
+        else:
+            continue
+        hints.append(onnx.helper.make_tensor_value_info(n.output[0], x.elem_type, shape))
+    if not hints:
+        return types
+    g.value_info.extend(hints)
+    return _infer(skel)
 
 
 def _check_model(skel: onnx.ModelProto) -> None:

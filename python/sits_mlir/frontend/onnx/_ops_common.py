@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, linalg, tensor
+from ...dialects import arith, linalg, scf, tensor
 from . import _types
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
@@ -279,6 +279,77 @@ def check_indices(ctx, node, indices: ir.Value, bounds, what: str) -> None:
         linalg.YieldOp([arith.ori(low, high)])
     flag = b.reduce(op.results[0], range(rank), arith.ori, False)
     ctx.range_checks.append((flag, message))
+
+
+def axis_masks(ctx, axes, rank):
+    """Per dimension, an i1 saying whether the run-time `axes` (a 1-D
+    tensor; negative axes count from the end) name it; and their number."""
+    b = ctx.b
+    index, i1 = ir.IndexType.get(), ir.IntegerType.get_signless(1)
+    n = b.mixed_shape(axes)[0]
+    n = b.index(n) if isinstance(n, int) else n
+    loop = scf.ForOp(b.index(0), n, b.index(1), [arith.constant(i1, 0)] * rank)
+    with ir.InsertionPoint(loop.body):
+        a = arith.index_cast(index, tensor.extract(axes, [loop.induction_variable]))
+        negative = arith.cmpi(arith.CmpIPredicate.slt, a, arith.constant(index, 0))
+        a = arith.select(negative, arith.addi(a, arith.constant(index, rank)), a)
+        scf.YieldOp([arith.ori(m, arith.cmpi(arith.CmpIPredicate.eq, a,
+                                             arith.constant(index, d)))
+                     for d, m in enumerate(loop.inner_iter_args)])
+    return list(loop.results), n
+
+
+def unmasked_extents(masks, extents, count):
+    """The first `count` of `extents` whose mask (i1) is false, in order
+    (index values; 0 past the last), and how many are unmasked."""
+    index, i1 = ir.IndexType.get(), ir.IntegerType.get_signless(1)
+    out = [arith.constant(index, 0)] * count
+    seen = arith.constant(index, 0)
+    for m, e in zip(masks, extents):
+        e = arith.constant(index, e) if isinstance(e, int) else e
+        keep = arith.xori(m, arith.constant(i1, 1))
+        for k in range(count):
+            here = arith.andi(keep, arith.cmpi(arith.CmpIPredicate.eq, seen,
+                                               arith.constant(index, k)))
+            out[k] = arith.select(here, e, out[k])
+        seen = arith.addi(seen, arith.select(keep, arith.constant(index, 1),
+                                             arith.constant(index, 0)))
+    return out, seen
+
+
+def checked_reshape(ctx, node, x, extents, valid, what: str):
+    """`x` reshaped to the run-time `extents` (index values), a shape the
+    data decides. When `valid` (i1) is false, or the extents do not hold
+    exactly x's elements, the call fails (InputOutOfRangeError: `what`) and
+    the code reshapes to extents of 0 instead, so that it never reads past
+    x. The result's extents are all dynamic; the importer pins those ONNX
+    knows, which the check covers too."""
+    b = ctx.b
+    index, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    zero = arith.constant(index, 0)
+    total = arith.constant(index, 1)
+    for d in b.mixed_shape(x):
+        total = arith.muli(total, arith.constant(index, d) if isinstance(d, int) else d)
+    product = arith.constant(index, 1)
+    for e in extents:
+        product = arith.muli(product, e)
+    ok = arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, product, total))
+    expected = ctx.g.shape(node.output[0]) or (None,) * len(extents)
+    for e, want in zip(extents, expected):
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.sge, e, zero))
+        if isinstance(want, int):
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, e,
+                                           arith.constant(index, want)))
+    safe = [arith.select(ok, e, arith.constant(index, want) if isinstance(want, int) and
+                         None in expected else zero) for e, want in zip(extents, expected)]
+    name = node.name or f"{node.op_type} -> '{node.output[0]}'"
+    bad = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
+    ctx.range_checks.append((tensor.from_elements(
+        ir.RankedTensorType.get([], ir.IntegerType.get_signless(1)), [bad]),
+        f"{node.op_type} node '{name}': {what}"[:1000]))
+    target = tensor.from_elements(ir.RankedTensorType.get([len(extents)], i64),
+                                  [arith.index_cast(i64, e) for e in safe])
+    return tensor.reshape(b.tensor_type([None] * len(extents), elem_of(x)), x, target)
 
 
 # The runtime reads at most this many status messages (manifest.cpp).

@@ -12,10 +12,11 @@ import numpy as np
 from ... import ir
 from ...dialects import arith, linalg, tensor
 from . import _types
-from ._builder import elem_of, reshape_kind, shape_of
+from ._builder import DYN, elem_of, reshape_kind, shape_of
 from ._graph import attributes
-from ._ops_common import (I64, _PARALLEL, _fmt, cast_value, check_indices, extract_slice,
-                          has_input, need_const, need_static, norm_axis, pad_tensor, wrap_clamp)
+from ._ops_common import (I64, _PARALLEL, _fmt, axis_masks, cast_value, check_indices,
+                          checked_reshape, extract_slice, has_input, need_const, need_static,
+                          norm_axis, pad_tensor, unmasked_extents, wrap_clamp)
 from ._ops_registry import converter
 
 
@@ -145,15 +146,29 @@ def _product_of(dim):
     return coefficient, tuple(sorted(symbols))
 
 
-def _check_reshape(g, node):
-    if not g.is_const(node.input[1]):
-        if symbolic_reshape_ok(g, node.input[0], node.output[0]):
-            return None
-        from ._load import symbolic_inference_available
+def _runtime_shape(g, node) -> bool:
+    """Whether a Reshape's target shape is only known at run time: neither
+    a constant nor provable from ONNX's symbolic shapes."""
+    return not g.is_const(node.input[1]) and \
+        not symbolic_reshape_ok(g, node.input[0], node.output[0])
 
-        hint = "" if symbolic_inference_available() else \
-            "; installing onnxruntime lets its symbolic shape inference try"
-        return need_const(g, node, 1, what="and ONNX cannot prove the result shape" + hint)
+
+def _check_runtime_axes(g, node, name):
+    """Why a 1-D int64 input `name` (axes, a shape) read at run time cannot
+    be, or None. Its length (the output's rank) must be known."""
+    s = g.shape(node.input[1])
+    if g.dtype(node.input[1]) != np.int64 or s is None or len(s) != 1:
+        return f"input '{name}' must be a 1-D int64 tensor"
+    if g.shape(node.input[0]) is None:
+        return "input rank is unknown"
+    if s[0] is None and g.rank(node.output[0]) is None:
+        return f"the length of '{name}' (the output's rank) must be known at import time"
+    return None
+
+
+def _check_reshape(g, node):
+    if _runtime_shape(g, node):
+        return _check_runtime_axes(g, node, "shape")
     return _check_reshape_to_inferred(g, node, "Reshape")
 
 
@@ -172,8 +187,44 @@ def _reshape_to_inferred(ctx, node):
     return [b.expand_sized(x, groups, shape, sizes)]
 
 
-# The result shape is ONNX's inferred one: the shape input is never read.
-converter("Reshape", check=_check_reshape, reads=(0,))(_reshape_to_inferred)
+def _reshape(ctx, node):
+    if not _runtime_shape(ctx.g, node):
+        return _reshape_to_inferred(ctx, node)
+    # A shape computed at run time: 0 copies the input's extent there
+    # (unless allowzero), one -1 takes what is left.
+    b = ctx.b
+    x, shape = ctx.get(node.input[0]), ctx.get(node.input[1])
+    index = ir.IndexType.get()
+    rank = ctx.g.rank(node.output[0]) or shape_of(shape)[0]
+    ins = [arith.constant(index, d) if isinstance(d, int) else d for d in b.mixed_shape(x)]
+    zero, one, minus = (arith.constant(index, v) for v in (0, 1, -1))
+    total = one
+    for d in ins:
+        total = arith.muli(total, d)
+    allowzero = ctx.attrs(node).get("allowzero", 0)
+    extents, known, wildcards = [], one, zero
+    for k in range(rank):
+        e = arith.index_cast(index, tensor.extract(shape, [arith.constant(index, k)]))
+        if not allowzero:
+            copy = ins[k] if k < len(ins) else zero
+            e = arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, zero), copy, e)
+        wild = arith.cmpi(arith.CmpIPredicate.eq, e, minus)
+        wildcards = arith.addi(wildcards, arith.select(wild, one, zero))
+        known = arith.muli(known, arith.select(wild, one, e))
+        extents.append(e)
+    empty = arith.cmpi(arith.CmpIPredicate.eq, known, zero)
+    rest = arith.select(empty, zero, arith.divui(total, arith.select(empty, one, known)))
+    extents = [arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, minus), rest, e)
+               for e in extents]
+    single = arith.cmpi(arith.CmpIPredicate.ule, wildcards, one)
+    return [checked_reshape(ctx, node, x, extents, single,
+                            f"the shape does not fit the input's {_fmt(shape_of(x))} elements")]
+
+
+# The result shape is ONNX's inferred one where a constant or ONNX's
+# symbolic shapes give it: the shape input is then not read.
+converter("Reshape", check=_check_reshape,
+          reads=lambda g, n: (0, 1) if _runtime_shape(g, n) else (0,))(_reshape)
 converter("Flatten", check=lambda g, n: _check_reshape_to_inferred(g, n, "Flatten"))(
     _reshape_to_inferred)
 
@@ -183,11 +234,48 @@ def _check_squeeze(g, node):  # opsets 1-12: the axes are an attribute
 
 
 def _check_squeeze_13(g, node):  # opset 13 on: the axes are input 1
-    return need_const(g, node, 1) or _check_squeeze(g, node)
+    if has_input(node, 1) and not g.is_const(node.input[1]):
+        return _check_runtime_axes(g, node, "axes")
+    return _check_squeeze(g, node)
+
+
+def _squeeze_13(ctx, node):
+    if not has_input(node, 1) or ctx.g.is_const(node.input[1]):
+        return _reshape_to_inferred(ctx, node)
+    # Axes computed at run time: which extents go (or where the 1s go) is
+    # only known then.
+    b = ctx.b
+    x, axes = ctx.get(node.input[0]), ctx.get(node.input[1])
+    rank, count = len(shape_of(x)), shape_of(axes)[0]
+    out_rank = ctx.g.rank(node.output[0])
+    index = ir.IndexType.get()
+    if node.op_type == "Squeeze":
+        out_rank = rank - count if out_rank is None else out_rank
+        check_indices(ctx, node, axes, rank, "axes")
+        masks, _ = axis_masks(ctx, axes, rank)
+        extents, kept = unmasked_extents(masks, b.mixed_shape(x), out_rank)
+        valid = arith.cmpi(arith.CmpIPredicate.eq, kept, arith.constant(index, out_rank))
+        return [checked_reshape(ctx, node, x, extents, valid,
+                                "axes name an axis twice or one whose extent is not 1")]
+    out_rank = rank + count if out_rank is None else out_rank
+    check_indices(ctx, node, axes, out_rank, "axes")
+    masks, _ = axis_masks(ctx, axes, out_rank)
+    ins = [arith.constant(index, d) if isinstance(d, int) else d for d in b.mixed_shape(x)]
+    one, zero = arith.constant(index, 1), arith.constant(index, 0)
+    extents, seen = [], zero
+    for m in masks:  # a 1 where the axes say, else the next input extent
+        e = zero
+        for d, v in enumerate(ins):
+            e = arith.select(arith.cmpi(arith.CmpIPredicate.eq, seen,
+                                        arith.constant(index, d)), v, e)
+        extents.append(arith.select(m, one, e))
+        seen = arith.addi(seen, arith.select(m, zero, one))
+    valid = arith.cmpi(arith.CmpIPredicate.eq, seen, arith.constant(index, rank))
+    return [checked_reshape(ctx, node, x, extents, valid, "axes name an axis twice")]
 
 
 converter("Squeeze", "Unsqueeze", check=_check_squeeze)(_reshape_to_inferred)
-converter("Squeeze", "Unsqueeze", check=_check_squeeze_13, since=13)(_reshape_to_inferred)
+converter("Squeeze", "Unsqueeze", check=_check_squeeze_13, since=13)(_squeeze_13)
 
 
 @converter("Transpose")
@@ -282,13 +370,28 @@ def _slice(ctx, node):
     return [extract_slice(ctx, ctx.get(node.input[0]), slice_params(ctx.g, node))]
 
 
+def _runtime_split(g, node) -> bool:
+    """Whether a Split's lengths are only known at run time: given by a
+    computed input, or equal parts of a dynamic extent."""
+    if has_input(node, 1):
+        return not g.is_const(node.input[1])
+    xs = g.shape(node.input[0])
+    return xs is not None and xs[norm_axis(attributes(node).get("axis", 0), len(xs))] is None
+
+
 def _check_split(g, node):
-    r = need_const(g, node, 1)
-    if r:
-        return r
     xs = g.shape(node.input[0])
     if xs is None:
         return "input rank is unknown"
+    if _runtime_split(g, node) and has_input(node, 1):
+        s = g.shape(node.input[1])
+        if g.dtype(node.input[1]) != np.int64 or s is None or len(s) != 1:
+            return "input 'split' must be a 1-D int64 tensor"
+        if s[0] is not None and s[0] != len(node.output):
+            return f"'split' has {s[0]} lengths for {len(node.output)} outputs"
+        return None
+    if _runtime_split(g, node):
+        return None
     axis = norm_axis(attributes(node).get("axis", 0), len(xs))
     for o in node.output:
         s = g.shape(o) if o else ()
@@ -303,6 +406,8 @@ def _split(ctx, node):
     x = ctx.get(node.input[0])
     rank = len(shape_of(x))
     axis = norm_axis(ctx.attrs(node).get("axis", 0), rank)
+    if _runtime_split(g, node):
+        return _split_at_run_time(ctx, node, x, axis)
     # Given lengths are the truth: inferred output types may have come
     # from a symbolic inference that misreads a length of 0.
     given = g.const(node.input[1]) if has_input(node, 1) else None
@@ -311,6 +416,58 @@ def _split(ctx, node):
         size = int(given[k]) if given is not None and k < len(given) else g.shape(o)[axis]
         outs.append(extract_slice(ctx, x, {axis: (offset, size, 1)}) if o else None)
         offset += size
+    return outs
+
+
+def _split_at_run_time(ctx, node, x, axis):
+    """Split with lengths computed at run time: slices at offsets that
+    follow from them. Lengths that are negative or do not add up to the
+    extent fail the call; the slices stay inside x meanwhile."""
+    b = ctx.b
+    index = ir.IndexType.get()
+    extent = b.mixed_shape(x)[axis]
+    extent = arith.constant(index, extent) if isinstance(extent, int) else extent
+    zero = arith.constant(index, 0)
+    count = arith.constant(index, len(node.output))
+    if has_input(node, 1):
+        given = ctx.get(node.input[1])
+        lengths = [arith.index_cast(index, tensor.extract(given, [arith.constant(index, k)]))
+                   for k in range(len(node.output))]
+    elif "num_outputs" in ctx.attrs(node):
+        # Parts of ceil(extent / n); the last one takes what is left.
+        part = arith.ceildivui(extent, count)
+        lengths = [part] * (len(node.output) - 1)
+        lengths.append(arith.subi(extent, arith.muli(part, arith.subi(count, arith.constant(
+            index, 1)))))
+    else:  # equal parts: the extent must divide
+        lengths = [arith.divui(extent, count)] * len(node.output)
+    offset, total, outs = zero, zero, []
+    ok = arith.constant(ir.IntegerType.get_signless(1), 1)
+    for k, o in enumerate(node.output):
+        n = lengths[k]
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.sge, n, zero))
+        total = arith.addi(total, n)
+        # Clamped into [offset, extent): never past the end.
+        size = arith.minsi(arith.maxsi(n, zero), arith.subi(extent, offset))
+        if o:
+            shape = list(shape_of(x))
+            shape[axis] = None
+            sizes = b.mixed_shape(x)
+            sizes[axis] = size
+            outs.append(tensor.extract_slice(
+                b.tensor_type(shape, elem_of(x)), x, [offset],
+                [v for v in sizes if not isinstance(v, int)], [],
+                [DYN if i == axis else 0 for i in range(len(shape))],
+                [v if isinstance(v, int) else DYN for v in sizes], [1] * len(shape)))
+        else:
+            outs.append(None)
+        offset = arith.addi(offset, size)
+    ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, total, extent))
+    bad = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
+    name = node.name or f"Split -> '{node.output[0]}'"
+    ctx.range_checks.append((tensor.from_elements(
+        ir.RankedTensorType.get([], ir.IntegerType.get_signless(1)), [bad]),
+        f"Split node '{name}': the lengths do not add up to the extent along axis {axis}"))
     return outs
 
 
@@ -533,12 +690,14 @@ def _pad(ctx, node):
 
 
 def _check_trilu(g, node):
-    r = need_const(g, node, 1)
-    if r:
-        return r
     s = g.shape(node.input[0])
     if s is None or len(s) < 2:
         return "Trilu needs a tensor of rank >= 2"
+    if has_input(node, 1) and not g.is_const(node.input[1]):
+        ks = g.shape(node.input[1])
+        if g.dtype(node.input[1]) != np.int64 or ks is None or \
+                any(d is not None and d != 1 for d in ks) or len(ks) > 1:
+            return "input 'k' must be an int64 scalar"
     return None
 
 
@@ -546,7 +705,13 @@ def _check_trilu(g, node):
 def _trilu(ctx, node):
     b = ctx.b
     x = ctx.get(node.input[0])
-    k = int(ctx.g.const(node.input[1]).reshape(-1)[0]) if has_input(node, 1) else 0
+    # k is the diagonal's offset: a constant, or a scalar read at run time.
+    k = 0
+    if has_input(node, 1):
+        k = ctx.g.const(node.input[1]) if ctx.g.is_const(node.input[1]) else None
+        k = int(np.asarray(k).reshape(-1)[0]) if k is not None else ctx.get(node.input[1])
+    if not isinstance(k, int):
+        k = tensor.extract(k, [b.index(0)] * len(shape_of(k)))
     upper = ctx.attrs(node).get("upper", 1)
     n = len(shape_of(x))
     elem = elem_of(x)
@@ -561,7 +726,7 @@ def _trilu(ctx, node):
         row = arith.index_cast(i64, linalg.IndexOp(n - 2).result)
         col = arith.index_cast(i64, linalg.IndexOp(n - 1).result)
         diff = arith.subi(col, row)
-        kk = arith.constant(i64, k)
+        kk = arith.constant(i64, k) if isinstance(k, int) else k
         keep = arith.cmpi(arith.CmpIPredicate.sge if upper else arith.CmpIPredicate.sle, diff, kk)
         linalg.YieldOp([arith.select(keep, block.arguments[0], zero)])
     return [op.results[0]]
