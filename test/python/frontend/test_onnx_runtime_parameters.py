@@ -204,3 +204,18 @@ def test_split_of_a_dynamic_extent_into_parts(opset, tmp_path):
     if opset == 13:
         with pytest.raises(runtime.InputOutOfRangeError, match="Split node 'parts'"):
             m(np.zeros((4, 2), np.float32))
+
+
+def test_expand_to_a_run_time_shape(tmp_path):
+    """NumPy broadcasting both ways, the shape aligned to the right; a shape
+    that does not broadcast fails the call."""
+    node = h.make_node("Expand", ["x", "shape"], ["y"], name="expand")
+    model = _model(node, [h.make_tensor_value_info("x", TP.FLOAT, [3, 1]),
+                          h.make_tensor_value_info("shape", TP.INT64, ["n"])], [_out(3)])
+    m, session = _compiled_and_reference(model, tmp_path)
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    for shape in ([2, 3, 4], [2, 1, 1], [1, 3, 5], [3, 1, 1], [2, 1, 6]):
+        _agree(m, session, x=x, shape=np.array(shape, np.int64))
+    for bad in ([2, 4, 1], [1, -1, 2], [3, 2]):
+        with pytest.raises(runtime.InputOutOfRangeError, match="Expand node 'expand'"):
+            m(x, np.array(bad, np.int64))

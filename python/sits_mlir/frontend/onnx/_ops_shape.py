@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, linalg, tensor
+from ...dialects import arith, linalg, scf, tensor
 from . import _types
 from ._builder import DYN, elem_of, reshape_kind, shape_of
 from ._graph import attributes
@@ -74,7 +74,14 @@ def symbolic_reshape_ok(g, src_name, dst_name) -> bool:
     `dst_name` is a collapse or an expansion whose dynamic extents are
     products of named ones (`batch*seq` from `batch` and `seq`)."""
     src, dst = g.sym_shape(src_name), g.sym_shape(dst_name)
-    return _same_symbolic(src, dst) or symbolic_groups(src, dst) is not None
+    if _same_symbolic(src, dst):
+        return True
+    if symbolic_groups(src, dst) is None:
+        return False
+    # An expansion computes its dynamic extents from graph-input dimensions.
+    static = g.shape(dst_name) or ()
+    return len(dst) < len(src) or all(
+        d is not None or g.evaluable(s) for d, s in zip(static, dst))
 
 
 def _same_symbolic(src, dst) -> bool:
@@ -176,8 +183,10 @@ def _reshape_to_inferred(ctx, node):
     g, b = ctx.g, ctx.b
     x = ctx.get(node.input[0])
     shape = g.shape(node.output[0])
-    groups = symbolic_groups(g.sym_shape(node.input[0]), g.sym_shape(node.output[0]))
-    if groups is None:
+    groups = None
+    if symbolic_reshape_ok(g, node.input[0], node.output[0]):
+        groups = symbolic_groups(g.sym_shape(node.input[0]), g.sym_shape(node.output[0]))
+    if groups is None:  # the static shapes tell (the check made sure)
         return [b.reshape(x, shape)]
     if len(shape) < len(shape_of(x)):
         return [b.collapse(x, groups, shape)]
@@ -594,15 +603,17 @@ def gather_generic(ctx, data, indices, axis):
     return op.results[0]
 
 
-def _check_expand(g, node):
-    # A shape computed at run time is fine when symbolic inference names
-    # every result extent in terms of the graph inputs' dimensions.
+def _symbolic_expand(g, node) -> bool:
+    """Whether symbolic inference names every extent of an Expand to a
+    computed shape in terms of the graph inputs' dimensions."""
     out = g.sym_shape(node.output[0])
-    if not g.is_const(node.input[1]) and out is not None and all(map(g.evaluable, out)):
-        return None
-    r = need_const(g, node, 1, what="so the result shape is data-dependent")
-    if r:
-        return r
+    return out is not None and all(map(g.evaluable, out))
+
+
+def _check_expand(g, node):
+    if not g.is_const(node.input[1]) and not _symbolic_expand(g, node):
+        # The shape's values are read at run time.
+        return _check_runtime_axes(g, node, "shape")
     if g.shape(node.output[0]) is None:
         return "the result shape could not be inferred"
     return None
@@ -612,6 +623,8 @@ def _check_expand(g, node):
 def _expand(ctx, node):
     b = ctx.b
     x = ctx.get(node.input[0])
+    if not ctx.g.is_const(node.input[1]) and not _symbolic_expand(ctx.g, node):
+        return [_expand_at_run_time(ctx, node, x)]
     out = ctx.g.shape(node.output[0])
     sym_out = ctx.g.sym_shape(node.output[0])
     sym_in = ctx.g.sym_shape(node.input[0]) or ()
@@ -626,6 +639,50 @@ def _expand(ctx, node):
         else:
             mixed.append(ctx.symbolic_size(sym_out[o]))
     return [b.broadcast_to(x, mixed)]
+
+
+def _expand_at_run_time(ctx, node, x):
+    """Expand to a shape read at run time: NumPy broadcasting of x's shape
+    and the shape's values, both aligned to the right. Values that do not
+    broadcast fail the call, and the result is then empty."""
+    b = ctx.b
+    index, i1 = ir.IndexType.get(), ir.IntegerType.get_signless(1)
+    shape = ctx.get(node.input[1])
+    xs = [arith.constant(index, d) if isinstance(d, int) else d for d in b.mixed_shape(x)]
+    n = b.mixed_shape(shape)[0]
+    rank = ctx.g.rank(node.output[0]) or max(n, len(xs))
+    n = arith.constant(index, n) if isinstance(n, int) else n
+    one, zero = arith.constant(index, 1), arith.constant(index, 0)
+    # The rank is max(len(shape), rank(x)).
+    ok = arith.cmpi(arith.CmpIPredicate.eq, arith.maxui(n, arith.constant(index, len(xs))),
+                    arith.constant(index, rank))
+    extents = []
+    for o in range(rank):
+        # shape[o - (rank - n)], or 1 left of the shape (read only inside).
+        k = arith.subi(arith.addi(arith.constant(index, o), n), arith.constant(index, rank))
+        inside = arith.cmpi(arith.CmpIPredicate.sge, k, zero)
+        read = scf.IfOp(inside, [index], has_else=True)
+        with ir.InsertionPoint(read.then_block):
+            scf.YieldOp([arith.index_cast(index, tensor.extract(shape, [k]))])
+        with ir.InsertionPoint(read.else_block):
+            scf.YieldOp([one])
+        s = read.results[0]
+        d = xs[o - (rank - len(xs))] if o >= rank - len(xs) else one
+        fits = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, s, one),
+                         arith.ori(arith.cmpi(arith.CmpIPredicate.eq, d, one),
+                                   arith.cmpi(arith.CmpIPredicate.eq, s, d)))
+        ok = arith.andi(ok, arith.andi(fits, arith.cmpi(arith.CmpIPredicate.sge, s, zero)))
+        static = shape_of(x)[o - (rank - len(xs))] if o >= rank - len(xs) else 1
+        # An extent of x other than 1 is the result's (or the call fails).
+        extents.append(static if static not in (None, 1) else
+                       arith.select(arith.cmpi(arith.CmpIPredicate.eq, s, one), d, s))
+    bad = arith.xori(ok, arith.constant(i1, 1))
+    name = node.name or f"Expand -> '{node.output[0]}'"
+    ctx.range_checks.append((tensor.from_elements(ir.RankedTensorType.get([], i1), [bad]),
+                             f"Expand node '{name}': the shape does not broadcast with "
+                             f"the input's {_fmt(shape_of(x))}"))
+    return b.broadcast_to(x, [e if isinstance(e, int) else arith.select(ok, e, zero)
+                              for e in extents])
 
 
 def _check_tile(g, node):
