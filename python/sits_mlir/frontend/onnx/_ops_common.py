@@ -281,6 +281,17 @@ def check_indices(ctx, node, indices: ir.Value, bounds, what: str) -> None:
     ctx.range_checks.append((flag, message))
 
 
+def fail_unless(ctx, node, ok: ir.Value, what: str) -> None:
+    """Records in the model's status that the call fails (InputOutOfRange-
+    Error naming `node` and `what`) when the i1 `ok` is false, as
+    `check_indices` does for indices."""
+    name = node.name or f"{node.op_type} -> '{node.output[0]}'"
+    i1 = ir.IntegerType.get_signless(1)
+    bad = arith.xori(ok, arith.constant(i1, 1))
+    ctx.range_checks.append((tensor.from_elements(ir.RankedTensorType.get([], i1), [bad]),
+                             f"{node.op_type} node '{name}': {what}"[:1000]))
+
+
 def axis_masks(ctx, axes, rank):
     """Per dimension, an i1 saying whether the run-time `axes` (a 1-D
     tensor; negative axes count from the end) name it; and their number."""
@@ -342,11 +353,7 @@ def checked_reshape(ctx, node, x, extents, valid, what: str):
                                            arith.constant(index, want)))
     safe = [arith.select(ok, e, arith.constant(index, want) if isinstance(want, int) and
                          None in expected else zero) for e, want in zip(extents, expected)]
-    name = node.name or f"{node.op_type} -> '{node.output[0]}'"
-    bad = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
-    ctx.range_checks.append((tensor.from_elements(
-        ir.RankedTensorType.get([], ir.IntegerType.get_signless(1)), [bad]),
-        f"{node.op_type} node '{name}': {what}"[:1000]))
+    fail_unless(ctx, node, ok, what)
     target = tensor.from_elements(ir.RankedTensorType.get([len(extents)], i64),
                                   [arith.index_cast(i64, e) for e in safe])
     return tensor.reshape(b.tensor_type([None] * len(extents), elem_of(x)), x, target)

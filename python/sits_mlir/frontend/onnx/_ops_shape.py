@@ -15,7 +15,7 @@ from . import _types
 from ._builder import DYN, elem_of, reshape_kind, shape_of
 from ._graph import attributes
 from ._ops_common import (I64, _PARALLEL, _fmt, axis_masks, cast_value, check_indices,
-                          checked_reshape, extract_slice, has_input, need_const, need_static,
+                          checked_reshape, extract_slice, fail_unless, has_input, need_const, need_static,
                           norm_axis, pad_tensor, unmasked_extents, wrap_clamp)
 from ._ops_registry import converter
 
@@ -472,11 +472,7 @@ def _split_at_run_time(ctx, node, x, axis):
             outs.append(None)
         offset = arith.addi(offset, size)
     ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, total, extent))
-    bad = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
-    name = node.name or f"Split -> '{node.output[0]}'"
-    ctx.range_checks.append((tensor.from_elements(
-        ir.RankedTensorType.get([], ir.IntegerType.get_signless(1)), [bad]),
-        f"Split node '{name}': the lengths do not add up to the extent along axis {axis}"))
+    fail_unless(ctx, node, ok, f"the lengths do not add up to the extent along axis {axis}")
     return outs
 
 
@@ -646,7 +642,7 @@ def _expand_at_run_time(ctx, node, x):
     and the shape's values, both aligned to the right. Values that do not
     broadcast fail the call, and the result is then empty."""
     b = ctx.b
-    index, i1 = ir.IndexType.get(), ir.IntegerType.get_signless(1)
+    index = ir.IndexType.get()
     shape = ctx.get(node.input[1])
     xs = [arith.constant(index, d) if isinstance(d, int) else d for d in b.mixed_shape(x)]
     n = b.mixed_shape(shape)[0]
@@ -676,11 +672,8 @@ def _expand_at_run_time(ctx, node, x):
         # An extent of x other than 1 is the result's (or the call fails).
         extents.append(static if static not in (None, 1) else
                        arith.select(arith.cmpi(arith.CmpIPredicate.eq, s, one), d, s))
-    bad = arith.xori(ok, arith.constant(i1, 1))
-    name = node.name or f"Expand -> '{node.output[0]}'"
-    ctx.range_checks.append((tensor.from_elements(ir.RankedTensorType.get([], i1), [bad]),
-                             f"Expand node '{name}': the shape does not broadcast with "
-                             f"the input's {_fmt(shape_of(x))}"))
+    fail_unless(ctx, node, ok, f"the shape does not broadcast with the input's "
+                f"{_fmt(shape_of(x))}")
     return b.broadcast_to(x, [e if isinstance(e, int) else arith.select(ok, e, zero)
                               for e in extents])
 
