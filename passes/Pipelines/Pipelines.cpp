@@ -58,6 +58,9 @@ static void addDeallocation(OpPassManager &pm) {
   pm.addPass(createSitsSplitFreshDeallocs());
   pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
   pm.addPass(bufferization::createLowerDeallocationsPass());
+  // A function returning a view of its argument (a kernel's run-time
+  // reshape) gets a clone: a fresh buffer and a copy.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   addCleanup(pm);
   pm.addPass(createSitsDeallocAfterLastUse());
 }

@@ -2,6 +2,7 @@
 
 #include "passes/Codegen/CPU/Passes.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Hoisting.h"
@@ -114,6 +115,66 @@ struct StridedCopyToLoops : OpRewritePattern<memref::CopyOp> {
       scf::buildLoopNest(rewriter, loc, lbs, ubs, steps, body);
     }
     rewriter.eraseOp(copy);
+    return success();
+  }
+};
+
+/// A 1-D `vector.gather` from a buffer whose innermost stride is not 1 (a
+/// strided slice read at run-time indices). The vectorizer's offsets are
+/// row-major positions in the buffer's logical shape, which LLVM's masked
+/// gather (addresses from a unit stride) cannot express; each lane becomes
+/// a load at its delinearized position, under its mask bit.
+struct StridedGatherToLoads : OpRewritePattern<vector::GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::GatherOp gather,
+                                PatternRewriter &rewriter) const override {
+    auto base = dyn_cast<MemRefType>(gather.getBase().getType());
+    VectorType type = gather.getVectorType();
+    if (!base || base.isLastDimUnitStride() || type.getRank() != 1 ||
+        type.isScalable())
+      return rewriter.notifyMatchFailure(gather, "not a 1-D strided gather");
+    Location loc = gather.getLoc();
+    Value buffer = gather.getBase();
+    int64_t rank = base.getRank();
+    SmallVector<OpFoldResult> basis;
+    for (int64_t d = 0; d < rank; ++d)
+      basis.push_back(memref::getMixedSize(rewriter, loc, buffer, d));
+    // The gather's base indices, as one row-major position.
+    SmallVector<Value> start(gather.getOffsets());
+    Value origin = rank == 0
+                       ? Value(arith::ConstantIndexOp::create(rewriter, loc, 0))
+                       : affine::AffineLinearizeIndexOp::create(
+                             rewriter, loc, start, basis, /*disjoint=*/false)
+                             .getResult();
+    Value result = gather.getPassThru();
+    for (int64_t lane = 0; lane < type.getNumElements(); ++lane) {
+      Value bit =
+          vector::ExtractOp::create(rewriter, loc, gather.getMask(), lane);
+      Value offset =
+          vector::ExtractOp::create(rewriter, loc, gather.getIndices(), lane);
+      offset = arith::IndexCastOp::create(rewriter, loc,
+                                          rewriter.getIndexType(), offset);
+      Value position = arith::AddIOp::create(rewriter, loc, origin, offset);
+      auto branch = scf::IfOp::create(
+          rewriter, loc, bit,
+          [&](OpBuilder &b, Location l) {
+            SmallVector<Value> at;
+            if (rank > 0)
+              at = affine::AffineDelinearizeIndexOp::create(
+                       b, l, position, basis, /*hasOuterBound=*/true)
+                       .getResults();
+            Value element = memref::LoadOp::create(b, l, buffer, at);
+            scf::YieldOp::create(
+                b, l,
+                ValueRange{vector::InsertOp::create(b, l, element, result, lane)
+                               .getResult()});
+          },
+          [&](OpBuilder &b, Location l) {
+            scf::YieldOp::create(b, l, result);
+          });
+      result = branch.getResult(0);
+    }
+    rewriter.replaceOp(gather, result);
     return success();
   }
 };
@@ -364,6 +425,23 @@ struct SitsCpuLowerVectorsPass
           /*benefit=*/2);
       if (!squares.empty() &&
           failed(applyOpPatternsGreedily(squares, std::move(patterns))))
+        return signalPassFailure();
+    }
+    // Gathers from memrefs whose innermost stride is not 1 (a strided
+    // slice read at run-time indices): LLVM's masked gather wants a unit
+    // stride, so these become conditional scalar loads.
+    {
+      SmallVector<Operation *> strided;
+      func.walk([&](vector::GatherOp gather) {
+        auto base = dyn_cast<MemRefType>(gather.getBase().getType());
+        if (base && !base.isLastDimUnitStride())
+          strided.push_back(gather);
+      });
+      RewritePatternSet patterns(ctx);
+      vector::populateVectorGatherLoweringPatterns(patterns);
+      patterns.add<StridedGatherToLoads>(ctx);
+      if (!strided.empty() &&
+          failed(applyOpPatternsGreedily(strided, std::move(patterns))))
         return signalPassFailure();
     }
     // Contractions -> outer products -> FMAs; reductions, transposes,

@@ -216,3 +216,33 @@ func.func @transpose_8x16(%a: vector<8x16xf32>) -> vector<16x8xf32> {
   %t = vector.transpose %a, [1, 0] : vector<8x16xf32> to vector<16x8xf32>
   return %t : vector<16x8xf32>
 }
+
+// A gather from a buffer with a non-unit innermost stride (a strided slice
+// read at run-time indices): LLVM's masked gather cannot address it, so
+// each lane loads at its delinearized position under its mask bit.
+// CHECK-LABEL: func.func @strided_gather
+// CHECK-NOT: vector.gather
+// CHECK: affine.linearize_index
+// CHECK-COUNT-2: scf.if
+// CHECK: affine.delinearize_index
+// CHECK: memref.load %{{.+}} : memref<?x?xf32, strided<[?, 2], offset: ?>>
+// CHECK: vector.insert
+func.func @strided_gather(%m: memref<?x?xf32, strided<[?, 2], offset: ?>>,
+                          %i: index, %idx: vector<2xindex>,
+                          %mask: vector<2xi1>, %pass: vector<2xf32>) -> vector<2xf32> {
+  %c0 = arith.constant 0 : index
+  %g = vector.gather %m[%i, %c0] [%idx], %mask, %pass
+      : memref<?x?xf32, strided<[?, 2], offset: ?>>, vector<2xindex>, vector<2xi1>, vector<2xf32> into vector<2xf32>
+  return %g : vector<2xf32>
+}
+
+// A unit innermost stride keeps the gather (LLVM's masked gather).
+// CHECK-LABEL: func.func @unit_stride_gather
+// CHECK: vector.gather
+func.func @unit_stride_gather(%m: memref<?x?xf32>, %idx: vector<2xindex>,
+                              %mask: vector<2xi1>, %pass: vector<2xf32>) -> vector<2xf32> {
+  %c0 = arith.constant 0 : index
+  %g = vector.gather %m[%c0, %c0] [%idx], %mask, %pass
+      : memref<?x?xf32>, vector<2xindex>, vector<2xi1>, vector<2xf32> into vector<2xf32>
+  return %g : vector<2xf32>
+}
