@@ -219,3 +219,88 @@ def test_expand_to_a_run_time_shape(tmp_path):
     for bad in ([2, 4, 1], [1, -1, 2], [3, 2]):
         with pytest.raises(runtime.InputOutOfRangeError, match="Expand node 'expand'"):
             m(x, np.array(bad, np.int64))
+
+
+@pytest.mark.parametrize("count", [3, None])
+def test_slice_with_run_time_bounds_axes_and_steps(count, tmp_path):
+    """Starts, ends, axes and steps as graph inputs, their length fixed or
+    itself known only at run time: negative bounds and steps, bounds past
+    the ends, and axes in any order through one artifact."""
+    node = h.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"], name="slice")
+    params = [h.make_tensor_value_info(n, TP.INT64, [count])
+              for n in ("starts", "ends", "axes", "steps")]
+    model = _model(node, [h.make_tensor_value_info("x", TP.FLOAT, [6, 7, 8])] + params, [_out(3)])
+    m, session = _compiled_and_reference(model, tmp_path)
+    x = np.random.default_rng(0).standard_normal((6, 7, 8), dtype=np.float32)
+    cases = [([0, 1, 2], [6, 6, 8], [0, 1, 2], [1, 2, 3]),
+             ([-1, 100, -2], [-100, -100, 0], [2, 0, 1], [-1, -2, -3]),
+             ([5, -3, 0], [1, 1000, 8], [-3, -1, 1], [-2, 1, 4]),
+             ([2, 9, 0], [2, 10, 3], [0, 1, 2], [1, 1, 1])]  # empty slices
+    if count is None:
+        cases.append(([1], [5], [1], [2]))
+    for starts, ends, axes, steps in cases:
+        _agree(m, session, x=x, **{k: np.array(v, np.int64) for k, v in
+                                   zip(("starts", "ends", "axes", "steps"),
+                                       (starts, ends, axes, steps))})
+    bad = [([0, 0, 0], [1, 1, 1], [0, 1, 1], [1, 1, 1]),  # an axis twice
+           ([0, 0, 0], [1, 1, 1], [0, 1, 3], [1, 1, 1]),  # out of range
+           ([0, 0, 0], [1, 1, 1], [0, 1, 2], [1, 0, 1])]  # a step of 0
+    for starts, ends, axes, steps in bad:
+        with pytest.raises(runtime.InputOutOfRangeError, match="Slice node 'slice'"):
+            m(x=x, starts=np.array(starts, np.int64), ends=np.array(ends, np.int64),
+              axes=np.array(axes, np.int64), steps=np.array(steps, np.int64))
+    _agree(m, session, x=x, starts=np.array([1, 1, 1], np.int64),
+           ends=np.array([3, 3, 3], np.int64), axes=np.array([0, 1, 2], np.int64),
+           steps=np.array([1, 1, 1], np.int64))
+
+
+def test_slice_along_dynamic_extents_with_constant_bounds(tmp_path):
+    """Constant bounds over extents known only at run time (x[1:-1, ::-2]).
+    (Extents below 2 along axis 0 are left out: onnxruntime's symbolic
+    inference gives the result's extent as `n - 2`, which the runtime then
+    checks.)"""
+    node = h.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    consts = [h.make_tensor(n, TP.INT64, [2], v) for n, v in
+              (("starts", [1, -1]), ("ends", [-1, -1 << 62]), ("axes", [0, 1]), ("steps", [1, -2]))]
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", TP.FLOAT, ["n", "m"])],
+                         [_out(2)], initializer=consts)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    m, session = _compiled_and_reference(model, tmp_path)
+    for shape in [(5, 9), (2, 1), (4, 1), (3, 0)]:
+        _agree(m, session, x=np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_with_run_time_pads_value_and_axes(mode, tmp_path):
+    """Pads (negative ones crop), the constant value and the axes as graph
+    inputs of dynamic length, over dynamic extents, in every mode."""
+    inputs = ["x", "pads", "value", "axes"] if mode == "constant" else ["x", "pads", "", "axes"]
+    node = h.make_node("Pad", inputs, ["y"], mode=mode, name="pad")
+    graph_inputs = [h.make_tensor_value_info("x", TP.FLOAT, ["a", "b", "c"]),
+                    h.make_tensor_value_info("pads", TP.INT64, [None]),
+                    h.make_tensor_value_info("axes", TP.INT64, [None])]
+    if mode == "constant":
+        graph_inputs.append(h.make_tensor_value_info("value", TP.FLOAT, []))
+    model = _model(node, graph_inputs, [_out(3)])
+    m, session = _compiled_and_reference(model, tmp_path)
+    rng = np.random.default_rng(4)
+    cases = [((3, 4, 5), [1, 2, 2, 0], [0, 2]), ((2, 3, 4), [0, 1, 2, 1, 0, 3], [0, 1, 2]),
+             ((4, 5, 6), [2, 3], [-1]), ((3, 1, 2), [0, 0], [1])]
+    if mode == "constant":  # crops; an empty input pads to the value alone
+        cases += [((4, 5, 6), [-1, 2, 0, -2], [1, 2]), ((0, 2, 3), [1, 1], [0])]
+    for shape, pads, axes in cases:
+        feeds = dict(x=rng.standard_normal(shape, dtype=np.float32),
+                     pads=np.array(pads, np.int64), axes=np.array(axes, np.int64))
+        if mode == "constant":
+            feeds["value"] = np.array(2.5, np.float32)
+        _agree(m, session, **feeds)
+    bad = dict(x=np.ones((2, 3, 4), np.float32), pads=np.array([1, 1, 1], np.int64),
+               axes=np.array([0, 1], np.int64))  # three pads for two axes
+    if mode == "constant":
+        bad["value"] = np.array(0, np.float32)
+    with pytest.raises(runtime.InputOutOfRangeError, match="Pad node 'pad'"):
+        m(**bad)
+    if mode != "constant":  # nothing to repeat along an empty extent
+        with pytest.raises(runtime.InputOutOfRangeError, match="Pad node 'pad'"):
+            m(x=np.ones((0, 3, 4), np.float32), pads=np.array([1, 1], np.int64),
+              axes=np.array([0], np.int64))

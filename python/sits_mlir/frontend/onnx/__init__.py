@@ -57,8 +57,8 @@ __all__ = ["import_model", "check", "ImportedModel", "TensorSpec", "SUPPORTED_OP
 #: on attributes, dtypes or static shapes, which `check` reports).
 SUPPORTED_OPS = frozenset({k for k, c in CONVERTERS.items() if c.supported} | {
     # Evaluated at import time (Shape/Size also when run-time extents are
-    # static; Shape of dynamic extents is emitted).
-    ("", "Constant"), ("", "Range"), ("", "Size")})
+    # static; of dynamic extents they are emitted).
+    ("", "Constant"), ("", "Range")})
 
 #: A path to an .onnx file, its bytes, or an onnx.ModelProto.
 ModelLike = Union[str, "os.PathLike[str]", bytes, "onnx.ModelProto"]  # noqa: F821

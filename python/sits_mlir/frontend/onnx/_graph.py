@@ -114,6 +114,36 @@ def attributes(node: onnx.NodeProto) -> dict:
     return out
 
 
+def subgraphs(node: onnx.NodeProto) -> list:
+    """The graphs `node`'s attributes hold (If branches, Loop and Scan bodies)."""
+    out = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend(a.graphs)
+    return out
+
+
+def graph_captures(graph: onnx.GraphProto) -> list:
+    """The outer-scope values `graph` (and the graphs nested in it) reads,
+    in order of first use."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    out: dict = {}
+    for n in graph.node:
+        for x in list(n.input) + captured(n):
+            if x and x not in defined:
+                out[x] = None
+        defined.update(o for o in n.output if o)
+    out.update((o.name, None) for o in graph.output if o.name not in defined)
+    return list(out)
+
+
+def captured(node: onnx.NodeProto) -> list:
+    """The outer-scope values `node`'s subgraphs read."""
+    return list(dict.fromkeys(x for sub in subgraphs(node) for x in graph_captures(sub)))
+
+
 class FoldError(Exception):
     pass
 
@@ -174,6 +204,9 @@ class Graph:
             for name in self.nodes[i].input:
                 if name:
                     self.consumers.setdefault(name, []).append(i)
+            # What a control-flow node's subgraphs read is read by the node.
+            for name in captured(self.nodes[i]):
+                self.consumers.setdefault(name, []).append(i)
 
     # -- queries -----------------------------------------------------------
 

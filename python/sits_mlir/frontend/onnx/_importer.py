@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import ChainMap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -13,11 +16,12 @@ from ...dialects import arith, func, tensor
 from ...errors import CompileError, Diagnostic, UnsupportedNode
 from . import _types
 from ._builder import Builder, shape_of
-from ._graph import Graph, attributes, extent_tree
+from ._graph import Graph, attributes, captured, extent_tree, subgraphs
 from ._layers import NoLayers, Slot
 from ._load import LoadedModel, ValueType, initializer_array
 from ._ops import CONVERTERS  # every op family, registered
 from ._ops_common import status_value
+from ._ops_control import CONTROL_OPS, bodies
 from ._patterns import emit_fusion, match
 
 
@@ -118,7 +122,7 @@ class Importer:
         reads = conv.read_inputs(g, n) if conv is not None else None
         if reads is None:
             reads = range(len(n.input))
-        return [n.input[k] for k in reads if k < len(n.input) and n.input[k]]
+        return [n.input[k] for k in reads if k < len(n.input) and n.input[k]] + captured(n)
 
     def _converter(self, i: int):
         """Node `i`'s converter for the opset the model imports its domain
@@ -193,9 +197,16 @@ class Importer:
             except Exception:
                 return "unknown op"
             return f"{n.op_type} is not supported by SITS"
-        for a in n.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        if subgraphs(n):
+            if (domain, n.op_type) not in CONTROL_OPS:
                 return "ops with subgraphs are not supported"
+            # Their check types the bodies (and refuses sequences) first.
+            try:
+                reason = conv.check(g, n)
+            except Exception as e:
+                return f"cannot be checked ({type(e).__name__}: {e})"
+            if reason:
+                return reason
         schema = _schema(n, domain, g.opsets.get(domain, g.opset))
         missing = _missing_input(n, schema)
         if missing is not None:
@@ -224,9 +235,43 @@ class Importer:
         if upstream or conv.check is None:
             return None
         try:
-            return conv.check(g, n)
+            reason = conv.check(g, n)
         except Exception as e:  # a check must not crash on odd models
             return f"cannot be checked ({type(e).__name__}: {e})"
+        return reason if reason or not subgraphs(n) else self._body_problem(n)
+
+    # -- subgraphs (If/Loop/Scan bodies, see `_ops_control`) --------------------
+
+    @contextmanager
+    def nested(self, g: Graph):
+        """Makes subgraph `g` the graph imported: its nodes see the enclosing
+        scopes' values by name, and what is bound in it stays in it."""
+        saved = (self.g, self.matcher, self.live, self.values, self._transposes)
+        self.g, self.matcher = g, SimpleNamespace(by_anchor={}, claimed=set())
+        self.values, self._transposes = ChainMap({}, self.values), ChainMap({}, self._transposes)
+        try:
+            self.live = self._live_nodes()
+            yield
+        finally:
+            self.g, self.matcher, self.live, self.values, self._transposes = saved
+
+    def _body_problem(self, node) -> Optional[str]:
+        """The first problem of a node in `node`'s subgraphs, or None."""
+        for label, body in bodies(self.g, node):
+            with self.nested(body):
+                for p in self.preflight():
+                    return f"in its {label}, {p.op_type} '{p.node_name}': {p.message}"
+        return None
+
+    def emit_body(self, g: Graph, args) -> list:
+        """Emits subgraph `g` at the insertion point (a region of the op
+        importing it), its formal inputs bound to `args`; returns the values
+        of its outputs."""
+        with self.nested(g):
+            for vi, v in zip(g.model.graph.input, args):
+                self._bind(vi.name, v)
+            self._emit_nodes(sorted(self.live))
+            return [self.get(name) for name in g.outputs]
 
     # -- emission helpers (the converters' context) ----------------------------
 
@@ -656,7 +701,8 @@ def _mixed_types(g: Graph, node, schema) -> Optional[str]:
     bound: dict = {}
     for name, formal in _formal_inputs(node, schema):
         et = g.elem_type(name) if name else None
-        if et is None or formal.type_str not in params:
+        # (A heterogeneous variadic, Scan's or Loop's, mixes types.)
+        if et is None or formal.type_str not in params or not formal.is_homogeneous:
             continue
         first = bound.setdefault(formal.type_str, (name, et))
         if first[1] != et:

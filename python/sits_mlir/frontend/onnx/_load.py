@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnx.inliner
@@ -29,6 +28,7 @@ from onnx import numpy_helper
 
 from ...errors import CompileError, Diagnostic
 from ...runtime.model import MAX_TENSOR_BYTES
+from ._initializers import ExternalData, initializer_array  # noqa: F401 (also imported from here)
 from ._layers import LayerPlan, NoLayers, find_layers, reduced
 from ._wire import without_inline_weights
 
@@ -520,6 +520,7 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
     for out in bare.graph.output:
         if out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
+    unpinned = _pin_resize_sizes(bare)
     # ONNX's data_prop holds a 1-D tensor's values as one dim each: not for long ones
     # (inputs, initializers, values inferred without it: 2 ms at 32 layers).
     long_1d = any(len(d) == 1 and isinstance(d[0], int) and d[0] > 1 << 20 for d in
@@ -538,6 +539,8 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
         vt = _value_type(vi)
         if vt is not None:
             types[vi.name] = vt
+    types.update(unpinned)
+    _forget_attention_zeros(g, types)
     # Extents the graph inputs name; any other symbolic or unknown extent
     # is worth asking symbolic inference about.
     inputs = {d for i in skel.graph.input for d in (_value_type(i) or ValueType(0, ())).shape or ()
@@ -564,6 +567,46 @@ def _infer(skel: onnx.ModelProto, known: Optional[Mapping[str, ValueType]] = Non
         for name, _ in conflicts:
             types[name] = outs.get(name) or declared[name]
     return types
+
+
+def _pin_resize_sizes(model: onnx.ModelProto) -> dict:
+    """ONNX's Resize inference (onnx 1.23) takes the dynamic length of a
+    graph input `sizes` for 0 and fails: such a length is pinned, in
+    `model` (inference's copy), to the count ONNX wants (the axes, else X's
+    rank). Returns the inputs' own types, which the converter reads."""
+    g = model.graph
+    inputs = {i.name: i for i in g.input}
+    own = {}
+    for n in g.node:
+        if n.op_type != "Resize" or (n.domain or "") not in ("", "ai.onnx") or len(n.input) < 4:
+            continue
+        vi, x = inputs.get(n.input[3]), inputs.get(n.input[0])
+        vt, xt = (_value_type(vi) if vi else None), (_value_type(x) if x else None)
+        axes = next((list(a.ints) for a in n.attribute if a.name == "axes"), None)
+        count = len(axes) if axes is not None else (
+            len(xt.shape) if xt is not None and xt.shape is not None else None)
+        if (vt is None or vt.shape is None or len(vt.shape) != 1 or isinstance(vt.shape[0], int)
+                or count is None):
+            continue
+        own[vi.name] = vt
+        vi.type.tensor_type.shape.dim[0].dim_value = count
+    return own
+
+
+def _forget_attention_zeros(graph: onnx.GraphProto, types: dict) -> None:
+    """ONNX's inference gives Attention's 3-D Y and its qk_matmul_output a
+    0 extent where extents of the inputs are dynamic (onnx 1.23): such an
+    extent, on an Attention none of whose inputs is empty, becomes unknown,
+    and the converter computes it."""
+    for n in graph.node:
+        if n.op_type != "Attention" or (n.domain or "") not in ("", "ai.onnx"):
+            continue
+        if any(0 in (types[x].shape or ()) for x in n.input if x in types):
+            continue
+        for o in n.output:
+            t = types.get(o)
+            if t is not None and t.shape is not None and 0 in t.shape:
+                types[o] = ValueType(t.elem_type, tuple(None if d == 0 else d for d in t.shape))
 
 
 #: Inputs of ONNX ops that hold shapes, axes, pads or slice bounds: one
@@ -877,106 +920,3 @@ def reinfer(loaded: LoadedModel, folded: Mapping[str, np.ndarray],
             et = onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
             g.input.append(onnx.helper.make_tensor_value_info(name, et, list(a.shape)))
     return _infer(skel, known)
-
-
-def initializer_array(t: onnx.TensorProto, external: Optional["ExternalData"] = None
-                      ) -> np.ndarray:
-    if t.data_location == onnx.TensorProto.EXTERNAL and external is not None:
-        return external.array(t)
-    try:
-        return numpy_helper.to_array(t)
-    except Exception as e:
-        raise _fail(f"cannot read initializer '{t.name}': {e}") from None
-
-
-# Element types whose bytes on disk are the array's bytes (little-endian, one
-# element per item): these are mapped; others (bits, strings) are read.
-_MAPPABLE = {
-    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
-    onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
-    onnx.TensorProto.INT16: np.int16, onnx.TensorProto.INT32: np.int32,
-    onnx.TensorProto.INT64: np.int64, onnx.TensorProto.UINT8: np.uint8,
-    onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.UINT32: np.uint32,
-    onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
-    onnx.TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
-    onnx.TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
-}
-
-
-class ExternalData:
-    """The external data files of a model, mapped copy-on-write: an
-    initializer is a view of its file's pages, not bytes read into the
-    ModelProto and then copied to an array (two copies of every weight,
-    held for the whole compile). Paths go through ONNX's own checks (no
-    `..`, absolute paths or symlinks out of the model's folder)."""
-
-    def __init__(self, base: str, model_path: str):
-        self.base = base
-        self.model_path = model_path
-        self._maps: dict = {}
-
-    def _error(self, t, e) -> CompileError:
-        return _fail(f"cannot load the external data of '{self.model_path}'",
-                     f"initializer '{t.name}': {e}")
-
-    def _locate(self, t: onnx.TensorProto) -> tuple:
-        """(mapping, dtype or None, element count, offset, length)."""
-        import mmap
-
-        from onnx import external_data_helper as edh
-
-        try:
-            info = edh.ExternalDataInfo(t)
-        except Exception as e:
-            raise self._error(t, e) from None
-        m = self._maps.get(info.location)
-        if m is None:
-            try:
-                fd = edh._open_external_data_fd(self.base, info.location, t.name, True)
-            except Exception as e:
-                raise self._error(t, e) from None
-            try:
-                size = os.fstat(fd).st_size
-                m = mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if size else b""
-            except (OSError, ValueError) as e:
-                raise self._error(t, e) from None
-            finally:
-                os.close(fd)
-            self._maps[info.location] = m
-        dtype = _MAPPABLE.get(t.data_type)
-        count = 1
-        for d in t.dims:
-            count *= int(d)
-        nbytes = count * np.dtype(dtype).itemsize if dtype is not None else None
-        offset = int(info.offset or 0)
-        length = int(info.length) if info.length else (
-            nbytes if nbytes is not None else len(m) - offset)
-        if nbytes is not None and length != nbytes:
-            raise self._error(t, f"its length is {length} bytes; its type and shape "
-                                 f"need {nbytes}")
-        if offset < 0 or length < 0 or offset + length > len(m):
-            raise self._error(t, f"bytes {offset} to {offset + length} lie outside "
-                                 f"'{info.location}' ({len(m)} bytes)")
-        return m, dtype, count, offset, length
-
-    def check(self, t: onnx.TensorProto) -> None:
-        """Refuses a missing, escaping or short external data file now."""
-        self._locate(t)
-
-    def inline(self, t: onnx.TensorProto) -> None:
-        """Makes `t` hold its data itself, as a model without external data
-        does."""
-        m, _, _, offset, length = self._locate(t)
-        t.raw_data = bytes(memoryview(m)[offset:offset + length])
-        t.data_location = onnx.TensorProto.DEFAULT
-        del t.external_data[:]
-
-    def array(self, t: onnx.TensorProto) -> np.ndarray:
-        m, dtype, count, offset, length = self._locate(t)
-        if dtype is None:  # bits, strings: decoded by ONNX from a copy
-            copy = onnx.TensorProto()
-            copy.CopyFrom(t)
-            self.inline(copy)
-            return initializer_array(copy)
-        dims = tuple(int(d) for d in t.dims)
-        return np.frombuffer(m, dtype=dtype, count=count, offset=offset).reshape(dims)

@@ -8,16 +8,19 @@ registers its converters into `CONVERTERS` as it is imported), so importing
     _ops_elementwise.py    arithmetic, comparisons, logic, unary math, Cast, ...
     _ops_activation.py     Relu, Gelu, Softplus, ..., Softmax, LogSoftmax
     _ops_normalization.py  BatchNorm, LayerNorm, RMSNorm, Instance/Group/MVN/Lp
-    _ops_contraction.py    MatMul, Gemm, Conv
+    _ops_contraction.py    MatMul, Gemm, Conv, ConvTranspose
     _ops_pooling.py        MaxPool/AveragePool (1-D to 3-D), LpPool, Global*Pool
     _ops_reduction.py      Reduce*
-    _ops_shape.py          Reshape, Transpose, Concat, Slice, Gather, Pad, ...
+    _ops_shape.py          Reshape, Transpose, Concat, Gather, Expand, ...
+    _ops_slice.py          Slice, Pad
     _ops_generate.py       ConstantOfShape, Range, windows, EyeLike, OneHot
     _ops_quantization.py   Q/DQ, MatMulNBits, integer matmuls and convolutions
     _ops_attention.py      Attention, RotaryEmbedding, GroupQueryAttention
     _ops_einsum.py         Einsum
     _ops_index.py          GatherElements, Scatter*, ArgMax, CumSum, TopK, losses
-    _ops_resize.py         Resize, GridSample, ConvTranspose
+    _ops_resize.py         Resize, GridSample
+    _ops_recurrent.py      RNN, GRU, LSTM
+    _ops_control.py        Scan, If, Loop (subgraph bodies)
 
 The names below are re-exported for code that imported them from here.
 """
@@ -28,7 +31,9 @@ from __future__ import annotations
 from . import (_ops_elementwise, _ops_activation, _ops_normalization,  # noqa: F401
                _ops_contraction, _ops_pooling, _ops_reduction, _ops_shape, _ops_generate,
                _ops_quantization)
-from . import _ops_attention, _ops_einsum, _ops_index, _ops_resize  # noqa: F401
+from . import _ops_attention, _ops_einsum, _ops_index, _ops_resize, _ops_slice  # noqa: F401
+from . import _ops_control  # noqa: F401
+from . import _ops_recurrent  # noqa: F401
 from ._ops_common import (I64, cast_value, conv_padding, extract_slice,  # noqa: F401
                           f64_attr, has_input, i64_attr, need_const, need_float, need_static,
                           norm_axis, pad_tensor, unused_outputs)
@@ -38,5 +43,5 @@ from ._ops_normalization import bn_affine, moments, norm_param, normalize_over  
 from ._ops_quantization import emit_matmul_const  # noqa: F401
 from ._ops_reduction import AXES_INPUT_SINCE, reduce_axes  # noqa: F401
 from ._ops_registry import CONVERTERS, Converter, Registry, converter  # noqa: F401
-from ._ops_shape import (gather_generic, slice_params, symbolic_groups,  # noqa: F401
-                         symbolic_reshape_ok)
+from ._ops_shape import gather_generic, symbolic_groups, symbolic_reshape_ok  # noqa: F401
+from ._ops_slice import slice_params  # noqa: F401

@@ -146,14 +146,6 @@ def _check_attention(g, node):
         s = g.shape(node.input[6])
         if g.dtype(node.input[6]) != np.int64 or s is None or len(s) != 1:
             return "nonpad_kv_seqlen must be a 1-D int64 tensor"
-    if not any(0 in (g.shape(x) or ()) for x in node.input if x):
-        # ONNX's inference gives 3-D Y, and qk_matmul_output, a 0 extent
-        # when extents of the inputs are dynamic; the importer would pin it.
-        for k, o in enumerate(node.output):
-            shape = g.shape(o) if o and (k == 0 or g.uses(o)) else None
-            if shape is not None and 0 in shape:
-                what = ("Y", "present_key", "present_value", "qk_matmul_output")[k]
-                return f"the inferred shape of {what} has a zero extent: {list(shape)}"
     for w in ("left_window_size", "right_window_size"):
         if a.get(w, -1) < -1:
             return f"{w} must be -1 or nonnegative, got {a[w]}"

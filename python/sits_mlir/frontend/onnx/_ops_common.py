@@ -173,15 +173,21 @@ def conv_padding(g, node, x_shape, w_shape):
 
 
 def pad_tensor(ctx, x, begin, end, value):
-    """`tensor.pad` of `x` with `value` (low `begin`, high `end`)."""
+    """`tensor.pad` of `x` with `value` (low `begin`, high `end`: ints, or
+    `index` values known at run time)."""
     b = ctx.b
-    if not any(begin) and not any(end):
+    static = all(isinstance(p, int) for p in list(begin) + list(end))
+    if static and not any(begin) and not any(end):
         return x
     elem = elem_of(x)
     s = shape_of(x)
-    out = [None if d is None else d + lo + hi for d, lo, hi in zip(s, begin, end)]
+    out = [d + lo + hi if d is not None and isinstance(lo, int) and isinstance(hi, int)
+           else None for d, lo, hi in zip(s, begin, end)]
     pad_value = value if isinstance(value, ir.Value) else b.scalar(value, elem)
-    op = tensor.PadOp(b.tensor_type(out, elem), x, [], [], list(begin), list(end))
+    values = lambda ps: [p for p in ps if not isinstance(p, int)]  # noqa: E731
+    attrs = lambda ps: [p if isinstance(p, int) else DYN for p in ps]  # noqa: E731
+    op = tensor.PadOp(b.tensor_type(out, elem), x, values(begin), values(end),
+                      attrs(begin), attrs(end))
     block = op.regions[0].blocks.append(*([ir.IndexType.get()] * len(s)))
     with ir.InsertionPoint(block):
         tensor.YieldOp(pad_value)
@@ -310,6 +316,43 @@ def axis_masks(ctx, axes, rank):
     return list(loop.results), n
 
 
+def per_axis_entries(ctx, rank, n, read, defaults, ok):
+    """A loop over n entries (an `index` value) that each name an axis and
+    carry values, `read(j) -> (axis, values)` (index values; negative
+    axes count from the end). Returns, per dim, the values of the entry
+    naming it (`defaults[d]` when none does), and `ok` (i1) and-ed with
+    every axis being in range and no dim being named twice."""
+    b = ctx.b
+    zero, one = b.index(0), b.index(1)
+    width = len(defaults[0])
+    init = [ok]
+    for d in range(rank):
+        init += list(defaults[d]) + [zero]
+    loop = scf.ForOp(zero, n, one, init)
+    with ir.InsertionPoint(loop.body):
+        a, values = read(loop.induction_variable)
+        carried = list(loop.inner_iter_args)
+        valid = arith.andi(carried[0], arith.andi(
+            arith.cmpi(arith.CmpIPredicate.sge, a, b.index(-rank)),
+            arith.cmpi(arith.CmpIPredicate.slt, a, b.index(rank))))
+        a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, zero),
+                         arith.addi(a, b.index(rank)), a)
+        out = [valid]
+        for d in range(rank):
+            named = arith.cmpi(arith.CmpIPredicate.eq, a, b.index(d))
+            old = carried[1 + (width + 1) * d:1 + (width + 1) * (d + 1)]
+            out += [arith.select(named, v, o) for v, o in zip(values, old)]
+            out.append(arith.addi(old[width], arith.select(named, one, zero)))
+        scf.YieldOp(out)
+    results = list(loop.results)
+    ok, per_dim = results[0], []
+    for d in range(rank):
+        chunk = results[1 + (width + 1) * d:1 + (width + 1) * (d + 1)]
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ule, chunk[width], one))
+        per_dim.append(chunk[:width])
+    return per_dim, ok
+
+
 def unmasked_extents(masks, extents, count):
     """The first `count` of `extents` whose mask (i1) is false, in order
     (index values; 0 past the last), and how many are unmasked."""
@@ -351,8 +394,18 @@ def checked_reshape(ctx, node, x, extents, valid, what: str):
         if isinstance(want, int):
             ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, e,
                                            arith.constant(index, want)))
-    safe = [arith.select(ok, e, arith.constant(index, want) if isinstance(want, int) and
-                         None in expected else zero) for e, want in zip(extents, expected)]
+    # The fallback keeps the extents the signature names (static ones, and
+    # symbolic ones the inputs give), so that the call reaches its status
+    # check; one of the others is 0, so nothing is read.
+    fallback = [arith.constant(index, want) if isinstance(want, int) else None
+                for want in expected]
+    sym = ctx.g.sym_shape(node.output[0]) or ()
+    for k, s in enumerate(sym[:len(fallback)]):
+        if fallback[k] is None and isinstance(s, str) and ctx.g.evaluable(s):
+            fallback[k] = ctx.symbolic_size(s)
+    if all(f is not None for f in fallback):
+        fallback = [zero] * len(extents)
+    safe = [arith.select(ok, e, f if f is not None else zero) for e, f in zip(extents, fallback)]
     fail_unless(ctx, node, ok, what)
     target = tensor.from_elements(ir.RankedTensorType.get([len(extents)], i64),
                                   [arith.index_cast(i64, e) for e in safe])

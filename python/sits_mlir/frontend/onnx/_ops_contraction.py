@@ -1,6 +1,7 @@
 """Contractions: MatMul and Gemm as `sits.matmul`, Conv (1-D to 3-D) as
 `sits.conv`. (The integer and quantized ones are in `_ops_quantization.py`,
-Einsum in `_ops_einsum.py`, ConvTranspose in `_ops_resize.py`.)
+Einsum in `_ops_einsum.py`), and ConvTranspose as a `sits.conv` over the
+zero-inserted input.
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, sits
-from ._builder import elem_of, shape_of
+from ...dialects import arith, linalg, sits, tensor
+from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import conv_padding, has_input, i64_attr, need_float
+from ._ops_common import (_PARALLEL, _fmt, conv_padding, extract_slice, has_input, i64_attr,
+                          need_float)
 from ._ops_registry import converter
 
 
@@ -173,3 +175,151 @@ def _conv(ctx, node):
     x, w = ctx.get(node.input[0]), ctx.get(node.input[1])
     bias = ctx.get(node.input[2]) if has_input(node, 2) else None
     return [sits.conv(x, w, bias=bias, **conv_attrs(ctx.g, node))]
+
+
+# =============================================================================
+# ConvTranspose: a stride-1 sits.conv over the zero-inserted input with the
+# flipped, in/out-swapped filter
+# =============================================================================
+#
+# y[o] = sum_{i, t: i*s + t*d = o + pb} x[i] w[t]. Inserting s - 1 zeros
+# between input elements (xz[i*s] = x[i]) and padding xz by d*(K-1) - pb at
+# the start makes that sum a plain convolution with the kernel reversed:
+# y[o] = sum_t xz_pad[o + t*d] w[K-1-t]. Negative paddings crop xz instead.
+
+def _convt_geometry(g, node):
+    """(strides, dilations, groups, begin pads, end pads of the conv over xz,
+    output spatial extents), or a str reason."""
+    xs, ws = g.shape(node.input[0]), g.shape(node.input[1])
+    a = attributes(node)
+    if xs is None or ws is None or len(xs) != len(ws):
+        return "input ranks are unknown or differ"
+    if not 3 <= len(xs) <= 5:
+        return f"{len(xs) - 2}-D ConvTranspose is not supported (1-D to 3-D are)"
+    k = len(xs) - 2
+    if None in xs[1:] or None in ws:
+        return "ConvTranspose needs static channel and spatial extents and a static filter shape"
+    group = int(a.get("group", 1))
+    if group < 1 or xs[1] % group or ws[0] != xs[1]:
+        return f"filter {_fmt(ws)} does not fit input {_fmt(xs)} with group={group}"
+    kernel = list(ws[2:])
+    if list(a.get("kernel_shape", kernel)) != kernel:
+        return f"kernel_shape {a['kernel_shape']} differs from the filter's {kernel}"
+    strides = list(a.get("strides", [1] * k))
+    dil = list(a.get("dilations", [1] * k))
+    opad = list(a.get("output_padding", [0] * k))
+    if len(strides) != k or len(dil) != k or len(opad) != k:
+        return f"strides/dilations/output_padding must have {k} entries"
+    if min(strides) < 1 or min(dil) < 1 or min(opad) < 0:
+        return "strides and dilations must be positive, output_padding non-negative"
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return f"unsupported attribute value auto_pad='{auto_pad}'"
+    full = [strides[i] * (xs[2 + i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1
+            for i in range(k)]
+    out_attr = a.get("output_shape")
+    if out_attr is not None:
+        out_attr = list(out_attr)[-k:]
+        if len(out_attr) != k:
+            return f"output_shape must have {k} spatial entries"
+    # As the ONNX reference: SAME_* derive the pads from output_shape
+    # (default input * stride); otherwise pads (default 0) stand and an
+    # explicit output_shape only sets the extent.
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and "pads" not in a:
+        out = out_attr or [xs[2 + i] * strides[i] for i in range(k)]
+        total = [full[i] - out[i] for i in range(k)]
+        small = [t // 2 for t in total]
+        big = [t - t // 2 for t in total]
+        pb = small if auto_pad == "SAME_UPPER" else big
+    else:
+        pads = [0] * (2 * k) if auto_pad == "VALID" else list(a.get("pads", [0] * (2 * k)))
+        if len(pads) != 2 * k:
+            return f"pads must have {2 * k} entries"
+        pb = pads[:k]
+        out = out_attr or [full[i] - pads[i] - pads[k + i] for i in range(k)]
+    if min(out) < 1:
+        return f"the result extents {out} are empty"
+    begin = [dil[i] * (kernel[i] - 1) - pb[i] for i in range(k)]
+    end = [out[i] - (xs[2 + i] - 1) * strides[i] - 1 + pb[i] for i in range(k)]
+    ys = g.shape(node.output[0])
+    if ys is not None and len(ys) == len(xs) and any(
+            y is not None and y != o for y, o in zip(ys[2:], out)):
+        return f"the computed result extents {out} disagree with ONNX's {_fmt(ys)}"
+    return strides, dil, group, begin, end, out
+
+
+def _check_convt(g, node):
+    r = need_float(g, node) or need_float(g, node, 1)
+    if r:
+        return r
+    geo = _convt_geometry(g, node)
+    return geo if isinstance(geo, str) else None
+
+
+def _convt_filter(ctx, node, group):
+    """[C_in, C_out/g, K...] -> [C_out, C_in/g, K...] with the spatial axes
+    reversed: at import for a constant filter, else a gather generic."""
+    g, b = ctx.g, ctx.b
+    name = node.input[1]
+    ws = g.shape(name)
+    cin, cog, kernel = ws[0], ws[1], list(ws[2:])
+    cig = cin // group
+    k = len(kernel)
+    if g.is_const(name):
+        w = g.const(name).reshape([group, cig, cog] + kernel)
+        w = np.swapaxes(w, 1, 2).reshape([group * cog, cig] + kernel)
+        w = np.ascontiguousarray(np.flip(w, axis=tuple(range(2, 2 + k))))
+        return ctx.const_value(w, name + "_transposed")
+    w = ctx.get(name)
+    elem = elem_of(w)
+    shape = [group * cog, cig] + kernel
+    init = b.empty(shape, elem)
+    n = len(shape)
+    op = linalg.GenericOp([init.type], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        o, i = linalg.IndexOp(0).result, linalg.IndexOp(1).result
+        c = lambda v: arith.constant(ir.IndexType.get(), v)  # noqa: E731
+        # w[(o / cog) * cig + i, o % cog, K - 1 - t...]
+        src = [arith.addi(arith.muli(arith.divui(o, c(cog)), c(cig)), i), arith.remui(o, c(cog))]
+        for t in range(k):
+            src.append(arith.subi(c(kernel[t] - 1), linalg.IndexOp(2 + t).result))
+        linalg.YieldOp([tensor.extract(w, src)])
+    return op.results[0]
+
+
+@converter("ConvTranspose", check=_check_convt)
+def _conv_transpose(ctx, node):
+    b, g = ctx.b, ctx.g
+    strides, dil, group, begin, end, out = _convt_geometry(g, node)
+    x = ctx.get(node.input[0])
+    wf = _convt_filter(ctx, node, group)
+    bias = ctx.get(node.input[2]) if has_input(node, 2) else None
+    xs = shape_of(x)
+    k = len(xs) - 2
+    elem = elem_of(x)
+    if any(s != 1 for s in strides):
+        # Zero insertion: x into a zero tensor at stride s.
+        lead = b.mixed_shape(x)[:2]
+        zs = [(xs[2 + i] - 1) * strides[i] + 1 for i in range(k)]
+        zeros = b.splat(0.0, lead + zs, elem)
+        dyn = [d for d in lead if not isinstance(d, int)]
+        x = tensor.insert_slice(x, zeros, [], dyn, [], [0] * (2 + k),
+                                [DYN if not isinstance(d, int) else d for d in lead] + list(xs[2:]),
+                                [1, 1] + list(strides))
+    crop = {2 + i: (max(0, -begin[i]),
+                    shape_of(x)[2 + i] - max(0, -begin[i]) - max(0, -end[i]), 1)
+            for i in range(k) if begin[i] < 0 or end[i] < 0}
+    if crop:
+        x = extract_slice(ctx, x, crop)
+    kw = {}
+    pads = [max(0, p) for p in begin] + [max(0, p) for p in end]
+    if any(pads):
+        kw["padding"] = ir.DenseI64ArrayAttr.get(pads)
+    if any(d != 1 for d in dil):
+        kw["dilations"] = ir.DenseI64ArrayAttr.get(dil)
+    if group != 1:
+        kw["groups"] = i64_attr(group)
+    return [sits.conv(x, wf, bias=bias, **kw)]

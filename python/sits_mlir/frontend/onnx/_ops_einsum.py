@@ -14,11 +14,11 @@ import re
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, linalg
+from ...dialects import arith, linalg, tensor
 from . import _types
-from ._builder import elem_of, shape_of
+from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import cast_value
+from ._ops_common import cast_value, fail_unless
 from ._ops_registry import converter
 
 _TERM = re.compile(r"^(\.\.\.)?[A-Za-z]*(\.\.\.)?[A-Za-z]*$")
@@ -89,7 +89,10 @@ def _check_einsum(g, node):
     for ls, s in zip(letters, shapes):
         for c, d in zip(ls, s):
             if d is None:
-                return "dynamic extents are not supported"
+                # Whether it broadcasts is only known at run time.
+                if c.isdigit() and sum(c in other for other in letters) > 1:
+                    return "dims under '...' that broadcast must have static extents"
+                continue
             if c.isdigit():  # a dim under `...`: broadcasts
                 if d != 1 and sizes.setdefault(c, d) != d:
                     return f"the dims under '...' do not broadcast ({sizes[c]} and {d})"
@@ -106,17 +109,15 @@ def _einsum(ctx, node):
     operands = [ctx.get(x) for x in node.input]
     dtype = ctx.g.dtype(node.input[0])
     letters, out = _parse(eq, [len(shape_of(v)) for v in operands])
-    sizes = {}
-    for ls, v in zip(letters, operands):
-        for c, d in zip(ls, shape_of(v)):
-            sizes[c] = max(sizes.get(c, 1), d)
+    operands, sizes = _common_extents(ctx, node, letters, operands)
     loops = list(out) + sorted({c for ls in letters for c in ls} - set(out))
     dim = {c: k for k, c in enumerate(loops)}
     n = len(loops)
 
     def operand_map(ls, shape):
         # A broadcast dim of extent 1 reads index 0.
-        exprs = [ir.AffineConstantExpr.get(0) if c.isdigit() and d == 1 and sizes[c] != 1
+        exprs = [ir.AffineConstantExpr.get(0) if c.isdigit() and d == 1 and sizes[c] not in
+                 (1, None)
                  else ir.AffineDimExpr.get(dim[c]) for c, d in zip(ls, shape)]
         return ir.AffineMap.get(n, 0, exprs)
 
@@ -125,6 +126,7 @@ def _einsum(ctx, node):
     operands = [cast_value(ctx, v, dtype, acc_dtype) for v in operands]
     acc = _types.mlir_type(acc_dtype)
     init = b.fill(b.scalar(0, acc), b.empty([sizes[c] for c in out], acc))
+    sizes = {c: v if isinstance(v, int) else None for c, v in sizes.items()}
     maps = [operand_map(ls, shape_of(v)) for ls, v in zip(letters, operands)]
     maps.append(ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(k) for k in range(len(out))]))
     kinds = ["parallel" if c in out else "reduction" for c in loops]
@@ -140,3 +142,43 @@ def _einsum(ctx, node):
             prod = arith.mulf(prod, a) if is_float else arith.muli(prod, a)
         linalg.YieldOp([arith.addf(args[-1], prod) if is_float else arith.addi(args[-1], prod)])
     return [cast_value(ctx, op.results[0], acc_dtype, dtype)]
+
+
+def _common_extents(ctx, node, letters, operands):
+    """(operands, extent per letter: int or index value). A letter's
+    extents must agree: static ones broadcast under `...`; dynamic ones are
+    checked at run time, and every operand is sliced to the smallest, so
+    that a mismatch fails the call without reading past an operand."""
+    b = ctx.b
+    sizes, dynamic = {}, {}
+    for ls, v in zip(letters, operands):
+        for k, (c, d) in enumerate(zip(ls, shape_of(v))):
+            if d is not None:
+                sizes[c] = max(sizes.get(c, 1), d)
+            else:
+                dynamic.setdefault(c, []).append(b.dim(v, k))
+    ok = arith.constant(ir.IntegerType.get_signless(1), 1)
+    for c, dims in dynamic.items():
+        if c in sizes:  # a static extent elsewhere decides
+            for d in dims:
+                ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, d, b.index(sizes[c])))
+            continue
+        sizes[c] = dims[0]
+        for d in dims[1:]:
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, d, dims[0]))
+            sizes[c] = arith.minui(sizes[c], d)
+    if not dynamic:
+        return operands, sizes
+    fail_unless(ctx, node, ok, "the extents of a subscript differ")
+    sliced = []
+    for ls, v in zip(letters, operands):
+        shape = shape_of(v)
+        want = [sizes[c] if d is None else d for c, d in zip(ls, shape)]
+        if all(isinstance(w, int) for w in want):
+            sliced.append(v)
+            continue
+        sliced.append(tensor.extract_slice(
+            b.tensor_type(shape, elem_of(v)), v, [], [w for w in want if not isinstance(w, int)],
+            [], [0] * len(shape), [w if isinstance(w, int) else DYN for w in want],
+            [1] * len(shape)))
+    return sliced, sizes

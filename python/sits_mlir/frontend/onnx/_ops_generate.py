@@ -14,65 +14,128 @@ from ...dialects import arith, linalg, math, tensor
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import _PARALLEL, cast_value, need_const, norm_axis
+from ._ops_common import _PARALLEL, cast_value, fail_unless, norm_axis
 from ._ops_registry import converter
 
 
 def _check_eye_like(g, node):
     s = g.shape(node.input[0])
-    if s is None or len(s) != 2 or None in s:
-        return "needs a static 2-D input"
+    if s is None or len(s) != 2:
+        return "needs a 2-D input"
     if g.dtype(node.output[0]) is None:
         return "unsupported output element type"
     return None
 
 
-@converter("EyeLike", check=_check_eye_like, reads=())
+def _eye_like_reads(g, node) -> tuple:
+    return () if None not in g.shape(node.input[0]) else (0,)
+
+
+@converter("EyeLike", check=_check_eye_like, reads=_eye_like_reads)
 def _eye_like(ctx, node):
-    n, m = ctx.g.shape(node.input[0])
     k = ctx.attrs(node).get("k", 0)
     dt = ctx.g.dtype(node.output[0])
-    return [ctx.const_value(np.eye(n, m, k, dtype=dt), node.output[0])]
+    if None not in ctx.g.shape(node.input[0]):  # a constant
+        n, m = ctx.g.shape(node.input[0])
+        return [ctx.const_value(np.eye(n, m, k, dtype=dt), node.output[0])]
+    # Extents known at run time: ones where column - row = k.
+    b = ctx.b
+    elem = _types.mlir_type(dt)
+    init = b.empty(b.mixed_shape(ctx.get(node.input[0])), elem)
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(2))
+    op = linalg.GenericOp([init.type], [], [init], ir.ArrayAttr.get([ident]),
+                          ir.ArrayAttr.get([_PARALLEL()] * 2))
+    block = op.regions[0].blocks.append(elem)
+    with ir.InsertionPoint(block):
+        index = ir.IndexType.get()
+        diff = arith.subi(linalg.IndexOp(1).result, linalg.IndexOp(0).result)
+        on = arith.cmpi(arith.CmpIPredicate.eq, diff, arith.constant(index, k))
+        linalg.YieldOp([arith.select(on, b.scalar(1, elem), b.scalar(0, elem))])
+    return [op.results[0]]
 
 
 def _check_one_hot(g, node):
-    r = need_const(g, node, 1, 2, what="depth and values")
-    if r:
-        return r
     s = g.shape(node.input[0])
-    if s is None or None in s:
-        return "needs indices of static shape"
-    if g.dtype(node.input[0]) is None or _types.is_float(g.dtype(node.input[0])):
-        return "needs integer indices"
+    if s is None:
+        return "needs indices of known rank"
+    if g.dtype(node.input[0]) is None or _types.is_bool(g.dtype(node.input[0])):
+        return "needs numeric indices"
+    for k, what in ((1, "depth"), (2, "values")):
+        if g.dtype(node.input[k]) is None:
+            return f"unsupported element type of '{what}'"
+    vs = g.shape(node.input[2])
+    if vs is None or len(vs) != 1 or vs[0] not in (2, None):
+        return "values must hold two elements, [off, on]"
     return None
 
 
-@converter("OneHot", check=_check_one_hot, reads=(0,))
+@converter("OneHot", check=_check_one_hot)
 def _one_hot(ctx, node):
+    """One `linalg.generic` over the result: on where the index (negative
+    ones count from the end of depth) equals the position along `axis`,
+    off elsewhere, out-of-range indices included. Depth and values may be
+    read at run time; a depth below 1 fails the call (the result is then
+    empty)."""
     b, g = ctx.b, ctx.g
     idx = ctx.get(node.input[0])
-    depth = int(np.asarray(g.const(node.input[1])).reshape(-1)[0])
-    off_on = np.asarray(g.const(node.input[2])).reshape(-1)
     rank = len(shape_of(idx))
     axis = norm_axis(ctx.attrs(node).get("axis", -1), rank + 1)
-    out_shape = list(shape_of(idx))
-    out_shape.insert(axis, depth)
-    elem_i = elem_of(idx)
-    # A negative index counts from the end of the depth axis.
-    d = b.splat(depth, shape_of(idx), elem_i)
-    zero = b.splat(0, shape_of(idx), elem_i)
-    idx = arith.select(arith.cmpi(arith.CmpIPredicate.slt, idx, zero), arith.addi(idx, d), idx)
-    unit = out_shape[:axis] + [1] + out_shape[axis + 1:]
-    idx_b = b.broadcast_to(b.reshape(idx, unit), out_shape)
-    iota = b.constant(np.arange(depth, dtype=np.int64).reshape(
-        [depth if k == axis else 1 for k in range(rank + 1)]), name="iota")
-    iota = b.broadcast_to(cast_value(ctx, iota, np.int64, g.dtype(node.input[0])), out_shape)
-    hit = arith.cmpi(arith.CmpIPredicate.eq, idx_b, iota)
+    index, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    if g.is_const(node.input[1]):
+        depth = int(np.asarray(g.const(node.input[1])).reshape(-1)[0])
+        fits = depth >= 1
+        if not fits:
+            from ...errors import CompileError
+
+            raise CompileError(f"OneHot '{node.name}': depth {depth} is below 1")
+    else:
+        d = ctx.get(node.input[1])
+        d = tensor.extract(d, [b.index(0)] * len(shape_of(d)))
+        dt = g.dtype(node.input[1])
+        if _types.is_float(dt):
+            d = arith.fptosi(i64, d)
+        elif ir.IntegerType(d.type).width != 64:
+            d = (arith.extui if _types.is_unsigned(dt) else arith.extsi)(i64, d)
+        ok = arith.cmpi(arith.CmpIPredicate.sge, d, arith.constant(i64, 1))
+        fail_unless(ctx, node, ok, "depth is below 1")
+        depth = arith.index_cast(index, arith.select(ok, d, arith.constant(i64, 0)))
     dt = g.dtype(node.output[0])
     elem = _types.mlir_type(dt)
-    on = b.splat(off_on[1].item(), out_shape, elem)
-    off = b.splat(off_on[0].item(), out_shape, elem)
-    return [arith.select(hit, on, off)]
+    values = ctx.get(node.input[2])
+    n = b.mixed_shape(values)[0]
+    if not isinstance(n, int):  # two elements, else nothing is read
+        ok = arith.cmpi(arith.CmpIPredicate.eq, n, b.index(2))
+        fail_unless(ctx, node, ok, "values must hold two elements, [off, on]")
+        depth = arith.select(ok, depth if not isinstance(depth, int) else b.index(depth),
+                             b.index(0))
+    out = list(b.mixed_shape(idx))
+    out.insert(axis, depth)
+    values = cast_value(ctx, values, g.dtype(node.input[2]), dt)
+    init = b.empty(out, elem)
+    n_out = rank + 1
+    idx_map = ir.AffineMap.get(n_out, 0, [ir.AffineDimExpr.get(k) for k in range(n_out)
+                                          if k != axis])
+    op = linalg.GenericOp([init.type], [idx], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(idx_map),
+                                            ir.AffineMapAttr.get(ir.AffineMap.get_identity(n_out))]),
+                          ir.ArrayAttr.get([_PARALLEL()] * n_out))
+    block = op.regions[0].blocks.append(elem_of(idx), elem)
+    with ir.InsertionPoint(block):
+        size = arith.index_cast(i64, depth if not isinstance(depth, int)
+                                else arith.constant(index, depth))
+        i = block.arguments[0]  # float indices are truncated, as ONNX casts them
+        if _types.is_float(g.dtype(node.input[0])):
+            i = arith.fptosi(i64, i)
+        elif ir.IntegerType(i.type).width != 64:
+            i = (arith.extui if _types.is_unsigned(g.dtype(node.input[0])) else arith.extsi)(i64, i)
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(i64, 0)),
+                         arith.addi(i, size), i)
+        k = arith.index_cast(i64, linalg.IndexOp(axis).result)
+        hit = arith.cmpi(arith.CmpIPredicate.eq, i, k)
+        off = tensor.extract(values, [arith.constant(index, 0)])
+        on = tensor.extract(values, [arith.constant(index, 1)])
+        linalg.YieldOp([arith.select(hit, on, off)])
+    return [op.results[0]]
 
 
 def _data_dependent(g, node):

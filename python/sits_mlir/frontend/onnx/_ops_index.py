@@ -20,7 +20,7 @@ from ...dialects import arith, linalg, math, scf, tensor
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import I64, check_indices, has_input, need_const, need_float, norm_axis
+from ._ops_common import I64, check_indices, has_input, need_float, norm_axis
 from ._ops_common import wrap_clamp as _wrap_clamp
 from ._ops_registry import converter
 

@@ -2,6 +2,9 @@
 as `sits.layer_norm`, SimplifiedLayerNormalization and RMSNormalization as
 `sits.rms_norm`, InstanceNormalization, GroupNormalization,
 MeanVarianceNormalization and LpNormalization.
+
+Moments divide by element counts that are run-time products where the
+extents are dynamic (`count_splat`).
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ import math as math_
 
 import numpy as np
 
-from ...dialects import arith, math, sits
-from ._builder import elem_of, shape_of
+from ... import ir
+from ...dialects import arith, linalg, math, sits, tensor
+from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import (cast_value, f64_attr, has_input, i64_attr, need_float, norm_axis,
-                          unused_outputs)
+from ._ops_common import (cast_value, f64_attr, fail_unless, has_input, i64_attr, need_float,
+                          norm_axis, pad_tensor, unused_outputs)
 from ._ops_registry import converter
 
 
@@ -54,18 +58,24 @@ def _check_channel_norm(g, node):
     if r:
         return r
     s = g.shape(node.input[0])
-    if s is None or len(s) < 2 or None in s:
-        return "needs an input of static shape, rank ≥ 2"
+    if s is None or len(s) < 2:
+        return "needs an input of known rank ≥ 2"
     if node.op_type == "GroupNormalization":
         groups = attributes(node).get("num_groups")
-        if not groups or s[1] % groups:
+        if not groups or groups < 0 or (s[1] is not None and s[1] % groups):
             return "num_groups must divide the channel count"
         if attributes(node).get("stash_type", 1) != 1:
             return "stash_type other than 1 (float32) is not supported"
+        if s[1] is None and g.opset < 21:
+            return "per-group scale and bias (opset 18) need a static channel count"
         for k in (1, 2):
             ps = g.shape(node.input[k])
-            if ps is None or (ps != (s[1],) and not g.is_const(node.input[k])):
+            per_channel = ps == (s[1],) if s[1] is not None else ps is not None and len(ps) == 1
+            if ps is None or (not per_channel and not g.is_const(node.input[k])):
                 return "per-group scale and bias (opset 18) must be constants"
+    elif node.op_type == "InstanceNormalization" and None in s and any(
+            g.rank(node.input[k]) != 1 for k in (1, 2)):
+        return "scale and bias must be 1-D"
     if node.op_type == "MeanVarianceNormalization":
         axes = attributes(node).get("axes", [0, 2, 3])
         if any(not -len(s) <= a < len(s) for a in axes):
@@ -73,16 +83,32 @@ def _check_channel_norm(g, node):
     return None
 
 
+def count_splat(ctx, extents, shape, elem):
+    """A tensor of mixed `shape` filled with the product of the mixed
+    `extents` (an element count to divide by) in float type `elem`; a
+    constant when the extents are static."""
+    b = ctx.b
+    if all(isinstance(e, int) for e in extents):
+        return b.splat(float(np.prod(extents)), shape, elem)
+    n = b.index(1)
+    for e in extents:
+        n = arith.muli(n, b.index(e) if isinstance(e, int) else e)
+    i64 = ir.IntegerType.get_signless(64)
+    count = arith.sitofp(elem, arith.index_cast(i64, n))
+    return b.fill(count, b.empty(shape, elem))
+
+
 def moments(ctx, x, axes):
-    """Mean and (biased) variance of `x` over `axes` (static extents), with
-    the reduced axes kept as 1."""
+    """Mean and (biased) variance of `x` over `axes`, with the reduced axes
+    kept as 1."""
     b = ctx.b
     rank = len(shape_of(x))
-    count = float(np.prod([shape_of(x)[k] for k in axes]))
+    full = b.mixed_shape(x)
+    extents = [full[k] for k in axes]
 
     def mean_of(v):
         m = b.reduce(v, axes, lambda e, acc: arith.addf(acc, e), 0)
-        return b.keep_dims(arith.divf(m, b.splat(count, b.mixed_shape(m), elem_of(m))),
+        return b.keep_dims(arith.divf(m, count_splat(ctx, extents, b.mixed_shape(m), elem_of(m))),
                            rank, axes)
     mean = mean_of(x)
     centered = arith.subf(x, b.broadcast_to(mean, b.mixed_shape(x)))
@@ -90,7 +116,7 @@ def moments(ctx, x, axes):
 
 
 def normalize_over(ctx, x, axes, eps):
-    """(x - mean) / sqrt(var + eps) over `axes` (static), in x's type."""
+    """(x - mean) / sqrt(var + eps) over `axes`, in x's type."""
     b = ctx.b
     shape = b.mixed_shape(x)
     mean, var = moments(ctx, x, axes)
@@ -114,6 +140,8 @@ def _channel_norm(ctx, node):
     eps = a.get("epsilon", 1e-5)
     f32 = np.dtype(np.float32)
     xf = cast_value(ctx, x, dt, f32)
+    if None in shape:
+        return [_run_time_channel_norm(ctx, node, x, xf, eps)]
     if node.op_type == "InstanceNormalization":
         y = normalize_over(ctx, xf, list(range(2, rank)), eps)
     else:  # per (batch, group) over the group's channels and all positions
@@ -136,6 +164,76 @@ def _channel_norm(ctx, node):
             v = b.reshape(ctx.get(node.input[k]), ch)
         y = fn(y, b.broadcast_to(v, shape))
     return [y]
+
+
+def _run_time_channel_norm(ctx, node, x, xf, eps):
+    """Instance or group normalization (parameters per channel: opset 21)
+    of `x` (and `xf`, x in float32) with dynamic extents. A channel count
+    that num_groups does not divide, or parameters of the wrong length, fail
+    the call; the code then reads no group (its extent is 0) and no
+    parameter past its end."""
+    b = ctx.b
+    dt = ctx.g.dtype(node.input[0])
+    f32 = np.dtype(np.float32)
+    rank = len(shape_of(x))
+    shape = b.mixed_shape(x)
+    if node.op_type == "InstanceNormalization":
+        y = cast_value(ctx, normalize_over(ctx, xf, list(range(2, rank)), eps), f32, dt)
+        return _channel_params(ctx, node, y, shape[1], range(1, 3))
+    groups = ctx.attrs(node)["num_groups"]
+    static = shape_of(x)
+    cg = static[1] // groups if static[1] is not None else None  # checked when static
+    per = cg
+    if cg is None:
+        divides = arith.cmpi(arith.CmpIPredicate.eq,
+                             arith.remsi(shape[1], b.index(groups)), b.index(0))
+        fail_unless(ctx, node, divides, "num_groups does not divide the channel count")
+        per = arith.select(divides, arith.divsi(shape[1], b.index(groups)), b.index(0))
+    sizes = [shape[0], groups, per] + shape[2:]
+    regroup = [[0], [1, 2]] + [[k + 1] for k in range(2, rank)]
+    xg = b.expand_sized(xf, regroup, [static[0], groups, cg] + list(static[2:]), sizes)
+    y = cast_value(ctx, normalize_over(ctx, xg, list(range(2, rank + 1)), eps), f32, dt)
+    y = b.collapse(y, regroup, [static[0], None if cg is None else static[1]] +
+                   list(static[2:]))
+    return _channel_params(ctx, node, y, b.mixed_shape(y)[1], range(1, 3))
+
+
+def _channel_params(ctx, node, y, n, inputs):
+    """`y` times input `inputs[0]` plus input `inputs[1]`, per index along
+    axis 1 of mixed extent `n`. Parameters whose length is not n fail the
+    call and are read only within their length."""
+    b, g = ctx.b, ctx.g
+    shape = b.mixed_shape(y)
+    others = [d for d in range(len(shape)) if d != 1]
+    for k, fn in zip(inputs, (arith.mulf, arith.addf)):
+        if g.is_const(node.input[k]):
+            v = ctx.const_value(np.ascontiguousarray(g.const(node.input[k]).reshape(-1)),
+                                node.input[k])
+        else:
+            v = ctx.get(node.input[k])  # 1-D: see _check_channel_norm
+        v = _fit_length(ctx, node, v, n, f"input {k} does not have one entry per channel")
+        v = linalg.broadcast(v, outs=[b.empty(shape, elem_of(y))], dimensions=others).results[0]
+        y = fn(y, v)
+    return y
+
+
+def _fit_length(ctx, node, v, n, what):
+    """1-D `v` with exactly the mixed length `n`: as it is when both are the
+    same static extent, else padded with zeros and sliced (never reading
+    past v), and the call fails unless v's length is n."""
+    b = ctx.b
+    have = shape_of(v)[0]
+    if isinstance(n, int) and have == n:
+        return v
+    ix = lambda e: b.index(e) if isinstance(e, int) else e  # noqa: E731
+    length = ix(b.mixed_shape(v)[0])
+    fail_unless(ctx, node, arith.cmpi(arith.CmpIPredicate.eq, length, ix(n)), what)
+    elem = elem_of(v)
+    padded = pad_tensor(ctx, v, [0], [ix(n)], 0.0)
+    size = [n] if isinstance(n, int) else [DYN]
+    return tensor.extract_slice(b.tensor_type([n if isinstance(n, int) else None], elem),
+                                padded, [], [] if isinstance(n, int) else [n], [],
+                                [0], size, [1])
 
 
 def _check_bn(g, node):
@@ -208,9 +306,6 @@ def _check_layer_norm(g, node):
         return "input rank is unknown"
     axis = norm_axis(attributes(node).get("axis", -1), len(xs))
     normalized = xs[axis:]
-    if None in normalized and any(k < len(node.output) and node.output[k] and
-                                  g.uses(node.output[k]) for k in (1, 2)):
-        return "the Mean and InvStdDev outputs need static normalized extents"
     for k in (1, 2):
         if has_input(node, k):
             s = g.shape(node.input[k])

@@ -8,6 +8,11 @@ through the named ops with a unit H dimension, 3-D and integers a
 `linalg.generic` with reduction loops). AveragePool divides by the taps of
 each window inside the input (ONNX's count_include_pad semantics). The
 global pools are a `linalg.reduce` over the spatial dimensions.
+
+Static spatial extents fix the geometry (pads, output extents, AveragePool
+divisors) at import time. Dynamic ones get it at run time as ONNX shape
+inference defines it (`_run_time_geometry`): the same windows, over a
+`tensor.pad` with dynamic amounts, and divisors from a sum pool of ones.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from ...dialects import arith, linalg, math
 from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
-from ._ops_common import (_PARALLEL, _affine, conv_padding, need_float, pad_tensor,
-                          unused_outputs)
+from ._ops_common import (_PARALLEL, _affine, conv_padding, fail_unless, need_float,
+                          pad_tensor, unused_outputs)
+from ._ops_normalization import count_splat
 from ._ops_registry import converter
 
 
@@ -52,6 +58,129 @@ def _divide_by_counts(ctx, node, y, counts):
         c = ctx.const_value(counts.astype(g.dtype(node.input[0])), "pool_counts")
         div = b.broadcast_to(c, b.mixed_shape(y))
     return arith.divf(y, div)
+
+
+# =============================================================================
+# Dynamic spatial extents: the geometry at run time
+# =============================================================================
+
+def _static_pool(g, node):
+    """Whether the input's and the output's spatial extents are static (the
+    geometry is then fixed at import time)."""
+    xs, ys = g.shape(node.input[0]), g.shape(node.output[0])
+    return (xs is not None and ys is not None and len(ys) == len(xs)
+            and None not in xs[2:] and None not in ys[2:])
+
+
+def _pool_attrs(g, node):
+    """(kernel, strides, dilations, pads, auto_pad, ceil_mode) of an N-D pool
+    from its attributes alone, pads None for SAME_* (the extents decide
+    them); or a str reason."""
+    xs = g.shape(node.input[0])
+    if xs is None or not 3 <= len(xs) <= 5:
+        return "only 1-D to 3-D pooling ([N, C, D1, ...] inputs) is supported"
+    k = len(xs) - 2
+    a = attributes(node)
+    kernel = list(a.get("kernel_shape", []))
+    strides = list(a.get("strides", [1] * k))
+    dil = list(a.get("dilations", [1] * k))
+    if len(kernel) != k or len(strides) != k or len(dil) != k:
+        return f"kernel_shape/strides/dilations must have {k} entries"
+    if min(kernel + strides + dil) < 1:
+        return "kernel_shape, strides and dilations must be positive"
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        pads = list(a.get("pads", [0] * (2 * k)))
+        if len(pads) != 2 * k or min(pads) < 0:
+            return f"invalid pads {pads}"
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * k)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = None
+    else:
+        return f"unsupported attribute value auto_pad='{auto_pad}'"
+    return kernel, strides, dil, pads, auto_pad, int(a.get("ceil_mode", 0))
+
+
+def _run_time_geometry(ctx, node, x):
+    """(kernel, strides, dilations, begin, end, explicit_end, out) of a pool
+    with dynamic spatial extents, per spatial axis; begin, end and out are
+    `index` values (begin and explicit_end ints for explicit pads), as ONNX shape
+    inference has them: SAME_* pads cover ceil(d / stride) windows; out is
+    (d + pads - window) / stride + 1, rounded down, or up with ceil_mode
+    less a last window that would start in the end padding; `end` adds the
+    padding that last window reads past the explicit pads. A padded input
+    smaller than the window fails the call, and then no window is read."""
+    b = ctx.b
+    kernel, strides, dil, pads, auto_pad, ceil = _pool_attrs(ctx.g, node)
+    k = len(kernel)
+    ix = lambda v: b.index(v) if isinstance(v, int) else v  # noqa: E731
+    ge = lambda u, v: arith.cmpi(arith.CmpIPredicate.sge, ix(u), ix(v))  # noqa: E731
+    ok = None
+    begin, end, explicit_end, outs = [], [], [], []
+    for i, d in enumerate(b.mixed_shape(x)[2:]):
+        d, s, span = ix(d), b.index(strides[i]), dil[i] * (kernel[i] - 1) + 1
+        if pads is None:
+            total = arith.maxsi(arith.subi(arith.addi(arith.muli(
+                arith.subi(arith.ceildivsi(d, s), b.index(1)), s), b.index(span)), d),
+                b.index(0))
+            small = arith.divsi(total, b.index(2))
+            big = arith.subi(total, small)
+            lo, hi = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+        else:
+            lo, hi = pads[i], pads[k + i]
+        start_end = arith.addi(d, ix(lo))  # where the end padding starts
+        room = arith.subi(arith.addi(start_end, ix(hi)), b.index(span))
+        fits = ge(room, 0)
+        ok = fits if ok is None else arith.andi(ok, fits)
+        n = (arith.ceildivsi if ceil else arith.floordivsi)(room, s)
+        if ceil:  # n + 1 windows unless the last would start in the end padding
+            n = arith.select(ge(arith.muli(n, s), start_end), n, arith.addi(n, b.index(1)))
+        else:
+            n = arith.addi(n, b.index(1))
+        n = arith.select(fits, n, b.index(0))
+        need = arith.addi(arith.muli(arith.subi(n, b.index(1)), s), b.index(span))
+        extra = arith.maxsi(arith.subi(need, arith.addi(start_end, ix(hi))), b.index(0))
+        begin.append(lo)
+        end.append(arith.addi(ix(hi), extra))
+        explicit_end.append(hi)
+        outs.append(n)
+    fail_unless(ctx, node, ok, "the padded input is smaller than the pooling window")
+    return kernel, strides, dil, begin, end, explicit_end, outs
+
+
+def _run_time_pool(ctx, node, x, kind):
+    """Max or sum pool (`kind`) of `x` with dynamic spatial extents; an
+    AveragePool divides the sums by each window's taps."""
+    g = ctx.g
+    geo = _run_time_geometry(ctx, node, x)
+    kernel, strides, dil, begin, end, explicit_end, out = geo
+    y = _window_reduce(ctx, x, kind, kernel, strides, dil, begin, end, out,
+                       unsigned=_types.is_unsigned(g.dtype(node.input[0])))
+    if node.op_type != "AveragePool":
+        return y
+    counts = _run_time_counts(ctx, x, geo, attributes(node).get("count_include_pad", 0))
+    lead = ctx.b.mixed_shape(x)[:2]
+    k = len(out)
+    counts = ctx.b.drop_unit_dims(counts, list(range(2, 2 + k)))
+    counts = linalg.broadcast(counts, outs=[ctx.b.empty(lead + out, elem_of(y))],
+                              dimensions=[0, 1]).results[0]
+    return arith.divf(y, counts)
+
+
+def _run_time_counts(ctx, x, geo, include_pad):
+    """The taps of each AveragePool window that count, [1, 1, out...]: a sum
+    pool of ones over the input, padded with ones by the explicit pads with
+    count_include_pad (the extra ceil_mode padding never counts)."""
+    kernel, strides, dil, begin, end, explicit_end, out = geo
+    k = len(out)
+    ones = ctx.b.splat(1.0, [1, 1] + ctx.b.mixed_shape(x)[2:], elem_of(x))
+    if include_pad:
+        ones = pad_tensor(ctx, ones, [0, 0] + begin, [0, 0] + explicit_end, 1.0)
+        begin = [0] * k
+        end = [arith.subi(e, ctx.b.index(h) if isinstance(h, int) else h)
+               for e, h in zip(end, explicit_end)]
+    return _window_reduce(ctx, ones, "sum", kernel, strides, dil, begin, end, out)
 
 
 # =============================================================================
@@ -168,11 +297,18 @@ def _check_pool_nd(g, node):
     if dt is not None and not _types.is_float(dt) and not (
             op == "MaxPool" and np.dtype(dt).kind in "iu"):
         return f"{op} on {np.dtype(dt).name} tensors is not supported"
-    return _check_pool_attrs(g, node, _pool_geometry)
+    return _check_pool_attrs(g, node, _geometry_check)
+
+
+def _geometry_check(g, node):
+    """The static geometry, or with dynamic extents the attributes alone."""
+    return _pool_geometry(g, node) if _static_pool(g, node) else _pool_attrs(g, node)
 
 
 def _check_pool(g, node):
     xs = g.shape(node.input[0])
+    if not _static_pool(g, node):
+        return _check_pool_nd(g, node)
     if xs is not None and len(xs) == 4 and _types.is_float(g.dtype(node.input[0])):
         return _check_pool_2d(g, node)
     return _check_pool_nd(g, node)
@@ -181,6 +317,9 @@ def _check_pool(g, node):
 @converter("MaxPool", "AveragePool", check=_check_pool, reads=(0,))
 def _pool(ctx, node):
     g = ctx.g
+    if not _static_pool(g, node):
+        return [_run_time_pool(ctx, node, ctx.get(node.input[0]),
+                               "max" if node.op_type == "MaxPool" else "sum")]
     if len(g.shape(node.input[0])) == 4 and _types.is_float(g.dtype(node.input[0])):
         return _pool_2d(ctx, node)
     x = ctx.get(node.input[0])
@@ -227,7 +366,8 @@ def _window_reduce(ctx, x, kind, kernel, strides, dil, begin, end, out_spatial,
     """Max or sum of `x` [N, C, D...] over pooling windows, padded with the
     reduction's identity. 1-D and 2-D float pools use the named
     `linalg.pooling_nchw_*` ops (1-D with a unit H dimension); 3-D and
-    integer pools a `linalg.generic` with reduction loops over the window."""
+    integer pools a `linalg.generic` with reduction loops over the window.
+    Pads and output extents may be `index` values."""
     b = ctx.b
     elem = elem_of(x)
     xs = shape_of(x)
@@ -246,7 +386,7 @@ def _window_reduce(ctx, x, kind, kernel, strides, dil, begin, end, out_spatial,
         pool = linalg.pooling_nchw_max if is_max else linalg.pooling_nchw_sum
         y = pool(xp, b.empty(kernel, elem), outs=[init], strides=strides, dilations=dil)
         if k == 1:
-            y = b.collapse(y, [[0], [1], [2, 3]], [xs[0], xs[1], out_spatial[1]])
+            y = b.collapse(y, [[0], [1], [2, 3]], [xs[0], xs[1], shape_of(y)[3]])
         return y
     n = 2 + 2 * k
     init = b.fill(b.scalar(fill, elem), b.empty(lead + list(out_spatial), elem))
@@ -291,7 +431,7 @@ def _check_lp_pool(g, node):
     if node.op_type == "GlobalLpPool":
         xs = g.shape(node.input[0])
         return None if xs is not None and len(xs) >= 3 else "needs an [N, C, ...] input"
-    geo = _pool_geometry(g, node)
+    geo = _geometry_check(g, node)
     return geo if isinstance(geo, str) else None
 
 
@@ -319,6 +459,8 @@ def _lp_pool(ctx, node):
     g = ctx.g
     p = _lp_p(node)
     x = _pow_abs(ctx, ctx.get(node.input[0]), p)
+    if not _static_pool(g, node):
+        return [_root(ctx, _run_time_pool(ctx, node, x, "sum"), p)]
     kernel, strides, dil, begin, end, _ = _pool_geometry(g, node)
     y = _window_reduce(ctx, x, "sum", kernel, strides, dil, begin, end,
                        g.shape(node.output[0])[2:])
@@ -347,8 +489,6 @@ def _check_global_pool(g, node):
     xs = g.shape(node.input[0])
     if xs is None or len(xs) < 3:
         return "needs an [N, C, ...] input"
-    if node.op_type == "GlobalAveragePool" and None in xs[2:]:
-        return "GlobalAveragePool needs static spatial extents"
     return None
 
 
@@ -362,6 +502,5 @@ def _global_pool(ctx, node):
         y = b.reduce(x, axes, arith.maximumf, float("-inf"))
         return [b.keep_dims(y, rank, axes)]
     y = b.reduce(x, axes, lambda v, acc: arith.addf(acc, v), 0.0)
-    count = int(np.prod(shape_of(x)[2:]))
-    y = arith.divf(y, b.splat(float(count), b.mixed_shape(y), elem_of(y)))
+    y = arith.divf(y, count_splat(ctx, b.mixed_shape(x)[2:], b.mixed_shape(y), elem_of(y)))
     return [b.keep_dims(y, rank, axes)]

@@ -1,5 +1,5 @@
-"""ONNX Resize, GridSample and ConvTranspose (the pools of every rank, LpPool
-included, are in `_ops_pooling.py`).
+"""ONNX Resize and GridSample (the pools of every rank, LpPool included, are
+in `_ops_pooling.py`; ConvTranspose in `_ops_contraction.py`).
 
 Converters register into `CONVERTERS` (`_ops_registry.py`) with the
 `converter` decorator, like those of the other `_ops_*.py` families.
@@ -15,6 +15,12 @@ constants, so the kernels only gather and multiply-add:
 * linear / cubic (any antialias footprint): one `linalg.generic` per
   resized axis with a tap loop unrolled in the body (indices and weights as
   1-D operands), accumulating in f32 (f64 for f64 inputs).
+
+Where scales/sizes/roi are read at run time, or an extent to resize is
+dynamic, the same kernels compute each source coordinate and weight in
+their bodies instead (`_resize_at_run_time`), the result extents come from
+arith on the parameters, and invalid parameters fail the call through the
+model's status.
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ import math as _pymath
 import numpy as np
 
 from ... import ir
-from ...dialects import arith, linalg, math, sits, tensor
+from ...dialects import arith, linalg, math, scf, tensor
 from . import _types
-from ._builder import DYN, elem_of, shape_of
+from ._builder import elem_of, shape_of
 from ._graph import attributes
 from ._ops_attention import _generic
-from ._ops_common import (_PARALLEL, _affine, _fmt, extract_slice, has_input, i64_attr,
-                          need_float, norm_axis)
+from ._ops_common import (I64, _PARALLEL, _affine, _fmt, fail_unless, has_input, need_float,
+                          norm_axis)
 from ._ops_registry import converter
 
 
@@ -59,9 +65,20 @@ def _const_or_none(g, node, k):
     return c
 
 
-def _resize_plan(g, node):
-    """Everything Resize needs, or a str reason: a dict with the output
-    extents and, per resized axis, (scale, out extent, roi pair)."""
+def _given(g, node, k):
+    """Whether the optional input k holds entries: an absent input, or a
+    constant or declared shape of 0 elements, does not."""
+    if not has_input(node, k):
+        return False
+    if g.is_const(node.input[k]):
+        return g.const(node.input[k]).size > 0
+    s = g.shape(node.input[k])
+    return s is None or 0 not in s
+
+
+def _resize_attrs(g, node):
+    """The attributes, axes and parameter inputs of a Resize, or a str
+    reason: what both the constant-table and the run-time paths read."""
     a = attributes(node)
     xs = g.shape(node.input[0])
     if xs is None:
@@ -87,28 +104,52 @@ def _resize_plan(g, node):
     dt = g.dtype(node.input[0])
     if mode != "nearest" and dt is not None and not _types.is_float(dt):
         return f"{mode} Resize of {np.dtype(dt).name} tensors is not supported (nearest is)"
-    for k, what in ((1, "roi"), (2, "scales"), (3, "sizes")):
-        if has_input(node, k) and not g.is_const(node.input[k]):
-            if k == 1 and ctm != "tf_crop_and_resize":
-                continue  # roi is read only by tf_crop_and_resize
-            return (f"{what} ('{node.input[k]}') must be known at import time "
-                    "(otherwise the result shape depends on run-time data)")
     axes = a.get("axes")
     axes = list(range(r)) if axes is None else [norm_axis(int(x), r) for x in axes]
     if len(set(axes)) != len(axes) or any(not 0 <= x < r for x in axes):
         return f"invalid axes {a.get('axes')}"
-    scales, sizes = _const_or_none(g, node, 2), _const_or_none(g, node, 3)
-    if (scales is None) == (sizes is None):
+    scales, sizes = _given(g, node, 2), _given(g, node, 3)
+    if scales == sizes:
         return "exactly one of scales and sizes must be given"
+    # roi is read only by tf_crop_and_resize.
+    params = (1,) * (ctm == "tf_crop_and_resize") + (2 if scales else 3,)
+    if ctm == "tf_crop_and_resize" and not _given(g, node, 1):
+        return "coordinate_transformation_mode='tf_crop_and_resize' needs a roi input"
+    return {"mode": mode, "ctm": ctm, "nearest_mode": nearest_mode, "antialias": antialias,
+            "A": float(a.get("cubic_coeff_a", -0.75)),
+            "exclude": int(a.get("exclude_outside", 0)),
+            "ev": float(a.get("extrapolation_value", 0.0)),
+            "policy": policy, "axes": axes, "params": params}
+
+
+def _resize_plan(g, node):
+    """Everything Resize needs, or a str reason. With constant parameters
+    and the extents they resize static: a dict with the output extents and,
+    per resized axis, (scale, out extent, roi pair), for import-time tables;
+    otherwise the attributes with "runtime" set (`_runtime_plan`)."""
+    attrs = _resize_attrs(g, node)
+    if isinstance(attrs, str):
+        return attrs
+    if all(g.is_const(node.input[k]) for k in attrs["params"]):
+        plan = _static_plan(g, node, attrs)
+        if plan is not None:
+            return plan
+    return _runtime_plan(g, node, attrs)
+
+
+def _static_plan(g, node, attrs):
+    """The import-time plan of `_resize_plan`, a str reason, or None when an
+    extent to resize is dynamic (the run-time path then computes it)."""
+    xs = g.shape(node.input[0])
+    r = len(xs)
+    axes, policy = attrs["axes"], attrs["policy"]
+    scales, sizes = _const_or_none(g, node, 2), _const_or_none(g, node, 3)
     given = scales if scales is not None else sizes
     if given.ndim != 1 or given.size != len(axes):
         return f"{'scales' if sizes is None else 'sizes'} has {given.size} entries for {len(axes)} axes"
     roi = None
-    if ctm == "tf_crop_and_resize":
-        roi_c = _const_or_none(g, node, 1)
-        if roi_c is None:
-            return "coordinate_transformation_mode='tf_crop_and_resize' needs a roi input"
-        roi_c = roi_c.astype(np.float64).reshape(-1)
+    if attrs["ctm"] == "tf_crop_and_resize":
+        roi_c = _const_or_none(g, node, 1).astype(np.float64).reshape(-1)
         if roi_c.size != 2 * len(axes):
             return f"roi has {roi_c.size} entries for {len(axes)} axes"
         roi = {ax: (roi_c[i], roi_c[len(axes) + i]) for i, ax in enumerate(axes)}
@@ -122,14 +163,13 @@ def _resize_plan(g, node):
             if xs[ax] is not None:
                 out[ax] = int(s * xs[ax])  # floor, as the reference
             elif s != 1.0:
-                out[ax] = None
+                return None
     else:
         sizes = sizes.astype(np.int64)
         if np.any(sizes < 0):
             return f"sizes must not be negative, got {sizes.tolist()}"
-        for ax in axes:
-            if xs[ax] is None:
-                return f"Resize by sizes needs static extents of the resized axes, got {_fmt(xs)}"
+        if any(xs[ax] is None for ax in axes):
+            return None
         if policy == "stretch":
             for ax, s in zip(axes, sizes):
                 scale_of[ax] = float(s) / xs[ax]
@@ -148,7 +188,7 @@ def _resize_plan(g, node):
         if identity:
             continue
         if xs[ax] is None or out[ax] is None:
-            return f"Resize needs static extents of the resized axes, got {_fmt(xs)}"
+            return None
         if out[ax] == 0 or xs[ax] == 0:
             return "Resize to or from an empty axis is not supported"
         resized.append((ax, scale_of[ax], out[ax], rp))
@@ -156,11 +196,27 @@ def _resize_plan(g, node):
     if ys is not None and len(ys) == r and any(
             y is not None and o is not None and y != o for y, o in zip(ys, out)):
         return f"the computed result shape {_fmt(out)} disagrees with ONNX's {_fmt(ys)}"
-    return {"mode": mode, "ctm": ctm, "nearest_mode": nearest_mode, "antialias": antialias,
-            "A": float(a.get("cubic_coeff_a", -0.75)),
-            "exclude": int(a.get("exclude_outside", 0)),
-            "ev": float(a.get("extrapolation_value", 0.0)),
-            "out": out, "resized": resized}
+    return {**attrs, "out": out, "resized": resized}
+
+
+def _runtime_plan(g, node, attrs):
+    """The plan of a Resize whose parameters or resized extents are known
+    only at run time, or a str reason: the inputs' ranks, lengths and
+    element types that import time can check."""
+    n = len(attrs["axes"])
+    for k in attrs["params"]:
+        what = ("roi", "scales", "sizes")[k - 1]
+        want = 2 * n if k == 1 else n
+        s = g.shape(node.input[k])
+        if s is not None and (len(s) != 1 or s[0] not in (None, want)):
+            return f"{what} has the shape {_fmt(s)}, {want} entries expected"
+        dt = g.dtype(node.input[k])
+        if dt is not None and not (np.dtype(dt) == np.int64 if k == 3 else _types.is_float(dt)):
+            return f"{what} of {np.dtype(dt).name} is not supported"
+    xs = g.shape(node.input[0])
+    if any(xs[ax] == 0 for ax in attrs["axes"]):
+        return "Resize to or from an empty axis is not supported"
+    return {**attrs, "runtime": True}
 
 
 def _check_resize(g, node):
@@ -258,10 +314,18 @@ def _axis_tables(plan, in_w, scale, out_w, roi):
     return idx, w, extrap
 
 
-@converter("Resize", check=_check_resize, reads=(0,))
+def _resize_reads(g, node):
+    """X, and the parameters the run-time path reads."""
+    plan = _resize_plan(g, node)
+    return (0,) + plan["params"] if isinstance(plan, dict) and plan.get("runtime") else (0,)
+
+
+@converter("Resize", check=_check_resize, reads=_resize_reads)
 def _resize(ctx, node):
     plan = _resize_plan(ctx.g, node)
     x = ctx.get(node.input[0])
+    if plan.get("runtime"):
+        return [_resize_at_run_time(ctx, node, x, plan)]
     xs = shape_of(x)
     if not plan["resized"]:
         return [x]
@@ -374,152 +438,281 @@ def _resize_axis(ctx, x, ax, table, ev, acc):
     return op.results[0]
 
 
-# =============================================================================
-# ConvTranspose: a stride-1 sits.conv over the zero-inserted input with the
-# flipped, in/out-swapped filter
-# =============================================================================
+# -- run-time parameters and extents ------------------------------------------
 #
-# y[o] = sum_{i, t: i*s + t*d = o + pb} x[i] w[t]. Inserting s - 1 zeros
-# between input elements (xz[i*s] = x[i]) and padding xz by d*(K-1) - pb at
-# the start makes that sum a plain convolution with the kernel reversed:
-# y[o] = sum_t xz_pad[o + t*d] w[K-1-t]. Negative paddings crop xz instead.
+# The tables' arithmetic moved into the kernels' bodies: every output
+# position computes its source coordinate (float64, as the reference) from
+# linalg.index and its axis's run-time scale and extents. Indices are
+# clamped into the input in float before the conversion, so that no value
+# of the parameters reads out of bounds.
 
-def _convt_geometry(g, node):
-    """(strides, dilations, groups, begin pads, end pads of the conv over xz,
-    output spatial extents), or a str reason."""
-    xs, ws = g.shape(node.input[0]), g.shape(node.input[1])
-    a = attributes(node)
-    if xs is None or ws is None or len(xs) != len(ws):
-        return "input ranks are unknown or differ"
-    if not 3 <= len(xs) <= 5:
-        return f"{len(xs) - 2}-D ConvTranspose is not supported (1-D to 3-D are)"
-    k = len(xs) - 2
-    if None in xs[1:] or None in ws:
-        return "ConvTranspose needs static channel and spatial extents and a static filter shape"
-    group = int(a.get("group", 1))
-    if group < 1 or xs[1] % group or ws[0] != xs[1]:
-        return f"filter {_fmt(ws)} does not fit input {_fmt(xs)} with group={group}"
-    kernel = list(ws[2:])
-    if list(a.get("kernel_shape", kernel)) != kernel:
-        return f"kernel_shape {a['kernel_shape']} differs from the filter's {kernel}"
-    strides = list(a.get("strides", [1] * k))
-    dil = list(a.get("dilations", [1] * k))
-    opad = list(a.get("output_padding", [0] * k))
-    if len(strides) != k or len(dil) != k or len(opad) != k:
-        return f"strides/dilations/output_padding must have {k} entries"
-    if min(strides) < 1 or min(dil) < 1 or min(opad) < 0:
-        return "strides and dilations must be positive, output_padding non-negative"
-    auto_pad = a.get("auto_pad", "NOTSET")
-    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
-        return f"unsupported attribute value auto_pad='{auto_pad}'"
-    full = [strides[i] * (xs[2 + i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1
-            for i in range(k)]
-    out_attr = a.get("output_shape")
-    if out_attr is not None:
-        out_attr = list(out_attr)[-k:]
-        if len(out_attr) != k:
-            return f"output_shape must have {k} spatial entries"
-    # As the ONNX reference: SAME_* derive the pads from output_shape
-    # (default input * stride); otherwise pads (default 0) stand and an
-    # explicit output_shape only sets the extent.
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and "pads" not in a:
-        out = out_attr or [xs[2 + i] * strides[i] for i in range(k)]
-        total = [full[i] - out[i] for i in range(k)]
-        small = [t // 2 for t in total]
-        big = [t - t // 2 for t in total]
-        pb = small if auto_pad == "SAME_UPPER" else big
+def _f64():
+    return ir.F64Type.get()
+
+
+def _fc(v):
+    return arith.constant(_f64(), float(v))
+
+
+def _to_f64(v):
+    """An index, integer or float scalar as f64."""
+    if isinstance(v.type, ir.IndexType):
+        v = arith.index_cast(I64(), v)
+    if isinstance(v.type, ir.IntegerType):
+        return arith.sitofp(_f64(), v)
+    return v if isinstance(v.type, ir.F64Type) else arith.extf(_f64(), v)
+
+
+def _and(a, b):
+    return b if a is None else arith.andi(a, b)
+
+
+def _entries(ctx, t, count):
+    """The first `count` entries of the 1-D run-time tensor `t` (0 past its
+    end: not read), and an i1 that it has exactly `count` (None when its
+    static length says so)."""
+    b = ctx.b
+    length = b.mixed_shape(t)[0]
+    elem = elem_of(t)
+    if isinstance(length, int):  # the plan checked it
+        return [tensor.extract(t, [b.index(k)]) for k in range(count)], None
+    out = []
+    for k in range(count):
+        read = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, b.index(k), length), [elem],
+                        has_else=True)
+        with ir.InsertionPoint(read.then_block):
+            scf.YieldOp([tensor.extract(t, [arith.constant(_idx_type(), k)])])
+        with ir.InsertionPoint(read.else_block):
+            scf.YieldOp([b.scalar(0, elem)])
+        out.append(read.results[0])
+    return out, arith.cmpi(arith.CmpIPredicate.eq, length, b.index(count))
+
+
+def _runtime_geometry(ctx, node, x, plan):
+    """(result extents, {axis: geometry}) of a run-time Resize; the
+    parameters' validity goes to the model's status (fail_unless), and
+    invalid ones give empty extents (or ONNX's static ones) and scale 1."""
+    b = ctx.b
+    F = arith.CmpFPredicate
+    axes, n = plan["axes"], len(plan["axes"])
+    by_scales = plan["params"][-1] == 2
+    mixed = b.mixed_shape(x)
+    in_i = {ax: b.index(d) if isinstance(d, int) else d for ax, d in enumerate(mixed)}
+    in_f = {ax: _to_f64(in_i[ax]) for ax in axes}
+    vals, ok = _entries(ctx, ctx.get(node.input[plan["params"][-1]]), n)
+    vals = [_to_f64(v) for v in vals]
+    if by_scales:
+        scale = dict(zip(axes, vals))
+        out_f = {ax: math.floor(arith.mulf(scale[ax], in_f[ax])) for ax in axes}
+        for v in vals:
+            ok = _and(ok, arith.cmpf(F.OGT, v, _fc(0)))  # NaN too fails
     else:
-        pads = [0] * (2 * k) if auto_pad == "VALID" else list(a.get("pads", [0] * (2 * k)))
-        if len(pads) != 2 * k:
-            return f"pads must have {2 * k} entries"
-        pb = pads[:k]
-        out = out_attr or [full[i] - pads[i] - pads[k + i] for i in range(k)]
-    if min(out) < 1:
-        return f"the result extents {out} are empty"
-    begin = [dil[i] * (kernel[i] - 1) - pb[i] for i in range(k)]
-    end = [out[i] - (xs[2 + i] - 1) * strides[i] - 1 + pb[i] for i in range(k)]
-    ys = g.shape(node.output[0])
-    if ys is not None and len(ys) == len(xs) and any(
-            y is not None and y != o for y, o in zip(ys[2:], out)):
-        return f"the computed result extents {out} disagree with ONNX's {_fmt(ys)}"
-    return strides, dil, group, begin, end, out
+        ratio = {ax: arith.divf(v, in_f[ax]) for ax, v in zip(axes, vals)}
+        for v in vals:
+            ok = _and(ok, arith.cmpf(F.OGE, v, _fc(0)))
+        if plan["policy"] == "stretch":
+            scale, out_f = ratio, dict(zip(axes, vals))
+        else:
+            pick = F.OLT if plan["policy"] == "not_larger" else F.OGT
+            sc = ratio[axes[0]]
+            for ax in axes[1:]:
+                sc = arith.select(arith.cmpf(pick, ratio[ax], sc), ratio[ax], sc)
+            scale = {ax: sc for ax in axes}
+            out_f = {ax: math.floor(arith.addf(arith.mulf(sc, in_f[ax]), _fc(0.5)))
+                     for ax in axes}
+    for ax in axes:
+        # A finite extent below 2^40 (fptosi is then defined), and a
+        # non-empty result only from a non-empty input.
+        ok = _and(ok, arith.cmpf(F.OLE, out_f[ax], _fc(2.0 ** 40)))
+        ok = _and(ok, arith.ori(arith.cmpf(F.OEQ, out_f[ax], _fc(0)),
+                                arith.cmpf(F.OGT, in_f[ax], _fc(0))))
+    roi = {}
+    if plan["ctm"] == "tf_crop_and_resize":
+        rv, rok = _entries(ctx, ctx.get(node.input[1]), 2 * n)
+        ok = _and(ok, rok) if rok is not None else ok
+        roi = {ax: (_to_f64(rv[i]), _to_f64(rv[n + i])) for i, ax in enumerate(axes)}
+    zero_f = _fc(0)
+    raw = {ax: arith.index_cast(_idx_type(), arith.fptosi(I64(), arith.select(
+        arith.cmpf(F.OLE, out_f[ax], _fc(2.0 ** 40)), arith.maxnumf(out_f[ax], zero_f), zero_f)))
+        for ax in axes}
+    # ONNX's static result extents are the kernel's where the input's extent
+    # is static too (then never empty, so the clamped reads stay inside).
+    ys = ctx.g.shape(node.output[0]) or (None,) * len(mixed)
+    pinned = {ax: ys[ax] for ax in axes if isinstance(ys[ax], int) and isinstance(mixed[ax], int)}
+    for ax, want in pinned.items():
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, raw[ax], b.index(want)))
+    what = "scales must be positive" if by_scales else "sizes must not be negative"
+    roi_note = f" (and roi {2 * n})" if roi else ""
+    shape_note = f", giving ONNX's result shape {_fmt(ys)}" if pinned else ""
+    fail_unless(ctx, node, ok, f"{what}, {n} entries{roi_note}{shape_note}, and a non-empty "
+                f"result needs a non-empty input")
+    extents = list(mixed)
+    geo = {}
+    for ax in axes:
+        extents[ax] = pinned.get(ax, arith.select(ok, raw[ax], b.index(0)))
+        e = b.index(extents[ax]) if isinstance(extents[ax], int) else extents[ax]
+        s = arith.select(ok, scale[ax], _fc(1))
+        geo[ax] = {"scale": s, "in": in_f[ax], "in_m1": arith.subf(in_f[ax], _fc(1)),
+                   "length": arith.mulf(s, in_f[ax]), "out": _to_f64(e), "roi": roi.get(ax)}
+    return extents, geo
 
 
-def _check_convt(g, node):
-    r = need_float(g, node) or need_float(g, node, 1)
-    if r:
-        return r
-    geo = _convt_geometry(g, node)
-    return geo if isinstance(geo, str) else None
+def _source(plan, geo, o):
+    """The source coordinate (f64) of output index `o` along one axis, and
+    an i1 for tf_crop_and_resize positions outside the input (else None),
+    in the reference's order of operations."""
+    F = arith.CmpFPredicate
+    ctm, s, length = plan["ctm"], geo["scale"], geo["length"]
+    y = _to_f64(o)
+    single = arith.cmpf(F.OEQ, length, _fc(1))
+    half = arith.subf(arith.divf(arith.addf(y, _fc(0.5)), s), _fc(0.5))
+    if ctm == "align_corners":
+        return arith.select(single, _fc(0), arith.divf(arith.mulf(y, geo["in_m1"]),
+                                                       arith.subf(length, _fc(1)))), None
+    if ctm == "asymmetric":
+        return arith.divf(y, s), None
+    if ctm == "pytorch_half_pixel":
+        return arith.select(single, _fc(-0.5), half), None
+    if ctm == "half_pixel":
+        return half, None
+    if ctm == "half_pixel_symmetric":
+        offset = arith.mulf(arith.divf(geo["in"], _fc(2)),
+                            arith.subf(_fc(1), arith.divf(geo["out"], length)))
+        return arith.addf(offset, half), None
+    lo, hi = geo["roi"]
+    span = arith.subf(hi, lo)
+    x = arith.select(single, arith.divf(arith.mulf(span, geo["in_m1"]), _fc(2)),
+                     arith.divf(arith.mulf(arith.mulf(y, span), geo["in_m1"]),
+                                arith.subf(length, _fc(1))))
+    x = arith.addf(x, arith.mulf(lo, geo["in_m1"]))
+    return x, arith.ori(arith.cmpf(F.OLT, x, _fc(0)), arith.cmpf(F.OGT, x, geo["in_m1"]))
 
 
-def _convt_filter(ctx, node, group):
-    """[C_in, C_out/g, K...] -> [C_out, C_in/g, K...] with the spatial axes
-    reversed: at import for a constant filter, else a gather generic."""
-    g, b = ctx.g, ctx.b
-    name = node.input[1]
-    ws = g.shape(name)
-    cin, cog, kernel = ws[0], ws[1], list(ws[2:])
-    cig = cin // group
-    k = len(kernel)
-    if g.is_const(name):
-        w = g.const(name).reshape([group, cig, cog] + kernel)
-        w = np.swapaxes(w, 1, 2).reshape([group * cog, cig] + kernel)
-        w = np.ascontiguousarray(np.flip(w, axis=tuple(range(2, 2 + k))))
-        return ctx.const_value(w, name + "_transposed")
-    w = ctx.get(name)
-    elem = elem_of(w)
-    shape = [group * cog, cig] + kernel
-    init = b.empty(shape, elem)
-    n = len(shape)
-    op = linalg.GenericOp([init.type], [], [init],
-                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(n))]),
-                          ir.ArrayAttr.get([_PARALLEL()] * n))
-    block = op.regions[0].blocks.append(elem)
-    with ir.InsertionPoint(block):
-        o, i = linalg.IndexOp(0).result, linalg.IndexOp(1).result
-        c = lambda v: arith.constant(_idx_type(), v)  # noqa: E731
-        # w[(o / cog) * cig + i, o % cog, K - 1 - t...]
-        src = [arith.addi(arith.muli(arith.divui(o, c(cog)), c(cig)), i), arith.remui(o, c(cog))]
-        for t in range(k):
-            src.append(arith.subi(c(kernel[t] - 1), linalg.IndexOp(2 + t).result))
-        linalg.YieldOp([tensor.extract(w, src)])
-    return op.results[0]
+def _clamped_index(v, in_m1):
+    """The integral f64 `v` clamped into [0, in_m1] (NaN to 0), as an index."""
+    v = arith.minnumf(arith.maxnumf(v, _fc(0)), in_m1)
+    return arith.index_cast(_idx_type(), arith.fptosi(I64(), v))
 
 
-@converter("ConvTranspose", check=_check_convt)
-def _conv_transpose(ctx, node):
-    b, g = ctx.b, ctx.g
-    strides, dil, group, begin, end, out = _convt_geometry(g, node)
-    x = ctx.get(node.input[0])
-    wf = _convt_filter(ctx, node, group)
-    bias = ctx.get(node.input[2]) if has_input(node, 2) else None
-    xs = shape_of(x)
-    k = len(xs) - 2
+def _resize_at_run_time(ctx, node, x, plan):
+    """Resize with run-time parameters or extents: one gather generic
+    (nearest) or one interpolating generic per axis of `axes`."""
+    b = ctx.b
+    extents, geo = _runtime_geometry(ctx, node, x, plan)
     elem = elem_of(x)
-    if any(s != 1 for s in strides):
-        # Zero insertion: x into a zero tensor at stride s.
-        lead = b.mixed_shape(x)[:2]
-        zs = [(xs[2 + i] - 1) * strides[i] + 1 for i in range(k)]
-        zeros = b.splat(0.0, lead + zs, elem)
-        dyn = [d for d in lead if not isinstance(d, int)]
-        x = tensor.insert_slice(x, zeros, [], dyn, [], [0] * (2 + k),
-                                [DYN if not isinstance(d, int) else d for d in lead] + list(xs[2:]),
-                                [1, 1] + list(strides))
-    crop = {2 + i: (max(0, -begin[i]),
-                    shape_of(x)[2 + i] - max(0, -begin[i]) - max(0, -end[i]), 1)
-            for i in range(k) if begin[i] < 0 or end[i] < 0}
-    if crop:
-        x = extract_slice(ctx, x, crop)
-    kw = {}
-    pads = [max(0, p) for p in begin] + [max(0, p) for p in end]
-    if any(pads):
-        kw["padding"] = ir.DenseI64ArrayAttr.get(pads)
-    if any(d != 1 for d in dil):
-        kw["dilations"] = ir.DenseI64ArrayAttr.get(dil)
-    if group != 1:
-        kw["groups"] = i64_attr(group)
-    return [sits.conv(x, wf, bias=bias, **kw)]
+    r = len(extents)
+    if plan["mode"] == "nearest":
+        return _generic(b, [], [], extents, elem,
+                        lambda _: _nearest_at_run_time(b, plan, x, geo, r))
+    acc = ir.F64Type.get() if isinstance(elem, ir.F64Type) else ir.F32Type.get()
+    y = x
+    for ax in plan["axes"]:
+        shape = b.mixed_shape(y)
+        shape[ax] = extents[ax]
+        y = _generic(b, [], [], shape, acc,
+                     lambda _, y=y, ax=ax: _interpolate_at_run_time(b, plan, y, ax, geo[ax], acc))
+    if elem != acc:
+        y = arith.truncf(b.tensor_type(shape_of(y), elem), y)
+    return y
+
+
+def _nearest_at_run_time(b, plan, x, geo, r):
+    """The body of the nearest gather: X at each axis's rounded source
+    coordinate, extrapolation_value outside a tf_crop_and_resize crop."""
+    F = arith.CmpFPredicate
+    coords = [linalg.IndexOp(d).result for d in range(r)]
+    outside = None
+    for ax, gx in geo.items():
+        src, out = _source(plan, gx, coords[ax])
+        base = math.floor(src)
+        frac = arith.subf(src, base)
+        up = {"round_prefer_floor": (F.OGT, 0.5), "round_prefer_ceil": (F.OGE, 0.5),
+              "ceil": (F.OGT, 0.0)}.get(plan["nearest_mode"])
+        if up is not None:
+            base = arith.addf(base, arith.select(arith.cmpf(up[0], frac, _fc(up[1])),
+                                                 _fc(1), _fc(0)))
+        coords[ax] = _clamped_index(base, gx["in_m1"])
+        if out is not None:
+            outside = out if outside is None else arith.ori(outside, out)
+    v = tensor.extract(x, coords)
+    if outside is not None:
+        v = arith.select(outside, b.scalar(plan["ev"], elem_of(x)), v)
+    return v
+
+
+def _kernel(plan, a):
+    """The interpolation weight at distance `a` (>= 0): triangle or Keys."""
+    F = arith.CmpFPredicate
+    if plan["mode"] == "linear":
+        return arith.maxnumf(arith.subf(_fc(1), a), _fc(0))
+    A = plan["A"]
+    near = arith.addf(arith.mulf(arith.mulf(arith.subf(arith.mulf(_fc(A + 2), a), _fc(A + 3)),
+                                            a), a), _fc(1))
+    far = arith.subf(arith.mulf(arith.addf(arith.mulf(arith.subf(arith.mulf(_fc(A), a),
+                                                                 _fc(5 * A)), a), _fc(8 * A)),
+                                a), _fc(4 * A))
+    return arith.select(arith.cmpf(F.OLE, a, _fc(1)), near,
+                        arith.select(arith.cmpf(F.OLT, a, _fc(2)), far, _fc(0)))
+
+
+def _interpolate_at_run_time(b, plan, x, ax, gx, acc):
+    """The body of one linear/cubic pass along `ax`: the taps `_axis_tables`
+    picks, weighted as `_coeffs` does (normalized with antialias or
+    exclude_outside), accumulated in `acc`."""
+    F = arith.CmpFPredicate
+    r = len(shape_of(x))
+    coords = [linalg.IndexOp(d).result for d in range(r)]
+    support = 1.0 if plan["mode"] == "linear" else 2.0
+    if plan["antialias"]:
+        # A footprint widened by 1/scale when shrinking: a run-time tap count.
+        s = arith.minimumf(gx["scale"], _fc(1))
+        start = arith.addf(math.floor(arith.divf(_fc(-support), s)), _fc(1))
+        taps = arith.subf(_fc(2), arith.mulf(_fc(2), start))
+    else:
+        s, start, taps = _fc(1), _fc(1 - support), _fc(2 * support)
+    normalize = plan["antialias"] or plan["exclude"]
+    src, outside = _source(plan, gx, coords[ax])
+    whole = math.floor(src)
+    ratio = arith.select(arith.cmpf(F.OEQ, src, whole), _fc(1), arith.subf(src, whole))
+    # The taps nearest to src (ties to the smaller index), as the tables.
+    pad = arith.divf(taps, _fc(2))
+    xp = arith.addf(src, pad)
+    p = math.floor(xp)
+    first = arith.select(arith.cmpf(F.OEQ, arith.subf(xp, p), _fc(0)),
+                         arith.subf(_fc(0), pad), arith.subf(_fc(1), pad))
+    first = arith.subf(arith.addf(p, first), pad)
+
+    def tap(k, num, den):
+        c = _kernel(plan, math.absf(arith.mulf(arith.subf(arith.addf(start, k), ratio), s)))
+        t = arith.addf(first, k)
+        if plan["exclude"]:
+            inside = arith.andi(arith.cmpf(F.OGE, t, _fc(0)), arith.cmpf(F.OLE, t, gx["in_m1"]))
+            c = arith.select(inside, c, _fc(0))
+        at = list(coords)
+        at[ax] = _clamped_index(t, gx["in_m1"])
+        v = tensor.extract(x, at)
+        if v.type != acc:
+            v = arith.extf(acc, v)
+        w = c if isinstance(acc, ir.F64Type) else arith.truncf(acc, c)
+        return arith.addf(num, arith.mulf(w, v)), arith.addf(den, c)
+
+    num, den = b.scalar(0, acc), _fc(0)
+    if plan["antialias"]:
+        count = arith.index_cast(_idx_type(), arith.fptosi(I64(), taps))
+        loop = scf.ForOp(arith.constant(_idx_type(), 0), count, arith.constant(_idx_type(), 1),
+                         [num, den])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(list(tap(_to_f64(loop.induction_variable), *loop.inner_iter_args)))
+        num, den = loop.results
+    else:
+        for k in range(int(2 * support)):
+            num, den = tap(_fc(k), num, den)
+    if normalize:
+        den = arith.select(arith.cmpf(F.OEQ, den, _fc(0)), _fc(1), den)
+        num = arith.divf(num, den if isinstance(acc, ir.F64Type) else arith.truncf(acc, den))
+    if outside is not None:
+        num = arith.select(outside, b.scalar(plan["ev"], acc), num)
+    return num
 
 
 # -- GridSample (opsets 16, 20, 22) ----------------------------------------------

@@ -1,6 +1,7 @@
 """Data-movement ONNX ops: Reshape, Flatten, Squeeze and Unsqueeze (to ONNX's
-inferred shape, symbolic extents included), Transpose, Concat, Slice, Split,
-Gather, Expand, Tile, Pad, Trilu, DepthToSpace/SpaceToDepth, and Shape.
+inferred shape, symbolic extents included), Transpose, Concat, Split,
+Gather, Expand, Tile, Trilu, DepthToSpace/SpaceToDepth, Shape and Size.
+(Slice and Pad are in `_ops_slice.py`.)
 """
 
 from __future__ import annotations
@@ -15,47 +16,74 @@ from . import _types
 from ._builder import DYN, elem_of, reshape_kind, shape_of
 from ._graph import attributes
 from ._ops_common import (I64, _PARALLEL, _fmt, axis_masks, cast_value, check_indices,
-                          checked_reshape, extract_slice, fail_unless, has_input, need_const, need_static,
-                          norm_axis, pad_tensor, unmasked_extents, wrap_clamp)
+                          checked_reshape, extract_slice, fail_unless, has_input, need_const,
+                          need_static, norm_axis, unmasked_extents, wrap_clamp)
 from ._ops_registry import converter
 
 
 def _check_depth_space(g, node):
     s = g.shape(node.input[0])
-    if s is None or len(s) != 4 or None in s[1:]:
-        return "needs a 4-D NCHW input with static C, H and W"
+    if s is None or len(s) != 4:
+        return "needs a 4-D NCHW input"
     bs = attributes(node).get("blocksize")
     if not bs or bs < 1:
         return "blocksize must be a positive integer"
-    if node.op_type == "DepthToSpace" and s[1] % (bs * bs):
+    if node.op_type == "DepthToSpace" and s[1] is not None and s[1] % (bs * bs):
         return "the channel count must be a multiple of blocksize²"
-    if node.op_type == "SpaceToDepth" and (s[2] % bs or s[3] % bs):
+    if node.op_type == "SpaceToDepth" and any(d is not None and d % bs for d in s[2:]):
         return "H and W must be multiples of blocksize"
     return None
 
 
 @converter("DepthToSpace", "SpaceToDepth", check=_check_depth_space)
 def _depth_space(ctx, node):
-    """The ONNX definitions: a 6-D reshape, a transpose and a reshape back."""
+    """The ONNX definitions: a 6-D expansion, a transpose and a collapse.
+    Extents known only at run time must divide by the block size (else the
+    call fails, and the code reads within x)."""
     b = ctx.b
     x = ctx.get(node.input[0])
     a = ctx.attrs(node)
     bs = a["blocksize"]
-    n, c, h, w = shape_of(x)
+    crd = a.get("mode", "DCR") in ("CRD", b"CRD")
+    shape = shape_of(x)
+    dims = b.mixed_shape(x)
+    ok = arith.constant(ir.IntegerType.get_signless(1), 1)
+
+    def part(k, by):
+        """Extent k divided by `by`: an int, or an index value (checked)."""
+        nonlocal ok
+        if shape[k] is not None:
+            return shape[k] // by
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, arith.remui(
+            dims[k], b.index(by)), b.index(0)))
+        return arith.divui(dims[k], b.index(by))
+
+    def expand(groups, extents):
+        static = [e if isinstance(e, int) else None for e in extents]
+        sizes = [b.index(e) if isinstance(e, int) else e for e in extents]
+        return b.expand_sized(x, groups, static, sizes)
+
+    n, c, h, w = dims
     if node.op_type == "DepthToSpace":
-        if a.get("mode", "DCR") in ("CRD", b"CRD"):
-            t = b.reshape(x, (n, c // (bs * bs), bs, bs, h, w))
+        cc = part(1, bs * bs)
+        if crd:
+            t = expand([[0], [1, 2, 3], [4], [5]], [n, cc, bs, bs, h, w])
             perm = (0, 1, 4, 2, 5, 3)
         else:
-            t = b.reshape(x, (n, bs, bs, c // (bs * bs), h, w))
+            t = expand([[0], [1, 2, 3], [4], [5]], [n, bs, bs, cc, h, w])
             perm = (0, 3, 4, 1, 5, 2)
-        out = (n, c // (bs * bs), h * bs, w * bs)
+        groups = [[0], [1], [2, 3], [4, 5]]
     else:
-        t = b.reshape(x, (n, c, h // bs, bs, w // bs, bs))
-        crd = a.get("mode", "DCR") in ("CRD", b"CRD")
+        t = expand([[0], [1], [2, 3], [4, 5]], [n, c, part(2, bs), bs, part(3, bs), bs])
         perm = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
-        out = (n, c * bs * bs, h // bs, w // bs)
-    return [b.reshape(b.transpose(t, perm), out)]
+        groups = [[0], [1, 2, 3], [4], [5]]
+    if None in shape:
+        fail_unless(ctx, node, ok, f"an extent is not a multiple of the block size {bs}")
+    t = b.transpose(t, perm)
+    ts = shape_of(t)
+    out = [None if any(ts[j] is None for j in g) else int(np.prod([ts[j] for j in g]))
+           for g in groups]
+    return [b.collapse(t, groups, out)]
 
 
 def _check_reshape_to_inferred(g, node, what):
@@ -63,10 +91,91 @@ def _check_reshape_to_inferred(g, node, what):
     dst = g.shape(node.output[0])
     if src is None or dst is None:
         return f"the {what} result shape could not be inferred"
-    if reshape_kind(src, dst) is None and not symbolic_reshape_ok(g, node.input[0], node.output[0]):
+    if reshape_kind(src, dst) is None and not symbolic_reshape_ok(g, node.input[0], node.output[0]) \
+            and _target_symbols(g, node) is None:
         return (f"{what} from {_fmt(src)} to {_fmt(dst)} is neither a collapse nor an "
                 f"expansion and has dynamic extents")
     return None
+
+
+def _target_symbols(g, node):
+    """(source, target) symbolic shapes of a Flatten, or of a Reshape to a
+    constant shape, in terms of the input's own extents (`d0`, `d1`, ...
+    for its dynamic ones): a 0 in the shape copies the input's extent, a
+    -1 is the product of the extents the others leave. None when that is
+    not a plain product (a dynamic extent split, or one of several -1s)."""
+    src = g.shape(node.input[0])
+    if src is None:
+        return None
+    syms = [d if d is not None else f"d{k}" for k, d in enumerate(src)]
+    if node.op_type == "Flatten":
+        axis = attributes(node).get("axis", 1)
+        axis = axis + len(src) if axis < 0 else axis  # in [-r, r]
+        return syms, [_product_symbol(syms[:axis]), _product_symbol(syms[axis:])]
+    if node.op_type != "Reshape" or not g.is_const(node.input[1]):
+        return None
+    shape = [int(v) for v in np.asarray(g.const(node.input[1])).reshape(-1)]
+    allowzero = attributes(node).get("allowzero", 0)
+    dst = [syms[k] if v == 0 and not allowzero and k < len(syms) else v
+           for k, v in enumerate(shape)]
+    if dst.count(-1) > 1 or any(isinstance(v, int) and v < -1 for v in dst):
+        return None
+    if -1 in dst:
+        left = list(syms)
+        for v in dst:
+            if isinstance(v, str):
+                if v not in left:
+                    return None
+                left.remove(v)
+        known = int(np.prod([v for v in dst if isinstance(v, int) and v != -1], dtype=np.int64))
+        static = int(np.prod([v for v in left if isinstance(v, int)], dtype=np.int64))
+        if known == 0 or static % known:
+            return None
+        dst[dst.index(-1)] = _product_symbol([static // known] + [v for v in left if isinstance(v, str)])
+    return syms, dst
+
+
+def _product_symbol(factors):
+    """A product of ints and names as `_product_of` reads it: an int when
+    every factor is one."""
+    names = [f for f in factors if isinstance(f, str)]
+    c = int(np.prod([f for f in factors if not isinstance(f, str)], dtype=np.int64))
+    if not names:
+        return c
+    return "*".join(([str(c)] if c != 1 else []) + names)
+
+
+def _reshape_by_symbols(ctx, node):
+    """A Flatten, or a Reshape to a constant shape, by `_target_symbols`: a
+    collapse or an expansion whose dynamic extents are products of the
+    input's, or a `tensor.reshape` to extents computed from them."""
+    b = ctx.b
+    x = ctx.get(node.input[0])
+    src, dst = _target_symbols(ctx.g, node)
+    shape = ctx.g.shape(node.output[0])
+    if _same_symbolic(src, dst):
+        return [b.cast_to(x, shape)]
+    groups = symbolic_groups(src, dst)
+    if groups is not None and len(dst) < len(src):
+        return [b.collapse(x, groups, shape)]
+    sizes = []
+    for d, want in zip(dst, shape):
+        if want is not None:
+            sizes.append(b.index(want))
+            continue
+        c, names = _product_of(d)
+        e = b.index(c)
+        for n in names:
+            e = arith.muli(e, b.dim(x, int(n[1:])))
+        sizes.append(e)
+    if groups is not None:
+        return [b.expand_sized(x, groups, shape, sizes)]
+    i64 = ir.IntegerType.get_signless(64)
+    target = tensor.from_elements(ir.RankedTensorType.get([len(sizes)], i64),
+                                  [arith.index_cast(i64, e) for e in sizes])
+    # All extents dynamic: memref.reshape lowers only those (the importer
+    # pins the static ones).
+    return [tensor.reshape(b.tensor_type([None] * len(sizes), elem_of(x)), x, target)]
 
 
 def symbolic_reshape_ok(g, src_name, dst_name) -> bool:
@@ -154,10 +263,17 @@ def _product_of(dim):
 
 
 def _runtime_shape(g, node) -> bool:
-    """Whether a Reshape's target shape is only known at run time: neither
-    a constant nor provable from ONNX's symbolic shapes."""
-    return not g.is_const(node.input[1]) and \
-        not symbolic_reshape_ok(g, node.input[0], node.output[0])
+    """Whether a Reshape's target shape is read at run time: not provable
+    from ONNX's symbolic shapes, and not a constant whose extents are
+    products of the input's (a constant that splits a dynamic extent is
+    read like a computed one)."""
+    if symbolic_reshape_ok(g, node.input[0], node.output[0]):
+        return False
+    if not g.is_const(node.input[1]):
+        return True
+    src, dst = g.shape(node.input[0]), g.shape(node.output[0])
+    return src is not None and dst is not None and reshape_kind(src, dst) is None and \
+        _target_symbols(g, node) is None
 
 
 def _check_runtime_axes(g, node, name):
@@ -186,8 +302,11 @@ def _reshape_to_inferred(ctx, node):
     groups = None
     if symbolic_reshape_ok(g, node.input[0], node.output[0]):
         groups = symbolic_groups(g.sym_shape(node.input[0]), g.sym_shape(node.output[0]))
-    if groups is None:  # the static shapes tell (the check made sure)
-        return [b.reshape(x, shape)]
+    if groups is None:
+        if reshape_kind(shape_of(x), shape) is None and \
+                not _same_symbolic(g.sym_shape(node.input[0]), g.sym_shape(node.output[0])):
+            return _reshape_by_symbols(ctx, node)
+        return [b.reshape(x, shape)]  # the shapes tell
     if len(shape) < len(shape_of(x)):
         return [b.collapse(x, groups, shape)]
     # An expansion: every dynamic extent comes from the symbols it names.
@@ -338,47 +457,6 @@ def _concat(ctx, node):
     return [tensor.concat(ctx.b.tensor_type(out, elem_of(vals[0])), axis, vals)]
 
 
-def slice_params(g, node):
-    """Per-axis (start, size, step) of a Slice node, or a str reason."""
-    r = need_const(g, node, 1, 2, 3, 4)
-    if r:
-        return r
-    xs = g.shape(node.input[0])
-    if xs is None:
-        return "input rank is unknown"
-    starts = g.const(node.input[1]).reshape(-1).astype(np.int64)
-    ends = g.const(node.input[2]).reshape(-1).astype(np.int64)
-    rank = len(xs)
-    axes = g.const(node.input[3]).reshape(-1) if has_input(node, 3) else np.arange(len(starts))
-    steps = g.const(node.input[4]).reshape(-1) if has_input(node, 4) else np.ones(len(starts), np.int64)
-    params = {}
-    for st, en, ax, sp in zip(starts, ends, axes, steps):
-        ax = norm_axis(int(ax), rank)
-        st, en, sp = int(st), int(en), int(sp)
-        d = xs[ax]
-        if sp <= 0:
-            return "Slice with a negative step is not supported"
-        if d is None:
-            if st == 0 and en >= (1 << 62):
-                continue
-            return f"Slice along axis {ax}, whose extent is dynamic, is not supported"
-        st = min(max(st + d if st < 0 else st, 0), d)
-        en = min(max(en + d if en < 0 else en, 0), d)
-        size = max(0, -(-(en - st) // sp))
-        params[ax] = (st, size, sp)
-    return params
-
-
-def _check_slice(g, node):
-    p = slice_params(g, node)
-    return p if isinstance(p, str) else None
-
-
-@converter("Slice", check=_check_slice)
-def _slice(ctx, node):
-    return [extract_slice(ctx, ctx.get(node.input[0]), slice_params(ctx.g, node))]
-
-
 def _runtime_split(g, node) -> bool:
     """Whether a Split's lengths are only known at run time: given by a
     computed input, or equal parts of a dynamic extent."""
@@ -484,8 +562,6 @@ def _check_gather(g, node):
     if not -len(xs) <= axis < len(xs):
         return f"axis {axis} is out of range for rank {len(xs)}"
     axis = norm_axis(axis, len(xs))
-    if xs[axis] is None and not g.is_const(node.input[1]):
-        return "Gather along a dynamic axis is not supported"
     return None
 
 
@@ -573,7 +649,9 @@ def _emit_gather(ctx, node, data) -> ir.Value:
 def gather_generic(ctx, data, indices, axis):
     """`linalg.generic` reading `data` at `indices` along `axis` with
     `tensor.extract` (negative indices count from the end; out-of-range
-    ones are clamped, see `wrap_clamp`)."""
+    ones are clamped, see `wrap_clamp`). Along an axis whose extent is 0
+    at run time nothing can be read: the result is zeros (and
+    `check_indices` fails the call when there are indices)."""
     b = ctx.b
     ds, is_ = shape_of(data), shape_of(indices)
     q = len(is_)
@@ -584,6 +662,20 @@ def gather_generic(ctx, data, indices, axis):
     init = b.empty(out_mixed, elem)
     ielem = elem_of(indices)
     extent = b.dim(data, axis) if ds[axis] is None else None
+    if extent is not None:
+        empty = arith.cmpi(arith.CmpIPredicate.eq, extent, b.index(0))
+        branch = scf.IfOp(empty, [init.type], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([b.fill(b.scalar(0, elem), init)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([_gather_body(data, indices, axis, init, extent)])
+        return branch.results[0]
+    return _gather_body(data, indices, axis, init, b.index(ds[axis]))
+
+
+def _gather_body(data, indices, axis, init, size):
+    ds, n, q = shape_of(data), len(shape_of(init)), len(shape_of(indices))
+    elem, ielem = elem_of(data), elem_of(indices)
     idx_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(axis + j) for j in range(q)])
     op = linalg.GenericOp([init.type], [indices], [init],
                           ir.ArrayAttr.get([ir.AffineMapAttr.get(idx_map),
@@ -591,7 +683,6 @@ def gather_generic(ctx, data, indices, axis):
                           ir.ArrayAttr.get([_PARALLEL()] * n))
     block = op.regions[0].blocks.append(ielem, elem)
     with ir.InsertionPoint(block):
-        size = extent if extent is not None else arith.constant(ir.IndexType.get(), ds[axis])
         i = wrap_clamp(block.arguments[0], size)
         coords = [linalg.IndexOp(d).result for d in range(axis)] + [i] + \
                  [linalg.IndexOp(axis + q + d).result for d in range(len(ds) - axis - 1)]
@@ -709,36 +800,6 @@ def _tile(ctx, node):
     return [op.results[0]]
 
 
-def _check_pad(g, node):
-    mode = attributes(node).get("mode", "constant")
-    if mode != "constant":
-        return f"unsupported attribute value mode='{mode}' (only constant padding)"
-    r = need_const(g, node, 1, 2, 3)
-    if r:
-        return r
-    pads = g.const(node.input[1]).reshape(-1)
-    if np.any(pads < 0):
-        return "negative pads are not supported"
-    return None
-
-
-@converter("Pad", check=_check_pad)
-def _pad(ctx, node):
-    g = ctx.g
-    x = ctx.get(node.input[0])
-    rank = len(shape_of(x))
-    pads = [int(p) for p in g.const(node.input[1]).reshape(-1)]
-    axes = [norm_axis(int(a), rank) for a in g.const(node.input[3]).reshape(-1)] \
-        if has_input(node, 3) else list(range(rank))
-    begin, end = [0] * rank, [0] * rank
-    for j, ax in enumerate(axes):
-        begin[ax], end[ax] = pads[j], pads[j + len(axes)]
-    value = 0
-    if has_input(node, 2):
-        value = g.const(node.input[2]).reshape(-1)[0].item()
-    return [pad_tensor(ctx, x, begin, end, value)]
-
-
 def _check_trilu(g, node):
     s = g.shape(node.input[0])
     if s is None or len(s) < 2:
@@ -780,6 +841,19 @@ def _trilu(ctx, node):
         keep = arith.cmpi(arith.CmpIPredicate.sge if upper else arith.CmpIPredicate.sle, diff, kk)
         linalg.YieldOp([arith.select(keep, block.arguments[0], zero)])
     return [op.results[0]]
+
+
+@converter("Size")
+def _size(ctx, node):
+    """The element count, when some extent is known only at run time (a
+    static one is folded at import time)."""
+    b = ctx.b
+    i64 = I64()
+    total = arith.constant(i64, 1)
+    for d in b.mixed_shape(ctx.get(node.input[0])):
+        total = arith.muli(total, arith.constant(i64, d) if isinstance(d, int)
+                           else arith.index_cast(i64, d))
+    return [tensor.from_elements(b.tensor_type([], np.int64), [total])]
 
 
 @converter("Shape")
