@@ -252,8 +252,12 @@ void mlir::sits::buildCpuPassPipeline(OpPassManager &pm,
     // schedule minimizes memory: the joined result keeps every sibling's
     // output alive at once, where the reorderer could have finished one
     // branch before starting the next.
-    if (options.fuseSiblingMatmuls && options.profile != "memory")
-      nested.addPass(createSitsFuseSiblingMatmuls());
+    // Float weights are joined where they are packed, without a copy.
+    if (options.fuseSiblingMatmuls && options.profile != "memory") {
+      SitsFuseSiblingMatmulsOptions fuse;
+      fuse.deferJoin = options.precision == "fp32";
+      nested.addPass(createSitsFuseSiblingMatmuls(fuse));
+    }
     // Per-block precision is chosen for one weight's data, not for every
     // call's: with it, layers stay inline.
     if (options.outlineLayers && options.precision != "auto")

@@ -344,6 +344,42 @@ AsmResourceBlob mlir::sits::makeFinalWeightBlob(MLIRContext *context,
       /*dataIsMutable=*/false);
 }
 
+std::optional<ArrayRef<char>>
+mlir::sits::getSplatElementBytes(ElementsAttr value) {
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1) ||
+      dense.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  return dense.getRawData();
+}
+
+TypedAttr mlir::sits::joinConstants(ArrayRef<ElementsAttr> parts, int64_t dim,
+                                    RankedTensorType type) {
+  int64_t elementBytes = getElementBytes(type);
+  int64_t rows = dim == 0 ? 1 : type.getDimSize(0);
+  int64_t total = type.getNumElements() * elementBytes;
+  AsmResourceBlob blob = makeWeightBlob(total, [&](MutableArrayRef<char> out) {
+    // Each part contributes a run of its row to every row of the result.
+    int64_t outRow = total / rows, at = 0;
+    for (ElementsAttr part : parts) {
+      int64_t run = part.getNumElements() * elementBytes / rows;
+      if (std::optional<ArrayRef<char>> splat = getSplatElementBytes(part)) {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t e = 0; e < run; e += elementBytes)
+            std::memcpy(out.data() + r * outRow + at + e, splat->data(),
+                        elementBytes);
+      } else {
+        ArrayRef<char> bytes = *getConstantBytes(part);
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(out.data() + r * outRow + at, bytes.data() + r * run,
+                      run);
+      }
+      at += run;
+    }
+  });
+  return makeConstantLike(parts.front(), type, std::move(blob), ".siblings");
+}
+
 int64_t mlir::sits::getElementBytes(ShapedType type) {
   return type.getElementType().getIntOrFloatBitWidth() / 8;
 }
@@ -467,33 +503,71 @@ mlir::sits::getConstantSources(Value value, const CallSites &calls) {
   return sources;
 }
 
-Value mlir::sits::deriveConstant(
-    RewriterBase &rewriter, Value value, ArrayRef<ConstantSource> sources,
-    function_ref<TypedAttr(const ConstantSource &)> derive) {
-  assert(!sources.empty() && "deriveConstant needs the value's constants");
-  if (!sources.front().call)
-    return arith::ConstantOp::create(rewriter, sources.front().op->getLoc(),
-                                     derive(sources.front()));
+SmallVector<SmallVector<ConstantSource>>
+mlir::sits::getJoinedConstantSources(ValueRange parts, const CallSites &calls) {
+  SmallVector<SmallVector<ConstantSource>> paths;
+  for (Value part : parts) {
+    SmallVector<ConstantSource> sources = getConstantSources(part, calls);
+    if (sources.empty() ||
+        getArgumentFunction(part) != getArgumentFunction(parts.front()))
+      return {};
+    if (paths.empty())
+      paths.resize(sources.size());
+    if (sources.size() != paths.size())
+      return {};
+    for (auto [path, source] : llvm::zip(paths, sources)) {
+      // Arguments of one function: each path is one call's operands.
+      if (!path.empty() && path.front().call != source.call)
+        return {};
+      path.push_back(source);
+    }
+  }
+  return paths;
+}
+
+Value mlir::sits::deriveJoinedConstant(
+    RewriterBase &rewriter, ValueRange parts,
+    ArrayRef<SmallVector<ConstantSource>> paths,
+    function_ref<TypedAttr(ArrayRef<ConstantSource>)> derive) {
+  assert(!paths.empty() && "deriveJoinedConstant needs the parts' constants");
+  const ConstantSource &first = paths.front().front();
+  if (!first.call)
+    return arith::ConstantOp::create(rewriter, first.op->getLoc(),
+                                     derive(paths.front()));
 
   OpBuilder::InsertionGuard guard(rewriter);
-  func::FuncOp func = getArgumentFunction(value);
+  func::FuncOp func = getArgumentFunction(parts.front());
   unsigned index = func.getNumArguments();
   Type type;
-  for (const ConstantSource &source : sources) {
-    rewriter.setInsertionPoint(source.call);
-    Value derived = arith::ConstantOp::create(rewriter, source.op->getLoc(),
-                                              derive(source));
+  for (ArrayRef<ConstantSource> path : paths) {
+    func::CallOp call = path.front().call;
+    rewriter.setInsertionPoint(call);
+    Value derived = arith::ConstantOp::create(
+        rewriter, path.front().op->getLoc(), derive(path));
     assert((!type || derived.getType() == type) &&
            "constants derived for one argument differ in type");
     type = derived.getType();
-    rewriter.modifyOpInPlace(
-        source.call, [&] { source.call->insertOperands(index, derived); });
+    rewriter.modifyOpInPlace(call,
+                             [&] { call->insertOperands(index, derived); });
   }
   // func.func takes any signature: this cannot fail.
   rewriter.modifyOpInPlace(func, [&] {
-    (void)func.insertArgument(index, type, /*argAttrs=*/{}, value.getLoc());
+    (void)func.insertArgument(index, type, /*argAttrs=*/{},
+                              parts.front().getLoc());
   });
   return func.getArgument(index);
+}
+
+Value mlir::sits::deriveConstant(
+    RewriterBase &rewriter, Value value, ArrayRef<ConstantSource> sources,
+    function_ref<TypedAttr(const ConstantSource &)> derive) {
+  SmallVector<SmallVector<ConstantSource>> paths =
+      llvm::map_to_vector(sources, [](const ConstantSource &s) {
+        return SmallVector<ConstantSource>{s};
+      });
+  return deriveJoinedConstant(
+      rewriter, value, paths,
+      [&](ArrayRef<ConstantSource> path) { return derive(path.front()); });
 }
 
 void mlir::sits::eraseIfUnused(RewriterBase &rewriter, Value value,

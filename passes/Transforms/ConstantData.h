@@ -78,6 +78,16 @@ void setWeightFile(MLIRContext *context, int fd, uint64_t base);
 std::optional<uint64_t> getWeightFileOffset(MLIRContext *context,
                                             ArrayRef<char> bytes);
 
+/// The bytes of the one element of a splat of byte-sized elements (a zero
+/// bias, say).
+std::optional<ArrayRef<char>> getSplatElementBytes(ElementsAttr value);
+
+/// `parts` (each plain data, getConstantBytes, or a splat, of `type`'s
+/// element type and rank 1 or 2) joined along `dim` (0 or, for rank 2, 1)
+/// into one constant of `type`, written with makeWeightBlob.
+TypedAttr joinConstants(ArrayRef<ElementsAttr> parts, int64_t dim,
+                        RankedTensorType type);
+
 /// Bytes per element of a constant whose data getConstantBytes can read.
 int64_t getElementBytes(ShapedType type);
 
@@ -130,6 +140,22 @@ SmallVector<ConstantSource> getConstantSources(Value value,
 Value deriveConstant(RewriterBase &rewriter, Value value,
                      ArrayRef<ConstantSource> sources,
                      function_ref<TypedAttr(const ConstantSource &)> derive);
+
+/// The constants of a value computed from `parts` (the weights a
+/// `tensor.concat` joins), path by path, each path holding one constant per
+/// part: one path when every part is its own constant, one per call when
+/// every part is an argument of one private function. Empty when a part has
+/// no constants or the parts mix the two.
+SmallVector<SmallVector<ConstantSource>>
+getJoinedConstantSources(ValueRange parts, const CallSites &calls);
+
+/// deriveConstant for a value computed from `parts` whose constants are
+/// `paths` (getJoinedConstantSources): `derive` of each path's constants, as
+/// a constant or, for arguments, a new argument of their function.
+Value deriveJoinedConstant(
+    RewriterBase &rewriter, ValueRange parts,
+    ArrayRef<SmallVector<ConstantSource>> paths,
+    function_ref<TypedAttr(ArrayRef<ConstantSource>)> derive);
 
 /// Erases `value`, whose constants are `sources` (getConstantSources of
 /// `value`), once nothing uses it: its constant, or the function argument

@@ -18,8 +18,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
-#include <cstring>
-
 namespace mlir::sits {
 #define GEN_PASS_DEF_SITSFUSESIBLINGMATMULS
 #include "passes/Transforms/Passes.h.inc"
@@ -30,15 +28,6 @@ using namespace mlir::sits;
 
 namespace {
 
-/// A splat of byte-sized elements (a zero bias): its one element's bytes.
-std::optional<ArrayRef<char>> getSplatBytes(ElementsAttr value) {
-  auto dense = dyn_cast<DenseElementsAttr>(value);
-  if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1) ||
-      dense.getElementType().getIntOrFloatBitWidth() % 8 != 0)
-    return std::nullopt;
-  return dense.getRawData();
-}
-
 /// The constant data of `value` when it is plain dense data (an
 /// `arith.constant` whose bytes can be read, or a splat) used only once.
 std::optional<ElementsAttr> getSoleConstant(Value value) {
@@ -48,7 +37,7 @@ std::optional<ElementsAttr> getSoleConstant(Value value) {
   auto data = constant ? dyn_cast<ElementsAttr>(constant.getValue()) : nullptr;
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!data || !type || type.getEncoding() ||
-      (!getConstantBytes(data) && !getSplatBytes(data)))
+      (!getConstantBytes(data) && !getSplatElementBytes(data)))
     return std::nullopt;
   return data;
 }
@@ -83,42 +72,11 @@ bool areSiblings(MatmulOp a, MatmulOp b) {
          a->getAttrDictionary() == b->getAttrDictionary();
 }
 
-/// The constants `parts` joined along dimension `dim` (0 or, for rank 2, 1)
-/// into one of `type`.
-TypedAttr concatenate(ArrayRef<ElementsAttr> parts, int64_t dim,
-                      RankedTensorType type) {
-  int64_t elementBytes = getElementBytes(type);
-  int64_t rows = dim == 0 ? 1 : type.getDimSize(0);
-  int64_t total = type.getNumElements() * elementBytes;
-  AsmResourceBlob blob = makeWeightBlob(total, [&](MutableArrayRef<char> out) {
-    // Each part contributes a run of its row to every row of the result.
-    int64_t outRow = total / rows, at = 0;
-    for (ElementsAttr part : parts) {
-      int64_t run = part.getNumElements() * elementBytes / rows;
-      if (std::optional<ArrayRef<char>> splat = getSplatBytes(part)) {
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t e = 0; e < run; e += elementBytes)
-            std::memcpy(out.data() + r * outRow + at + e, splat->data(),
-                        elementBytes);
-      } else {
-        ArrayRef<char> bytes = *getConstantBytes(part);
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(out.data() + r * outRow + at, bytes.data() + r * run,
-                      run);
-      }
-      at += run;
-    }
-  });
-  for (ElementsAttr part : parts)
-    releaseConstantPages(part);
-  return makeConstantLike(parts.front(), type, std::move(blob), ".siblings");
-}
-
 } // namespace
 
-FailureOr<MatmulOp>
-mlir::sits::fuseSiblingMatmuls(RewriterBase &rewriter,
-                               ArrayRef<MatmulOp> siblings) {
+FailureOr<MatmulOp> mlir::sits::fuseSiblingMatmuls(RewriterBase &rewriter,
+                                                   ArrayRef<MatmulOp> siblings,
+                                                   bool deferJoin) {
   if (siblings.size() < 2)
     return failure();
   MatmulOp first = siblings.front();
@@ -148,18 +106,38 @@ mlir::sits::fuseSiblingMatmuls(RewriterBase &rewriter,
       llvm::map_range(siblings, [](MatmulOp op) { return op.getLoc(); })));
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(first);
-  Value rhs = arith::ConstantOp::create(
-      rewriter, loc,
-      concatenate(weights, transposed ? 0 : 1,
-                  RankedTensorType::get(rhsShape, rhsType.getElementType())));
+  auto joinedType = RankedTensorType::get(rhsShape, rhsType.getElementType());
+  Value rhs;
+  if (deferJoin && !transposed &&
+      llvm::all_of(weights, [](ElementsAttr weight) {
+        return getConstantBytes(weight).has_value();
+      })) {
+    // The weights stay where they are; whoever lays them out for the
+    // kernels reads them side by side (sits-cpu-pack-weights), so no joined
+    // copy is ever written. Their constants move up to the join.
+    for (MatmulOp op : siblings)
+      if (op != first)
+        rewriter.moveOpBefore(op.getRhs().getDefiningOp(), first);
+    rhs = tensor::ConcatOp::create(
+        rewriter, loc, joinedType, /*dim=*/1,
+        llvm::map_to_vector(siblings,
+                            [](MatmulOp op) -> Value { return op.getRhs(); }));
+  } else {
+    rhs = arith::ConstantOp::create(
+        rewriter, loc, joinConstants(weights, transposed ? 0 : 1, joinedType));
+    for (ElementsAttr weight : weights)
+      releaseConstantPages(weight);
+  }
   Value bias;
   if (!biases.empty()) {
     auto biasType = cast<RankedTensorType>(first.getBias().getType());
     bias = arith::ConstantOp::create(
         rewriter, loc,
-        concatenate(
+        joinConstants(
             biases, 0,
             RankedTensorType::get({columns}, biasType.getElementType())));
+    for (ElementsAttr part : biases)
+      releaseConstantPages(part);
   }
   auto resultType = cast<RankedTensorType>(first.getType());
   SmallVector<int64_t> resultShape(resultType.getShape());
@@ -202,6 +180,8 @@ namespace {
 
 struct SitsFuseSiblingMatmulsPass
     : sits::impl::SitsFuseSiblingMatmulsBase<SitsFuseSiblingMatmulsPass> {
+  using SitsFuseSiblingMatmulsBase::SitsFuseSiblingMatmulsBase;
+
   void runOnOperation() override {
     // Groups in IR order: each input's fusable users, split into sibling
     // sets (a group's first member decides what joins it).
@@ -222,7 +202,8 @@ struct SitsFuseSiblingMatmulsPass
     });
     IRRewriter rewriter(&getContext());
     for (ArrayRef<MatmulOp> group : groups)
-      if (group.size() > 1 && succeeded(fuseSiblingMatmuls(rewriter, group)))
+      if (group.size() > 1 &&
+          succeeded(fuseSiblingMatmuls(rewriter, group, deferJoin)))
         numFused += group.size();
   }
 };

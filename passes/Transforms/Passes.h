@@ -43,10 +43,13 @@ class CallSites;
 /// constant weights and biases used only by them, alike in everything but
 /// their column counts) by one matmul by their weights side by side,
 /// created where the first was; each one's result becomes its column range
-/// of the new result (`tensor.extract_slice`). Fails, changing nothing,
-/// unless they are such siblings.
+/// of the new result (`tensor.extract_slice`). With `deferJoin`, weights
+/// [K, N] are joined by a `tensor.concat` of their constants, for the
+/// weight layout passes to read side by side, instead of a joined copy.
+/// Fails, changing nothing, unless they are such siblings.
 FailureOr<MatmulOp> fuseSiblingMatmuls(RewriterBase &rewriter,
-                                       ArrayRef<MatmulOp> siblings);
+                                       ArrayRef<MatmulOp> siblings,
+                                       bool deferJoin = false);
 /// Replaces the constant rhs of a `sits.matmul {transpose_rhs}` by its
 /// transpose (computed now) and clears the flag. Fails, changing nothing,
 /// unless the rhs is used only by this matmul and is a statically shaped

@@ -67,9 +67,22 @@ def SitsFuseSiblingMatmuls : Pass<"sits-fuse-sibling-matmuls"> {
     %q = tensor.extract_slice %qk[0, 0] [1, 512] [1, 1] : tensor<1x640xf32> to tensor<1x512xf32>
     %k = tensor.extract_slice %qk[0, 512] [1, 128] [1, 1] : tensor<1x640xf32> to tensor<1x128xf32>
     ```
+
+    With `defer-join`, weights that are neither transposed nor splats are
+    joined by a `tensor.concat` of their constants instead (`%w =
+    tensor.concat dim(1) %wq, %wk`), and no joined copy is written: the CPU
+    pipeline's weight packing reads them side by side as it writes their
+    packed layout, once, into the artifact (and joins any it does not
+    pack). For a decoder that saves a copy of every Q/K/V and gate/up
+    weight at compile time. The CPU pipeline defers when the weights stay
+    floats (quantization reads one joined constant).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"deferJoin", "defer-join", "bool", /*default=*/"false",
+           "Join [K, N] weights with a tensor.concat of their constants">,
   ];
   let statistics = [
     Statistic<"numFused", "num-fused", "Matmuls joined with their siblings">,

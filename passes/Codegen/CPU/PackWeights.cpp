@@ -23,14 +23,26 @@ using namespace mlir::sits;
 
 namespace {
 
-/// `value` ([K, N]) as panels [ceil(N / nr), K, nr]: P[nb][k][j] =
-/// B[k][nb * nr + j], zero past column N, each panel row one register
-/// block's slice of a row of B, and a panel contiguous.
-TypedAttr packPanels(ElementsAttr value, int64_t nr) {
-  auto type = cast<RankedTensorType>(value.getType());
-  ArrayRef<char> bytes = *getConstantBytes(value);
-  int64_t kSize = type.getDimSize(0), nSize = type.getDimSize(1);
-  int64_t elementBytes = getElementBytes(type);
+/// `parts` ([K, N_i], joined side by side into B [K, N]) as panels
+/// [ceil(N / nr), K, nr]: P[nb][k][j] = B[k][nb * nr + j], zero past column
+/// N, each panel row one register block's slice of a row of B, and a panel
+/// contiguous. The parts are read where they are: a joined B is never
+/// written.
+TypedAttr packPanels(ArrayRef<ElementsAttr> parts, int64_t nr) {
+  auto type = cast<RankedTensorType>(parts.front().getType());
+  int64_t kSize = type.getDimSize(0), elementBytes = getElementBytes(type);
+  // Each part's bytes, columns and first column in B.
+  struct Part {
+    const char *bytes;
+    int64_t columns, first;
+  };
+  SmallVector<Part> in;
+  int64_t nSize = 0;
+  for (ElementsAttr part : parts) {
+    int64_t columns = cast<RankedTensorType>(part.getType()).getDimSize(1);
+    in.push_back({getConstantBytes(part)->data(), columns, nSize});
+    nSize += columns;
+  }
   int64_t panels = llvm::divideCeil(nSize, nr);
   int64_t rowBytes = nr * elementBytes;
   // Packed row r (panel r / K, row r % K of B) is rowBytes long.
@@ -41,34 +53,66 @@ TypedAttr packPanels(ElementsAttr value, int64_t nr) {
         int64_t rows = int64_t(out.size()) / rowBytes;
         for (int64_t r = 0; r < rows; ++r) {
           int64_t nb = (first + r) / kSize, kk = (first + r) % kSize;
-          int64_t columns = std::min(nr, nSize - nb * nr);
-          std::memcpy(out.data() + r * rowBytes,
-                      bytes.data() + (kk * nSize + nb * nr) * elementBytes,
-                      columns * elementBytes);
-          std::memset(out.data() + r * rowBytes + columns * elementBytes, 0,
-                      (nr - columns) * elementBytes);
+          char *row = out.data() + r * rowBytes;
+          int64_t column = nb * nr, end = std::min(column + nr, nSize);
+          // The panel's columns, from each part they lie in.
+          for (const Part &part : in) {
+            int64_t from = std::max(column, part.first);
+            int64_t to = std::min(end, part.first + part.columns);
+            if (from < to)
+              std::memcpy(row + (from - column) * elementBytes,
+                          part.bytes + (kk * part.columns + from - part.first) *
+                                           elementBytes,
+                          (to - from) * elementBytes);
+          }
+          std::memset(row + (end - column) * elementBytes, 0,
+                      (nr - (end - column)) * elementBytes);
         }
       });
-  releaseConstantPages(value);
+  for (ElementsAttr part : parts)
+    releaseConstantPages(part);
   auto packedType =
       RankedTensorType::get({panels, kSize, nr}, type.getElementType());
-  return makeConstantLike(value, packedType, std::move(blob), ".packed");
+  return makeConstantLike(parts.front(), packedType, std::move(blob),
+                          ".packed");
 }
 
-/// The constant sources of `value` when every one has plain bytes (empty
-/// otherwise): what packPanels can re-lay out.
+/// Whether packPanels can read data of `type`: a static [K, N] of
+/// byte-sized scalars.
+bool isPackable(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  return ranked && ranked.hasStaticShape() && ranked.getRank() == 2 &&
+         !ranked.getEncoding() && ranked.getElementType().isIntOrFloat() &&
+         ranked.getElementType().getIntOrFloatBitWidth() % 8 == 0;
+}
+
+/// The constants of `parts` (getJoinedConstantSources) when every one has
+/// plain bytes (empty otherwise): what packPanels can re-lay out.
+SmallVector<SmallVector<ConstantSource>>
+packableSources(ValueRange parts, const CallSites &calls) {
+  if (!llvm::all_of(parts.getTypes(), isPackable))
+    return {};
+  SmallVector<SmallVector<ConstantSource>> paths =
+      getJoinedConstantSources(parts, calls);
+  for (ArrayRef<ConstantSource> path : paths)
+    for (const ConstantSource &source : path)
+      if (!getConstantBytes(source.value))
+        return {};
+  return paths;
+}
+
+/// The constants of `value` alone, as packableSources finds them.
 SmallVector<ConstantSource> packableSources(Value value,
                                             const CallSites &calls) {
-  SmallVector<ConstantSource> sources = getConstantSources(value, calls);
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || !type.hasStaticShape() || type.getRank() != 2 ||
-      type.getEncoding() || !type.getElementType().isIntOrFloat() ||
-      type.getElementType().getIntOrFloatBitWidth() % 8 != 0 ||
-      !llvm::all_of(sources, [](const ConstantSource &source) {
-        return getConstantBytes(source.value).has_value();
-      }))
-    return {};
-  return sources;
+  return llvm::map_to_vector(
+      packableSources(ValueRange(value), calls),
+      [](ArrayRef<ConstantSource> path) { return path.front(); });
+}
+
+/// The values of `path`'s constants.
+SmallVector<ElementsAttr> getValues(ArrayRef<ConstantSource> path) {
+  return llvm::map_to_vector(
+      path, [](const ConstantSource &source) { return source.value; });
 }
 
 /// `value` ([K, N], constants `sources`) in panels of `nr` columns: a new
@@ -77,8 +121,70 @@ Value packedConstant(RewriterBase &rewriter, Value value,
                      ArrayRef<ConstantSource> sources, int64_t nr) {
   return deriveConstant(rewriter, value, sources,
                         [&](const ConstantSource &source) {
-                          return packPanels(source.value, nr);
+                          return packPanels({source.value}, nr);
                         });
+}
+
+/// The values a weight joins: the inputs of a `tensor.concat` of [K, N_i]
+/// parts along N (sits-fuse-sibling-matmuls' deferred join), or the weight.
+SmallVector<Value> getWeightParts(Value weight) {
+  auto concat = weight.getDefiningOp<tensor::ConcatOp>();
+  if (concat && concat.getDim() == 1)
+    return concat.getInputs();
+  return {weight};
+}
+
+/// Erases `weight` once nothing uses it, and then the constants of its
+/// `parts` (getWeightParts) whose `paths` they are.
+void eraseWeightIfUnused(RewriterBase &rewriter, Value weight,
+                         ArrayRef<Value> parts,
+                         ArrayRef<SmallVector<ConstantSource>> paths) {
+  auto column = [&](size_t index) {
+    return llvm::map_to_vector(
+        paths, [&](ArrayRef<ConstantSource> path) { return path[index]; });
+  };
+  if (!weight.use_empty())
+    return;
+  if (parts.size() == 1 && parts.front() == weight) {
+    eraseIfUnused(rewriter, weight, column(0));
+    return;
+  }
+  rewriter.eraseOp(weight.getDefiningOp());
+  llvm::SmallPtrSet<Value, 4> erased;
+  for (auto [index, part] : llvm::enumerate(parts))
+    if (erased.insert(part).second)
+      eraseIfUnused(rewriter, part, column(index));
+}
+
+/// Joins `concat`'s inputs, constants on every path (a join that was not
+/// packed), into one constant at compile time rather than copying them on
+/// every call. Fails, changing nothing, for anything else.
+LogicalResult joinConstantParts(RewriterBase &rewriter, tensor::ConcatOp concat,
+                                const CallSites &calls) {
+  RankedTensorType type = concat.getResultType();
+  SmallVector<Value> parts = concat.getInputs();
+  if (!type.hasStaticShape() || type.getRank() > 2 || type.getEncoding() ||
+      !type.getElementType().isIntOrFloat() ||
+      type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+    return failure();
+  SmallVector<SmallVector<ConstantSource>> paths =
+      getJoinedConstantSources(parts, calls);
+  if (paths.empty() || !llvm::all_of(paths, [](ArrayRef<ConstantSource> path) {
+        return llvm::all_of(path, [](const ConstantSource &source) {
+          return getConstantBytes(source.value) ||
+                 getSplatElementBytes(source.value);
+        });
+      }))
+    return failure();
+  rewriter.setInsertionPoint(concat);
+  Value joined = deriveJoinedConstant(
+      rewriter, parts, paths, [&](ArrayRef<ConstantSource> path) {
+        return joinConstants(getValues(path), concat.getDim(), type);
+      });
+  Value result = concat.getResult();
+  rewriter.replaceAllUsesWith(result, joined);
+  eraseWeightIfUnused(rewriter, result, parts, paths);
+  return success();
 }
 
 /// Replaces `op` (a contraction into C [M, N]) by `inputs` contracted over
@@ -166,9 +272,11 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
     return failure();
 
   Value weight = rhs->get();
-  SmallVector<ConstantSource> sources = packableSources(weight, calls);
+  SmallVector<Value> parts = getWeightParts(weight);
+  SmallVector<SmallVector<ConstantSource>> paths =
+      packableSources(parts, calls);
   auto initType = dyn_cast<RankedTensorType>(init->get().getType());
-  if (sources.empty() || !initType)
+  if (paths.empty() || !initType || !isPackable(weight.getType()))
     return failure();
   // A weight of at most one panel is one already.
   int64_t nSize = cast<RankedTensorType>(weight.getType()).getDimSize(1);
@@ -177,7 +285,10 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
 
   // The new contraction over (m, nb, j, k) on C viewed as [M, N/nr, nr].
   rewriter.setInsertionPoint(op);
-  Value packed = packedConstant(rewriter, weight, sources, nr);
+  Value packed = deriveJoinedConstant(rewriter, parts, paths,
+                                      [&](ArrayRef<ConstantSource> path) {
+                                        return packPanels(getValues(path), nr);
+                                      });
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   // Loops: 0 = m, 1 = nb, 2 = j, 3 = k.
   replaceWithPanelContraction(
@@ -188,7 +299,7 @@ LogicalResult packConstantRhs(RewriterBase &rewriter, linalg::LinalgOp op,
       {utils::IteratorType::parallel, utils::IteratorType::parallel,
        utils::IteratorType::parallel, utils::IteratorType::reduction},
       nr);
-  eraseIfUnused(rewriter, weight, sources);
+  eraseWeightIfUnused(rewriter, weight, parts, paths);
   return success();
 }
 
@@ -424,6 +535,12 @@ struct SitsCpuPackWeightsPass
            succeeded(packGroupedRhs(rewriter, generic, config.nr, calls))))
         ++numPacked;
     }
+    // Weights joined for packing that were not packed are joined now.
+    SmallVector<tensor::ConcatOp> joins;
+    getOperation().walk([&](tensor::ConcatOp op) { joins.push_back(op); });
+    for (tensor::ConcatOp op : joins)
+      if (succeeded(joinConstantParts(rewriter, op, calls)))
+        ++numJoined;
   }
 };
 

@@ -193,6 +193,11 @@ def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "::mlir::ModuleOp"> {
     argument, which replaces the old one once unused. As this changes the
     callers, the pass runs on the module.
 
+    A weight that is a `tensor.concat` of constants along `n` (siblings
+    joined by `sits-fuse-sibling-matmuls{defer-join}`) is packed from its
+    parts where they lie, so no joined copy is written. Such a join that
+    no contraction packs is joined into one constant at the end.
+
     ```mlir
     // Before
     %w = arith.constant dense_resource<fc1> : tensor<1024x4096xf32>
@@ -209,6 +214,8 @@ def SitsCpuPackWeights : Pass<"sits-cpu-pack-weights", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
   let statistics = [
     Statistic<"numPacked", "num-packed", "Constant weights stored in panels">,
+    Statistic<"numJoined", "num-joined",
+              "Joins of constants not packed, joined at compile time">,
   ];
 }
 

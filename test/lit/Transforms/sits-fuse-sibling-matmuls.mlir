@@ -1,5 +1,6 @@
 // RUN: sits-opt %s --split-input-file --sits-fuse-sibling-matmuls | FileCheck %s
 // RUN: sits-opt %s --split-input-file --sits-fuse-sibling-matmuls --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
+// RUN: sits-opt %s --split-input-file --sits-fuse-sibling-matmuls=defer-join=true | FileCheck %s --check-prefix=DEFER
 
 // Q, K and V of one input: one matmul by the weights side by side (each
 // row of the new constant is the three rows one after the other), and each
@@ -27,6 +28,37 @@ func.func @qkv(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x2xf32>, tensor
 
 // STATS: 3 num-fused
 
+// With defer-join, no joined copy: the weights are joined by a
+// tensor.concat of their constants, which the weight packing reads.
+// DEFER-LABEL: func.func @qkv
+//       DEFER:   %[[WQ:.+]] = arith.constant {{.+}} : tensor<4x4xf32>
+//       DEFER:   %[[WK:.+]] = arith.constant {{.+}} : tensor<4x2xf32>
+//       DEFER:   %[[WV:.+]] = arith.constant {{.+}} : tensor<4x2xf32>
+//       DEFER:   %[[W:.+]] = tensor.concat dim(1) %[[WQ]], %[[WK]], %[[WV]] : (tensor<4x4xf32>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x8xf32>
+//       DEFER:   sits.matmul %{{.+}}, %[[W]] : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+//   DEFER-NOT:   sits.matmul
+
+// -----
+
+// A sibling's constant defined after the first sibling moves up to the
+// join, which is where the first one was.
+// CHECK-LABEL: func.func @late_constant
+//       CHECK:   arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00, 5.000000e+00], [3.000000e+00, 4.000000e+00, 6.000000e+00]]> : tensor<2x3xf32>
+// DEFER-LABEL: func.func @late_constant
+//       DEFER:   %[[A:.+]] = arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+//       DEFER:   %[[B:.+]] = arith.constant dense<{{\[}}[5.000000e+00], [6.000000e+00]]> : tensor<2x1xf32>
+//       DEFER:   %[[W:.+]] = tensor.concat dim(1) %[[A]], %[[B]]
+//       DEFER:   sits.matmul %{{.+}}, %[[W]]
+func.func @late_constant(%x: tensor<1x2xf32>) -> (tensor<1x2xf32>, tensor<1x1xf32>) {
+  %wa = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %a = sits.matmul %x, %wa : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+  %wb = arith.constant dense<[[5.0], [6.0]]> : tensor<2x1xf32>
+  %b = sits.matmul %x, %wb : (tensor<1x2xf32>, tensor<2x1xf32>) -> tensor<1x1xf32>
+  return %a, %b : tensor<1x2xf32>, tensor<1x1xf32>
+}
+
+// STATS: 2 num-fused
+
 // -----
 
 // Transposed weights ([N, K]) join along their rows; biases join too, a
@@ -39,6 +71,10 @@ func.func @qkv(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x2xf32>, tensor
 //       CHECK:   %[[Y:.+]] = sits.matmul %{{.+}}, %[[W]] bias(%[[BIAS]]) {transpose_rhs} : (tensor<2x5x2xf32>, tensor<4x2xf32>, tensor<4xf32>) -> tensor<2x5x4xf32>
 //       CHECK:   tensor.extract_slice %[[Y]][0, 0, 0] [2, 5, 2] [1, 1, 1] : tensor<2x5x4xf32> to tensor<2x5x2xf32>
 //       CHECK:   tensor.extract_slice %[[Y]][0, 0, 2] [2, 5, 2] [1, 1, 1] : tensor<2x5x4xf32> to tensor<2x5x2xf32>
+// Transposed weights are joined at once with defer-join too.
+// DEFER-LABEL: func.func @transposed_with_bias
+//       DEFER:   %[[W:.+]] = arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00], [5.000000e+00, 6.000000e+00], [7.000000e+00, 8.000000e+00]]> : tensor<4x2xf32>
+//       DEFER:   sits.matmul %{{.+}}, %[[W]] bias(%{{.+}}) {transpose_rhs}
 func.func @transposed_with_bias(%x: tensor<2x5x2xf32>) -> (tensor<2x5x2xf32>, tensor<2x5x2xf32>) {
   %wa = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
   %ba = arith.constant dense<[0.1, 0.2]> : tensor<2xf32>
