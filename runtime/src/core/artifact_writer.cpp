@@ -24,9 +24,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +44,39 @@ std::string temporaryName(const std::string &path) {
   static std::atomic<uint64_t> counter{0};
   return path + ".tmp." + std::to_string(::getpid()) + "." +
          std::to_string(counter.fetch_add(1));
+}
+
+void *closeDescriptor(void *fd) {
+  ::close(static_cast<int>(reinterpret_cast<intptr_t>(fd)));
+  return nullptr;
+}
+
+/// rename(tmp, path), errno as rename's. The file `path` named before is
+/// released on a thread of its own when it can be: dropping the cached
+/// pages of a large file (the previous artifact of the same model, GBs)
+/// would otherwise hold up the caller, in rename, for as long as a second.
+int renameOver(const std::string &tmp, const std::string &path) {
+  // O_PATH neither opens the file (no blocking on a FIFO, no permission
+  // needed) nor follows a link rename replaces; it only holds the inode.
+  int old = ::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  int rc = ::rename(tmp.c_str(), path.c_str());
+  int err = errno;
+  if (old >= 0) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    bool detached = false;
+    if (rc == 0 && pthread_attr_init(&attr) == 0) {
+      detached =
+          pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+          pthread_create(&thread, &attr, closeDescriptor,
+                         reinterpret_cast<void *>(intptr_t(old))) == 0;
+      pthread_attr_destroy(&attr);
+    }
+    if (!detached)
+      ::close(old);
+  }
+  errno = err;
+  return rc;
 }
 
 Status invalid(const std::string &message, const std::string &subject = "") {
@@ -741,7 +776,7 @@ StatusOr<ArtifactInfo> ArtifactWriter::write(const std::string &path) const {
   Status status = emit(*layout, out);
   if (::close(fd) != 0 && status.ok())
     status = ioError("cannot write", path, errno);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+  if (status.ok() && renameOver(tmp, path) != 0)
     status = ioError("cannot write", path, errno);
   if (!status.ok()) {
     ::unlink(tmp.c_str());
@@ -837,7 +872,7 @@ Status PlacedWeightsFile::name(const std::string &path) {
         ::linkat(fd_, "", AT_FDCWD, tmp.c_str(), AT_EMPTY_PATH) != 0)
       return ioError("cannot name", path, errno);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (renameOver(tmp, path) != 0) {
     int err = errno;
     if (tempPath_.empty())
       ::unlink(tmp.c_str());

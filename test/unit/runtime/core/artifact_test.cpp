@@ -4,6 +4,7 @@
 #include "json.h"
 
 #include <chrono>
+#include <sys/stat.h>
 
 using namespace sits::runtime;
 using namespace sits::runtime::test;
@@ -92,6 +93,43 @@ TEST(Artifact, RoundTripThroughAFile) {
   // No temporary files are left next to the artifact.
   EXPECT_EQ(std::system(("ls " + path + ".tmp.* >/dev/null 2>&1").c_str()) == 0,
             false);
+}
+
+// A file at the destination is replaced whole. One still open keeps its
+// contents (the old file goes only when its last user does), and a FIFO in
+// its place is replaced without being opened (which would block).
+TEST(Artifact, WritingReplacesWhatThePathNamed) {
+  std::vector<uint8_t> code = kernelBytes("add");
+  std::string path = tempDir() + "/replaced.sitsm";
+  ArtifactWriter first;
+  SITS_ASSERT_OK(first.setManifest(manifestJson({addEntry()})));
+  SITS_ASSERT_OK(first.addSection("code.cpu", code.data(), code.size()));
+  ASSERT_TRUE(first.write(path).ok());
+  StatusOr<ArtifactReader> old = ArtifactReader::open(path);
+  ASSERT_TRUE(old.ok()) << old.status().toString();
+  std::string oldHash = old->contentHash();
+
+  std::vector<uint8_t> weights(1 << 20, 7);
+  ArtifactWriter second;
+  SITS_ASSERT_OK(second.setManifest(manifestJson({addEntry()})));
+  SITS_ASSERT_OK(second.addSection("code.cpu", code.data(), code.size()));
+  SITS_ASSERT_OK(second.addSection("weights", weights.data(), weights.size()));
+  StatusOr<ArtifactInfo> info = second.write(path);
+  ASSERT_TRUE(info.ok()) << info.status().toString();
+  StatusOr<ArtifactReader> now = ArtifactReader::open(path);
+  ASSERT_TRUE(now.ok()) << now.status().toString();
+  EXPECT_EQ(now->contentHash(), info->contentHash);
+  EXPECT_NE(now->contentHash(), oldHash);
+  EXPECT_EQ(old->contentHash(), oldHash) << "the open one is unchanged";
+
+  std::string fifo = tempDir() + "/fifo.sitsm";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_TRUE(second.write(fifo).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(uint64_t(st.st_size), info->fileSize);
 }
 
 TEST(Artifact, WriterOutputMatchesTheIndependentEncoder) {
