@@ -50,7 +50,9 @@ once, so what still grows with the depth is per-layer glue and the work
 proportional to the weights (packing, writing the artifact); it ends with
 the growth in percent from the first count to the last. --repeat N
 compiles each configuration N times and reports the fastest, which keeps
-a noisy machine's spikes out of that ratio.
+a noisy machine's spikes out of that ratio, and the growth of the medians.
+The bytes each compile writes (/proc/self/io) are the noise-free part of
+that growth: a compile that writes each weight once writes its artifact.
 --pass-timing prints MLIR's pass timing of the compile pipeline (top passes
 by wall time); --dump-ir DIR writes the IR before and after the pipeline,
 counts its ops and functions, and with --llvm-timing times LLVM's optimizer
@@ -161,6 +163,19 @@ def _reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def _written_bytes() -> int:
+    """Bytes this process has passed to write calls (/proc/self/io wchar):
+    the artifact, scratch files and logs, whatever the page cache did."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _cpu_s(who=None) -> float:
@@ -536,18 +551,21 @@ def stage_compile(spec: dict) -> dict:
         driver.lower = lower
 
     start = time.perf_counter()
+    written = _written_bytes()
     art = sits_mlir.compile(spec["onnx"], spec["target"], spec["artifact"],
                             threads=spec["threads"], kv_cache=spec["kv_cache"],
                             kv_block_size=spec["block_size"],
                             precision=spec.get("precision", "fp32"), progress=True,
                             outline_layers=spec.get("outline_layers", True))
     total = time.perf_counter() - start
+    written = _written_bytes() - written
     anon.stop()
     if dump_s[0] and "lower" in stages:
         # Writing the IR is not compiling: the lower stage's time leaves it out.
         stages["lower"]["seconds"] -= dump_s[0]
         total -= dump_s[0]
     return {"seconds": total, "dump_s": dump_s[0], "timings": art.timings, "stages": stages,
+            "written_bytes": written,
             "native": dict(native), "artifact_bytes": os.path.getsize(spec["artifact"]),
             "peak_mib": max((s["peak_mib"] for s in stages.values()), default=0.0)
             if can_reset else _status()["VmHWM"], "base_mib": base["VmRSS"],
@@ -1059,6 +1077,19 @@ def print_sweep(rows: list[dict]) -> None:
             print(f"\ngrowth: {100 * growth:+.1f}% from {a['shape']['layers']} to "
                   f"{b['shape']['layers']} layers; marginal cost {slope:.3f} s per extra layer, "
                   f"intercept {a['compile']['seconds'] - a['shape']['layers'] * slope:.2f} s")
+            runs_a, runs_b = a.get("compile_runs", ()), b.get("compile_runs", ())
+            if len(runs_a) > 1 and len(runs_b) > 1:
+                # One fast outlier moves the least of N; the median less so.
+                import statistics
+
+                median = statistics.median(runs_b) / statistics.median(runs_a) - 1
+                print(f"growth of the medians: {100 * median:+.1f}%")
+            wa, wb = a["compile"].get("written_bytes"), b["compile"].get("written_bytes")
+            if wa and wb:
+                # Noise-free: what the compile writes grows with the weights.
+                print(f"bytes written by the compile: {_mib(wa):,.0f} -> {_mib(wb):,.0f} MiB "
+                      f"({100 * (wb / wa - 1):+.1f}%; artifacts {_mib(a['compile']['artifact_bytes']):,.0f}"
+                      f" -> {_mib(b['compile']['artifact_bytes']):,.0f} MiB)")
 
 
 # ------------------------------------------------------------------ main
