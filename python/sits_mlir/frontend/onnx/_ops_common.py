@@ -453,3 +453,15 @@ def wrap_clamp(i: ir.Value, size: ir.Value) -> ir.Value:
     i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, size), i)
     i = arith.maxsi(i, zero)
     return arith.minsi(i, arith.subi(size, arith.constant(index, 1)))
+
+
+def read_if(present: ir.Value, read, default: ir.Value) -> ir.Value:
+    """`read()` (emitted where it runs) when `present` (i1) holds, else
+    `default`: an element of a run-time tensor that may not have it is
+    never read."""
+    op = scf.IfOp(present, [default.type], has_else=True)
+    with ir.InsertionPoint(op.then_block):
+        scf.YieldOp([read()])
+    with ir.InsertionPoint(op.else_block):
+        scf.YieldOp([default])
+    return op.results[0]

@@ -37,12 +37,8 @@ from ._builder import elem_of, shape_of
 from ._graph import attributes
 from ._ops_attention import _generic
 from ._ops_common import (I64, _PARALLEL, _affine, _fmt, fail_unless, has_input, need_float,
-                          norm_axis)
+                          norm_axis, read_if)
 from ._ops_registry import converter
-
-
-def _idx_type():
-    return ir.IndexType.get()
 
 
 # =============================================================================
@@ -375,9 +371,9 @@ def _resize_nearest(ctx, x, plan, tables):
         coords = [linalg.IndexOp(d).result for d in range(r)]
         outside = None
         for k, ax in enumerate(axes):
-            i = arith.index_cast(_idx_type(), block.arguments[k])
+            i = arith.index_cast(ir.IndexType.get(), block.arguments[k])
             if tables[ax][2] is not None:
-                zero = arith.constant(_idx_type(), 0)
+                zero = arith.constant(ir.IndexType.get(), 0)
                 neg = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
                 outside = neg if outside is None else arith.ori(outside, neg)
                 i = arith.maxsi(i, zero)
@@ -421,9 +417,9 @@ def _resize_axis(ctx, x, ax, table, ev, acc):
         coords = [linalg.IndexOp(d).result for d in range(r)]
         total = outside = None
         for k in range(len(taps)):
-            i = arith.index_cast(_idx_type(), block.arguments[2 * k])
+            i = arith.index_cast(ir.IndexType.get(), block.arguments[2 * k])
             if k == 0 and extrap is not None:
-                zero = arith.constant(_idx_type(), 0)
+                zero = arith.constant(ir.IndexType.get(), 0)
                 outside = arith.cmpi(arith.CmpIPredicate.slt, i, zero)
                 i = arith.maxsi(i, zero)
             coords[ax] = i
@@ -476,15 +472,9 @@ def _entries(ctx, t, count):
     elem = elem_of(t)
     if isinstance(length, int):  # the plan checked it
         return [tensor.extract(t, [b.index(k)]) for k in range(count)], None
-    out = []
-    for k in range(count):
-        read = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, b.index(k), length), [elem],
-                        has_else=True)
-        with ir.InsertionPoint(read.then_block):
-            scf.YieldOp([tensor.extract(t, [arith.constant(_idx_type(), k)])])
-        with ir.InsertionPoint(read.else_block):
-            scf.YieldOp([b.scalar(0, elem)])
-        out.append(read.results[0])
+    out = [read_if(arith.cmpi(arith.CmpIPredicate.ult, b.index(k), length),
+                   lambda k=k: tensor.extract(t, [b.index(k)]), b.scalar(0, elem))
+           for k in range(count)]
     return out, arith.cmpi(arith.CmpIPredicate.eq, length, b.index(count))
 
 
@@ -532,7 +522,7 @@ def _runtime_geometry(ctx, node, x, plan):
         ok = _and(ok, rok) if rok is not None else ok
         roi = {ax: (_to_f64(rv[i]), _to_f64(rv[n + i])) for i, ax in enumerate(axes)}
     zero_f = _fc(0)
-    raw = {ax: arith.index_cast(_idx_type(), arith.fptosi(I64(), arith.select(
+    raw = {ax: arith.index_cast(ir.IndexType.get(), arith.fptosi(I64(), arith.select(
         arith.cmpf(F.OLE, out_f[ax], _fc(2.0 ** 40)), arith.maxnumf(out_f[ax], zero_f), zero_f)))
         for ax in axes}
     # ONNX's static result extents are the kernel's where the input's extent
@@ -591,7 +581,7 @@ def _source(plan, geo, o):
 def _clamped_index(v, in_m1):
     """The integral f64 `v` clamped into [0, in_m1] (NaN to 0), as an index."""
     v = arith.minnumf(arith.maxnumf(v, _fc(0)), in_m1)
-    return arith.index_cast(_idx_type(), arith.fptosi(I64(), v))
+    return arith.index_cast(ir.IndexType.get(), arith.fptosi(I64(), v))
 
 
 def _resize_at_run_time(ctx, node, x, plan):
@@ -698,8 +688,8 @@ def _interpolate_at_run_time(b, plan, x, ax, gx, acc):
 
     num, den = b.scalar(0, acc), _fc(0)
     if plan["antialias"]:
-        count = arith.index_cast(_idx_type(), arith.fptosi(I64(), taps))
-        loop = scf.ForOp(arith.constant(_idx_type(), 0), count, arith.constant(_idx_type(), 1),
+        count = arith.index_cast(ir.IndexType.get(), arith.fptosi(I64(), taps))
+        loop = scf.ForOp(arith.constant(ir.IndexType.get(), 0), count, arith.constant(ir.IndexType.get(), 1),
                          [num, den])
         with ir.InsertionPoint(loop.body):
             scf.YieldOp(list(tap(_to_f64(loop.induction_variable), *loop.inner_iter_args)))

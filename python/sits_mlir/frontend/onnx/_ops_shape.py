@@ -17,7 +17,8 @@ from ._builder import DYN, elem_of, reshape_kind, shape_of
 from ._graph import attributes
 from ._ops_common import (I64, _PARALLEL, _fmt, axis_masks, cast_value, check_indices,
                           checked_reshape, extract_slice, fail_unless, has_input, need_const,
-                          need_static, norm_axis, unmasked_extents, wrap_clamp)
+                          need_static, norm_axis, read_if, unmasked_extents,
+                          wrap_clamp)
 from ._ops_registry import converter
 
 
@@ -748,12 +749,8 @@ def _expand_at_run_time(ctx, node, x):
         # shape[o - (rank - n)], or 1 left of the shape (read only inside).
         k = arith.subi(arith.addi(arith.constant(index, o), n), arith.constant(index, rank))
         inside = arith.cmpi(arith.CmpIPredicate.sge, k, zero)
-        read = scf.IfOp(inside, [index], has_else=True)
-        with ir.InsertionPoint(read.then_block):
-            scf.YieldOp([arith.index_cast(index, tensor.extract(shape, [k]))])
-        with ir.InsertionPoint(read.else_block):
-            scf.YieldOp([one])
-        s = read.results[0]
+        s = read_if(inside, lambda k=k: arith.index_cast(index, tensor.extract(shape, [k])),
+                    one)
         d = xs[o - (rank - len(xs))] if o >= rank - len(xs) else one
         fits = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, s, one),
                          arith.ori(arith.cmpi(arith.CmpIPredicate.eq, d, one),

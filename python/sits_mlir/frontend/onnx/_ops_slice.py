@@ -18,7 +18,7 @@ from ...dialects import arith, linalg, scf, tensor
 from ._builder import DYN, elem_of, shape_of
 from ._graph import attributes
 from ._ops_common import (_PARALLEL, extract_slice, fail_unless, has_input, need_const,
-                          norm_axis, pad_tensor, per_axis_entries)
+                          norm_axis, pad_tensor, per_axis_entries, read_if)
 from ._ops_registry import converter
 
 
@@ -375,13 +375,8 @@ def _pad_at_run_time(ctx, node, x):
         count = one
         for e in b.mixed_shape(v):
             count = arith.muli(count, b.index(e) if isinstance(e, int) else e)
-        given = scf.IfOp(arith.cmpi(arith.CmpIPredicate.sgt, count, zero), [elem],
-                         has_else=True)
-        with ir.InsertionPoint(given.then_block):
-            scf.YieldOp([tensor.extract(v, [b.index(0)] * len(shape_of(v)))])
-        with ir.InsertionPoint(given.else_block):
-            scf.YieldOp([b.scalar(0, elem)])
-        value = given.results[0]
+        value = read_if(arith.cmpi(arith.CmpIPredicate.sgt, count, zero),
+                        lambda: tensor.extract(v, [b.index(0)] * len(shape_of(v))), value)
     init = b.empty(sizes, elem)
     if mode != "constant":
         return _padded_reads(x, init, geometry, mode, value)
