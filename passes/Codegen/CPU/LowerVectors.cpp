@@ -280,7 +280,9 @@ struct ContractAlongContiguousK : OpRewritePattern<vector::ContractionOp> {
 /// hardware prefetcher stops; requesting the rows `distanceBytes` ahead
 /// keeps enough reads in flight for the memory's bandwidth. The prefetch
 /// index is clamped to the last row, so no address leaves the buffer.
-void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes) {
+/// `cacheLevel` is the level the rows are requested into (1 or 2).
+void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes,
+                              int64_t cacheLevel) {
   // In a loop over row blocks, only the first block reads the weights from
   // memory: its K loops get a copy that prefetches, taken on the first
   // block only (a branch around the loop, not in it).
@@ -390,22 +392,36 @@ void prefetchStreamedOperands(func::FuncOp func, int64_t distanceBytes) {
         }
         indices.push_back(v);
       }
+      // Locality 3 is x86's prefetcht0 (into L1), 2 its prefetcht1 (L2).
       memref::PrefetchOp::create(b, loc, buffer, indices, /*isWrite=*/false,
-                                 /*localityHint=*/3, /*isDataCache=*/true);
+                                 /*localityHint=*/cacheLevel == 2 ? 2 : 3,
+                                 /*isDataCache=*/true);
     }
   });
 }
 
 struct SitsCpuLowerVectorsPass
     : cpu::impl::SitsCpuLowerVectorsBase<SitsCpuLowerVectorsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     MLIRContext *ctx = &getContext();
+    if (prefetchCacheLevel > 2) {
+      func.emitError() << "prefetch-cache-level must be 0 (the target's), 1 "
+                          "or 2, not "
+                       << int64_t(prefetchCacheLevel);
+      return signalPassFailure();
+    }
 
     // Accumulators that bufferization left as memory round trips.
     linalg::hoistRedundantVectorTransfers(func);
 
-    prefetchStreamedOperands(func, cpu::getCpuTilingConfig(func).prefetchBytes);
+    cpu::CpuTilingConfig config = cpu::getCpuTilingConfig(func);
+    prefetchStreamedOperands(func, config.prefetchBytes,
+                             prefetchCacheLevel > 0
+                                 ? int64_t(prefetchCacheLevel)
+                                 : config.prefetchCacheLevel);
 
     // Transposes of square blocks of one vector (see the tiling of
     // transposes in TileAndFuse) as unpacks and lane shuffles rather than

@@ -35,6 +35,9 @@ struct CpuTilingConfig {
   int64_t mc = 64, nc = 128;
   /// How far ahead of its use a streamed weight row is requested.
   int64_t prefetchBytes = 1024;
+  /// The cache level it is requested into: 1 (L1, `prefetcht0`) or 2 (L2,
+  /// `prefetcht1`).
+  int64_t prefetchCacheLevel = 1;
 };
 
 /// Marks the K loop of a register tile whose right-hand side is read from

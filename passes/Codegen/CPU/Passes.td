@@ -376,8 +376,16 @@ def SitsCpuLowerVectors : Pass<"sits-cpu-lower-vectors", "func::FuncOp"> {
     weights otherwise wait on the memory's latency at every page, where
     the hardware prefetcher stops. Inside a loop marked
     `sits.first_streams`, the prefetching copy of the K loop is taken on
-    that loop's first iteration only.
+    that loop's first iteration only. The rows are requested into L1,
+    or into L2 on cores where a prefetch into L1 holds back the loop's own
+    loads (AMD Zen); `prefetch-cache-level` overrides the target's choice.
   }];
+  let options = [
+    Option<"prefetchCacheLevel", "prefetch-cache-level", "unsigned",
+           /*default=*/"0",
+           "cache level streamed rows are prefetched into: 1 or 2 (0: the "
+           "target's)">
+  ];
   let dependentDialects = [
     "::mlir::vector::VectorDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
