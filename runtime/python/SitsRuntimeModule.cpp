@@ -778,6 +778,7 @@ NB_MODULE(_sits_runtime, m) {
     d["arch"] = h.arch;
     d["os"] = h.os;
     d["model_name"] = h.modelName;
+    d["vendor"] = h.vendor;
     d["features"] = h.features;
     d["known_features"] = h.knownFeatures;
     return d;

@@ -129,8 +129,9 @@ def default_num_threads() -> int:
 
 
 def host_cpu() -> dict:
-    """This machine as the runtime sees it: arch, os, model_name, features
-    (LLVM names) and known_features."""
+    """This machine as the runtime sees it: arch, os, model_name, vendor
+    (x86-64: "GenuineIntel", "AuthenticAMD", ...; else ""), features (LLVM
+    names) and known_features."""
     return _native().host_cpu()
 
 

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -70,6 +71,18 @@ CpuInfoFile readProcCpuinfo() {
 #if defined(__x86_64__)
 bool cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
   return __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]) != 0;
+}
+
+std::string detectX86Vendor() {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!cpuid(0, 0, r))
+    return "";
+  // Twelve characters in EBX, EDX, ECX.
+  char name[12];
+  std::memcpy(name, &r[1], 4);
+  std::memcpy(name + 4, &r[3], 4);
+  std::memcpy(name + 8, &r[2], 4);
+  return std::string(name, sizeof name);
 }
 
 std::map<std::string, bool> detectX86() {
@@ -293,6 +306,7 @@ HostCpuInfo detectHost() {
   info.modelName = file.modelName;
   std::map<std::string, bool> features;
 #if defined(__x86_64__)
+  info.vendor = detectX86Vendor();
   features = detectX86();
 #elif defined(__aarch64__)
   features = detectAArch64(file);

@@ -155,6 +155,20 @@ def test_missing_cpu_feature(kernels, tmp_path, marker):
         runtime.load(path)
 
 
+def test_host_cpu_vendor():
+    """x86-64: the vendor cpuid names, as /proc/cpuinfo's vendor_id shows it
+    (kernels tune for it); empty elsewhere."""
+    host = runtime.host_cpu()
+    if host["arch"] != "x86_64":
+        assert host["vendor"] == ""
+        return
+    if not os.path.exists("/proc/cpuinfo"):
+        pytest.skip("no /proc/cpuinfo to compare with")
+    with open("/proc/cpuinfo") as f:
+        ids = {line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")}
+    assert len(host["vendor"]) == 12 and host["vendor"] in ids
+
+
 def test_missing_symbol(good, marker):
     err = refuse(patch_manifest(good, '"sits_entry_main"', '"sits_entry_gone"'),
                  runtime.MissingSymbolError, "sits_entry_gone", marker)

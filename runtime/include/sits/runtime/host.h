@@ -27,6 +27,9 @@ struct SITS_RUNTIME_API HostCpuInfo {
   std::string os;
   /// The CPU's model name from /proc/cpuinfo ("" when unknown).
   std::string modelName;
+  /// x86-64: the vendor cpuid names ("GenuineIntel", "AuthenticAMD"); ""
+  /// elsewhere. Kernels tune for it where microarchitectures differ.
+  std::string vendor;
   /// Present features, LLVM names without '+', sorted.
   std::vector<std::string> features;
   /// Every feature name this runtime can test, present or not, sorted.
