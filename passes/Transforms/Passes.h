@@ -108,8 +108,16 @@ struct QuantizedWeight {
   std::vector<int8_t> codes;
   /// [ceil(K / group), N] scales.
   std::vector<float> scales;
-  /// [K, N] values the codes stand for (scale * code).
-  std::vector<float> dequantized;
+
+  /// weight[r, c] (of `n` columns) less the value its code stands for
+  /// (scale * code; 0 for f32, which keeps the weight). Computed where it is
+  /// needed rather than stored: a [K, N] float copy per candidate was most
+  /// of the pass's memory traffic.
+  double residual(ArrayRef<float> weight, int64_t r, int64_t c,
+                  int64_t n) const;
+  /// The sum of squared residuals of row r over columns [n0, n1).
+  double rowSquaredError(ArrayRef<float> weight, int64_t r, int64_t n0,
+                         int64_t n1, int64_t n) const;
 };
 QuantizedWeight quantizeWeight(ArrayRef<float> weight, int64_t k, int64_t n,
                                WeightFormat format, int64_t group);

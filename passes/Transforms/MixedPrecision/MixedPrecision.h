@@ -54,6 +54,22 @@ struct ConstantMaker {
   }
 };
 
+/// The sum of f(i) for i in [begin, end), in eight partial sums: one
+/// running sum would wait on each addition's latency.
+template <typename F> double sumOf(int64_t begin, int64_t end, F f) {
+  double partial[8] = {};
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8)
+    for (int j = 0; j < 8; ++j)
+      partial[j] += f(i + j);
+  double sum = 0.0;
+  for (; i < end; ++i)
+    sum += f(i);
+  for (double p : partial)
+    sum += p;
+  return sum;
+}
+
 } // namespace mlir::sits::mixed_precision
 
 #endif // SITS_PASSES_TRANSFORMS_MIXEDPRECISION_MIXEDPRECISION_H

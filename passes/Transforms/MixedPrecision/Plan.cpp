@@ -167,10 +167,12 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight, int64_t k,
         config.biasCorrection ? std::max(variance, 0.0) : rowSignal[r];
   }
   plan.signal = 0.0;
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < n; ++c)
-      plan.signal +=
-          rowSignal[r] * double(weight[r * n + c]) * weight[r * n + c];
+  for (int64_t r = 0; r < k; ++r) {
+    const float *row = weight.data() + r * n;
+    plan.signal += rowSignal[r] * sumOf(0, n, [&](int64_t c) {
+                     return double(row[c]) * row[c];
+                   });
+  }
 
   // The quantizations the blocks can take, each over the whole weight: 8-bit
   // formats per output channel, INT4 per group. A piece cut from a block
@@ -206,16 +208,10 @@ PrecisionPlan mlir::sits::planWeightPrecision(ArrayRef<float> weight, int64_t k,
   for (int64_t b = 0; b < numBlocks; ++b) {
     auto [k0, k1, n0, n1] = blockRange(b);
     for (size_t i = 0; i < candidates.size(); ++i) {
-      const std::vector<float> &deq = plan.quantized[i].dequantized;
+      const QuantizedWeight &q = plan.quantized[i];
       double sum = 0.0;
-      for (int64_t r = k0; r < k1; ++r) {
-        double rowSum = 0.0;
-        for (int64_t c = n0; c < n1; ++c) {
-          double d = double(weight[r * n + c]) - deq[r * n + c];
-          rowSum += d * d;
-        }
-        sum += rowWeight[r] * rowSum;
-      }
+      for (int64_t r = k0; r < k1; ++r)
+        sum += rowWeight[r] * q.rowSquaredError(weight, r, n0, n1, n);
       noise[b][i] = sum;
       bytes[b][i] = pieceBytes(candidates[i], k1 - k0, n1 - n0,
                                groupOf(candidates[i]), k);

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Transforms/Passes.h"
+#include "MixedPrecision.h"
 
 #include "llvm/ADT/APFloat.h"
 
@@ -16,6 +16,7 @@
 
 using namespace mlir;
 using namespace mlir::sits;
+using mlir::sits::mixed_precision::sumOf;
 
 StringRef mlir::sits::stringifyWeightFormat(WeightFormat format) {
   switch (format) {
@@ -68,18 +69,48 @@ double fp8E4M3Value(uint8_t code) {
 
 } // namespace
 
+double QuantizedWeight::residual(ArrayRef<float> weight, int64_t r, int64_t c,
+                                 int64_t n) const {
+  if (format == WeightFormat::Fp32)
+    return 0.0;
+  int8_t code = codes[size_t(r * n + c)];
+  double real =
+      format == WeightFormat::Fp8 ? fp8E4M3Value(uint8_t(code)) : double(code);
+  float dequantized =
+      static_cast<float>(real * scales[size_t(r / group * n + c)]);
+  return double(weight[size_t(r * n + c)]) - double(dequantized);
+}
+
+double QuantizedWeight::rowSquaredError(ArrayRef<float> weight, int64_t r,
+                                        int64_t n0, int64_t n1,
+                                        int64_t n) const {
+  if (format == WeightFormat::Fp32)
+    return 0.0;
+  const float *w = weight.data() + r * n;
+  const int8_t *code = codes.data() + r * n;
+  const float *scale = scales.data() + r / group * n;
+  auto squared = [&](double real, int64_t c) {
+    double d = double(w[c]) - double(static_cast<float>(real * scale[c]));
+    return d * d;
+  };
+  if (format == WeightFormat::Fp8)
+    return sumOf(n0, n1, [&](int64_t c) {
+      return squared(fp8E4M3Value(uint8_t(code[c])), c);
+    });
+  return sumOf(n0, n1, [&](int64_t c) { return squared(double(code[c]), c); });
+}
+
 QuantizedWeight mlir::sits::quantizeWeight(ArrayRef<float> weight, int64_t k,
                                            int64_t n, WeightFormat format,
                                            int64_t group) {
   QuantizedWeight q;
   q.format = format;
   q.group = group;
+  if (format == WeightFormat::Fp32)
+    return q;
   int64_t groups = (k + group - 1) / group;
   q.codes.assign(k * n, 0);
   q.scales.assign(groups * n, 1.0f);
-  q.dequantized.assign(weight.begin(), weight.end());
-  if (format == WeightFormat::Fp32)
-    return q;
   // Symmetric: the largest magnitude of each group maps to the format's
   // largest value, so no code is spent on a range the group does not use.
   double qmax = format == WeightFormat::Int4   ? 7.0
@@ -102,20 +133,21 @@ QuantizedWeight mlir::sits::quantizeWeight(ArrayRef<float> weight, int64_t k,
     for (int64_t r = k0; r < k1; ++r) {
       const float *row = weight.data() + r * n;
       int8_t *codes = q.codes.data() + r * n;
-      float *dequantized = q.dequantized.data() + r * n;
+      if (format == WeightFormat::Fp8) {
+        for (int64_t c = 0; c < n; ++c)
+          codes[c] = static_cast<int8_t>(
+              roundToFp8E4M3(row[c] / static_cast<double>(scales[c])));
+        continue;
+      }
+      // Integers: clamped, then rounded to nearest even by adding and
+      // subtracting 1.5 * 2^52 (exact for |v| < 2^51, and the same as
+      // rounding first, qmax being an integer). nearbyint is a library call
+      // per element without SSE4.1; this loop vectorizes.
+      constexpr double kRound = 6755399441055744.0;
       for (int64_t c = 0; c < n; ++c) {
-        double v = row[c] / static_cast<double>(scales[c]);
-        double real;
-        if (format == WeightFormat::Fp8) {
-          uint8_t code = roundToFp8E4M3(v);
-          codes[c] = static_cast<int8_t>(code);
-          real = fp8E4M3Value(code);
-        } else {
-          double code = std::clamp(std::nearbyint(v), -qmax, qmax);
-          codes[c] = static_cast<int8_t>(code);
-          real = code;
-        }
-        dequantized[c] = static_cast<float>(real * scales[c]);
+        double v =
+            std::clamp(row[c] / static_cast<double>(scales[c]), -qmax, qmax);
+        codes[c] = static_cast<int8_t>((v + kRound) - kRound);
       }
     }
   }

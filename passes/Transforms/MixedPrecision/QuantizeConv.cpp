@@ -88,8 +88,7 @@ static QuantizedFilter quantizeSource(ConvOp conv, const ConstantSource &source,
     for (int64_t o = 0; o < n; ++o)
       for (int64_t r = 0; r < k; ++r)
         plan.biasDelta[o] +=
-            channelStats.mean[channelOf(r, o)] *
-            (double(weight[r * n + o]) - q.dequantized[r * n + o]);
+            channelStats.mean[channelOf(r, o)] * q.residual(weight, r, o, n);
   result.correctBias =
       llvm::any_of(plan.biasDelta, [](double d) { return d != 0.0; });
   if (result.correctBias) {

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <algorithm>
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -51,11 +52,10 @@ static TypedAttr makePieceWeight(const QuantizedWeight &q,
   }
   case WeightFormat::Int8:
   case WeightFormat::Fp8: {
-    std::vector<char> data;
-    data.reserve(rows * cols);
+    std::vector<char> data(rows * cols);
     for (int64_t r = p.k0; r < p.k1; ++r)
-      for (int64_t c = p.n0; c < p.n1; ++c)
-        data.push_back(static_cast<char>(q.codes[r * n + c]));
+      std::memcpy(data.data() + (r - p.k0) * cols,
+                  q.codes.data() + r * n + p.n0, cols);
     Type element = q.format == WeightFormat::Int8
                        ? Type(b.getI8Type())
                        : Type(Float8E4M3FNType::get(ctx));
@@ -117,8 +117,14 @@ namespace {
 /// what the pieces' constants are made of.
 struct QuantizedSource {
   ConstantMaker maker;
-  /// The weight as [K, N], kept only when a piece stays f32.
-  std::vector<float> weight;
+  /// The weight as [K, N] (kept only when a piece stays f32): the
+  /// constant's own data when it is stored so (f32, not transposed), else
+  /// a converted copy.
+  ArrayRef<float> weight() const {
+    return converted.empty() ? view : ArrayRef<float>(converted);
+  }
+  ArrayRef<float> view;
+  std::vector<float> converted;
   PrecisionPlan plan;
   bool correctBias = false;
   /// The values of the bias on this path (zeros without one), for the
@@ -138,20 +144,30 @@ static QuantizedSource quantizeSource(MatmulOp matmul,
                                       const PrecisionConfig &config) {
   QuantizedSource result;
   result.maker.original = source.value;
-  std::vector<float> &weight = result.weight;
-  weight.resize(k * n);
-  loadFloats(*getConstantBytes(source.value), weightType, weight);
-  if (matmul.getTransposeRhs()) {
-    // Stored [N, K]: transposed in cache-sized tiles.
-    std::vector<float> stored = std::move(weight);
-    weight.assign(k * n, 0.0f);
-    constexpr int64_t kTile = 64;
-    for (int64_t c0 = 0; c0 < n; c0 += kTile)
-      for (int64_t r0 = 0; r0 < k; r0 += kTile)
-        for (int64_t c = c0; c < std::min(n, c0 + kTile); ++c)
-          for (int64_t r = r0; r < std::min(k, r0 + kTile); ++r)
-            weight[r * n + c] = stored[c * k + r];
+  ArrayRef<char> bytes = *getConstantBytes(source.value);
+  std::vector<float> &converted = result.converted;
+  if (weightType.isF32() && !matmul.getTransposeRhs() &&
+      reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
+    // Read where it lies: a float copy of every weight was a fresh [K, N]
+    // allocation each.
+    result.view = ArrayRef<float>(reinterpret_cast<const float *>(bytes.data()),
+                                  size_t(k * n));
+  } else {
+    converted.resize(k * n);
+    loadFloats(bytes, weightType, converted);
+    if (matmul.getTransposeRhs()) {
+      // Stored [N, K]: transposed in cache-sized tiles.
+      std::vector<float> stored = std::move(converted);
+      converted.assign(k * n, 0.0f);
+      constexpr int64_t kTile = 64;
+      for (int64_t c0 = 0; c0 < n; c0 += kTile)
+        for (int64_t r0 = 0; r0 < k; r0 += kTile)
+          for (int64_t c = c0; c < std::min(n, c0 + kTile); ++c)
+            for (int64_t r = r0; r < std::min(k, r0 + kTile); ++r)
+              converted[r * n + c] = stored[c * k + r];
+    }
   }
+  ArrayRef<float> weight = result.weight();
 
   InputStats stats = estimateInputStats(matmul, k, source.call);
   PrecisionPlan &plan = result.plan;
@@ -171,8 +187,7 @@ static QuantizedSource quantizeSource(MatmulOp matmul,
         continue;
       for (int64_t c = 0; c < n; ++c) {
         const QuantizedWeight &q = plan.quantized[candidateOf(r, c)];
-        plan.biasDelta[c] += stats.mean[r] * (double(weight[r * n + c]) -
-                                              q.dequantized[r * n + c]);
+        plan.biasDelta[c] += stats.mean[r] * q.residual(weight, r, c, n);
       }
     }
   result.correctBias =
@@ -185,15 +200,14 @@ static QuantizedSource quantizeSource(MatmulOp matmul,
              : std::vector<float>(n, 0.0f);
 
   // The constants are made of the chosen candidates' codes and scales (and
-  // the f32 values of f32 pieces) alone. Planning's float copies go now: a
-  // weight that many calls pass holds one quantization per call until the
-  // rewrite, and those copies are 8x the INT4 codes.
+  // the f32 values of f32 pieces) alone. The rest goes now: a weight that
+  // many calls pass holds one quantization per call until the rewrite, and
+  // its float copy is 8x the INT4 codes.
   SmallVector<bool> chosen(plan.quantized.size(), false);
   for (size_t c : plan.blockCandidate)
     chosen[c] = true;
   bool keepWeight = false;
   for (auto [i, q] : llvm::enumerate(plan.quantized)) {
-    std::vector<float>().swap(q.dequantized);
     if (!chosen[i]) {
       std::vector<int8_t>().swap(q.codes);
       std::vector<float>().swap(q.scales);
@@ -201,8 +215,10 @@ static QuantizedSource quantizeSource(MatmulOp matmul,
       keepWeight = true;
     }
   }
-  if (!keepWeight)
-    std::vector<float>().swap(weight);
+  if (!keepWeight) {
+    result.view = {};
+    std::vector<float>().swap(converted);
+  }
   return result;
 }
 
@@ -363,7 +379,7 @@ mlir::sits::quantizeMatmulWeight(RewriterBase &rewriter, MatmulOp matmul,
       ActivationKind activation =
           single ? matmul.getActivation() : ActivationKind::None;
       Value w = constant([&](const QuantizedSource &q) {
-        return makePieceWeight(q.plan.quantized[p.candidate], q.weight, n, p,
+        return makePieceWeight(q.plan.quantized[p.candidate], q.weight(), n, p,
                                q.maker, name);
       });
       Value result;
