@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 using namespace mlir;
 using namespace mlir::sits;
@@ -69,16 +70,24 @@ double fp8E4M3Value(uint8_t code) {
 
 } // namespace
 
+/// What `code` of an 8-bit format stands for, before its scale.
+static double codeValue(bool fp8, int8_t code) {
+  return fp8 ? fp8E4M3Value(uint8_t(code)) : double(code);
+}
+
+/// `w` less the f32 value `real * scale` stands for.
+static double residualOf(float w, double real, float scale) {
+  return double(w) - double(static_cast<float>(real * scale));
+}
+
 double QuantizedWeight::residual(ArrayRef<float> weight, int64_t r, int64_t c,
                                  int64_t n) const {
   if (format == WeightFormat::Fp32)
     return 0.0;
-  int8_t code = codes[size_t(r * n + c)];
-  double real =
-      format == WeightFormat::Fp8 ? fp8E4M3Value(uint8_t(code)) : double(code);
-  float dequantized =
-      static_cast<float>(real * scales[size_t(r / group * n + c)]);
-  return double(weight[size_t(r * n + c)]) - double(dequantized);
+  return residualOf(
+      weight[size_t(r * n + c)],
+      codeValue(format == WeightFormat::Fp8, codes[size_t(r * n + c)]),
+      scales[size_t(r / group * n + c)]);
 }
 
 double QuantizedWeight::rowSquaredError(ArrayRef<float> weight, int64_t r,
@@ -89,15 +98,16 @@ double QuantizedWeight::rowSquaredError(ArrayRef<float> weight, int64_t r,
   const float *w = weight.data() + r * n;
   const int8_t *code = codes.data() + r * n;
   const float *scale = scales.data() + r / group * n;
-  auto squared = [&](double real, int64_t c) {
-    double d = double(w[c]) - double(static_cast<float>(real * scale[c]));
-    return d * d;
-  };
-  if (format == WeightFormat::Fp8)
+  // One loop per kind of code (a constant in each), so that the integer
+  // one vectorizes.
+  auto sumSquares = [&](auto fp8) {
     return sumOf(n0, n1, [&](int64_t c) {
-      return squared(fp8E4M3Value(uint8_t(code[c])), c);
+      double d = residualOf(w[c], codeValue(fp8, code[c]), scale[c]);
+      return d * d;
     });
-  return sumOf(n0, n1, [&](int64_t c) { return squared(double(code[c]), c); });
+  };
+  return format == WeightFormat::Fp8 ? sumSquares(std::true_type())
+                                     : sumSquares(std::false_type());
 }
 
 QuantizedWeight mlir::sits::quantizeWeight(ArrayRef<float> weight, int64_t k,
