@@ -23,6 +23,12 @@
 // the scores and values kernels, which are templates over the element type
 // whose only difference is how a run of elements is widened to f32.
 //
+// `sitsRuntimePagedAttentionKivi` reads a pool of 4- or 2-bit KIVI blocks
+// (sits/runtime/kivi_layout.h): each chunk's K and V rows are first
+// dequantized into per-thread scratch (from a full block's slab, or copied
+// from the f32 tail of the block being filled), then the f32 kernels run
+// on them, so every query head of the group shares one dequantization.
+//
 // The context a query sees is read in chunks of at most 256 positions. For
 // each chunk, all query heads of a kv head are handled together, so each K
 // and V row is read from memory once for the group: the scores of the
@@ -55,6 +61,7 @@
 //===----------------------------------------------------------------------===//
 #include "paged_attention.h"
 
+#include "kivi.h"
 #include "worker_pool.h"
 
 #include "sits/runtime/host.h"
@@ -755,7 +762,14 @@ struct Call : Args {
   /// Derived (runAttention): qHeads / kvHeads, and tableWidth * blockSize,
   /// saturated.
   int64_t group, maxLen;
+  /// kKivi: the pool's layout (validArgs).
+  kivi::Layout kivi;
 };
+
+/// KIVI chunks are dequantized into per-thread scratch ([chunk][headDim]
+/// K rows, then as many V rows) before the f32 kernels run: at most this
+/// many positions, so that it stays in L2.
+constexpr int64_t kKiviChunk = 128;
 
 /// The offset of the last element of a [n0][n1][n2][inner] view with the
 /// given strides (the innermost contiguous), if it fits.
@@ -771,7 +785,18 @@ bool lastFits(const int64_t (&n)[3], const int64_t (&stride)[3], int64_t inner,
   return true;
 }
 
-bool validArgs(const Call &c) {
+/// kKivi: the layout of a valid geometry (into c.kivi), whose pool and
+/// tails have int64 sizes.
+bool validKivi(Call &c) {
+  int64_t bytes;
+  return c.tail && c.layer >= 0 && c.layer < c.numLayers &&
+         kivi::Layout::make(c.numLayers, c.kvHeads, c.blockSize, c.headDim,
+                            c.bits, &c.kivi) &&
+         mulFits(c.numBlocks, c.kivi.blockBytes, &bytes) &&
+         mulFits(c.numBlocks, c.kivi.tailBlockBytes, &bytes);
+}
+
+bool validArgs(Call &c) {
   if (c.batch <= 0 || c.queries <= 0 || c.qHeads <= 0 || c.kvHeads <= 0 ||
       c.headDim <= 0 || c.blockSize <= 0 || c.numBlocks <= 0 ||
       c.tableWidth <= 0)
@@ -784,9 +809,12 @@ bool validArgs(const Call &c) {
   // 4-byte scale, not overlapping the next position's row.
   const bool scaled =
       c.format == Format::kI8Row || c.format == Format::kF8E4M3Row;
-  if (!scaled && c.format != Format::kF32)
+  const bool kivi = c.format == Format::kKivi;
+  if (!scaled && !kivi && c.format != Format::kF32)
     return false;
   int64_t rowLen = c.headDim;
+  if (kivi && !validKivi(c))
+    return false;
   if (scaled && (!addFits(c.headDim, 4, &rowLen) ||
                  (c.blockSize > 1 && c.positionStride < rowLen)))
     return false;
@@ -829,6 +857,8 @@ bool validArgs(const Call &c) {
   if (!mulFits(c.batch - 1, c.tableStride, &last) ||
       !addFits(last, c.tableWidth, &last))
     return false;
+  if (kivi)
+    return true;
   // This layer's K and V rows (kvHeads x blockSize rows of rowLen) lie
   // inside a block, so that every read stays in [0, numBlocks * blockStride).
   int64_t headsSpan, positionsSpan, span;
@@ -912,6 +942,42 @@ void chunkScales(const Call &c, const int64_t *rows, int64_t n, float *kScale,
     }
 }
 
+/// KIVI: positions [t0, t0 + n) of sequence b, kv head g, as f32 rows: K
+/// at k[i * headDim], V at v[i * headDim]; from the quantized slab of a
+/// full block, from the tail of the block being filled.
+void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
+               float *k, float *v, int lanes) {
+  const kivi::Layout &l = c.kivi;
+  const int32_t *table = c.tables + b * c.tableStride;
+  const int64_t bs = c.blockSize, D = c.headDim, len = c.contextLens[b];
+  const auto *pool = static_cast<const uint8_t *>(c.pool);
+  const auto *tail = static_cast<const uint8_t *>(c.tail);
+  for (int64_t i = 0; i < n;) {
+    const int64_t t = t0 + i, m = t / bs, r = t % bs;
+    const int64_t take = std::min(n - i, bs - r);
+    int64_t blk = table[m];
+    if (blk < 0 || blk >= c.numBlocks)
+      blk = 0;
+    if ((m + 1) * bs <= len) {
+      kivi::dequantKeys(l, pool + l.slab(blk, c.layer, 0, g), r, r + take,
+                        k + i * D, lanes);
+      kivi::dequantValues(l, pool + l.slab(blk, c.layer, 1, g), r, r + take,
+                          v + i * D, lanes);
+    } else {
+      const float *rows =
+          reinterpret_cast<const float *>(tail + l.tail(blk, c.layer));
+      std::memcpy(k + i * D, rows + l.tailRow(0, g, r),
+                  size_t(take * D) * sizeof(float));
+      std::memcpy(v + i * D, rows + l.tailRow(1, g, r),
+                  size_t(take * D) * sizeof(float));
+    }
+    i += take;
+  }
+}
+
+/// KIVI chunks' rows, per thread.
+thread_local std::vector<float> tKivi;
+
 /// An item that walks several chunks: per pass, one chunk's sum of p * V
 /// ([kMaxPassHeads][headDim]), then per head of the group the running max
 /// and sum. Kept per thread (nothing an item calls runs other tasks).
@@ -977,13 +1043,33 @@ void runItem(void *context, int64_t item) {
 
   int64_t rows[kMaxChunk];
   float kScale[kMaxChunk], vScale[kMaxChunk];
-  const bool scaled = c.format != Format::kF32;
+  const bool kiviPool = c.format == Format::kKivi;
+  const bool scaled = c.format != Format::kF32 && !kiviPool;
+  // The pool the passes read (KIVI: the chunk's rows, dequantized).
+  const void *poolData = c.pool;
+  int64_t vDelta = c.valueOffset - c.keyOffset;
+  if (kiviPool) {
+    const size_t need = size_t(2 * kKiviChunk * c.headDim);
+    if (tKivi.size() < need)
+      tKivi.resize(need);
+    poolData = tKivi.data();
+    vDelta = kKiviChunk * c.headDim;
+  }
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
   float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
   for (int64_t ci = c0; ci < c1; ++ci) {
     const int64_t t0 = ci * plan.chunk;
     const int64_t n = std::min(len, t0 + plan.chunk) - t0;
-    chunkRows(c, b, g, t0, n, rows);
+    if (kiviPool) {
+      kiviChunk(c, b, g, t0, n, tKivi.data(), tKivi.data() + vDelta,
+                plan.kernels->isa == Isa::kAvx512 ? 16
+                : plan.kernels->isa == Isa::kAvx2 ? 8
+                                                  : 0);
+      for (int64_t i = 0; i < n; ++i)
+        rows[i] = i * c.headDim;
+    } else {
+      chunkRows(c, b, g, t0, n, rows);
+    }
     if (scaled)
       chunkScales(c, rows, n, kScale, vScale);
     const bool first = ci == c0;
@@ -993,9 +1079,9 @@ void runItem(void *context, int64_t item) {
       Pass pass{c.q + b * c.qBatchStride + h * c.qHeadStride +
                     s * c.qTokenStride,
                 c.qHeadStride,
-                c.pool,
+                poolData,
                 rows,
-                c.valueOffset - c.keyOffset,
+                vDelta,
                 kScale,
                 vScale,
                 n,
@@ -1107,9 +1193,9 @@ constexpr size_t kKeptScratch = size_t(16) << 20; // floats
 
 void runAttention(const Kernels &kernels, const Call &call) {
   // batch == 0 or queries == 0: nothing to do.
-  if (!validArgs(call))
-    return;
   Call c = call;
+  if (!validArgs(c))
+    return;
   c.group = c.qHeads / c.kvHeads;
   c.maxLen = c.tableWidth > std::numeric_limits<int64_t>::max() / c.blockSize
                  ? std::numeric_limits<int64_t>::max()
@@ -1143,7 +1229,7 @@ void runAttention(const Kernels &kernels, const Call &call) {
             i8   ? kern->valuesI8
             : f8 ? kern->valuesF8
                  : kern->values,
-            kMaxChunk,
+            c.format == Format::kKivi ? kKiviChunk : kMaxChunk,
             1,
             1,
             nullptr,
@@ -1313,3 +1399,43 @@ SITS_PATTN_ENTRY(sitsRuntimePagedAttentionI8, int8_t,
                  sits::runtime::pattn::Format::kI8Row)
 SITS_PATTN_ENTRY(sitsRuntimePagedAttentionF8E4M3, uint8_t,
                  sits::runtime::pattn::Format::kF8E4M3Row)
+
+extern "C" void sitsRuntimePagedAttentionKivi(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const uint8_t *pool, const uint8_t *tail,
+    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
+    int64_t bits, const int32_t *tables, int64_t tableWidth,
+    int64_t tableStride, const int32_t *contextLens, float scale, float *out,
+    int64_t outBatchStride, int64_t outHeadStride, int64_t outTokenStride) {
+  using namespace sits::runtime::pattn;
+  static const Kernels *const kernels = kernelsFor(selectedIsa());
+  Args args{};
+  args.batch = batch;
+  args.queries = queries;
+  args.qHeads = qHeads;
+  args.kvHeads = kvHeads;
+  args.headDim = headDim;
+  args.q = q;
+  args.qBatchStride = qBatchStride;
+  args.qHeadStride = qHeadStride;
+  args.qTokenStride = qTokenStride;
+  args.pool = pool;
+  args.numBlocks = numBlocks;
+  args.blockSize = blockSize;
+  args.tables = tables;
+  args.tableWidth = tableWidth;
+  args.tableStride = tableStride;
+  args.contextLens = contextLens;
+  args.scale = scale;
+  args.out = out;
+  args.outBatchStride = outBatchStride;
+  args.outHeadStride = outHeadStride;
+  args.outTokenStride = outTokenStride;
+  args.format = Format::kKivi;
+  args.tail = tail;
+  args.numLayers = numLayers;
+  args.layer = layer;
+  args.bits = bits;
+  attend(*kernels, args);
+}

@@ -51,6 +51,21 @@ SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionI8, int8_t);
 /// writers never produce, are not handled specially.
 SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionF8E4M3, uint8_t);
 
+/// As sitsRuntimePagedAttention, over layer `layer` of a pool of KIVI
+/// blocks of `bits` (4 or 2) codes and their f32 tails, laid out as
+/// sits/runtime/kivi_layout.h says for (numLayers, kvHeads, blockSize,
+/// headDim, bits): position t of sequence b is read from its block's
+/// quantized slab when the block is full (contextLens[b] reaches its end),
+/// else from the block's tail. Invalid geometry computes nothing.
+extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionKivi(
+    int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
+    int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
+    int64_t qTokenStride, const uint8_t *pool, const uint8_t *tail,
+    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
+    int64_t bits, const int32_t *tables, int64_t tableWidth,
+    int64_t tableStride, const int32_t *contextLens, float scale, float *out,
+    int64_t outBatchStride, int64_t outHeadStride, int64_t outTokenStride);
+
 namespace sits::runtime::pattn {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
@@ -66,7 +81,9 @@ SITS_RUNTIME_API Isa selectedIsa();
 /// rows, each `headDim` codes and an f32 scale
 /// (`sitsRuntimePagedAttentionI8`; pool strides in bytes), or the same
 /// with E4M3FN codes (`sitsRuntimePagedAttentionF8E4M3`).
-enum class Format { kF32, kI8Row, kF8E4M3Row };
+/// `kKivi`: `sitsRuntimePagedAttentionKivi`'s pool of 4- or 2-bit blocks
+/// and their f32 tails (sits/runtime/kivi_layout.h).
+enum class Format { kF32, kI8Row, kF8E4M3Row, kKivi };
 
 /// The arguments of `sitsRuntimePagedAttention`,
 /// `sitsRuntimePagedAttentionI8` or `sitsRuntimePagedAttentionF8E4M3`, in
@@ -86,6 +103,10 @@ struct Args {
   float *out;
   int64_t outBatchStride, outHeadStride, outTokenStride;
   Format format = Format::kF32;
+  /// kKivi only: the tails, and the layout's layers, the layer attended
+  /// and the code width (the pool strides and offsets above are unused).
+  const void *tail = nullptr;
+  int64_t numLayers = 0, layer = 0, bits = 0;
 };
 
 /// `sitsRuntimePagedAttention` (or `...I8`, `...F8E4M3`, per `args.format`)

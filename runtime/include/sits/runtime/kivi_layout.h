@@ -1,0 +1,182 @@
+//===- kivi_layout.h - 4-/2-bit KV blocks with a full-precision tail ------===//
+//
+// The geometry of a KV pool quantized the KIVI way (Liu et al., 2024): keys
+// per channel over the tokens of a block, values per token over groups of
+// channels, both asymmetric (code * scale + min) in 4 or 2 bits, and the
+// tokens of a block that is not full yet kept in f32 until it fills.
+// Keys have outlier channels (a few channels far larger than the rest), so
+// a scale per channel loses little where a scale per token loses the small
+// channels; values have none, and their error is averaged by attention.
+// One header so that the writer and the attention kernels (runtime core),
+// the pool (kv::Memory) and the compiler agree on every byte.
+//
+// The pool, per block and row-major: [layers][2 (K, V)][kvHeads] slabs of
+// `slabBytes`. A slab holds `blockSize` rows of `rowBytes` codes (element
+// d of a row: 4 bits at byte d / 2, the low nibble for even d; 2 bits at
+// byte d / 4, bits 2 * (d % 4)), then its parameters as IEEE f16:
+//   K: scale[headDim], then min[headDim] (per channel, over the block);
+//   V: scale[blockSize][headDim / valueGroup], then min[...] (per token
+//      and group of `valueGroup` channels).
+// Both kinds reserve the larger of the two parameter sizes, so that every
+// slab has one size; valueGroup is min(blockSize, headDim) (the largest
+// divisor of headDim not above that), which makes the two equal whenever
+// blockSize <= headDim and divides it.
+//
+// The tail: per block and layer, a page-aligned run of `tailLayerBytes`:
+// an int32 count of valid rows (`tailRows`, the rest of a 64-byte header),
+// then f32 [2][kvHeads][blockSize][headDim]. It holds the rows of a block
+// until its last position is written; the writer then quantizes the block
+// into the pool and gives the tail's pages back (they read as zeros, a
+// count of 0). Only blocks being filled use memory there, so the tail is
+// reserved for every block but committed for a few per sequence.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SITS_RUNTIME_KIVI_LAYOUT_H
+#define SITS_RUNTIME_KIVI_LAYOUT_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace sits::runtime::kivi {
+
+/// Bytes before a tail's rows (its row count, padded for alignment).
+constexpr int64_t kTailHeaderBytes = 64;
+/// A tail run per block and layer is a whole number of these, so that its
+/// pages can be given back alone.
+constexpr int64_t kTailPageBytes = 4096;
+/// The largest head size and block size a layout takes (kernels keep
+/// per-thread scratch of a few rows of the head size).
+constexpr int64_t kMaxHeadDim = 4096, kMaxBlockSize = 1024;
+
+struct Layout {
+  int64_t numLayers = 0, kvHeads = 0, blockSize = 0, headDim = 0, bits = 0;
+  /// Channels per (scale, min) pair of a V row.
+  int64_t valueGroup = 0;
+  /// One row's codes: headDim * bits / 8.
+  int64_t rowBytes = 0;
+  /// Where a slab's parameters start: blockSize * rowBytes.
+  int64_t paramsOffset = 0;
+  /// K's scales then mins: headDim f16 each; V's: blockSize * groups each.
+  int64_t keyParams = 0, valueParams = 0;
+  int64_t slabBytes = 0;
+  /// Byte strides in the pool: a K/V kind's heads, a layer, a block.
+  int64_t kindStride = 0, layerStride = 0, blockBytes = 0;
+  /// Byte strides in the tail.
+  int64_t tailLayerBytes = 0, tailBlockBytes = 0;
+
+  int64_t valueGroups() const { return headDim / valueGroup; }
+
+  /// Byte offset in the pool of the slab of (block, layer, kind 0 = K or
+  /// 1 = V, kv head).
+  int64_t slab(int64_t block, int64_t layer, int64_t kind,
+               int64_t head) const {
+    return block * blockBytes + layer * layerStride + kind * kindStride +
+           head * slabBytes;
+  }
+  /// Byte offset in the tail of (block, layer)'s header.
+  int64_t tail(int64_t block, int64_t layer) const {
+    return block * tailBlockBytes + layer * tailLayerBytes;
+  }
+  /// Float offset, from the header, of row `t` of (kind, head).
+  int64_t tailRow(int64_t kind, int64_t head, int64_t t) const {
+    return kTailHeaderBytes / 4 + ((kind * kvHeads + head) * blockSize + t) *
+                                      headDim;
+  }
+
+  /// The layout of a pool of `bits` (4 or 2) codes; false when the
+  /// geometry is invalid (a count below 1, headDim * bits not whole bytes,
+  /// headDim or blockSize above its maximum) or a size overflows int64.
+  static bool make(int64_t numLayers, int64_t kvHeads, int64_t blockSize,
+                   int64_t headDim, int64_t bits, Layout *out) {
+    if (numLayers < 1 || kvHeads < 1 || blockSize < 1 || headDim < 1 ||
+        (bits != 4 && bits != 2) || headDim * bits % 8 != 0 ||
+        headDim > kMaxHeadDim || blockSize > kMaxBlockSize)
+      return false;
+    Layout l;
+    l.numLayers = numLayers;
+    l.kvHeads = kvHeads;
+    l.blockSize = blockSize;
+    l.headDim = headDim;
+    l.bits = bits;
+    l.valueGroup = blockSize < headDim ? blockSize : headDim;
+    while (headDim % l.valueGroup != 0)
+      --l.valueGroup;
+    l.rowBytes = headDim * bits / 8;
+    l.paramsOffset = blockSize * l.rowBytes;
+    l.keyParams = 4 * headDim;
+    l.valueParams = 4 * blockSize * l.valueGroups();
+    l.slabBytes = l.paramsOffset +
+                  (l.keyParams > l.valueParams ? l.keyParams : l.valueParams);
+    int64_t tailRows;
+    if (__builtin_mul_overflow(kvHeads, l.slabBytes, &l.kindStride) ||
+        __builtin_mul_overflow(l.kindStride, 2, &l.layerStride) ||
+        __builtin_mul_overflow(l.layerStride, numLayers, &l.blockBytes) ||
+        __builtin_mul_overflow(2 * kvHeads, blockSize * headDim, &tailRows) ||
+        __builtin_mul_overflow(tailRows, 4, &tailRows) ||
+        __builtin_add_overflow(tailRows, kTailHeaderBytes + kTailPageBytes - 1,
+                               &l.tailLayerBytes))
+      return false;
+    l.tailLayerBytes -= l.tailLayerBytes % kTailPageBytes;
+    if (__builtin_mul_overflow(l.tailLayerBytes, numLayers, &l.tailBlockBytes))
+      return false;
+    *out = l;
+    return true;
+  }
+};
+
+/// IEEE binary16 to f32 (exact).
+inline float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else { // subnormal: normalize
+    uint32_t e = 113;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      --e;
+    }
+    bits = sign | (e << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// f32 to IEEE binary16, rounded to nearest even; finite values beyond the
+/// largest f16 (65504) saturate to it, NaN stays NaN.
+inline uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u)
+    return uint16_t(sign | 0x7e00u);
+  if (x >= 0x477ff000u) // rounds to 65520 or more
+    return uint16_t(sign | 0x7bffu);
+  if (x < 0x38800000u) { // below the smallest normal f16 (2^-14)
+    if (x < 0x33000000u) // below half the smallest subnormal
+      return sign;
+    const uint32_t e = x >> 23, mant = (x & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e; // 14..24 : value = mant * 2^(e-150)
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u)))
+      ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = ((x >> 13) - (112u << 10)) & 0xffffu;
+  const uint32_t rem = x & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+    ++h;
+  return uint16_t(sign | h);
+}
+
+} // namespace sits::runtime::kivi
+
+#endif // SITS_RUNTIME_KIVI_LAYOUT_H
