@@ -116,8 +116,9 @@ inline void dequantTail(const uint8_t *row, int64_t d0, int64_t D,
 // (bits 0-1, 2-3, 4-5, 6-7 of each byte).
 SITS_KIVI_AVX2 inline __m128i spread4(__m128i bytes) {
   const __m128i x = _mm_cvtepu8_epi16(bytes); // byte b in the low half
-  return _mm_or_si128(_mm_and_si128(x, _mm_set1_epi16(0x000f)),
-                      _mm_and_si128(_mm_slli_epi16(x, 4), _mm_set1_epi16(0x0f00)));
+  return _mm_or_si128(
+      _mm_and_si128(x, _mm_set1_epi16(0x000f)),
+      _mm_and_si128(_mm_slli_epi16(x, 4), _mm_set1_epi16(0x0f00)));
 }
 SITS_KIVI_AVX2 inline __m128i spread2(__m128i bytes) {
   const __m128i x = _mm_cvtepu8_epi32(bytes);
@@ -149,40 +150,32 @@ SITS_KIVI_AVX512 inline __m512 codes16(const uint8_t *row, int64_t d) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(spread));
 }
 
-template <int Bits>
-SITS_KIVI_AVX2 void rowsAvx2(const uint8_t *rows, int64_t rowBytes,
-                             int64_t n, int64_t D, const float *scale,
-                             const float *min, float *dst) {
-  for (int64_t r = 0; r < n; ++r, rows += rowBytes, dst += D) {
-    int64_t d = 0;
-    for (; d + 8 <= D; d += 8)
-      _mm256_storeu_ps(dst + d,
-                       _mm256_fmadd_ps(codes8<Bits>(rows, d),
-                                       _mm256_loadu_ps(scale + d),
-                                       _mm256_loadu_ps(min + d)));
-    dequantTail<Bits>(rows, d, D, scale, min, dst);
+/// n packed rows, element d of each code * scale[d] + min[d].
+#define SITS_KIVI_ROWS(NAME, TARGET, LOAD, FMADD, STORE, CODES, W)             \
+  template <int Bits>                                                          \
+  TARGET void NAME(const uint8_t *rows, int64_t rowBytes, int64_t n,           \
+                   int64_t D, const float *scale, const float *min,            \
+                   float *dst) {                                               \
+    for (int64_t r = 0; r < n; ++r, rows += rowBytes, dst += D) {              \
+      int64_t d = 0;                                                           \
+      for (; d + W <= D; d += W)                                               \
+        STORE(dst + d,                                                         \
+              FMADD(CODES<Bits>(rows, d), LOAD(scale + d), LOAD(min + d)));    \
+      dequantTail<Bits>(rows, d, D, scale, min, dst);                          \
+    }                                                                          \
   }
-}
+SITS_KIVI_ROWS(rowsAvx2, SITS_KIVI_AVX2, _mm256_loadu_ps, _mm256_fmadd_ps,
+               _mm256_storeu_ps, codes8, 8)
+SITS_KIVI_ROWS(rowsAvx512, SITS_KIVI_AVX512, _mm512_loadu_ps, _mm512_fmadd_ps,
+               _mm512_storeu_ps, codes16, 16)
+#undef SITS_KIVI_ROWS
 
-template <int Bits>
-SITS_KIVI_AVX512 void rowsAvx512(const uint8_t *rows, int64_t rowBytes,
-                                 int64_t n, int64_t D, const float *scale,
-                                 const float *min, float *dst) {
-  for (int64_t r = 0; r < n; ++r, rows += rowBytes, dst += D) {
-    int64_t d = 0;
-    for (; d + 16 <= D; d += 16)
-      _mm512_storeu_ps(dst + d,
-                       _mm512_fmadd_ps(codes16<Bits>(rows, d),
-                                       _mm512_loadu_ps(scale + d),
-                                       _mm512_loadu_ps(min + d)));
-    dequantTail<Bits>(rows, d, D, scale, min, dst);
-  }
-}
 SITS_KIVI_AVX2 void halvesF16c(const uint8_t *src, int64_t n, float *dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                  reinterpret_cast<const __m128i *>(src + 2 * i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(
+                         reinterpret_cast<const __m128i *>(src + 2 * i))));
   for (; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, sizeof h);
@@ -192,7 +185,7 @@ SITS_KIVI_AVX2 void halvesF16c(const uint8_t *src, int64_t n, float *dst) {
 
 /// V rows [r0, r1) whose groups are whole vectors: each group's (scale,
 /// min) broadcast.
-#define SITS_KIVI_VALUES(NAME, TARGET, VEC, SET1, FMADD, STORE, CODES, W)       \
+#define SITS_KIVI_VALUES(NAME, TARGET, VEC, SET1, FMADD, STORE, CODES, W)      \
   template <int Bits>                                                          \
   TARGET void NAME(const Layout &l, const uint8_t *slab, int64_t r0,           \
                    int64_t r1, float *dst) {                                   \
@@ -221,32 +214,31 @@ SITS_KIVI_VALUES(valuesAvx512, SITS_KIVI_AVX512, __m512, _mm512_set1_ps,
 #endif
 
 template <int Bits>
-void rowsPortable(const uint8_t *rows, int64_t rowBytes, int64_t n,
-                  int64_t D, const float *scale, const float *min,
-                  float *dst) {
+void rowsPortable(const uint8_t *rows, int64_t rowBytes, int64_t n, int64_t D,
+                  const float *scale, const float *min, float *dst) {
   for (int64_t r = 0; r < n; ++r, rows += rowBytes, dst += D)
     dequantTail<Bits>(rows, 0, D, scale, min, dst);
 }
 
 /// n packed rows, each element code * scale[d] + min[d], on path `lanes`
 /// (16: AVX-512, 8: AVX2, else portable).
-void dequantRows(int lanes, int64_t bits, const uint8_t *rows,
-                 int64_t rowBytes, int64_t n, int64_t D, const float *scale,
-                 const float *min, float *dst) {
+void dequantRows(int lanes, int64_t bits, const uint8_t *rows, int64_t rowBytes,
+                 int64_t n, int64_t D, const float *scale, const float *min,
+                 float *dst) {
 #if SITS_KIVI_X86
   if (lanes == 16) {
     (bits == 4 ? rowsAvx512<4> : rowsAvx512<2>)(rows, rowBytes, n, D, scale,
-                                                 min, dst);
+                                                min, dst);
     return;
   }
   if (lanes == 8) {
     (bits == 4 ? rowsAvx2<4> : rowsAvx2<2>)(rows, rowBytes, n, D, scale, min,
-                                             dst);
+                                            dst);
     return;
   }
 #endif
   (bits == 4 ? rowsPortable<4> : rowsPortable<2>)(rows, rowBytes, n, D, scale,
-                                                   min, dst);
+                                                  min, dst);
 }
 
 /// Per-thread parameter scratch: [scale][min] of headDim floats.
@@ -346,8 +338,8 @@ void dequantKeys(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
               scale, min, dst);
 }
 
-void dequantValues(const Layout &l, const uint8_t *slab, int64_t r0,
-                   int64_t r1, float *dst, int lanes) {
+void dequantValues(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
+                   float *dst, int lanes) {
   const int64_t D = l.headDim, groups = l.valueGroups(), G = l.valueGroup;
 #if SITS_KIVI_X86
   if (lanes == 16 && G % 16 == 0) {
@@ -404,8 +396,8 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
     for (int64_t t = 0; t < bs; ++t) {
       for (int64_t g = 0; g < groups; ++g) {
         uint16_t s, m;
-        quantizeRun(values + t * D + g * G, G, 1, l.bits,
-                    codes + g * G, &s, &m);
+        quantizeRun(values + t * D + g * G, G, 1, l.bits, codes + g * G, &s,
+                    &m);
         storeHalf(slab + l.paramsOffset + 2 * (t * groups + g), s);
         storeHalf(slab + l.paramsOffset + 2 * (bs * groups + t * groups + g),
                   m);
@@ -420,15 +412,14 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
 extern "C" void sitsRuntimeKiviWrite(
     int64_t batch, int64_t tokens, int64_t kvHeads, int64_t headDim,
     const float *k, const float *v, int64_t batchStride, int64_t tokenStride,
-    int64_t headStride, const int64_t *slots, int64_t slotStride,
-    uint8_t *pool, uint8_t *tail, int64_t numBlocks, int64_t numLayers,
-    int64_t layer, int64_t blockSize, int64_t bits, int64_t flags) {
+    int64_t headStride, const int64_t *slots, int64_t slotStride, uint8_t *pool,
+    uint8_t *tail, int64_t numBlocks, int64_t numLayers, int64_t layer,
+    int64_t blockSize, int64_t bits, int64_t flags) {
   using namespace sits::runtime::kivi;
   Write w{};
   if (batch <= 0 || tokens <= 0 || numBlocks <= 0 || !k || !v || !slots ||
-      !pool || !tail || layer < 0 || layer >= numLayers ||
-      batchStride < 0 || tokenStride < 0 || headStride < 0 ||
-      slotStride < 0 ||
+      !pool || !tail || layer < 0 || layer >= numLayers || batchStride < 0 ||
+      tokenStride < 0 || headStride < 0 || slotStride < 0 ||
       !Layout::make(numLayers, kvHeads, blockSize, headDim, bits, &w.l))
     return;
   int64_t poolBytes, tailBytes;

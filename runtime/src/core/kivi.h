@@ -25,14 +25,12 @@
 /// context (a truncated sequence) first takes back the rows before the new
 /// one from its quantized slab. Rows of one sequence are written in order;
 /// sequences may run on several threads. Invalid geometry writes nothing.
-extern "C" SITS_RUNTIME_API void
-sitsRuntimeKiviWrite(int64_t batch, int64_t tokens, int64_t kvHeads,
-                     int64_t headDim, const float *k, const float *v,
-                     int64_t batchStride, int64_t tokenStride,
-                     int64_t headStride, const int64_t *slots,
-                     int64_t slotStride, uint8_t *pool, uint8_t *tail,
-                     int64_t numBlocks, int64_t numLayers, int64_t layer,
-                     int64_t blockSize, int64_t bits, int64_t flags);
+extern "C" SITS_RUNTIME_API void sitsRuntimeKiviWrite(
+    int64_t batch, int64_t tokens, int64_t kvHeads, int64_t headDim,
+    const float *k, const float *v, int64_t batchStride, int64_t tokenStride,
+    int64_t headStride, const int64_t *slots, int64_t slotStride, uint8_t *pool,
+    uint8_t *tail, int64_t numBlocks, int64_t numLayers, int64_t layer,
+    int64_t blockSize, int64_t bits, int64_t flags);
 
 namespace sits::runtime::kivi {
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "sits/runtime/engine/paged_runner.h"
+#include "sits/runtime/half.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -52,26 +53,6 @@ float fromBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
-}
-
-/// IEEE half to float (exact).
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  if (exp == 0x1f)
-    return fromBits(sign | 0x7f800000 | (mant << 13));
-  if (exp != 0)
-    return fromBits(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0)
-    return fromBits(sign);
-  // Subnormal: shift the leading one up to the implicit bit.
-  uint32_t e = 113;
-  while (!(mant & 0x400)) {
-    mant <<= 1;
-    --e;
-  }
-  return fromBits(sign | (e << 23) | ((mant & 0x3ff) << 13));
 }
 
 /// Row `src` of logits of type `dtype` (f32, f16 or bf16) as floats.

@@ -64,8 +64,8 @@ struct Pool {
     std::memcpy(&n, tail + l.tail(block, layer), sizeof n);
     return n;
   }
-  const float *tailRow(int64_t block, int64_t layer, int64_t kind,
-                       int64_t head, int64_t t) const {
+  const float *tailRow(int64_t block, int64_t layer, int64_t kind, int64_t head,
+                       int64_t t) const {
     return reinterpret_cast<const float *>(tail + l.tail(block, layer)) +
            l.tailRow(kind, head, t);
   }
@@ -91,8 +91,8 @@ struct Pool {
     std::memcpy(&s, slab + l.paramsOffset + 2 * si, 2);
     std::memcpy(&m, slab + l.paramsOffset + 2 * mi, 2);
     if (step)
-      *step = kivi::halfToFloat(s);
-    return double(code) * kivi::halfToFloat(s) + kivi::halfToFloat(m);
+      *step = halfToFloat(s);
+    return double(code) * halfToFloat(s) + halfToFloat(m);
   }
 };
 
@@ -129,12 +129,11 @@ void write(Pool &p, const Rows &r, int64_t s0, int64_t count,
            const std::vector<int64_t> &slots, int64_t layer,
            int64_t flags = kivi::kReleaseTail) {
   // slots: [batch][count]
-  sitsRuntimeKiviWrite(r.batch, count, r.heads, r.dim,
-                       r.k.data() + s0 * r.heads * r.dim,
-                       r.v.data() + s0 * r.heads * r.dim,
-                       r.tokens * r.heads * r.dim, r.heads * r.dim, r.dim,
-                       slots.data(), count, p.data.data(), p.tail, p.blocks,
-                       p.l.numLayers, layer, p.l.blockSize, p.l.bits, flags);
+  sitsRuntimeKiviWrite(
+      r.batch, count, r.heads, r.dim, r.k.data() + s0 * r.heads * r.dim,
+      r.v.data() + s0 * r.heads * r.dim, r.tokens * r.heads * r.dim,
+      r.heads * r.dim, r.dim, slots.data(), count, p.data.data(), p.tail,
+      p.blocks, p.l.numLayers, layer, p.l.blockSize, p.l.bits, flags);
 }
 
 /// Slot of position t of a sequence whose table is `table`.
@@ -154,8 +153,8 @@ TEST(KiviLayout, Sizes) {
   EXPECT_EQ(l.blockBytes, 3 * 2 * 2 * 1280);
   EXPECT_EQ(l.tailLayerBytes, 36864); // 64 + 32768, in whole pages
   EXPECT_EQ(l.tailBlockBytes, 3 * 36864);
-  EXPECT_EQ(l.slab(2, 1, 1, 1), 2 * l.blockBytes + l.layerStride +
-                                    l.kindStride + l.slabBytes);
+  EXPECT_EQ(l.slab(2, 1, 1, 1),
+            2 * l.blockBytes + l.layerStride + l.kindStride + l.slabBytes);
   ASSERT_TRUE(Layout::make(1, 1, 32, 64, 2, &l));
   EXPECT_EQ(l.slabBytes, 512 + 256);
   // 80 channels: groups of 20 (the largest divisor up to the block size);
@@ -181,7 +180,8 @@ TEST(KiviLayout, Sizes) {
   EXPECT_FALSE(Layout::make(int64_t(1) << 62, 1, 32, 64, 4, &l));
   EXPECT_FALSE(Layout::make(1, 1, 32, kivi::kMaxHeadDim + 8, 4, &l));
   EXPECT_FALSE(Layout::make(1, 1, kivi::kMaxBlockSize * 2, 64, 4, &l));
-  EXPECT_TRUE(Layout::make(1, 1, kivi::kMaxBlockSize, kivi::kMaxHeadDim, 2, &l));
+  EXPECT_TRUE(
+      Layout::make(1, 1, kivi::kMaxBlockSize, kivi::kMaxHeadDim, 2, &l));
 }
 
 TEST(KiviHalf, Conversions) {
@@ -190,17 +190,17 @@ TEST(KiviHalf, Conversions) {
     const bool inf = (h & 0x7fffu) == 0x7c00u;
     if (nan || inf)
       continue;
-    ASSERT_EQ(kivi::floatToHalf(kivi::halfToFloat(uint16_t(h))), h) << h;
+    ASSERT_EQ(floatToHalf(halfToFloat(uint16_t(h))), h) << h;
   }
-  EXPECT_EQ(kivi::halfToFloat(0x3c00), 1.f);
-  EXPECT_EQ(kivi::halfToFloat(0x0001), std::ldexp(1.f, -24));
-  EXPECT_EQ(kivi::floatToHalf(1.f + std::ldexp(1.f, -11)), 0x3c00); // tie
-  EXPECT_EQ(kivi::floatToHalf(1.f + 3 * std::ldexp(1.f, -11)), 0x3c02);
-  EXPECT_EQ(kivi::floatToHalf(std::ldexp(1.f, -25)), 0x0000); // tie to 0
-  EXPECT_EQ(kivi::floatToHalf(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(kivi::floatToHalf(65520.f), 0x7bff); // saturates
-  EXPECT_EQ(kivi::floatToHalf(-INFINITY), 0xfbff);
-  EXPECT_TRUE(std::isnan(kivi::halfToFloat(kivi::floatToHalf(NAN))));
+  EXPECT_EQ(halfToFloat(0x3c00), 1.f);
+  EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.f, -24));
+  EXPECT_EQ(floatToHalf(1.f + std::ldexp(1.f, -11)), 0x3c00); // tie
+  EXPECT_EQ(floatToHalf(1.f + 3 * std::ldexp(1.f, -11)), 0x3c02);
+  EXPECT_EQ(floatToHalf(std::ldexp(1.f, -25)), 0x0000); // tie to 0
+  EXPECT_EQ(floatToHalf(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(floatToHalf(65520.f), 0x7bff); // saturates
+  EXPECT_EQ(floatToHalf(-INFINITY), 0xfbff);
+  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(NAN))));
 }
 
 /// The largest step a run of values in [lo, hi] may get: the range over
@@ -296,8 +296,8 @@ TEST_P(KiviBits, SeveralSequencesInOneCall) {
   // Large enough for the writer's threads; each sequence its own blocks.
   const int64_t bits = GetParam(), bs = 16, H = 4, D = 128, B = 6, T = 40;
   const Rows r = randomRows(B, T, H, D, 11);
-  Pool together(1, H, bs, D, bits, 1 + B * 3), apart(1, H, bs, D, bits,
-                                                    1 + B * 3);
+  Pool together(1, H, bs, D, bits, 1 + B * 3),
+      apart(1, H, bs, D, bits, 1 + B * 3);
   std::vector<int64_t> all;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
@@ -324,17 +324,17 @@ TEST_P(KiviBits, BadInputWritesNothing) {
                   int64_t numLayers, const float *k) {
     const int64_t s = slot;
     sitsRuntimeKiviWrite(1, 1, H, D, k, r.v.data(), 0, 0, D, &s, 1,
-                         p.data.data(), p.tail, p.blocks, numLayers, layer,
-                         bs, callBits, kivi::kReleaseTail);
+                         p.data.data(), p.tail, p.blocks, numLayers, layer, bs,
+                         callBits, kivi::kReleaseTail);
   };
-  call(-1, 0, bits, 2, r.k.data());           // padding
-  call(3, 0, bits, 2, r.k.data());            // the null block
-  call(4 * bs, 0, bits, 2, r.k.data());       // past the pool
-  call(bs, 2, bits, 2, r.k.data());           // layer out of range
+  call(-1, 0, bits, 2, r.k.data());     // padding
+  call(3, 0, bits, 2, r.k.data());      // the null block
+  call(4 * bs, 0, bits, 2, r.k.data()); // past the pool
+  call(bs, 2, bits, 2, r.k.data());     // layer out of range
   call(bs, -1, bits, 2, r.k.data());
-  call(bs, 0, 3, 2, r.k.data());              // bad width
-  call(bs, 0, bits, 2, nullptr);              // no rows
-  call(bs, 0, bits, 0, r.k.data());           // no layers
+  call(bs, 0, 3, 2, r.k.data());    // bad width
+  call(bs, 0, bits, 2, nullptr);    // no rows
+  call(bs, 0, bits, 0, r.k.data()); // no layers
   EXPECT_TRUE(std::all_of(p.data.begin(), p.data.end(),
                           [](uint8_t b) { return b == 0; }));
   for (int64_t blk = 0; blk < 4; ++blk)
@@ -359,8 +359,10 @@ TEST_P(KiviBits, ABlockCutBackIntoIsRefilledFromItsSlab) {
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < 20; ++t)
       for (int64_t d = 0; d < D; ++d) {
-        EXPECT_FLOAT_EQ(p.tailRow(2, 0, 0, h, t)[d], p.stored(2, 0, 0, h, t, d));
-        EXPECT_FLOAT_EQ(p.tailRow(2, 0, 1, h, t)[d], p.stored(2, 0, 1, h, t, d));
+        EXPECT_FLOAT_EQ(p.tailRow(2, 0, 0, h, t)[d],
+                        p.stored(2, 0, 0, h, t, d));
+        EXPECT_FLOAT_EQ(p.tailRow(2, 0, 1, h, t)[d],
+                        p.stored(2, 0, 1, h, t, d));
       }
     EXPECT_EQ(std::memcmp(p.tailRow(2, 0, 0, h, 20),
                           &r.k[size_t((40 * H + h) * D)], D * 4),
@@ -563,7 +565,6 @@ TEST_P(KiviAttention, InvalidGeometryComputesNothing) {
     ASSERT_EQ(x, -7.f);
 }
 
-
 TEST(KiviAttention, DISABLED_Bench) {
   // A decode step of one layer: batch 8, 8 query / 2 kv heads of 64.
   const int64_t B = 8, Hq = 8, Hkv = 2, D = 64, bs = 32, layers = 2;
@@ -591,8 +592,7 @@ TEST(KiviAttention, DISABLED_Bench) {
                             f32.data(), blocks, layers * 2 * Hkv * bs * D,
                             Hkv * bs * D, 2 * Hkv * bs * D + Hkv * bs * D,
                             bs * D, bs, D, tables.data(), width, width,
-                            lens.data(), 0.125f, out.data(), Hq * D, D,
-                            Hq * D);
+                            lens.data(), 0.125f, out.data(), Hq * D, D, Hq * D);
                       },
                       3, 0.2, 20);
     for (int64_t bits : {4, 2}) {
@@ -601,8 +601,8 @@ TEST(KiviAttention, DISABLED_Bench) {
       std::vector<int64_t> slots(size_t(B * ctx));
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < ctx; ++t)
-          slots[size_t(b * ctx + t)] = tables[size_t(b * width + t / bs)] * bs +
-                                       t % bs;
+          slots[size_t(b * ctx + t)] =
+              tables[size_t(b * width + t / bs)] * bs + t % bs;
       write(p, r, 0, ctx, slots, 1);
       us[bits == 4 ? 1 : 2] =
           1e6 * test::secondsPerCall(
