@@ -214,12 +214,15 @@ const std::vector<ConfigField> &configFields() {
       plainField("num_kv_heads", &kv::PoolConfig::num_kv_heads, "> 0"),
       plainField("head_dim", &kv::PoolConfig::head_dim, "> 0"),
       enumField("dtype", &kv::PoolConfig::dtype, kv::dtypeName, kv::parseDType,
-                "KV element type: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8."),
+                "KV element type: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, "
+                "int4, int2 (the last two with quantization kivi only)."),
       enumField("quantization", &kv::PoolConfig::quantization,
                 kv::kvQuantizationName, kv::parseKVQuantization,
-                "none (default) or per_token_head (dtype int8 or fp8_e4m3 "
+                "none (default), per_token_head (dtype int8 or fp8_e4m3 "
                 "only): each (token, head) row holds head_dim one-byte codes "
-                "then its f32 scale."),
+                "then its f32 scale, or kivi (dtype int4 or int2): keys per "
+                "channel over a block, values per token and channel group, "
+                "a filling block's rows in f32."),
       plainField("kv_factor", &kv::PoolConfig::kv_factor,
                  "2 (K and V) or 1 (MLA)."),
       plainField("max_seq_len", &kv::PoolConfig::max_seq_len, "> 0"),
@@ -288,6 +291,7 @@ nb::dict geometryDict(const kv::PoolGeometry &g) {
   d["bytes_per_block"] = g.bytes_per_block;
   d["total_bytes"] = g.total_bytes;
   d["host_total_bytes"] = g.host_total_bytes;
+  d["block_stride"] = g.block_stride;
   d["usable_blocks"] = g.usable_blocks;
   d["max_blocks_per_seq"] = g.max_blocks_per_seq;
   d["verify_hits"] = g.verify_hits;
@@ -744,6 +748,17 @@ nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   std::shared_ptr<kv::Memory> m = self.share();
   const kv::Tier tier = parseTier(tierName);
   const kv::MemoryLayout &l = m->layout();
+  if (m->config().quantization == kv::KVQuantization::kKivi) {
+    // KIVI blocks are bytes: [blocks][block_stride] uint8.
+    const size_t shape[2] = {size_t(m->numBlocks(tier)),
+                             size_t(l.block_stride)};
+    const kv::MemoryBackend &backend = m->backend(tier);
+    void *data = viewData(*m, tier);
+    return nb::cast(nb::ndarray<nb::array_api>(
+        data, 2, shape, keepAlive(std::move(m)), nullptr,
+        nb::dlpack::dtype{uint8_t(nb::dlpack::dtype_code::UInt), 8, 1},
+        backend.dlpackDeviceType(), backend.deviceId()));
+  }
   const size_t shape[6] = {size_t(m->numBlocks(tier)), size_t(l.num_layers),
                            size_t(l.kv_factor),        size_t(l.num_kv_heads),
                            size_t(l.block_size),       size_t(rowElems(l))};
@@ -768,9 +783,13 @@ nb::dict memoryLayoutDict(const kv::Memory &m) {
   d["num_host_blocks"] = m.numBlocks(kv::Tier::kHost);
   // The shape of a block as the views have it: the last extent is a row's
   // elements (head_dim, or head_dim + 4 one-byte ones with per_token_head).
-  d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,
-                                    l.block_size, rowElems(l));
-  d["bytes_per_block"] = l.block_stride;
+  // KIVI blocks are bytes: one extent, the block stride.
+  if (m.config().quantization == kv::KVQuantization::kKivi)
+    d["block_shape"] = nb::make_tuple(l.block_stride);
+  else
+    d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,
+                                      l.block_size, rowElems(l));
+  d["bytes_per_block"] = m.geometry().bytes_per_block;
   d["block_stride"] = l.block_stride;
   d["layer_stride"] = l.layer_stride;
   d["kv_stride"] = l.kv_stride;

@@ -225,8 +225,12 @@ class KVAllocator:
 
     @property
     def geometry(self) -> dict[str, int]:
-        """Derived sizes: bytes_per_block, total_bytes, host_total_bytes,
-        usable_blocks, max_blocks_per_seq, verify_hits."""
+        """Derived sizes: bytes_per_block (a block's memory), block_stride
+        (bytes from one block to the next: bytes_per_block, or with ``kivi``
+        the quantized part rounded up to a page plus the f32 tail a block
+        uses while it fills), total_bytes and host_total_bytes (blocks ×
+        block_stride: the address space of each tier), usable_blocks,
+        max_blocks_per_seq, verify_hits."""
         return self._a.geometry
 
     @property
@@ -440,6 +444,9 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "fp8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
     "fp8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "int8": np.dtype(np.int8),
+    # KIVI pools (quantization="kivi") are viewed as their bytes.
+    "int4": np.dtype(np.uint8),
+    "int2": np.dtype(np.uint8),
 }
 
 
@@ -534,8 +541,11 @@ class KVMemory:
         """``dtype``, ``quantization``, ``elem_size``, ``head_dim``,
         ``num_blocks``, ``num_host_blocks``, ``block_shape`` (layers, kv,
         heads, block_size, row: a row is ``head_dim`` elements, or
-        ``head_dim + 4`` one-byte elements with ``per_token_head``), the byte strides
-        ``block_stride`` (= ``bytes_per_block``), ``layer_stride``,
+        ``head_dim + 4`` one-byte elements with ``per_token_head``; with
+        ``kivi``, the block's bytes: ``(block_stride,)``),
+        ``bytes_per_block`` (a block's memory; with ``kivi`` its quantized
+        part, without the tail of a block being filled), the byte strides
+        ``block_stride`` (= ``bytes_per_block`` but with ``kivi``), ``layer_stride``,
         ``kv_stride``, ``head_stride``, ``token_stride`` (one row, its scale
         included), and ``scale_size`` (4 with ``per_token_head``, else 0) and
         ``scale_offset`` (the scale's byte offset in a row: ``head_dim ×
@@ -545,7 +555,8 @@ class KVMemory:
     @property
     def dtype(self) -> np.dtype:
         """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8; for a
-        quantized pool that of its codes: int8 or float8_e4m3fn)."""
+        quantized pool that of its codes: int8 or float8_e4m3fn; uint8, the
+        bytes, for a ``kivi`` pool)."""
         return NUMPY_DTYPES[self._m.layout["dtype"]]
 
     def backend(self, tier: str = "device") -> dict[str, Any]:
@@ -560,7 +571,8 @@ class KVMemory:
         layers, kv_factor, heads, block_size, head_dim]`` (zero-copy); for a
         ``per_token_head`` pool the raw rows ``[..., head_dim + 4]`` in the
         pool's dtype (int8 or float8_e4m3fn: codes, then the scale's 4
-        bytes as 4 elements)."""
+        bytes as 4 elements); for a ``kivi`` pool its bytes ``[blocks,
+        block_stride]`` (see sits/runtime/kivi_layout.h)."""
         lay = self._m.layout
         blocks = lay["num_blocks"] if tier == "device" else lay["num_host_blocks"]
         raw = self._m.buffer(tier)

@@ -290,7 +290,9 @@ def fitting_pool_config(args, geometry: dict):
     allocated, rather than left for the OOM killer to end."""
     config = pool_config(args, geometry)
     sizes = config.validate()
-    pool_bytes = sizes["total_bytes"] + sizes["host_total_bytes"]
+    # The memory the blocks can fill (a KIVI pool reserves more address
+    # space, for the tails of blocks being filled, than it ever commits).
+    pool_bytes = sizes["bytes_per_block"] * (config.num_blocks + args.host_blocks)
     available = _available_bytes()
     if available is not None and pool_bytes > available:
         raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "

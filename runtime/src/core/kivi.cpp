@@ -267,7 +267,7 @@ struct Write {
   int64_t batchStride, tokenStride, headStride;
   const int64_t *slots;
   int64_t slotStride;
-  uint8_t *pool, *tail;
+  uint8_t *pool;
   int64_t numBlocks, layer;
   bool release;
   int64_t pageBytes;
@@ -285,7 +285,7 @@ void writeSequence(void *context, int64_t b) {
     const int64_t block = slot / bs, pos = slot % bs;
     if (block <= 0 || block >= w.numBlocks)
       continue;
-    uint8_t *header = w.tail + l.tail(block, w.layer);
+    uint8_t *header = w.pool + l.tail(block, w.layer);
     float *rows = reinterpret_cast<float *>(header);
     int32_t valid;
     std::memcpy(&valid, header, sizeof valid);
@@ -413,18 +413,17 @@ extern "C" void sitsRuntimeKiviWrite(
     int64_t batch, int64_t tokens, int64_t kvHeads, int64_t headDim,
     const float *k, const float *v, int64_t batchStride, int64_t tokenStride,
     int64_t headStride, const int64_t *slots, int64_t slotStride, uint8_t *pool,
-    uint8_t *tail, int64_t numBlocks, int64_t numLayers, int64_t layer,
-    int64_t blockSize, int64_t bits, int64_t flags) {
+    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
+    int64_t bits, int64_t flags) {
   using namespace sits::runtime::kivi;
   Write w{};
   if (batch <= 0 || tokens <= 0 || numBlocks <= 0 || !k || !v || !slots ||
-      !pool || !tail || layer < 0 || layer >= numLayers || batchStride < 0 ||
+      !pool || layer < 0 || layer >= numLayers || batchStride < 0 ||
       tokenStride < 0 || headStride < 0 || slotStride < 0 ||
       !Layout::make(numLayers, kvHeads, blockSize, headDim, bits, &w.l))
     return;
-  int64_t poolBytes, tailBytes;
-  if (__builtin_mul_overflow(numBlocks, w.l.blockBytes, &poolBytes) ||
-      __builtin_mul_overflow(numBlocks, w.l.tailBlockBytes, &tailBytes))
+  int64_t poolBytes;
+  if (__builtin_mul_overflow(numBlocks, w.l.blockStride, &poolBytes))
     return;
   w.tokens = tokens;
   w.k = k;
@@ -435,7 +434,6 @@ extern "C" void sitsRuntimeKiviWrite(
   w.slots = slots;
   w.slotStride = slotStride;
   w.pool = pool;
-  w.tail = tail;
   w.numBlocks = numBlocks;
   w.layer = layer;
   w.release = (flags & kReleaseTail) != 0;

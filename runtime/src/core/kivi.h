@@ -18,10 +18,11 @@
 /// b * batchStride + s * tokenStride + h * headStride (floats) goes to
 /// slot slots[b * slotStride + s] (block slot / blockSize, position slot %
 /// blockSize; negative slots, the null block 0 and blocks past `numBlocks`
-/// are skipped). Rows land in the block's f32 tail; when a block's last
-/// position is written, its rows are quantized into the pool and its tail
-/// emptied (with `flags` bit 0 set and the tail page-aligned, its pages
-/// are given back to the OS). A block written again after a shorter
+/// are skipped) in the pool of `numBlocks` KIVI blocks at `pool`. Rows land
+/// in the block's f32 tail; when a block's last position is written, its
+/// rows are quantized into the block and its tail emptied (with `flags`
+/// bit 0 set and the pool page-aligned, the tail's pages are given back to
+/// the OS). A block written again after a shorter
 /// context (a truncated sequence) first takes back the rows before the new
 /// one from its quantized slab. Rows of one sequence are written in order;
 /// sequences may run on several threads. Invalid geometry writes nothing.
@@ -29,13 +30,13 @@ extern "C" SITS_RUNTIME_API void sitsRuntimeKiviWrite(
     int64_t batch, int64_t tokens, int64_t kvHeads, int64_t headDim,
     const float *k, const float *v, int64_t batchStride, int64_t tokenStride,
     int64_t headStride, const int64_t *slots, int64_t slotStride, uint8_t *pool,
-    uint8_t *tail, int64_t numBlocks, int64_t numLayers, int64_t layer,
-    int64_t blockSize, int64_t bits, int64_t flags);
+    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
+    int64_t bits, int64_t flags);
 
 namespace sits::runtime::kivi {
 
 /// Bit 0 of sitsRuntimeKiviWrite's flags: give a filled block's tail pages
-/// back (the tail is an anonymous mapping of its own).
+/// back (the pool is an anonymous mapping without huge pages).
 constexpr int64_t kReleaseTail = 1;
 
 /// Rows [r0, r1) of the K slab at `slab`, dequantized into

@@ -785,15 +785,14 @@ bool lastFits(const int64_t (&n)[3], const int64_t (&stride)[3], int64_t inner,
   return true;
 }
 
-/// kKivi: the layout of a valid geometry (into c.kivi), whose pool and
-/// tails have int64 sizes.
+/// kKivi: the layout of a valid geometry (into c.kivi), whose pool has
+/// an int64 size.
 bool validKivi(Call &c) {
   int64_t bytes;
-  return c.tail && c.layer >= 0 && c.layer < c.numLayers &&
+  return c.layer >= 0 && c.layer < c.numLayers &&
          kivi::Layout::make(c.numLayers, c.kvHeads, c.blockSize, c.headDim,
                             c.bits, &c.kivi) &&
-         mulFits(c.numBlocks, c.kivi.blockBytes, &bytes) &&
-         mulFits(c.numBlocks, c.kivi.tailBlockBytes, &bytes);
+         mulFits(c.numBlocks, c.kivi.blockStride, &bytes);
 }
 
 bool validArgs(Call &c) {
@@ -951,7 +950,6 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
   const int32_t *table = c.tables + b * c.tableStride;
   const int64_t bs = c.blockSize, D = c.headDim, len = c.contextLens[b];
   const auto *pool = static_cast<const uint8_t *>(c.pool);
-  const auto *tail = static_cast<const uint8_t *>(c.tail);
   for (int64_t i = 0; i < n;) {
     const int64_t t = t0 + i, m = t / bs, r = t % bs;
     const int64_t take = std::min(n - i, bs - r);
@@ -965,7 +963,7 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
                           v + i * D, lanes);
     } else {
       const float *rows =
-          reinterpret_cast<const float *>(tail + l.tail(blk, c.layer));
+          reinterpret_cast<const float *>(pool + l.tail(blk, c.layer));
       std::memcpy(k + i * D, rows + l.tailRow(0, g, r),
                   size_t(take * D) * sizeof(float));
       std::memcpy(v + i * D, rows + l.tailRow(1, g, r),
@@ -1403,11 +1401,11 @@ SITS_PATTN_ENTRY(sitsRuntimePagedAttentionF8E4M3, uint8_t,
 extern "C" void sitsRuntimePagedAttentionKivi(
     int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
     int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const uint8_t *pool, const uint8_t *tail,
-    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
-    int64_t bits, const int32_t *tables, int64_t tableWidth,
-    int64_t tableStride, const int32_t *contextLens, float scale, float *out,
-    int64_t outBatchStride, int64_t outHeadStride, int64_t outTokenStride) {
+    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
+    int64_t numLayers, int64_t layer, int64_t blockSize, int64_t bits,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride) {
   using namespace sits::runtime::pattn;
   static const Kernels *const kernels = kernelsFor(selectedIsa());
   Args args{};
@@ -1433,7 +1431,6 @@ extern "C" void sitsRuntimePagedAttentionKivi(
   args.outHeadStride = outHeadStride;
   args.outTokenStride = outTokenStride;
   args.format = Format::kKivi;
-  args.tail = tail;
   args.numLayers = numLayers;
   args.layer = layer;
   args.bits = bits;

@@ -51,8 +51,8 @@ SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionI8, int8_t);
 /// writers never produce, are not handled specially.
 SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionF8E4M3, uint8_t);
 
-/// As sitsRuntimePagedAttention, over layer `layer` of a pool of KIVI
-/// blocks of `bits` (4 or 2) codes and their f32 tails, laid out as
+/// As sitsRuntimePagedAttention, over layer `layer` of a pool of
+/// `numBlocks` KIVI blocks of `bits` (4 or 2) codes and f32 tails, laid out as
 /// sits/runtime/kivi_layout.h says for (numLayers, kvHeads, blockSize,
 /// headDim, bits): position t of sequence b is read from its block's
 /// quantized slab when the block is full (contextLens[b] reaches its end),
@@ -60,11 +60,11 @@ SITS_PAGED_ATTENTION_SIGNATURE(sitsRuntimePagedAttentionF8E4M3, uint8_t);
 extern "C" SITS_RUNTIME_API void sitsRuntimePagedAttentionKivi(
     int64_t batch, int64_t queries, int64_t qHeads, int64_t kvHeads,
     int64_t headDim, const float *q, int64_t qBatchStride, int64_t qHeadStride,
-    int64_t qTokenStride, const uint8_t *pool, const uint8_t *tail,
-    int64_t numBlocks, int64_t numLayers, int64_t layer, int64_t blockSize,
-    int64_t bits, const int32_t *tables, int64_t tableWidth,
-    int64_t tableStride, const int32_t *contextLens, float scale, float *out,
-    int64_t outBatchStride, int64_t outHeadStride, int64_t outTokenStride);
+    int64_t qTokenStride, const uint8_t *pool, int64_t numBlocks,
+    int64_t numLayers, int64_t layer, int64_t blockSize, int64_t bits,
+    const int32_t *tables, int64_t tableWidth, int64_t tableStride,
+    const int32_t *contextLens, float scale, float *out, int64_t outBatchStride,
+    int64_t outHeadStride, int64_t outTokenStride);
 
 namespace sits::runtime::pattn {
 
@@ -103,9 +103,8 @@ struct Args {
   float *out;
   int64_t outBatchStride, outHeadStride, outTokenStride;
   Format format = Format::kF32;
-  /// kKivi only: the tails, and the layout's layers, the layer attended
-  /// and the code width (the pool strides and offsets above are unused).
-  const void *tail = nullptr;
+  /// kKivi only: the layout's layers, the layer attended and the code
+  /// width (the pool strides and offsets above are unused).
   int64_t numLayers = 0, layer = 0, bits = 0;
 };
 

@@ -3,19 +3,22 @@
 
 #include "errors.h"
 
+#include "sits/runtime/kivi_layout.h"
+
 namespace sits::runtime::kv {
 namespace {
 
 struct DTypeEntry {
   DType dtype;
   const char *name;
-  int64_t size;
+  int64_t bits;
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::kF32, "f32", 4},          {DType::kF16, "f16", 2},
-    {DType::kBF16, "bf16", 2},        {DType::kFP8E4M3, "fp8_e4m3", 1},
-    {DType::kFP8E5M2, "fp8_e5m2", 1}, {DType::kInt8, "int8", 1},
+    {DType::kF32, "f32", 32},         {DType::kF16, "f16", 16},
+    {DType::kBF16, "bf16", 16},       {DType::kFP8E4M3, "fp8_e4m3", 8},
+    {DType::kFP8E5M2, "fp8_e5m2", 8}, {DType::kInt8, "int8", 8},
+    {DType::kInt4, "int4", 4},        {DType::kInt2, "int2", 2},
 };
 
 /// Block ids are int32 and the metadata is sized up front: cap the pool at
@@ -36,15 +39,17 @@ const char *dtypeName(DType dtype) {
   return "unknown";
 }
 
-int64_t dtypeSize(DType dtype) {
+int64_t dtypeBits(DType dtype) {
   for (const DTypeEntry &e : kDTypes)
     if (e.dtype == dtype)
-      return e.size;
+      return e.bits;
   return 0;
 }
 
+int64_t dtypeSize(DType dtype) { return dtypeBits(dtype) / 8; }
+
 const char *supportedDTypes() {
-  return "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8";
+  return "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2";
 }
 
 StatusOr<DType> parseDType(std::string_view name) {
@@ -84,15 +89,17 @@ const char *kvQuantizationName(KVQuantization quantization) {
     return "none";
   case KVQuantization::kPerTokenHead:
     return "per_token_head";
+  case KVQuantization::kKivi:
+    return "kivi";
   }
   return "unknown";
 }
 
-const char *supportedKVQuantizations() { return "none, per_token_head"; }
+const char *supportedKVQuantizations() { return "none, per_token_head, kivi"; }
 
 StatusOr<KVQuantization> parseKVQuantization(std::string_view name) {
-  for (KVQuantization q :
-       {KVQuantization::kNone, KVQuantization::kPerTokenHead})
+  for (KVQuantization q : {KVQuantization::kNone, KVQuantization::kPerTokenHead,
+                           KVQuantization::kKivi})
     if (name == kvQuantizationName(q))
       return q;
   return errors::invalidArgument(
@@ -142,7 +149,7 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
   if (c.head_dim <= 0)
     return invalidArgument("head_dim", c.head_dim, "must be > 0");
   const int64_t elem = dtypeSize(c.dtype);
-  if (elem == 0)
+  if (dtypeBits(c.dtype) == 0)
     return invalidArgument("dtype", int64_t(c.dtype),
                            std::string("unsupported dtype; supported: ") +
                                supportedDTypes());
@@ -173,7 +180,8 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
     return invalidArgument("copy_ordering", int64_t(c.copy_ordering),
                            "supported: stream_ordered, async");
   if (c.quantization != KVQuantization::kNone &&
-      c.quantization != KVQuantization::kPerTokenHead)
+      c.quantization != KVQuantization::kPerTokenHead &&
+      c.quantization != KVQuantization::kKivi)
     return invalidArgument(
         "quantization", int64_t(c.quantization),
         std::string("unsupported quantization; supported: ") +
@@ -189,6 +197,33 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
                     "not ") +
             dtypeName(c.dtype));
 
+  const bool kivi = c.quantization == KVQuantization::kKivi;
+  if (kivi != (c.dtype == DType::kInt4 || c.dtype == DType::kInt2))
+    return invalidArgument(
+        kivi ? "quantization" : "dtype",
+        kivi ? int64_t(c.quantization) : int64_t(c.dtype),
+        std::string("int4 and int2 codes are KIVI blocks: dtype int4 or "
+                    "int2 and quantization kivi go together (got "
+                    "quantization ") +
+            kvQuantizationName(c.quantization) + ", dtype " +
+            dtypeName(c.dtype) + ")");
+  PoolGeometry g;
+  if (kivi) {
+    kivi::Layout l;
+    if (c.kv_factor != 2)
+      return invalidArgument("kv_factor", c.kv_factor,
+                             "kivi blocks hold K and V: must be 2");
+    if (!kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
+                            c.head_dim, dtypeBits(c.dtype), &l))
+      return invalidArgument(
+          "head_dim", c.head_dim,
+          "kivi blocks need head_dim × bits a whole number of bytes, "
+          "head_dim <= " +
+              std::to_string(kivi::kMaxHeadDim) +
+              " and a block of fewer than 2^63 bytes");
+    g.bytes_per_block = l.blockBytes;
+    g.block_stride = l.blockStride;
+  }
   // bytes_per_block = kv_factor × layers × heads × bs × token bytes, where
   // token bytes = head_dim × sizeof(dtype) + the row's scale (if quantized).
   // All factors are >= 1, so the partial products never exceed the result:
@@ -199,24 +234,27 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
             "sizeof(dtype) overflows int64"
           : "kv_factor × num_layers × num_kv_heads × block_size × (head_dim "
             "× sizeof(dtype) + 4 scale bytes) overflows int64";
-  PoolGeometry g;
-  int64_t token = 0;
-  if (mulOverflows(c.head_dim, elem, &token) ||
-      __builtin_add_overflow(token, kvScaleSize(c.quantization), &token))
-    return invalidArgument("bytes_per_block", -1, overflow);
-  int64_t bytes = c.kv_factor;
-  const int64_t factors[] = {c.num_layers, c.num_kv_heads, c.block_size, token};
-  for (int64_t f : factors)
-    if (mulOverflows(bytes, f, &bytes))
+  if (!kivi) {
+    int64_t token = 0;
+    if (mulOverflows(c.head_dim, elem, &token) ||
+        __builtin_add_overflow(token, kvScaleSize(c.quantization), &token))
       return invalidArgument("bytes_per_block", -1, overflow);
-  g.bytes_per_block = bytes;
+    int64_t bytes = c.kv_factor;
+    const int64_t factors[] = {c.num_layers, c.num_kv_heads, c.block_size,
+                               token};
+    for (int64_t f : factors)
+      if (mulOverflows(bytes, f, &bytes))
+        return invalidArgument("bytes_per_block", -1, overflow);
+    g.bytes_per_block = g.block_stride = bytes;
+  }
+  const int64_t bytes = g.block_stride;
   if (mulOverflows(c.num_blocks, bytes, &g.total_bytes))
     return invalidArgument("total_bytes", -1,
-                           "num_blocks × bytes_per_block (" +
+                           "num_blocks × block_stride (" +
                                std::to_string(bytes) + ") overflows int64");
   if (mulOverflows(c.num_host_blocks, bytes, &g.host_total_bytes))
     return invalidArgument("host_total_bytes", -1,
-                           "num_host_blocks × bytes_per_block (" +
+                           "num_host_blocks × block_stride (" +
                                std::to_string(bytes) + ") overflows int64");
   g.usable_blocks = usable;
   g.max_blocks_per_seq =

@@ -2,6 +2,8 @@
 //------------------===//
 #include "sits/runtime/kv/memory.h"
 
+#include "sits/runtime/kivi_layout.h"
+
 #include "errors.h"
 
 #include <cerrno>
@@ -59,6 +61,29 @@ public:
       return errors::outOfMemory(int64_t(bytes));
     std::memset(p, 0, bytes);
     return p;
+#endif
+  }
+
+  StatusOr<void *> allocateSparse(size_t bytes) override {
+#if defined(SITS_KV_HAVE_MMAP) && defined(MAP_NORESERVE)
+    if (bytes == 0)
+      return errors::invalidArgument("bytes", 0, "must be > 0");
+    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      Status st = errors::outOfMemory(int64_t(bytes));
+      st.mutableInfo().message +=
+          std::string(" (mmap: ") + std::strerror(err) + ")";
+      return st;
+    }
+#ifdef MADV_NOHUGEPAGE
+    // A huge page would commit a filled block's tail with its neighbours.
+    (void)::madvise(p, bytes, MADV_NOHUGEPAGE);
+#endif
+    return p;
+#else
+    return allocate(bytes);
 #endif
   }
 
@@ -139,6 +164,19 @@ MemoryLayout MemoryLayout::of(const PoolConfig &c) {
   l.num_kv_heads = c.num_kv_heads;
   l.block_size = c.block_size;
   l.head_dim = c.head_dim;
+  if (c.quantization == KVQuantization::kKivi) {
+    // Byte strides of the quantized part; rows are a token's packed codes.
+    kivi::Layout k;
+    (void)kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
+                             c.head_dim, dtypeBits(c.dtype), &k);
+    l.elem_size = 1;
+    l.token_stride = k.rowBytes;
+    l.head_stride = k.slabBytes;
+    l.kv_stride = k.kindStride;
+    l.layer_stride = k.layerStride;
+    l.block_stride = k.blockStride;
+    return l;
+  }
   l.elem_size = dtypeSize(c.dtype);
   l.scale_size = kvScaleSize(c.quantization);
   l.scale_offset = c.head_dim * l.elem_size;
@@ -180,6 +218,11 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
       int64_t bytes;
       const char *name;
     };
+    const bool kivi = config.quantization == KVQuantization::kKivi;
+    if (kivi)
+      (void)kivi::Layout::make(config.num_layers, config.num_kv_heads,
+                               config.block_size, config.head_dim,
+                               dtypeBits(config.dtype), &m->kivi_);
     const Want wants[] = {
         {&m->device_, config.num_blocks, geometry->total_bytes, "device_tier"},
         {&m->host_, config.num_host_blocks, geometry->host_total_bytes,
@@ -195,17 +238,24 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
       w.pool->blocks = w.blocks;
       if (w.bytes == 0)
         continue;
-      StatusOr<void *> p = backend.allocate(size_t(w.bytes));
+      // KIVI: the writer kernel and apply() read and write the tails.
+      if (kivi && !backend.hostAccessible())
+        return errors::invalidArgument(
+            std::string(w.name) + ".backend", 0,
+            std::string("kivi pools need host-accessible memory; backend '") +
+                backend.name() + "' is not");
+      StatusOr<void *> p = kivi ? backend.allocateSparse(size_t(w.bytes))
+                                : backend.allocate(size_t(w.bytes));
       if (!p.ok()) {
         // Whatever was allocated goes with `m`.
         Status st = p.status();
         if (st.code() == StatusCode::kOutOfMemory) {
           st.mutableInfo().subject = w.name;
           st.mutableInfo().value = w.bytes;
-          st.mutableInfo().message +=
-              std::string(" for the ") + w.name + " (" +
-              std::to_string(w.blocks) + " blocks × " +
-              std::to_string(geometry->bytes_per_block) + " bytes_per_block)";
+          st.mutableInfo().message += std::string(" for the ") + w.name + " (" +
+                                      std::to_string(w.blocks) + " blocks × " +
+                                      std::to_string(geometry->block_stride) +
+                                      " bytes)";
         }
         return st;
       }
@@ -287,6 +337,8 @@ Status Memory::apply(const BlockCopy *copies, size_t count) {
       return badCopy(i, "tokens", c.tokens,
                      "must be in [0, block_size = " + std::to_string(bs) + "]");
   }
+  if (config_.quantization == KVQuantization::kKivi)
+    return applyKivi(copies, count);
   try {
     std::vector<CopyRegion> regions;
     regions.reserve(count);
@@ -318,6 +370,48 @@ Status Memory::apply(const BlockCopy *copies, size_t count) {
   } catch (const std::bad_alloc &) {
     return errors::outOfMemory(int64_t(count * sizeof(CopyRegion)));
   }
+}
+
+Status Memory::applyKivi(const BlockCopy *copies, size_t count) {
+  // One copy at a time, in list order: a copy reads its source's tail row
+  // counts, which an earlier copy of the list may have written.
+  const kivi::Layout &k = kivi_;
+  const int64_t rowBytes = k.headDim * int64_t(sizeof(float));
+  for (size_t i = 0; i < count; ++i) {
+    const BlockCopy &c = copies[i];
+    if (c.tokens == 0 || (c.src_tier == c.dst_tier && c.src == c.dst))
+      continue;
+    auto *dst = static_cast<char *>(block(c.dst_tier, c.dst));
+    auto *src = static_cast<const char *>(block(c.src_tier, c.src));
+    const CopyKind kind = kindOf(c.src_tier, c.dst_tier);
+    // The quantized part (meaningful once the block is full), then per
+    // layer the tail rows the source holds of the tokens copied.
+    CopyRegion part{dst, src, k.blockBytes, 1, k.blockBytes, kind};
+    if (Status st = device_.backend->copy(&part, 1); !st.ok())
+      return st;
+    for (int64_t layer = 0; layer < k.numLayers; ++layer) {
+      const int64_t at = k.tailOffset + layer * k.tailLayerBytes;
+      int32_t held, had;
+      std::memcpy(&held, src + at, sizeof held);
+      std::memcpy(&had, dst + at, sizeof had);
+      const int32_t n =
+          held > 0 ? int32_t(std::min<int64_t>(held, c.tokens)) : 0;
+      if (n > 0) {
+        CopyRegion rows{dst + at + kivi::kTailHeaderBytes,
+                        src + at + kivi::kTailHeaderBytes,
+                        n * rowBytes,
+                        2 * k.kvHeads,
+                        k.blockSize * rowBytes,
+                        kind};
+        if (Status st = device_.backend->copy(&rows, 1); !st.ok())
+          return st;
+      }
+      // Written only when it changes: a given-back tail stays uncommitted.
+      if (had != n)
+        std::memcpy(dst + at, &n, sizeof n);
+    }
+  }
+  return Status::OK();
 }
 
 } // namespace sits::runtime::kv

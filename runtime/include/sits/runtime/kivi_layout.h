@@ -10,10 +10,13 @@
 // One header so that the writer and the attention kernels (runtime core),
 // the pool (kv::Memory) and the compiler agree on every byte.
 //
-// The pool, per block and row-major: [layers][2 (K, V)][kvHeads] slabs of
-// `slabBytes`. A slab holds `blockSize` rows of `rowBytes` codes (element
-// d of a row: 4 bits at byte d / 2, the low nibble for even d; 2 bits at
-// byte d / 4, bits 2 * (d % 4)), then its parameters as IEEE f16:
+// A block is `blockStride` bytes: its quantized part, then its tail.
+//
+// The quantized part (`blockBytes`, the block's memory once full), row-major
+// [layers][2 (K, V)][kvHeads] slabs of `slabBytes`. A slab holds
+// `blockSize` rows of `rowBytes` codes (element d of a row: 4 bits at byte
+// d / 2, the low nibble for even d; 2 bits at byte d / 4, bits 2 * (d %
+// 4)), then its parameters as IEEE f16:
 //   K: scale[headDim], then min[headDim] (per channel, over the block);
 //   V: scale[blockSize][headDim / valueGroup], then min[...] (per token
 //      and group of `valueGroup` channels).
@@ -22,13 +25,15 @@
 // divisor of headDim not above that), which makes the two equal whenever
 // blockSize <= headDim and divides it.
 //
-// The tail: per block and layer, a page-aligned run of `tailLayerBytes`:
-// an int32 count of valid rows (`tailRows`, the rest of a 64-byte header),
-// then f32 [2][kvHeads][blockSize][headDim]. It holds the rows of a block
-// until its last position is written; the writer then quantizes the block
-// into the pool and gives the tail's pages back (they read as zeros, a
-// count of 0). Only blocks being filled use memory there, so the tail is
-// reserved for every block but committed for a few per sequence.
+// The tail, from `tailOffset` (blockBytes rounded up to a page): per layer
+// a page-aligned run of `tailLayerBytes`, an int32 count of valid rows
+// (the rest of a 64-byte header), then f32 [2][kvHeads][blockSize]
+// [headDim]. It holds the rows of a block until its last position is
+// written; the writer then quantizes the block and gives the tail's pages
+// back (they read as zeros: a count of 0). So a pool reserves address
+// space for every block's tail but commits memory for the blocks being
+// filled only (a few per sequence); its mapping must not use huge pages,
+// which would commit tails with their neighbours.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_KIVI_LAYOUT_H
@@ -60,22 +65,25 @@ struct Layout {
   /// K's scales then mins: headDim f16 each; V's: blockSize * groups each.
   int64_t keyParams = 0, valueParams = 0;
   int64_t slabBytes = 0;
-  /// Byte strides in the pool: a K/V kind's heads, a layer, a block.
+  /// Byte strides in the quantized part: a K/V kind's heads, a layer, and
+  /// its size.
   int64_t kindStride = 0, layerStride = 0, blockBytes = 0;
-  /// Byte strides in the tail.
-  int64_t tailLayerBytes = 0, tailBlockBytes = 0;
+  /// The tail: where it starts in a block, a layer's run, its size.
+  int64_t tailOffset = 0, tailLayerBytes = 0, tailBlockBytes = 0;
+  /// Bytes per block, quantized part and tail.
+  int64_t blockStride = 0;
 
   int64_t valueGroups() const { return headDim / valueGroup; }
 
   /// Byte offset in the pool of the slab of (block, layer, kind 0 = K or
   /// 1 = V, kv head).
   int64_t slab(int64_t block, int64_t layer, int64_t kind, int64_t head) const {
-    return block * blockBytes + layer * layerStride + kind * kindStride +
+    return block * blockStride + layer * layerStride + kind * kindStride +
            head * slabBytes;
   }
-  /// Byte offset in the tail of (block, layer)'s header.
+  /// Byte offset in the pool of (block, layer)'s tail header.
   int64_t tail(int64_t block, int64_t layer) const {
-    return block * tailBlockBytes + layer * tailLayerBytes;
+    return block * blockStride + tailOffset + layer * tailLayerBytes;
   }
   /// Float offset, from the header, of row `t` of (kind, head).
   int64_t tailRow(int64_t kind, int64_t head, int64_t t) const {
@@ -117,7 +125,12 @@ struct Layout {
                                &l.tailLayerBytes))
       return false;
     l.tailLayerBytes -= l.tailLayerBytes % kTailPageBytes;
-    if (__builtin_mul_overflow(l.tailLayerBytes, numLayers, &l.tailBlockBytes))
+    if (__builtin_mul_overflow(l.tailLayerBytes, numLayers,
+                               &l.tailBlockBytes) ||
+        __builtin_add_overflow(l.blockBytes, kTailPageBytes - 1, &l.tailOffset))
+      return false;
+    l.tailOffset -= l.tailOffset % kTailPageBytes;
+    if (__builtin_add_overflow(l.tailOffset, l.tailBlockBytes, &l.blockStride))
       return false;
     *out = l;
     return true;

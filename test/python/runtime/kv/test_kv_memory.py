@@ -620,3 +620,71 @@ def test_random_operations_keep_every_sequences_content():
         k.check()
     k.a.check_invariants()
     assert ops > 200 and k.copies > 30
+
+
+# --- KIVI blocks ---------------------------------------------------------------
+
+def _kivi(dtype: str = "int4", **fields) -> kv.PoolConfig:
+    return kv.PoolConfig(**{**dict(num_blocks=6, num_host_blocks=2, block_size=32, num_layers=2,
+                                   num_kv_heads=2, head_dim=64, dtype=dtype, quantization="kivi"),
+                            **fields})
+
+
+@pytest.mark.parametrize("dtype, bytes_per_token_head", [("int4", 80), ("int2", 48)])
+def test_kivi_geometry_counts_the_quantized_blocks(dtype, bytes_per_token_head):
+    sizes = _kivi(dtype).validate()
+    # K and V of 2 layers x 2 heads x 32 tokens: 80 bytes a token and head at
+    # 4 bits (3.2x less than f16), 48 at 2 bits (5.3x), parameters included.
+    assert sizes["bytes_per_block"] == 2 * 2 * 32 * bytes_per_token_head
+    # The block's quantized part in whole pages, then a page-aligned f32 tail
+    # per layer: a 64-byte header and [K, V][heads][32][64] floats.
+    tail = -(-(64 + 2 * 2 * 32 * 64 * 4) // 4096) * 4096
+    assert sizes["block_stride"] == -(-sizes["bytes_per_block"] // 4096) * 4096 + 2 * tail
+    assert sizes["total_bytes"] == 6 * sizes["block_stride"]
+    mem = kv.KVMemory(_kivi(dtype))
+    assert mem.device.shape == (6, sizes["block_stride"]) and mem.device.dtype == np.uint8
+    assert mem.host.shape == (2, sizes["block_stride"])
+    assert mem.layout["bytes_per_block"] == sizes["bytes_per_block"]
+    shared = np.from_dlpack(mem.dlpack())
+    assert shared.shape == (6, sizes["block_stride"]) and shared.dtype == np.uint8
+    assert shared.ctypes.data == mem.data_ptr()
+    with pytest.raises(TypeError, match="quantized pool"):
+        mem.codes()
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(quantization="none"), "dtype"),
+    (dict(dtype="int8"), "quantization"),
+    (dict(kv_factor=1), "kv_factor"),
+    (dict(head_dim=3), "head_dim"),
+])
+def test_kivi_needs_int4_or_int2_codes_and_whole_byte_rows(fields, field):
+    with pytest.raises(kv.KVInvalidArgument) as info:
+        _kivi(**fields).validate()
+    assert info.value.field == field
+
+
+def test_kivi_copies_carry_a_partial_blocks_tail():
+    mem = kv.KVMemory(_kivi())
+    sizes = mem.config.validate()
+    part = sizes["bytes_per_block"]
+    tail_at = -(-part // 4096) * 4096
+    tail_layer = (sizes["block_stride"] - tail_at) // 2
+    dev = mem.device
+    rng = np.random.default_rng(0)
+    dev[1, :part] = rng.integers(0, 256, part, dtype=np.uint8)
+    for layer in range(2):
+        at = tail_at + layer * tail_layer
+        dev[1, at:at + 4] = np.frombuffer(np.int32(5).tobytes(), np.uint8)
+        rows = dev[1, at + 64:at + 64 + 2 * 2 * 32 * 64 * 4].view(np.float32)
+        rows[:] = rng.standard_normal(rows.size, dtype=np.float32)
+    # Copy-on-write of 3 of its 5 tail tokens into block 2, then swap out.
+    mem.apply_copies([(0, "device", 1, "device", 2, 3), (0, "device", 1, "host", 0, 5)])
+    assert np.array_equal(dev[2, :part], dev[1, :part])
+    for layer in range(2):
+        at = tail_at + layer * tail_layer
+        assert int(dev[2, at:at + 4].view(np.int32)[0]) == 3
+        assert int(mem.host[0, at:at + 4].view(np.int32)[0]) == 5
+        src = dev[1, at + 64:].view(np.float32)[:2 * 2 * 32 * 64].reshape(4, 32, 64)
+        dst = dev[2, at + 64:].view(np.float32)[:2 * 2 * 32 * 64].reshape(4, 32, 64)
+        assert np.array_equal(dst[:, :3], src[:, :3]) and not dst[:, 3:].any()

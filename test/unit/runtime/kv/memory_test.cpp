@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "kv_test_util.h"
 
+#include "sits/runtime/kivi_layout.h"
 #include "sits/runtime/kv/memory.h"
 
 #include <cstring>
@@ -624,6 +625,156 @@ TEST(KVMemory, QuantizedCopiesMoveCodesAndScales) {
                          size_t(l.head_stride - l.token_stride), 0x55))
         << "row " << r;
   }
+}
+
+/// KIVI blocks of int4 codes: 2 layers, 2 heads of 16, block size 4.
+PoolConfig kiviConfig(int64_t device, int64_t host = 0) {
+  PoolConfig c = smallConfig(device, host);
+  c.head_dim = 16;
+  c.dtype = DType::kInt4;
+  c.quantization = KVQuantization::kKivi;
+  return c;
+}
+
+TEST(KVMemory, KiviPoolsFollowTheirLayout) {
+  PoolConfig c = kiviConfig(5, 2);
+  sits::runtime::kivi::Layout k;
+  ASSERT_TRUE(sits::runtime::kivi::Layout::make(2, 2, 4, 16, 4, &k));
+  auto g = validatePoolConfig(c);
+  ASSERT_TRUE(g.ok()) << g.status().toString();
+  // A slab: 4 rows of 8 bytes, then 16 (scale, min) f16 pairs.
+  EXPECT_EQ(k.slabBytes, 4 * 8 + 64);
+  EXPECT_EQ(g->bytes_per_block, 2 * 2 * 2 * (4 * 8 + 64));
+  EXPECT_EQ(g->block_stride, k.blockStride);
+  EXPECT_EQ(g->total_bytes, 5 * k.blockStride);
+  EXPECT_EQ(g->host_total_bytes, 2 * k.blockStride);
+  auto m = makeMemory(c);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->layout().block_stride, k.blockStride);
+  EXPECT_EQ(m->layout().layer_stride, k.layerStride);
+  EXPECT_EQ(m->bytes(Tier::kDevice), 5 * k.blockStride);
+  EXPECT_EQ(static_cast<char *>(m->block(Tier::kDevice, 3)) -
+                static_cast<char *>(m->data(Tier::kDevice)),
+            3 * k.blockStride);
+  // Every tail starts on a page.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m->block(Tier::kDevice, 1)) %
+                sits::runtime::kivi::kTailPageBytes,
+            0u);
+  EXPECT_EQ(k.tailOffset % sits::runtime::kivi::kTailPageBytes, 0);
+
+  // int4 / int2 and kivi go together, with K and V.
+  auto bad = [](PoolConfig c, const char *field) {
+    auto r = validatePoolConfig(c);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().info().subject, field) << r.status().toString();
+  };
+  PoolConfig x = kiviConfig(4);
+  x.quantization = KVQuantization::kNone;
+  bad(x, "dtype");
+  x = kiviConfig(4);
+  x.dtype = DType::kInt8;
+  bad(x, "quantization");
+  x = kiviConfig(4);
+  x.kv_factor = 1;
+  bad(x, "kv_factor");
+  x = kiviConfig(4);
+  x.head_dim = 3; // 12 bits a row
+  bad(x, "head_dim");
+  x = kiviConfig(4);
+  x.dtype = DType::kInt2;
+  x.head_dim = 4;
+  EXPECT_TRUE(validatePoolConfig(x).ok());
+  x.head_dim = 6;
+  bad(x, "head_dim");
+  EXPECT_EQ(std::string(dtypeName(DType::kInt4)), "int4");
+  EXPECT_EQ(dtypeSize(DType::kInt4), 0);
+  EXPECT_EQ(dtypeBits(DType::kInt2), 2);
+  EXPECT_EQ(std::string(kvQuantizationName(KVQuantization::kKivi)), "kivi");
+}
+
+TEST(KVMemory, KiviCopiesCarryTheTailOfAPartialBlock) {
+  auto m = makeMemory(kiviConfig(6, 2));
+  ASSERT_TRUE(m);
+  sits::runtime::kivi::Layout k;
+  ASSERT_TRUE(sits::runtime::kivi::Layout::make(2, 2, 4, 16, 4, &k));
+  auto *base = static_cast<uint8_t *>(m->data(Tier::kDevice));
+  auto count = [&](void *block, int64_t layer) {
+    int32_t n;
+    std::memcpy(&n,
+                static_cast<uint8_t *>(block) + k.tailOffset +
+                    layer * k.tailLayerBytes,
+                sizeof n);
+    return n;
+  };
+  auto row = [&](void *block, int64_t layer, int64_t kind, int64_t head,
+                 int64_t t) {
+    return reinterpret_cast<float *>(static_cast<uint8_t *>(block) +
+                                     k.tailOffset + layer * k.tailLayerBytes) +
+           k.tailRow(kind, head, t);
+  };
+  // Block 1: a quantized part of its own, 3 rows in each layer's tail.
+  uint8_t *b1 = base + k.blockStride;
+  for (int64_t i = 0; i < k.blockBytes; ++i)
+    b1[i] = uint8_t(i * 7 + 1);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    const int32_t three = 3;
+    std::memcpy(b1 + k.tailOffset + layer * k.tailLayerBytes, &three, 4);
+    for (int64_t kind = 0; kind < 2; ++kind)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t t = 0; t < 4; ++t)
+          for (int64_t d = 0; d < 16; ++d)
+            row(b1, layer, kind, h, t)[d] =
+                float(((layer * 2 + kind) * 2 + h) * 100 + t * 16 + d);
+  }
+  // Block 2 had a filling tail of its own: 2 rows counted, row 3 set.
+  void *b2 = m->block(Tier::kDevice, 2);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    const int32_t two = 2;
+    std::memcpy(static_cast<uint8_t *>(b2) + k.tailOffset +
+                    layer * k.tailLayerBytes,
+                &two, 4);
+    row(b2, layer, 1, 1, 3)[0] = -1.f;
+  }
+  // CoW of 2 of block 1's 3 rows into block 2.
+  const BlockCopy cow{0, Tier::kDevice, 1, Tier::kDevice, 2, 2};
+  KV_ASSERT_OK(m->apply(&cow, 1));
+  EXPECT_EQ(std::memcmp(b2, b1, size_t(k.blockBytes)), 0);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    EXPECT_EQ(count(b2, layer), 2);
+    for (int64_t kind = 0; kind < 2; ++kind)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t t = 0; t < 2; ++t)
+          EXPECT_EQ(std::memcmp(row(b2, layer, kind, h, t),
+                                row(b1, layer, kind, h, t), 16 * 4),
+                    0);
+    EXPECT_EQ(row(b2, layer, 1, 1, 3)[0], -1.f); // past the copy: as it was
+  }
+  // Swap out and back in (3 tokens): the rows come back.
+  const std::vector<BlockCopy> swap = {
+      {1, Tier::kDevice, 1, Tier::kHost, 1, 3},
+      {1, Tier::kHost, 1, Tier::kDevice, 4, 3}};
+  KV_ASSERT_OK(m->apply(swap));
+  void *b4 = m->block(Tier::kDevice, 4);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    EXPECT_EQ(count(m->block(Tier::kHost, 1), layer), 3);
+    EXPECT_EQ(count(b4, layer), 3);
+    EXPECT_EQ(
+        std::memcmp(row(b4, layer, 1, 1, 2), row(b1, layer, 1, 1, 2), 16 * 4),
+        0);
+  }
+  // A full block (its tail given back: count 0) copied over block 4: the
+  // quantized part moves, and block 4's tail is empty after.
+  for (int64_t layer = 0; layer < 2; ++layer)
+    std::memset(b1 + k.tailOffset + layer * k.tailLayerBytes, 0, 4);
+  const BlockCopy full{2, Tier::kDevice, 1, Tier::kDevice, 4, 4};
+  KV_ASSERT_OK(m->apply(&full, 1));
+  EXPECT_EQ(std::memcmp(b4, b1, size_t(k.blockBytes)), 0);
+  for (int64_t layer = 0; layer < 2; ++layer)
+    EXPECT_EQ(count(b4, layer), 0);
+  // Nothing else was written.
+  EXPECT_TRUE(allBytes(m->block(Tier::kDevice, 3), size_t(k.blockStride), 0));
+  EXPECT_TRUE(allBytes(m->block(Tier::kDevice, 0), size_t(k.blockStride), 0));
 }
 
 TEST(KVMemory, QuantizedContentFollowsTheBlocks) {

@@ -27,15 +27,21 @@ enum class DType : int32_t {
   kFP8E4M3 = 3,
   kFP8E5M2 = 4,
   kInt8 = 5,
+  /// 4- and 2-bit codes: KIVI blocks only (quantization kivi).
+  kInt4 = 6,
+  kInt2 = 7,
 };
 
-/// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8".
+/// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2".
 const char *dtypeName(DType dtype);
-/// Size of one element in bytes, 0 for a value outside the enum.
+/// Size of one element in bytes; 0 for the sub-byte codes (int4, int2) and
+/// for a value outside the enum.
 int64_t dtypeSize(DType dtype);
+/// Bits of one element (4 and 2 for int4 and int2), 0 outside the enum.
+int64_t dtypeBits(DType dtype);
 /// Parses a dtype name; the error lists the supported set.
 StatusOr<DType> parseDType(std::string_view name);
-/// "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8".
+/// "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2".
 const char *supportedDTypes();
 
 /// How the KV elements are quantized (spec §geometry's "scale blocks for
@@ -49,13 +55,18 @@ enum class KVQuantization : int32_t {
   /// fp8_e4m3: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits, no
   /// infinities, max finite 448). Valid only with dtype int8 or fp8_e4m3.
   kPerTokenHead = 1,
+  /// KIVI blocks of int4 or int2 codes (sits/runtime/kivi_layout.h): keys
+  /// per channel over the block, values per token and channel group, and
+  /// the rows of a block being filled in an f32 tail inside the block.
+  /// Valid only with dtype int4 or int2 and kv_factor 2.
+  kKivi = 2,
 };
 
-/// "none" / "per_token_head".
+/// "none" / "per_token_head" / "kivi".
 const char *kvQuantizationName(KVQuantization quantization);
 /// Parses a quantization name; the error lists the supported set.
 StatusOr<KVQuantization> parseKVQuantization(std::string_view name);
-/// "none, per_token_head".
+/// "none, per_token_head, kivi".
 const char *supportedKVQuantizations();
 /// Bytes of the scale stored after each row's codes: 4 (f32) with
 /// kPerTokenHead, 0 without quantization (or for a value outside the enum).
@@ -120,13 +131,18 @@ struct PoolConfig {
 
 /// Sizes derived from a valid config.
 struct PoolGeometry {
-  /// kv_factor × num_layers × num_kv_heads × block_size × token bytes, where
-  /// token bytes = head_dim × sizeof(dtype) + the scale (4 with
-  /// per_token_head quantization, else 0).
+  /// The memory of one block: kv_factor × num_layers × num_kv_heads ×
+  /// block_size × token bytes, where token bytes = head_dim × sizeof(dtype)
+  /// + the scale (4 with per_token_head quantization, else 0); with kivi,
+  /// the block's quantized part (its tail is committed only while the block
+  /// is being filled).
   int64_t bytes_per_block = 0;
-  /// num_blocks × bytes_per_block (device tier).
+  /// Bytes from one block to the next in a tier: bytes_per_block, or with
+  /// kivi the quantized part rounded up to a page plus the tail.
+  int64_t block_stride = 0;
+  /// num_blocks × block_stride (device tier).
   int64_t total_bytes = 0;
-  /// num_host_blocks × bytes_per_block.
+  /// num_host_blocks × block_stride.
   int64_t host_total_bytes = 0;
   /// num_blocks − 1 with a null block, else num_blocks.
   int64_t usable_blocks = 0;

@@ -47,6 +47,7 @@
 #ifndef SITS_RUNTIME_KV_MEMORY_H
 #define SITS_RUNTIME_KV_MEMORY_H
 
+#include "sits/runtime/kivi_layout.h"
 #include "sits/runtime/kv/allocator.h"
 #include "sits/runtime/kv/config.h"
 #include "sits/runtime/kv/status.h"
@@ -131,6 +132,13 @@ public:
   /// `bytes` (> 0) of zero-filled memory, or OutOfMemory carrying `bytes`
   /// (`ErrorInfo::value`). Never throws.
   virtual StatusOr<void *> allocate(size_t bytes) = 0;
+  /// As allocate, for a pool of which only some pages are ever in use
+  /// (KIVI pools: a block's tail holds rows only while the block is being
+  /// filled, then its pages are given back): address space without a
+  /// commitment up front and without huge pages. Default: allocate.
+  virtual StatusOr<void *> allocateSparse(size_t bytes) {
+    return allocate(bytes);
+  }
   virtual void deallocate(void *ptr, size_t bytes) noexcept = 0;
   /// Runs `regions` in order. A backend with streams may return once they
   /// are enqueued in order on the stream the kernels run on.
@@ -139,7 +147,8 @@ public:
 
 /// The host-memory backend (a process-wide instance): page-aligned,
 /// zero-filled anonymous mappings (committed on first touch; transparent
-/// huge pages requested for pools of 2 MiB and more), copies by memcpy.
+/// huge pages requested for pools of 2 MiB and more; sparse ones without
+/// swap reservation or huge pages), copies by memcpy.
 std::shared_ptr<MemoryBackend> hostMemoryBackend();
 
 struct MemoryOptions {
@@ -211,9 +220,14 @@ private:
     return tier == Tier::kHost ? host_ : device_;
   }
 
+  /// KIVI pools: their tails follow a partial block through its copies.
+  Status applyKivi(const BlockCopy *copies, size_t count);
+
   PoolConfig config_;
   PoolGeometry geometry_;
   MemoryLayout layout_;
+  /// kivi quantization only.
+  kivi::Layout kivi_;
   Pool device_;
   Pool host_;
 };
