@@ -206,8 +206,9 @@ OpCost cost::estimateOpCost(Operation *op) {
         double bhq = double(getDim(attention.getQuery(), 0, dyn)) *
                      double(getDim(attention.getQuery(), 1, dyn)) *
                      double(getDim(attention.getQuery(), 2, dyn));
+        int64_t blockSize = attention.getPoolBlockSize();
         double tk = double(getDim(attention.getBlockTables(), 1, dyn)) *
-                    double(getDim(attention.getPool(), 4, dyn));
+                    double(ShapedType::isDynamic(blockSize) ? dyn : blockSize);
         double d = double(getDim(attention.getQuery(), 3, dyn));
         cost.flops = 4 * bhq * tk * d + 12 * bhq * tk;
       })

@@ -11,6 +11,8 @@
 
 #include "passes/Transforms/Passes.h"
 
+#include "sits/runtime/kivi_layout.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -173,7 +175,7 @@ FailureOr<Value> mlir::sits::rewriteToPagedAttention(
 namespace {
 
 struct SitsPageKVCachePass
-    : sits::impl::SitsPageKVCacheBase<SitsPageKVCachePass> {
+    : mlir::sits::impl::SitsPageKVCacheBase<SitsPageKVCachePass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -188,16 +190,22 @@ struct SitsPageKVCachePass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    // Quantized rows: INT8 or FP8 E4M3 codes per token and head.
+    // Quantized rows: INT8 or FP8 E4M3 codes per token and head; or KIVI
+    // blocks of 4- or 2-bit codes.
     MLIRContext *ctx = &getContext();
+    const int64_t kiviBits = llvm::StringSwitch<int64_t>(kvDType)
+                                 .Case("int4", 4)
+                                 .Case("int2", 2)
+                                 .Default(0);
     Type codes = llvm::StringSwitch<Type>(kvDType)
                      .Case("int8", IntegerType::get(ctx, 8))
                      .Case("fp8", Float8E4M3FNType::get(ctx))
                      .Default(Type());
-    if (!kvDType.empty() && !codes) {
+    if (!kvDType.empty() && !codes && !kiviBits) {
       module.emitError("sits-page-kv-cache: unsupported kv-dtype '")
           << kvDType
-          << "'; supported: int8, fp8 (or none: the model's K/V type)";
+          << "'; supported: int8, fp8, int4, int2 (or none: the model's K/V "
+             "type)";
       return signalPassFailure();
     }
     const bool quantized = static_cast<bool>(codes);
@@ -226,6 +234,35 @@ struct SitsPageKVCachePass
         {dyn, int64_t(layers.size()), 2, kvType->getDimSize(1), blockSize,
          kvType->getDimSize(3) + (quantized ? kKVScaleBytes : 0)},
         quantized ? codes : kvType->getElementType());
+    // KIVI: [blocks, block bytes] i8 in the runtime's layout.
+    DenseI64ArrayAttr kivi;
+    if (kiviBits) {
+      ::sits::runtime::kivi::Layout layout;
+      if (!kvType->getElementType().isF32()) {
+        main.emitError("sits-page-kv-cache: kv-dtype ")
+            << kvDType << " takes f32 keys and values, got "
+            << kvType->getElementType();
+        return signalPassFailure();
+      }
+      if (!::sits::runtime::kivi::Layout::make(
+              int64_t(layers.size()), kvType->getDimSize(1), blockSize,
+              kvType->getDimSize(3), kiviBits, &layout)) {
+        main.emitError("sits-page-kv-cache: no ")
+            << kiviBits << "-bit KIVI layout for head dim "
+            << kvType->getDimSize(3) << " and blocks of "
+            << static_cast<int64_t>(blockSize)
+            << " (head dim x bits must be whole bytes, head dim <= "
+            << ::sits::runtime::kivi::kMaxHeadDim
+            << ", block size <= " << ::sits::runtime::kivi::kMaxBlockSize
+            << ")";
+        return signalPassFailure();
+      }
+      poolType = RankedTensorType::get({dyn, layout.blockStride},
+                                       IntegerType::get(ctx, 8));
+      kivi = DenseI64ArrayAttr::get(ctx, {kiviBits, int64_t(layers.size()),
+                                          kvType->getDimSize(1),
+                                          int64_t(blockSize)});
+    }
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
         {"kv_pool", poolType},
@@ -246,6 +283,17 @@ struct SitsPageKVCachePass
       if (i == 0 && quantized)
         named.emplace_back(StringAttr::get(ctx, "sits.kv_quantization"),
                            StringAttr::get(ctx, "per_token_head"));
+      // KIVI: the geometry the pool's 2-D type does not show, for the
+      // runtime to build the pool: [bits, layers, Hkv, block size, D].
+      if (i == 0 && kivi) {
+        named.emplace_back(StringAttr::get(ctx, "sits.kv_quantization"),
+                           StringAttr::get(ctx, "kivi"));
+        named.emplace_back(
+            StringAttr::get(ctx, "sits.kivi"),
+            DenseI64ArrayAttr::get(
+                ctx, {kiviBits, int64_t(layers.size()), kvType->getDimSize(1),
+                      int64_t(blockSize), kvType->getDimSize(3)}));
+      }
       auto attrs = DictionaryAttr::get(ctx, named);
       if (failed(main.insertArgument(first + i, entry.second, attrs,
                                      main.getLoc()))) {
@@ -265,6 +313,8 @@ struct SitsPageKVCachePass
           rewriter, cached, pool, tables, slots, lens, int64_t(layer));
       if (failed(updated))
         return signalPassFailure();
+      if (kivi)
+        updated->getDefiningOp<PagedAttentionOp>().setKiviAttr(kivi);
       pool = *updated;
       ++numLayers;
     }

@@ -321,7 +321,12 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     i8 or f8E4M3FN, each row `D` codes and the 4 bytes of their f32 scale
     (the allocator's `per_token_head` layout), and carries
     `sits.kv_quantization = "per_token_head"`; new K/V are quantized as
-    they are written.
+    they are written. With `kv-dtype=int4` or `int2` (f32 models) the pool
+    is KIVI blocks: `kv_pool` is `[num_blocks, block_stride]` i8 in the
+    runtime's `sits/runtime/kivi_layout.h` layout, marked
+    `sits.kv_quantization = "kivi"` and `sits.kivi = [bits, layers, Hkv,
+    block-size, D]`, and every `sits.paged_attention` carries `kivi =
+    [bits, layers, Hkv, block-size]`.
 
     New arguments carry `sits.name`. A batch may mix sequences of different
     lengths: shorter ones are left-padded (slot -1). Every layer must share
@@ -346,7 +351,8 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
            "Token positions per KV block (the allocator's block size)">,
     Option<"kvDType", "kv-dtype", "std::string", /*default=*/"\"\"",
            "Pool element type: empty for the model's K/V type, int8 or "
-           "fp8 (E4M3): codes with an f32 scale per token and head">,
+           "fp8 (E4M3): codes with an f32 scale per token and head, int4 "
+           "or int2: KIVI blocks">,
   ];
   let statistics = [
     Statistic<"numLayers", "num-layers", "Attention layers paged">,

@@ -749,14 +749,15 @@ nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   const kv::Tier tier = parseTier(tierName);
   const kv::MemoryLayout &l = m->layout();
   if (m->config().quantization == kv::KVQuantization::kKivi) {
-    // KIVI blocks are bytes: [blocks][block_stride] uint8.
+    // KIVI blocks are bytes: [blocks][block_stride] int8 (a compiled model's
+    // kv_pool type).
     const size_t shape[2] = {size_t(m->numBlocks(tier)),
                              size_t(l.block_stride)};
     const kv::MemoryBackend &backend = m->backend(tier);
     void *data = viewData(*m, tier);
     return nb::cast(nb::ndarray<nb::array_api>(
         data, 2, shape, keepAlive(std::move(m)), nullptr,
-        nb::dlpack::dtype{uint8_t(nb::dlpack::dtype_code::UInt), 8, 1},
+        nb::dlpack::dtype{uint8_t(nb::dlpack::dtype_code::Int), 8, 1},
         backend.dlpackDeviceType(), backend.deviceId()));
   }
   const size_t shape[6] = {size_t(m->numBlocks(tier)), size_t(l.num_layers),

@@ -9,8 +9,10 @@ tokens is prefilled, then `--steps` decode steps run one token at a time,
 every model fed the f32 model's greedy token (teacher forcing, so that all
 runs see the same contexts). Reported per KV type, against the f32 run:
 
-* KV bytes per token, from the allocator's geometry (scales included), and
-  the reduction against an f32 and an f16 pool of the same shape;
+* KV bytes per token, from the allocator's geometry (scales included; for
+  KIVI blocks their quantized part, without the f32 tail each sequence
+  uses for the block it is filling), and the reduction against an f32 and
+  an f16 pool of the same shape;
 * the worst logit error, relative to the standard deviation of the f32
   logits of that step (max over steps and prompts);
 * the mean KL divergence of the next-token distribution, KL(f32 || ours),
@@ -47,8 +49,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: Compressed KV types (compile's kv_dtype) and the allocator's fields.
 KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head"),
-            "fp8": dict(dtype="fp8_e4m3", quantization="per_token_head")}
-BLOCK = 16
+            "fp8": dict(dtype="fp8_e4m3", quantization="per_token_head"),
+            "int4": dict(dtype="int4", quantization="kivi"),
+            "int2": dict(dtype="int2", quantization="kivi")}
+
+
+def block_size(kv_type: str | None) -> int:
+    """The block size compile() gives a pool of this type by default."""
+    from sits_mlir.compiler.driver import default_kv_block_size
+
+    return default_kv_block_size(kv_type)
 
 
 def build(shape: dict, outliers: bool, seed: int, path: str) -> None:
@@ -84,18 +94,18 @@ def build(shape: dict, outliers: bool, seed: int, path: str) -> None:
 class Run:
     """One compiled paged decoder and its pool, fed step by step."""
 
-    def __init__(self, model, shape: dict, tokens: int, fields: dict):
+    def __init__(self, model, shape: dict, tokens: int, fields: dict, block: int):
         from sits_mlir.runtime import kv
 
         head_dim = shape["hidden"] // shape["heads"]
         self.model = model
-        self.alloc = kv.KVAllocator(num_blocks=tokens // BLOCK + 2, block_size=BLOCK,
+        self.alloc = kv.KVAllocator(num_blocks=tokens // block + 2, block_size=block,
                                     num_layers=shape["layers"],
                                     num_kv_heads=shape["kv_heads"], head_dim=head_dim,
-                                    max_seq_len=tokens + BLOCK, enable_prefix_caching=False,
+                                    max_seq_len=tokens + block, enable_prefix_caching=False,
                                     **fields)
         self.memory = kv.KVMemory(self.alloc)
-        self.bytes_per_token = self.alloc.geometry["bytes_per_block"] / BLOCK
+        self.bytes_per_token = self.alloc.geometry["bytes_per_block"] / block
         self.started = False
 
     def step(self, ids) -> np.ndarray:
@@ -137,8 +147,9 @@ def measure(shape: dict, outliers: bool, args, work: str) -> dict:
     models = {}
     for name in (None, *args.kv_types):
         out = os.path.join(work, f"{'outliers' if outliers else 'plain'}-{name or 'f32'}.sitsm")
-        models[name] = sits_mlir.compile(path, "cpu", out, kv_cache="paged", kv_block_size=BLOCK,
-                                         kv_dtype=name, threads=args.threads).load()
+        models[name] = sits_mlir.compile(path, "cpu", out, kv_cache="paged",
+                                         kv_block_size=block_size(name), kv_dtype=name,
+                                         threads=args.threads).load()
     print(f"  built and compiled in {time.time() - t0:.0f} s", file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     tokens = args.prompt_len + args.steps
@@ -146,7 +157,8 @@ def measure(shape: dict, outliers: bool, args, work: str) -> dict:
     bytes_per_token = {}
     for _ in range(args.prompts):
         prompt = rng.integers(3, shape["vocab"], args.prompt_len)
-        runs = {name: Run(models[name], shape, tokens, KV_TYPES.get(name, {"dtype": "f32"}))
+        runs = {name: Run(models[name], shape, tokens, KV_TYPES.get(name, {"dtype": "f32"}),
+                          block_size(name))
                 for name in models}
         bytes_per_token = {name: r.bytes_per_token for name, r in runs.items()}
         feed = prompt

@@ -42,6 +42,6 @@ def test_generated_op_classes():
         "sits.matmul", "sits.conv", "sits.qconv", "sits.qmatmul", "sits.attention",
         "sits.paged_attention", "sits.layer_norm", "sits.rms_norm", "sits.softmax",
         "sits.activation", "sits.quantize", "sits.dequantize",
-        "sits.ukernel.paged_attention",
+        "sits.ukernel.paged_attention", "sits.ukernel.kivi_write",
     }
     assert str(sits.ActivationKind.GeluTanh) == "gelu_tanh"

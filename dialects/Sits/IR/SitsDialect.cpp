@@ -163,7 +163,9 @@ LogicalResult SitsDialect::verifyOperationAttribute(Operation *op,
 // `sits.status = [messages]` marks the i32 scalar result that reports the
 // model's run-time checks (0, or k when check k failed; the runtime's
 // status argument), and `sits.kv_quantization = "per_token_head"` marks a
-// KV pool argument of INT8 rows (sits-page-kv-cache).
+// KV pool argument of INT8 rows, `"kivi"` one of KIVI blocks whose
+// `sits.kivi = [bits, layers, kv heads, block size, head dim]` gives the
+// geometry (sits-page-kv-cache).
 // Other `sits.*` ones are rejected rather than let a misspelt or misplaced
 // attribute pass silently.
 /// `sits.status` on an i32 scalar: the graph's tensor<i32> result, then
@@ -203,10 +205,23 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   }
   if (attr.getName().getValue() == "sits.kv_quantization") {
     auto scheme = dyn_cast<StringAttr>(attr.getValue());
-    if (!scheme || scheme.getValue() != "per_token_head")
+    if (!scheme ||
+        (scheme.getValue() != "per_token_head" && scheme.getValue() != "kivi"))
       return op->emitError()
              << "'sits.kv_quantization' on argument " << argIndex
-             << " must be \"per_token_head\", got " << attr.getValue();
+             << " must be \"per_token_head\" or \"kivi\", got "
+             << attr.getValue();
+    return success();
+  }
+  if (attr.getName().getValue() == "sits.kivi") {
+    auto geometry = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!geometry || geometry.size() != 5 ||
+        llvm::any_of(geometry.asArrayRef(), [](int64_t v) { return v <= 0; }))
+      return op->emitError()
+             << "'sits.kivi' on argument " << argIndex
+             << " must be [bits, layers, kv heads, block size, head dim], "
+                "all positive, got "
+             << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown SITS argument attribute '"

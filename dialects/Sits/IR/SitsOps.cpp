@@ -9,6 +9,8 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 
+#include "sits/runtime/kivi_layout.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
@@ -685,7 +687,100 @@ bool PagedAttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
   return compatibleTensorTypes(l, r);
 }
 
+std::optional<KiviPool>
+mlir::sits::getKiviPool(std::optional<ArrayRef<int64_t>> attr) {
+  if (!attr || attr->size() != 4)
+    return std::nullopt;
+  return KiviPool{(*attr)[0], (*attr)[1], (*attr)[2], (*attr)[3]};
+}
+
+LogicalResult mlir::sits::verifyKiviPool(Operation *op, ArrayRef<int64_t> attr,
+                                         ShapedType pool, int64_t headDim) {
+  std::optional<KiviPool> kivi = getKiviPool(attr);
+  if (!kivi)
+    return op->emitOpError("kivi must be [bits, layers, kv heads, block "
+                           "size], got ")
+           << attr.size() << " values";
+  if (pool.getRank() != 2 || !pool.getElementType().isInteger(8))
+    return op->emitOpError("a KIVI pool is [blocks, block bytes] i8, got ")
+           << pool;
+  if (ShapedType::isDynamic(headDim))
+    return success();
+  ::sits::runtime::kivi::Layout layout;
+  if (!::sits::runtime::kivi::Layout::make(kivi->layers, kivi->kvHeads,
+                                           kivi->blockSize, headDim, kivi->bits,
+                                           &layout))
+    return op->emitOpError("no KIVI layout for ")
+           << kivi->bits << "-bit codes, " << kivi->layers << " layers, "
+           << kivi->kvHeads << " kv heads, blocks of " << kivi->blockSize
+           << " and head dim " << headDim
+           << " (bits 4 or 2, head dim x bits whole bytes, head dim <= "
+           << ::sits::runtime::kivi::kMaxHeadDim
+           << ", block size <= " << ::sits::runtime::kivi::kMaxBlockSize << ")";
+  if (!ShapedType::isDynamic(pool.getDimSize(1)) &&
+      pool.getDimSize(1) != layout.blockStride)
+    return op->emitOpError("a KIVI pool's blocks span ")
+           << layout.blockStride << " bytes for this geometry, got "
+           << pool.getDimSize(1);
+  return success();
+}
+
+int64_t PagedAttentionOp::getPoolBlockSize() {
+  if (std::optional<KiviPool> kivi = getKiviPool(getKivi()))
+    return kivi->blockSize;
+  return cast<ShapedType>(getPool().getType()).getDimSize(4);
+}
+
+/// sits.paged_attention over a KIVI pool: the checks of verify() that do not
+/// read the pool's shape, and the pool against its attribute.
+static LogicalResult verifyKiviPagedAttention(PagedAttentionOp op) {
+  RankedTensorType q = op.getQuery().getType(), k = op.getKey().getType(),
+                   v = op.getValue().getType(),
+                   pool = cast<RankedTensorType>(op.getPool().getType());
+  for (auto [name, type] :
+       {std::pair<const char *, RankedTensorType>{"query", q},
+        {"key", k},
+        {"value", v}})
+    if (type.getRank() != 4)
+      return op.emitOpError(name)
+             << " must have rank 4, got " << type.getRank();
+  if (!q.getElementType().isF32() || !k.getElementType().isF32() ||
+      !v.getElementType().isF32())
+    return op.emitOpError("a KIVI pool takes f32 query, key and value");
+  int64_t headDim = mergeExtent(q.getDimSize(3),
+                                mergeExtent(k.getDimSize(3), v.getDimSize(3)));
+  if (failed(verifyKiviPool(op, *op.getKivi(), pool, headDim)))
+    return failure();
+  if (op.getUpdatedPool().getType() != pool)
+    return op.emitOpError("updated pool type ")
+           << op.getUpdatedPool().getType() << " differs from the pool's "
+           << pool;
+  KiviPool kivi = *getKiviPool(op.getKivi());
+  for (RankedTensorType t : {k, v})
+    if (!ShapedType::isDynamic(t.getDimSize(1)) &&
+        t.getDimSize(1) != kivi.kvHeads)
+      return op.emitOpError("key/value heads (")
+             << t.getDimSize(1) << ") differ from the KIVI pool's ("
+             << kivi.kvHeads << ")";
+  if (!ShapedType::isDynamic(q.getDimSize(1)) &&
+      q.getDimSize(1) % kivi.kvHeads != 0)
+    return op.emitOpError("query heads (")
+           << q.getDimSize(1) << ") must be a multiple of key/value heads ("
+           << kivi.kvHeads << ")";
+  if (op.getLayer().has_value() == static_cast<bool>(op.getLayerIndex()))
+    return op.emitOpError("expects exactly one of the 'layer' attribute and "
+                          "a layer operand");
+  std::optional<int64_t> layer = op.getConstantLayer();
+  if (layer && (*layer < 0 || *layer >= kivi.layers))
+    return op.emitOpError("layer ")
+           << *layer << " is out of range for a pool of " << kivi.layers
+           << " layers";
+  return verifyScale(op, op.getScale());
+}
+
 LogicalResult PagedAttentionOp::verify() {
+  if (getKivi())
+    return verifyKiviPagedAttention(*this);
   RankedTensorType q = getQuery().getType(), k = getKey().getType(),
                    v = getValue().getType(),
                    pool = cast<RankedTensorType>(getPool().getType()),

@@ -30,6 +30,21 @@ inline bool isQuantizedKVElement(Type element) {
   return element.isInteger(8) || isa<Float8E4M3FNType>(element);
 }
 
+/// A KIVI pool's `kivi = [bits, layers, Hkv, block_size]` attribute.
+struct KiviPool {
+  int64_t bits, layers, kvHeads, blockSize;
+};
+
+/// The `kivi` attribute of a paged-attention op, if it has one of 4 values.
+std::optional<KiviPool> getKiviPool(std::optional<ArrayRef<int64_t>> attr);
+
+/// Checks a KIVI pool against its attribute: `pool` is 2-D i8 whose
+/// dimension 1 (when static) is the block stride of the layout of
+/// (layers, Hkv, block_size, `headDim`, bits), and the geometry is one the
+/// runtime takes (`headDim` dynamic skips the layout). Errors on `op`.
+LogicalResult verifyKiviPool(Operation *op, ArrayRef<int64_t> attr,
+                             ShapedType pool, int64_t headDim);
+
 } // namespace mlir::sits
 
 #endif // SITS_DIALECTS_SITS_IR_SITSOPS_H

@@ -320,6 +320,14 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     is quantized symmetrically to the codes' largest value m (127 or 448):
     scale = max|x| / m, code = x · (m / max|x|) rounded to nearest even.
 
+    With a `kivi = [bits, layers, Hkv, block_size]` attribute the pool is
+    KIVI blocks of 4- or 2-bit codes, `[num_blocks, block_stride]` bytes laid
+    out as the runtime's `sits/runtime/kivi_layout.h` says: keys quantized
+    per channel over a block, values per token and channel group, and the
+    rows of a block not yet full kept in f32 in the block's tail until its
+    last position is written. Only the CPU runtime kernels read and write
+    such pools.
+
     Query head `h` reads K/V head `h / (Hq / Hkv)` (GQA/MQA). `scale`
     defaults to `1 / sqrt(D)`. Results are the attention output
     `[B, Hq, S, D]` and the updated pool; a function that returns the pool in
@@ -351,7 +359,8 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     RankedTensorOf<[I32]>:$context_lens,
     Optional<Index>:$layer_index,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$layer,
-    OptionalAttr<F64Attr>:$scale
+    OptionalAttr<F64Attr>:$scale,
+    OptionalAttr<DenseI64ArrayAttr>:$kivi
   );
   let results = (outs Sits_FloatTensor:$result, Sits_KVPoolTensor:$updated_pool);
   // The layer operand's type is always `index`: it stays out of the types.
@@ -369,6 +378,8 @@ def Sits_PagedAttentionOp : Sits_ShapedOp<"paged_attention"> {
     std::optional<int64_t> getConstantLayer();
     /// The softmax scale, defaulted to 1/sqrt(head dim) when not set.
     std::optional<double> getScaleOrDefault();
+    /// Positions per block: the pool's dimension 4, or a KIVI pool's.
+    int64_t getPoolBlockSize();
   }];
 }
 
@@ -567,7 +578,9 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     not read.
     An `i8` or `f8E4M3FN` pool is quantized per token and head
     (`sits.paged_attention`): its rows are `D` codes and their f32 scale,
-    `[..., D + 4]`.
+    `[..., D + 4]`. With `kivi = [bits, layers, Hkv, block_size]` it is
+    `[num_blocks, block_stride]` bytes of KIVI blocks
+    (`sitsRuntimePagedAttentionKivi`).
 
     The op is in destination style: the result (`[B, Hq, S, D]`) is written
     into `init`, on tensors or, after bufferization, on buffers (then it has
@@ -590,6 +603,7 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
     Sits_I32TensorOrMemRef:$context_lens,
     Index:$layer,
     F32Attr:$scale,
+    OptionalAttr<DenseI64ArrayAttr>:$kivi,
     Sits_F32TensorOrMemRef:$init
   );
   let results = (outs Variadic<RankedTensorOf<[F32]>>:$result);
@@ -603,6 +617,57 @@ def Sits_UkernelPagedAttentionOp : Sits_Op<"ukernel.paged_attention", [
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
       return getInitMutable();
+    }
+  }];
+}
+
+def Sits_I64TensorOrMemRef : AnyTypeOf<[RankedTensorOf<[I64]>, MemRefOf<[I64]>]>;
+
+def Sits_UkernelKiviWriteOp : Sits_Op<"ukernel.kivi_write", [
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface, [
+        "bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+        "getAliasingValues", "bufferize"]>]> {
+  let summary = "The slot writes of sits.paged_attention into a KIVI pool, as a runtime kernel";
+  let description = [{
+    Writes token `s` of sequence `b` of `key` and `value` (`[B, Hkv, S, D]`
+    f32) into slot `slot_mapping[b, s]` of layer `layer` of a pool of KIVI
+    blocks (`[num_blocks, block_stride]` i8, `kivi = [bits, layers, Hkv,
+    block_size]`, as `sits.paged_attention` describes): into the block's f32
+    tail, quantizing the block when its last position is written. Negative
+    slots, block 0 and blocks past the pool are not written.
+
+    The op is in destination style over the pool, which it reads (the
+    tails) and updates in place. sits-cpu-lower-ukernels turns the buffer
+    form into a call of the runtime's `sitsRuntimeKiviWrite`.
+
+    ```mlir
+    %p = sits.ukernel.kivi_write
+        ins(%k, %v, %slots : tensor<?x2x1x64xf32>, tensor<?x2x1x64xf32>,
+            tensor<?x1xi64>) layer(%l)
+        outs(%pool : tensor<?x114688xi8>) {kivi = array<i64: 4, 2, 2, 32>}
+        -> tensor<?x114688xi8>
+    ```
+  }];
+  let arguments = (ins
+    Sits_F32TensorOrMemRef:$key,
+    Sits_F32TensorOrMemRef:$value,
+    Sits_I64TensorOrMemRef:$slot_mapping,
+    Index:$layer,
+    DenseI64ArrayAttr:$kivi,
+    Sits_KVPoolTensorOrMemRef:$pool
+  );
+  let results = (outs Variadic<RankedTensorOf<[I8]>>:$result);
+  let assemblyFormat = [{
+    `ins` `(` $key `,` $value `,` $slot_mapping `:` type($key) `,`
+    type($value) `,` type($slot_mapping) `)` `layer` `(` $layer `)`
+    `outs` `(` $pool `:` type($pool) `)` attr-dict (`->` type($result)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getPoolMutable();
     }
   }];
 }

@@ -76,9 +76,10 @@ LogicalResult UkernelPagedAttentionOp::verify() {
   ShapedType q = shaped(getQuery()), pool = shaped(getPool()),
              tables = shaped(getBlockTables()), lens = shaped(getContextLens()),
              init = shaped(getInit());
+  const bool kivi = getKivi().has_value();
   for (auto [name, type, rank] :
        {std::tuple<const char *, ShapedType, int64_t>{"query", q, 4},
-        {"pool", pool, 6},
+        {"pool", pool, kivi ? 2 : 6},
         {"block_tables", tables, 2},
         {"context_lens", lens, 1},
         {"init", init, 4}})
@@ -101,6 +102,20 @@ LogicalResult UkernelPagedAttentionOp::verify() {
   for (int64_t d = 0; d < 4; ++d)
     if (conflict(q.getDimSize(d), init.getDimSize(d)))
       return emitOpError("query and init shapes differ in dimension ") << d;
+  if (conflict(q.getDimSize(0), tables.getDimSize(0)) ||
+      conflict(q.getDimSize(0), lens.getDimSize(0)))
+    return emitOpError("batch sizes (query, block_tables, context_lens) "
+                       "differ");
+  if (kivi) {
+    if (failed(verifyKiviPool(*this, *getKivi(), pool, q.getDimSize(3))))
+      return failure();
+    int64_t qHeads = q.getDimSize(1), kvHeads = getKiviPool(getKivi())->kvHeads;
+    if (!ShapedType::isDynamic(qHeads) && qHeads % kvHeads != 0)
+      return emitOpError("query heads (")
+             << qHeads << ") must be a multiple of key/value heads (" << kvHeads
+             << ")";
+    return success();
+  }
   // A quantized pool's rows are the head dim's codes and a 4-byte scale.
   const bool quantized = isQuantizedKVElement(pool.getElementType());
   int64_t poolDim = pool.getDimSize(5);
@@ -110,10 +125,6 @@ LogicalResult UkernelPagedAttentionOp::verify() {
     return emitOpError("query head dim (")
            << q.getDimSize(3) << ") differs from the pool's (" << poolDim
            << (quantized ? ": rows less their 4 scale bytes" : "") << ")";
-  if (conflict(q.getDimSize(0), tables.getDimSize(0)) ||
-      conflict(q.getDimSize(0), lens.getDimSize(0)))
-    return emitOpError("batch sizes (query, block_tables, context_lens) "
-                       "differ");
   if (conflict(pool.getDimSize(2), 2))
     return emitOpError("pool dimension 2 must hold K and V (extent 2), got ")
            << pool.getDimSize(2);
@@ -153,6 +164,84 @@ bufferization::AliasingValueList UkernelPagedAttentionOp::getAliasingValues(
 }
 
 LogicalResult UkernelPagedAttentionOp::bufferize(
+    RewriterBase &rewriter, const bufferization::BufferizationOptions &options,
+    bufferization::BufferizationState &state) {
+  return bufferizeDestinationStyle(rewriter, *this, options, state);
+}
+
+//===----------------------------------------------------------------------===//
+// UkernelKiviWriteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UkernelKiviWriteOp::verify() {
+  auto shaped = [](Value v) { return cast<ShapedType>(v.getType()); };
+  ShapedType k = shaped(getKey()), v = shaped(getValue()),
+             slots = shaped(getSlotMapping()), pool = shaped(getPool());
+  for (auto [name, type, rank] :
+       {std::tuple<const char *, ShapedType, int64_t>{"key", k, 4},
+        {"value", v, 4},
+        {"slot_mapping", slots, 2}})
+    if (type.getRank() != rank)
+      return emitOpError(name)
+             << " must have rank " << rank << ", got " << type.getRank();
+  bool buffers = isa<MemRefType>(k);
+  for (Value operand : getOperands())
+    if (isa<ShapedType>(operand.getType()) &&
+        isa<MemRefType>(operand.getType()) != buffers)
+      return emitOpError("operands must be all tensors or all buffers");
+  if (buffers != getResult().empty())
+    return emitOpError(buffers ? "on buffers has no result"
+                               : "on tensors has one result, the pool");
+  if (!buffers && getResult().front().getType() != pool)
+    return emitOpError("result type ") << getResult().front().getType()
+                                       << " differs from the pool's " << pool;
+  if (k.getShape() != v.getShape())
+    return emitOpError("key and value shapes differ");
+  auto conflict = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  if (conflict(k.getDimSize(0), slots.getDimSize(0)) ||
+      conflict(k.getDimSize(2), slots.getDimSize(1)))
+    return emitOpError("key [B, Hkv, S, D] and slot_mapping [B, S] differ");
+  if (failed(verifyKiviPool(*this, getKivi(), pool, k.getDimSize(3))))
+    return failure();
+  if (conflict(k.getDimSize(1), getKiviPool(getKivi())->kvHeads))
+    return emitOpError("key heads (")
+           << k.getDimSize(1) << ") differ from the KIVI pool's ("
+           << getKiviPool(getKivi())->kvHeads << ")";
+  return success();
+}
+
+void UkernelKiviWriteOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addBufferEffects(*this, effects);
+  // The pool is read too (the tails of blocks being filled).
+  if (isa<MemRefType>(getPool().getType()))
+    effects.emplace_back(MemoryEffects::Read::get(), &getPoolMutable(),
+                         SideEffects::DefaultResource::get());
+}
+
+bool UkernelKiviWriteOp::bufferizesToMemoryRead(
+    OpOperand &, const bufferization::AnalysisState &) {
+  return true;
+}
+
+bool UkernelKiviWriteOp::bufferizesToMemoryWrite(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  return isDpsInit(&operand);
+}
+
+bufferization::AliasingValueList
+UkernelKiviWriteOp::getAliasingValues(OpOperand &operand,
+                                      const bufferization::AnalysisState &) {
+  if (!isDpsInit(&operand))
+    return {};
+  return {
+      {getTiedOpResult(&operand), bufferization::BufferRelation::Equivalent}};
+}
+
+LogicalResult UkernelKiviWriteOp::bufferize(
     RewriterBase &rewriter, const bufferization::BufferizationOptions &options,
     bufferization::BufferizationState &state) {
   return bufferizeDestinationStyle(rewriter, *this, options, state);

@@ -4,9 +4,9 @@
 // when the code runs. A contraction (the INT8 dot products of quantized
 // matmuls: VNNI, AVX2 or portable) carries `sits.ukernel`; what linalg
 // cannot express (paged attention, reading the KV pool through block
-// tables) is a `sits.ukernel.*` op. Tiling and vectorization leave both
-// whole, and once on buffers each becomes one call of the runtime's kernel
-// with pointers and strides.
+// tables; the writes into a pool of KIVI blocks) is a `sits.ukernel.*` op.
+// Tiling and vectorization leave both whole, and once on buffers each becomes
+// one call of the runtime's kernel with pointers and strides.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +37,12 @@ constexpr llvm::StringLiteral kPagedAttention = "sitsRuntimePagedAttention";
 constexpr llvm::StringLiteral kPagedAttentionI8 = "sitsRuntimePagedAttentionI8";
 constexpr llvm::StringLiteral kPagedAttentionF8 =
     "sitsRuntimePagedAttentionF8E4M3";
+/// Over KIVI blocks (runtime/src/core/kivi.h), and their writer.
+constexpr llvm::StringLiteral kPagedAttentionKivi =
+    "sitsRuntimePagedAttentionKivi";
+constexpr llvm::StringLiteral kKiviWrite = "sitsRuntimeKiviWrite";
+/// sitsRuntimeKiviWrite's flag: give a filled block's tail pages back.
+constexpr int64_t kKiviReleaseTail = 1;
 
 /// The kernel `name` with argument types `inputs` (no results), declared
 /// in `module` on first use.
@@ -74,6 +80,24 @@ func::FuncOp getOrDeclarePagedAttention(ModuleOp module, Type poolType) {
                       {i64, i64, i64, i64, i64, ptr, i64, i64, i64,
                        ptr, i64, i64, i64, i64, i64, i64, i64, ptr,
                        i64, i64, ptr, f32, ptr, i64, i64, i64});
+}
+
+func::FuncOp getOrDeclareKiviAttention(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx),
+       f32 = Float32Type::get(ctx);
+  return getOrDeclare(module, kPagedAttentionKivi,
+                      {i64, i64, i64, i64, i64, ptr, i64, i64,
+                       i64, ptr, i64, i64, i64, i64, i64, ptr,
+                       i64, i64, ptr, f32, ptr, i64, i64, i64});
+}
+
+func::FuncOp getOrDeclareKiviWrite(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx);
+  return getOrDeclare(module, kKiviWrite,
+                      {i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, i64,
+                       ptr, i64, i64, i64, i64, i64, i64});
 }
 
 /// Whether every dimension of `type` from `from` on is contiguous row-major
@@ -275,21 +299,158 @@ LogicalResult lowerPagedAttention(OpBuilder &b, UkernelPagedAttentionOp op,
   return success();
 }
 
+/// `memref` itself when it has the identity layout, else a fresh buffer of
+/// that layout holding a copy (the caller frees it).
+Value withIdentityLayout(OpBuilder &b, Location loc, Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  if (type.getLayout().isIdentity())
+    return memref;
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(memref::DimOp::create(b, loc, memref, d));
+  Value copy = memref::AllocOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()),
+      dynamicSizes);
+  memref::CopyOp::create(b, loc, memref, copy);
+  return copy;
+}
+
+/// Replaces a sits.ukernel.kivi_write on buffers by its kernel call. Key
+/// and value share one set of strides in the call: both are taken in the
+/// identity layout (copied when they are not).
+LogicalResult lowerKiviWrite(OpBuilder &b, UkernelKiviWriteOp op,
+                             func::FuncOp kernel) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("must be on buffers to become a kernel call");
+  if (!cast<MemRefType>(op.getPool().getType()).getLayout().isIdentity())
+    return op.emitOpError("needs a KIVI pool in the identity layout, got ")
+           << op.getPool().getType();
+  Location loc = op.getLoc();
+  b.setInsertionPoint(op);
+  Type i64 = b.getI64Type();
+  auto constant = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
+  };
+  auto dim = [&](Value memref, int64_t d) -> Value {
+    return arith::IndexCastOp::create(b, loc, i64,
+                                      memref::DimOp::create(b, loc, memref, d));
+  };
+  Value key = withIdentityLayout(b, loc, op.getKey());
+  Value value = withIdentityLayout(b, loc, op.getValue());
+  Value slots = withContiguousRows(b, loc, op.getSlotMapping(), true);
+  Buffer k = getBuffer(b, loc, key), v = getBuffer(b, loc, value),
+         s = getBuffer(b, loc, slots), pool = getBuffer(b, loc, op.getPool());
+  KiviPool kivi = *getKiviPool(op.getKivi());
+  func::CallOp::create(
+      b, loc, kernel,
+      ValueRange{dim(key, 0), dim(key, 2), dim(key, 1), dim(key, 3), k.pointer,
+                 v.pointer, k.strides[0], k.strides[2], k.strides[1], s.pointer,
+                 s.strides[0], pool.pointer, dim(op.getPool(), 0),
+                 constant(kivi.layers),
+                 arith::IndexCastOp::create(b, loc, i64, op.getLayer()),
+                 constant(kivi.blockSize), constant(kivi.bits),
+                 constant(kKiviReleaseTail)});
+  Value copies[] = {key, value, slots};
+  Value originals[] = {op.getKey(), op.getValue(), op.getSlotMapping()};
+  for (auto [copy, original] : llvm::zip_equal(copies, originals))
+    if (copy != original)
+      memref::DeallocOp::create(b, loc, copy);
+  op->erase();
+  return success();
+}
+
+/// Replaces a sits.ukernel.paged_attention over a KIVI pool on buffers by
+/// its kernel call.
+LogicalResult lowerKiviAttention(OpBuilder &b, UkernelPagedAttentionOp op,
+                                 func::FuncOp kernel) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("must be on buffers to become a kernel call");
+  auto poolType = cast<MemRefType>(op.getPool().getType());
+  if (!poolType.getLayout().isIdentity())
+    return op.emitOpError("needs a KIVI pool in the identity layout, got ")
+           << poolType;
+  Location loc = op.getLoc();
+  b.setInsertionPoint(op);
+  Type i64 = b.getI64Type();
+  auto constant = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
+  };
+  auto dim = [&](Value memref, int64_t d) -> Value {
+    return arith::IndexCastOp::create(b, loc, i64,
+                                      memref::DimOp::create(b, loc, memref, d));
+  };
+  Value query = withContiguousRows(b, loc, op.getQuery(), /*copyIn=*/true);
+  Value tables = withContiguousRows(b, loc, op.getBlockTables(), true);
+  Value lens = withContiguousRows(b, loc, op.getContextLens(), true);
+  Value out = withContiguousRows(b, loc, op.getInit(), /*copyIn=*/false);
+  Buffer q = getBuffer(b, loc, query), pool = getBuffer(b, loc, op.getPool()),
+         t = getBuffer(b, loc, tables), l = getBuffer(b, loc, lens),
+         o = getBuffer(b, loc, out);
+  KiviPool kivi = *getKiviPool(op.getKivi());
+  Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+  func::CallOp::create(
+      b, loc, kernel,
+      ValueRange{dim(query, 0),
+                 dim(query, 2),
+                 dim(query, 1),
+                 constant(kivi.kvHeads),
+                 dim(query, 3),
+                 q.pointer,
+                 q.strides[0],
+                 q.strides[1],
+                 q.strides[2],
+                 pool.pointer,
+                 dim(op.getPool(), 0),
+                 constant(kivi.layers),
+                 arith::IndexCastOp::create(b, loc, i64, op.getLayer()),
+                 constant(kivi.blockSize),
+                 constant(kivi.bits),
+                 t.pointer,
+                 dim(tables, 1),
+                 t.strides[0],
+                 l.pointer,
+                 scale,
+                 o.pointer,
+                 o.strides[0],
+                 o.strides[1],
+                 o.strides[2]});
+  if (out != op.getInit())
+    memref::CopyOp::create(b, loc, out, op.getInit());
+  Value copies[] = {query, tables, lens, out};
+  Value originals[] = {op.getQuery(), op.getBlockTables(), op.getContextLens(),
+                       op.getInit()};
+  for (auto [copy, original] : llvm::zip_equal(copies, originals))
+    if (copy != original)
+      memref::DeallocOp::create(b, loc, copy);
+  op->erase();
+  return success();
+}
+
 struct SitsCpuLowerUkernelsPass
     : cpu::impl::SitsCpuLowerUkernelsBase<SitsCpuLowerUkernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     OpBuilder b(&getContext());
+    SmallVector<UkernelKiviWriteOp> writes;
+    module.walk([&](UkernelKiviWriteOp op) { writes.push_back(op); });
+    for (UkernelKiviWriteOp op : writes) {
+      if (failed(lowerKiviWrite(b, op, getOrDeclareKiviWrite(module))))
+        return signalPassFailure();
+      ++numCalls;
+    }
     SmallVector<UkernelPagedAttentionOp> attention;
     module.walk([&](UkernelPagedAttentionOp op) { attention.push_back(op); });
-    if (!attention.empty()) {
-      for (UkernelPagedAttentionOp op : attention) {
-        func::FuncOp kernel =
-            getOrDeclarePagedAttention(module, op.getPool().getType());
-        if (failed(lowerPagedAttention(b, op, kernel)))
-          return signalPassFailure();
-        ++numCalls;
-      }
+    for (UkernelPagedAttentionOp op : attention) {
+      LogicalResult lowered =
+          op.getKivi()
+              ? lowerKiviAttention(b, op, getOrDeclareKiviAttention(module))
+              : lowerPagedAttention(
+                    b, op,
+                    getOrDeclarePagedAttention(module, op.getPool().getType()));
+      if (failed(lowered))
+        return signalPassFailure();
+      ++numCalls;
     }
     SmallVector<linalg::GenericOp> marked;
     module.walk([&](linalg::GenericOp op) {

@@ -580,6 +580,12 @@ OpFoldResult getLayer(OpBuilder &b, PagedAttentionOp op,
 FailureOr<SmallVector<Value>>
 mlir::sits::lowerPagedAttentionOp(OpBuilder &b, PagedAttentionOp op,
                                   PagedAttentionOp::Adaptor operands) {
+  // KIVI blocks are written and read by the CPU runtime kernels only
+  // (lowerPagedAttentionToKernel).
+  if (op.getKivi())
+    return op.emitOpError("a KIVI pool (4- or 2-bit KV blocks) is read and "
+                          "written by the CPU runtime kernels only: compile "
+                          "for the CPU target, or use another kv dtype");
   Location loc = op.getLoc();
   // A static layer gives static pool offsets, a dynamic one dynamic ones.
   OpFoldResult layer = getLayer(b, op, operands);
@@ -632,6 +638,32 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
     return cast<ShapedType>(v.getType()).getElementType().isF32();
   };
   std::optional<double> scale = op.getScaleOrDefault();
+  if (op.getKivi()) {
+    // The writer kernel fills the tails and quantizes full blocks, then the
+    // attention kernel reads them (f32 K/V and queries, verified).
+    if (!scale)
+      return failure();
+    Location loc = op.getLoc();
+    Value layer = indexValue(b, loc, getLayer(b, op, operands));
+    auto kivi = b.getDenseI64ArrayAttr(*op.getKivi());
+    Value pool = operands.getPool();
+    pool =
+        UkernelKiviWriteOp::create(b, loc, TypeRange{pool.getType()},
+                                   operands.getKey(), operands.getValue(),
+                                   operands.getSlotMapping(), layer, kivi, pool)
+            .getResult()
+            .front();
+    auto resultType = cast<RankedTensorType>(op.getResult().getType());
+    Value init =
+        emptyTensor(b, loc, tensor::getMixedSizes(b, loc, operands.getQuery()),
+                    resultType.getElementType());
+    auto kernel = UkernelPagedAttentionOp::create(
+        b, loc, TypeRange{init.getType()}, operands.getQuery(), pool,
+        operands.getBlockTables(), operands.getContextLens(), layer,
+        b.getF32FloatAttr(*scale), kivi, init);
+    return SmallVector<Value>{
+        castToType(b, loc, kernel.getResult().front(), resultType), pool};
+  }
   // The kernel reads f32 pools, and quantized ones whatever the model's
   // float type (its query and result are then converted).
   const bool quantized = isQuantizedPool(operands.getPool());
@@ -653,7 +685,7 @@ mlir::sits::lowerPagedAttentionToKernel(OpBuilder &b, PagedAttentionOp op,
   auto kernel = UkernelPagedAttentionOp::create(
       b, loc, TypeRange{init.getType()}, query, pool, operands.getBlockTables(),
       operands.getContextLens(), indexValue(b, loc, layer),
-      b.getF32FloatAttr(*scale), init);
+      b.getF32FloatAttr(*scale), DenseI64ArrayAttr(), init);
   return SmallVector<Value>{
       castToType(b, loc, kernel.getResult().front(), resultType), pool};
 }

@@ -329,7 +329,7 @@ void mlir::sits::populateSitsToLinalgConversionPatterns(
 void mlir::sits::configureSitsToLinalgConversionTarget(
     ConversionTarget &target, const TypeConverter &typeConverter) {
   target.addIllegalDialect<SitsDialect>();
-  target.addLegalOp<UkernelPagedAttentionOp>();
+  target.addLegalOp<UkernelPagedAttentionOp, UkernelKiviWriteOp>();
   target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
     return typeConverter.isSignatureLegal(op.getFunctionType()) &&
            typeConverter.isLegal(&op.getBody());

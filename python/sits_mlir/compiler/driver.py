@@ -107,13 +107,18 @@ class CompileOptions:
     #: `context_lens` [batch] i32. CPU targets.
     kv_cache: str = "contiguous"
     #: kv_cache="paged": token positions per KV block (the allocator's).
-    kv_block_size: int = 16
+    kv_block_size: int | None = None
     #: kv_cache="paged": element type of the KV pool. None keeps the
     #: model's K/V type; "int8" / "fp8" store each token's K and V per head
     #: as INT8 / FP8 (E4M3) codes with one f32 scale (the allocator's
     #: `per_token_head` quantization: `kv_pool` is `[..., head_dim + 4]`
     #: int8 / float8_e4m3fn), quantized as they are written: 3.8x less KV
-    #: memory than f32 at a head size of 64.
+    #: memory than f32 at a head size of 64. "int4" / "int2" store KIVI
+    #: blocks (the allocator's `kivi` quantization, f32 models): keys
+    #: quantized per channel over a block, values per token over groups of
+    #: channels, asymmetric 4- or 2-bit codes with f16 scales, and the rows of
+    #: a block not yet full kept in f32 until it fills: 80 / 48 bytes per
+    #: token and K/V head of 64 at blocks of 32 (3.2x / 5.3x less than f16).
     kv_dtype: str | None = None
     #: kv_cache="paged": "last" computes the logits (every result but the
     #: pool) for each sequence's last new position only, `[B, min(S, 1), V]`,
@@ -430,6 +435,11 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
             # A KV pool of INT8 rows (codes, then their f32 scale): the
             # allocator's PoolConfig(dtype="int8", quantization=...).
             args[-1]["kv_quantization"] = ir.StringAttr(attrs["sits.kv_quantization"]).value
+        if "sits.kivi" in attrs:
+            # KIVI blocks: the geometry their [blocks, bytes] type hides.
+            bits, layers, heads, block, dim = ir.DenseI64ArrayAttr(attrs["sits.kivi"])
+            args[-1]["kivi"] = {"bits": bits, "layers": layers, "kv_heads": heads,
+                                "block_size": block, "head_dim": dim}
     status = [i for i, a in enumerate(res_attrs) if "sits.status" in a]
     returned = [i for i, a in enumerate(res_attrs) if "sits.updates" not in a]
     if status and (len(status) > 1 or status[0] != returned[-1]):
@@ -452,7 +462,13 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
 
 #: The KV pool element types `CompileOptions.kv_dtype` takes (None: the
 #: model's own).
-KV_DTYPES = (None, "int8", "fp8")
+KV_DTYPES = (None, "int8", "fp8", "int4", "int2")
+
+#: The KV block size a paged decoder gets when none is asked for: KIVI
+#: blocks group 32 tokens per key channel (their parameters cost 4 bytes per
+#: channel and block), the others 16.
+def default_kv_block_size(kv_dtype: str | None) -> int:
+    return 32 if kv_dtype in ("int4", "int2") else 16
 
 
 def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int,
@@ -610,13 +626,15 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             if t.is_gpu:
                 raise CompileError(f"kv_cache='paged' is compiled for CPU targets only, "
                                    f"not {t.name}")
-            if not isinstance(options.kv_block_size, int) or options.kv_block_size <= 0:
+            block_size = options.kv_block_size
+            if block_size is None:
+                block_size = default_kv_block_size(options.kv_dtype)
+            if not isinstance(block_size, int) or block_size <= 0:
                 raise ValueError("kv_block_size must be a positive integer, "
-                                 f"got {options.kv_block_size!r}")
+                                 f"got {block_size!r}")
             with progress.stage("page KV cache"):
                 input_specs, output_specs = _page_kv_cache(
-                    module, input_specs, output_specs, options.kv_block_size,
-                    options.kv_dtype)
+                    module, input_specs, output_specs, block_size, options.kv_dtype)
                 if options.logits == "last":
                     output_specs = _last_position(module, output_specs)
         signature = _entry_signature(module, input_specs, output_specs)

@@ -444,9 +444,10 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "fp8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
     "fp8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "int8": np.dtype(np.int8),
-    # KIVI pools (quantization="kivi") are viewed as their bytes.
-    "int4": np.dtype(np.uint8),
-    "int2": np.dtype(np.uint8),
+    # KIVI pools (quantization="kivi") are viewed as their bytes, typed as a
+    # compiled model's kv_pool argument (i8).
+    "int4": np.dtype(np.int8),
+    "int2": np.dtype(np.int8),
 }
 
 
@@ -555,7 +556,7 @@ class KVMemory:
     @property
     def dtype(self) -> np.dtype:
         """The NumPy dtype of the elements (ml_dtypes for bf16 and fp8; for a
-        quantized pool that of its codes: int8 or float8_e4m3fn; uint8, the
+        quantized pool that of its codes: int8 or float8_e4m3fn; int8, the
         bytes, for a ``kivi`` pool)."""
         return NUMPY_DTYPES[self._m.layout["dtype"]]
 

@@ -106,6 +106,17 @@ _KV_DTYPES = {"f32": ("f32", "none"), "f16": ("f16", "none"), "bf16": ("bf16", "
               "i8": ("int8", "per_token_head"), "f8e4m3fn": ("fp8_e4m3", "per_token_head")}
 
 
+def _kivi_geometry(model) -> dict | None:
+    """The `kivi` entry of a paged model's kv_pool argument in its manifest
+    (bits, layers, kv_heads, block_size, head_dim), None for other pools."""
+    manifest = getattr(model, "manifest", None) or {}
+    for entry in manifest.get("entry_points", []):
+        for arg in entry.get("args", []):
+            if arg.get("name") == "kv_pool" and isinstance(arg.get("kivi"), dict):
+                return arg["kivi"]
+    return None
+
+
 def decoder_geometry(model) -> dict:
     """Layers, K/V heads, head size and vocabulary of a compiled decoder with
     the exported KV-cache signature; ValueError naming what is missing."""
@@ -114,6 +125,12 @@ def decoder_geometry(model) -> dict:
     if logits.rank != 3 or logits.shape[2] is None:
         raise ValueError(f"output 0 must be the logits [batch, seq, vocab], got {logits}")
     if "kv_pool" in inputs:  # compiled with kv_cache="paged"
+        kivi = _kivi_geometry(model)
+        if kivi is not None:  # [blocks, bytes] of KIVI blocks: the manifest has the rest
+            return {"layers": kivi["layers"], "kv_heads": kivi["kv_heads"],
+                    "head_dim": kivi["head_dim"], "vocab": logits.shape[2],
+                    "block_size": kivi["block_size"], "paged": True,
+                    "kv_dtype": f"int{kivi['bits']}", "kv_quantization": "kivi"}
         pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
         # A quantized pool's rows are the head's codes and a 4-byte f32
         # scale (kv_dtype="int8"/"fp8": the allocator's per_token_head

@@ -126,6 +126,26 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
                          "is only valid on an input");
     arg.updatedInPlace = updated->asBool();
   }
+  if (const json::Value *kivi = a.find("kivi")) {
+    // A KIVI pool's geometry: five positive integers on an i8 [?, n] input.
+    if (!kivi->isObject() || arg.role != ArgRole::kInput ||
+        arg.dtype != DType::kI8 || arg.shape.size() != 2)
+      return schemaError(path + ".kivi",
+                         "must be an object on an i8 [blocks, bytes] input");
+    std::pair<const char *, int64_t *> fields[] = {
+        {"bits", &arg.kivi.bits},
+        {"layers", &arg.kivi.layers},
+        {"kv_heads", &arg.kivi.kvHeads},
+        {"block_size", &arg.kivi.blockSize},
+        {"head_dim", &arg.kivi.headDim}};
+    for (auto [key, field] : fields) {
+      const json::Value *v = kivi->find(key);
+      if (!v || !v->isInt() || v->asInt() <= 0 || v->asInt() > (1 << 30))
+        return schemaError(path + ".kivi." + key,
+                           "must be an integer in [1, 2^30]");
+      *field = v->asInt();
+    }
+  }
   if (arg.role == ArgRole::kWeights &&
       (arg.dtype != DType::kI8 || arg.shape.size() != 1))
     return schemaError(path, "is the weights argument, which must be a rank-1 "

@@ -42,12 +42,24 @@ std::optional<DType> poolDType(kv::DType dtype) {
   case kv::DType::kFP8E5M2:
     return DType::kF8E5M2;
   case kv::DType::kInt8:
+  // KIVI blocks of 4- or 2-bit codes are passed as their bytes.
+  case kv::DType::kInt4:
+  case kv::DType::kInt2:
     return DType::kI8;
   }
   return std::nullopt;
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// " (kivi blocks of int4 codes: 8 layers, ...)".
+std::string kiviText(const ArgSpec::Kivi &k) {
+  return " (kivi blocks of int" + std::to_string(k.bits) +
+         " codes: " + std::to_string(k.layers) + " layers, " +
+         std::to_string(k.kvHeads) + " kv heads, blocks of " +
+         std::to_string(k.blockSize) + ", head dim " +
+         std::to_string(k.headDim) + ")";
+}
 
 float fromBits(uint32_t bits) {
   float f;
@@ -113,8 +125,8 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
       return badModel(options.entry, "it takes '" + inputs[i]->name + "'");
     // The pool's dtype is the model's choice; it is checked against the
     // memory below.
-    if ((e->name != "kv_pool" && inputs[i]->dtype != e->dtype) ||
-        inputs[i]->rank() != e->rank)
+    if ((e->name != "kv_pool" &&
+         (inputs[i]->dtype != e->dtype || inputs[i]->rank() != e->rank)))
       return badModel(options.entry, "its input '" + inputs[i]->name + "' is " +
                                          inputs[i]->typeString());
     *e->index = int(i);
@@ -139,20 +151,42 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
                                 layout.num_kv_heads,
                                 layout.block_size,
                                 layout.token_stride / layout.elem_size};
-  bool fits = dtype && *dtype == poolSpec.dtype;
+  // KIVI blocks: bytes [blocks, block_stride] (their geometry sets the stride).
+  if (config.quantization == kv::KVQuantization::kKivi)
+    shape = {memory->numBlocks(kv::Tier::kDevice), layout.block_stride};
+  bool fits = dtype && *dtype == poolSpec.dtype &&
+              poolSpec.rank() == int64_t(shape.size());
+  // KIVI: the stride alone does not tell geometries apart (the blocks are
+  // page-rounded); the manifest names the model's.
+  const ArgSpec::Kivi &kivi = poolSpec.kivi;
+  const bool kiviPool = config.quantization == kv::KVQuantization::kKivi;
+  if (kiviPool != (kivi.bits != 0) ||
+      (kiviPool && (kivi.bits != kv::dtypeBits(config.dtype) ||
+                    kivi.layers != config.num_layers ||
+                    kivi.kvHeads != config.num_kv_heads ||
+                    kivi.blockSize != config.block_size ||
+                    kivi.headDim != config.head_dim)))
+    fits = false;
   for (size_t d = 1; d < shape.size(); ++d)
     fits = fits && (poolSpec.shape[d] < 0 || poolSpec.shape[d] == shape[d]);
   if (!fits) {
     std::string have = kv::dtypeName(config.dtype) + shapeToString(shape);
-    if (config.quantization != kv::KVQuantization::kNone)
+    if (config.quantization == kv::KVQuantization::kPerTokenHead)
       have += std::string(" (") + kv::kvQuantizationName(config.quantization) +
               ": " + std::to_string(layout.head_dim) +
               " codes + an f32 scale per row)";
+    else if (kiviPool)
+      have +=
+          kiviText({kv::dtypeBits(config.dtype), config.num_layers,
+                    config.num_kv_heads, config.block_size, config.head_dim});
+    std::string want = poolSpec.typeString();
+    if (kivi.bits)
+      want += kiviText(kivi);
     return Status(StatusCode::kInvalidArgument,
                   "the KV pool is " + have +
-                      ", the model expects kv_pool: " + poolSpec.typeString())
+                      ", the model expects kv_pool: " + want)
         .withSubject("kv_pool")
-        .withExpected(poolSpec.typeString(), have);
+        .withExpected(want, have);
   }
   r->pool_ = BufferView(memory->data(kv::Tier::kDevice), *dtype, shape);
 

@@ -3,7 +3,10 @@
 // RUN: not sits-opt %s --sits-page-kv-cache=block-size=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int8" | FileCheck %s --check-prefix=INT8
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=fp8" | FileCheck %s --check-prefix=FP8
-// RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int4" | FileCheck %s --check-prefix=INT4
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int2" | FileCheck %s --check-prefix=INT2
+// RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int3" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not sits-opt %s --sits-page-kv-cache="block-size=2048 kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
 
 // Two decoder layers (GQA: 4 query heads on 2 K/V heads) exported with
 // their KV cache: each attention reads past ++ new. Paged, the past/present
@@ -43,7 +46,23 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 //      INT8:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {layer = 0 : i64}
 //      INT8:   sits.paged_attention {{.*}} {layer = 1 : i64, scale = 5.000000e-01 : f64}
 
-// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int4'; supported: int8, fp8 (or none: the model's K/V type)
+// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int3'; supported: int8, fp8, int4, int2 (or none: the model's K/V type)
+
+// With kv-dtype=int4 or int2 the pool is KIVI blocks, [blocks, bytes]: per
+// block 2 layers x K/V x 2 heads of 4 rows of 16 codes (8 or 4 bytes) and
+// 16 f16 (scale, min) pairs (64 bytes), in one page (4096), then a page
+// per layer for the f32 tail (64 + 2 x 2 x 4 x 16 x 4 bytes): 12288.
+// INT4-LABEL: func.func @main
+//  INT4-SAME:    %[[POOL:[^:]+]]: tensor<?x12288xi8> {sits.kivi = array<i64: 4, 2, 2, 4, 16>, sits.kv_quantization = "kivi", sits.name = "kv_pool"}
+//  INT4-SAME:   -> (tensor<?x4x?x16xf32>, tensor<?x12288xi8> {sits.updates = 4 : i64})
+//      INT4:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {kivi = array<i64: 4, 2, 2, 4>, layer = 0 : i64}
+//      INT4:   sits.paged_attention {{.*}} {kivi = array<i64: 4, 2, 2, 4>, layer = 1 : i64, scale = 5.000000e-01 : f64}
+
+// INT2-LABEL: func.func @main
+//  INT2-SAME:    tensor<?x12288xi8> {sits.kivi = array<i64: 2, 2, 2, 4, 16>, sits.kv_quantization = "kivi", sits.name = "kv_pool"}
+//      INT2:   sits.paged_attention {{.*}} {kivi = array<i64: 2, 2, 2, 4>, layer = 0 : i64}
+
+// LAYOUT: error: sits-page-kv-cache: no 4-bit KIVI layout for head dim 16 and blocks of 2048
 
 // FP8-LABEL: func.func @main
 //  FP8-SAME:    tensor<?x2x2x2x4x20xf8E4M3FN> {sits.kv_quantization = "per_token_head", sits.name = "kv_pool"}

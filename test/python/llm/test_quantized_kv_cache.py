@@ -115,7 +115,7 @@ def test_pool_and_model_must_agree(llama):
 
 def test_kv_dtype_is_checked():
     with pytest.raises(ValueError, match="kv_dtype must be one of"):
-        sits_mlir.compile("unused.onnx", "cpu", kv_cache="paged", kv_dtype="int2")
+        sits_mlir.compile("unused.onnx", "cpu", kv_cache="paged", kv_dtype="int3")
 
 
 def test_kv_dtype_needs_the_paged_cache():
@@ -144,3 +144,124 @@ def test_sits_runtime_sizes_the_quantized_pool(llama, kind, tmp_path, capsys):
     d = dec.head_dim
     row_bytes = 2 * dec.layers * dec.kv_heads * BLOCK * (d + 4)
     assert report["kv_contiguous_bytes"] == 2 * 64 * row_bytes // BLOCK
+
+
+# --- KIVI blocks: kv_dtype="int4" / "int2" -------------------------------------
+
+#: Blocks of 8 positions: the first prompt (10 tokens) fills one, whose keys
+#: are then quantized per channel; of 32: every context stays in the f32
+#: tail of its first block.
+KIVI_BLOCK, KIVI_TAIL_ONLY = 8, 32
+
+
+@pytest.fixture(scope="module")
+def kivi(llama, tmp_path_factory):
+    dec, models = llama
+    out = tmp_path_factory.mktemp("llama-kivi")
+    compiled = {(dtype, block): sits_mlir.compile(dec.path, "cpu", out / f"{dtype}-{block}.sitsm",
+                                                  threads=2, kv_cache="paged",
+                                                  kv_block_size=block, kv_dtype=dtype).load()
+                for dtype in ("int4", "int2") for block in (KIVI_BLOCK, KIVI_TAIL_ONLY)}
+    compiled[None, KIVI_BLOCK] = sits_mlir.compile(dec.path, "cpu", out / "f32-8.sitsm",
+                                                   threads=2, kv_cache="paged",
+                                                   kv_block_size=KIVI_BLOCK).load()
+    yield dec, compiled
+    compiled.clear()
+
+
+def _kivi_pool(dec, dtype, block):
+    return kv.KVAllocator(num_blocks=32, block_size=block, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, max_seq_len=64,
+                          dtype=dtype, quantization="kivi")
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int2"])
+def test_kivi_signature_carries_the_geometry(kivi, dtype):
+    dec, models = kivi
+    model = models[dtype, KIVI_BLOCK]
+    spec = next(s for s in model.default_entry.inputs if s.name == "kv_pool")
+    # [blocks, bytes of a block] i8: the geometry is in the manifest.
+    stride = _kivi_pool(dec, dtype, KIVI_BLOCK).geometry["block_stride"]
+    assert spec.dtype == "i8" and spec.shape[1:] == (stride,)
+    geometry = decoder_geometry(model)
+    assert (geometry["kv_dtype"], geometry["kv_quantization"], geometry["block_size"],
+            geometry["layers"], geometry["kv_heads"], geometry["head_dim"]) == \
+        (dtype, "kivi", KIVI_BLOCK, dec.layers, dec.kv_heads, dec.head_dim)
+
+
+def test_kivi_default_block_size_is_32(kivi, tmp_path):
+    from sits_mlir.compiler.driver import default_kv_block_size
+
+    assert (default_kv_block_size("int4"), default_kv_block_size("int8"),
+            default_kv_block_size(None)) == (32, 16, 16)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int2"])
+def test_kivi_tail_holds_exact_rows(llama, kivi, dtype):
+    """While a block is being filled its rows are f32: with every context
+    inside one block the engine's logits are the f32 pool's."""
+    dec, models = kivi
+    _, f32_models = llama
+    f32_pool = _pool(dec, dtype="f32")
+    tokens, logits = _serve(f32_models[None], f32_pool)
+    tokens4, logits4 = _serve(models[dtype, KIVI_TAIL_ONLY],
+                              _kivi_pool(dec, dtype, KIVI_TAIL_ONLY))
+    assert tokens4 == tokens
+    for a, b in zip(logits, logits4):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+
+
+def test_kivi_quantized_blocks_stay_close_to_f32(kivi):
+    """Once blocks fill, their keys and values are 4- or 2-bit codes: the
+    logits move from the f32 pool's by a fraction of their spread (this
+    small model's large weights amplify KV errors; int8 rows stay within
+    0.1), 2 bits further than 4."""
+    dec, models = kivi
+    f32_pool = kv.KVAllocator(num_blocks=32, block_size=KIVI_BLOCK, num_layers=dec.layers,
+                              num_kv_heads=dec.kv_heads, head_dim=dec.head_dim,
+                              max_seq_len=64, dtype="f32")
+    tokens, logits = _serve(models[None, KIVI_BLOCK], f32_pool)
+    worst = {}
+    for dtype in ("int4", "int2"):
+        ours_tokens, ours = _serve(models[dtype, KIVI_BLOCK],
+                                   _kivi_pool(dec, dtype, KIVI_BLOCK))
+        # The first prompt's first step reads one quantized block; compare
+        # the steps whose contexts agree.
+        errors, step = [], 0
+        for ref, got in zip(tokens, ours_tokens):
+            for i in range(NEW_TOKENS):
+                a, b = logits[step][0], ours[step][0]
+                errors.append(float(np.abs(a - b).max() / a.std()))
+                step += 1
+                if ref[i] != got[i]:
+                    step += NEW_TOKENS - 1 - i
+                    break
+        worst[dtype] = max(errors)
+        assert ours_tokens[1][0] == tokens[1][0]  # 7 tokens: all in the tail
+    assert 0 < worst["int4"] < 1.0 and worst["int4"] < worst["int2"] < 4.0, worst
+
+
+def test_kivi_pool_and_model_must_agree(kivi):
+    dec, models = kivi
+    with pytest.raises(ValueError, match="kv_pool"):
+        PagedRunner(models["int4", KIVI_BLOCK], kv.KVMemory(_kivi_pool(dec, "int2", KIVI_BLOCK)))
+    with pytest.raises(ValueError, match="kv_pool"):
+        PagedRunner(models["int4", KIVI_BLOCK], kv.KVMemory(_kivi_pool(dec, "int4", 16)))
+    with pytest.raises(ValueError, match="kv_pool"):
+        PagedRunner(models["int4", KIVI_BLOCK], kv.KVMemory(_pool(dec, dtype="f32")))
+
+
+def test_sits_runtime_serves_a_kivi_pool(kivi, tmp_path, capsys):
+    import json
+
+    from sits_mlir.tools import runtime as cli
+
+    dec, models = kivi
+    report_path = tmp_path / "report.json"
+    rc = cli.main(["--config", models["int4", KIVI_BLOCK].path, "--batch-size", "2",
+                   "--max-seq-len", "64", "--synthetic", "3", "--prompt-len", "9",
+                   "--output-len", "12", "--seed", "1", "--json", str(report_path)])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["failed"] == 0 and report["output_tokens"] > 0
+    assert (report["kv_dtype"], report["kv_quantization"]) == ("int4", "kivi")

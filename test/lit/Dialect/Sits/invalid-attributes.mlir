@@ -241,7 +241,7 @@ func.func @arg_name(%x: tensor<4xf32> {sits.name = 3}) {
 
 // -----
 
-// expected-error @+1 {{'sits.kv_quantization' on argument 0 must be "per_token_head", got "per_tensor"}}
+// expected-error @+1 {{'sits.kv_quantization' on argument 0 must be "per_token_head" or "kivi", got "per_tensor"}}
 func.func @kv_quantization(%x: tensor<4xi8> {sits.kv_quantization = "per_tensor"}) {
   return
 }
@@ -419,4 +419,11 @@ func.func @weight_layout_without_body(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'sits.weight_layout' must be a string attribute on a linalg op}}
   %0 = arith.addf %a, %a {sits.weight_layout = "qdot_i8"} : tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'sits.kivi' on argument 0 must be [bits, layers, kv heads, block size, head dim], all positive, got array<i64: 4, 2, 2, 32>}}
+func.func @kivi_geometry(%x: tensor<?x4096xi8> {sits.kivi = array<i64: 4, 2, 2, 32>}) {
+  return
 }

@@ -642,11 +642,11 @@ def test_kivi_geometry_counts_the_quantized_blocks(dtype, bytes_per_token_head):
     assert sizes["block_stride"] == -(-sizes["bytes_per_block"] // 4096) * 4096 + 2 * tail
     assert sizes["total_bytes"] == 6 * sizes["block_stride"]
     mem = kv.KVMemory(_kivi(dtype))
-    assert mem.device.shape == (6, sizes["block_stride"]) and mem.device.dtype == np.uint8
+    assert mem.device.shape == (6, sizes["block_stride"]) and mem.device.dtype == np.int8
     assert mem.host.shape == (2, sizes["block_stride"])
     assert mem.layout["bytes_per_block"] == sizes["bytes_per_block"]
     shared = np.from_dlpack(mem.dlpack())
-    assert shared.shape == (6, sizes["block_stride"]) and shared.dtype == np.uint8
+    assert shared.shape == (6, sizes["block_stride"]) and shared.dtype == np.int8
     assert shared.ctypes.data == mem.data_ptr()
     with pytest.raises(TypeError, match="quantized pool"):
         mem.codes()
@@ -672,10 +672,10 @@ def test_kivi_copies_carry_a_partial_blocks_tail():
     tail_layer = (sizes["block_stride"] - tail_at) // 2
     dev = mem.device
     rng = np.random.default_rng(0)
-    dev[1, :part] = rng.integers(0, 256, part, dtype=np.uint8)
+    dev[1, :part] = rng.integers(-128, 128, part, dtype=np.int8)
     for layer in range(2):
         at = tail_at + layer * tail_layer
-        dev[1, at:at + 4] = np.frombuffer(np.int32(5).tobytes(), np.uint8)
+        dev[1, at:at + 4] = np.frombuffer(np.int32(5).tobytes(), np.int8)
         rows = dev[1, at + 64:at + 64 + 2 * 2 * 32 * 64 * 4].view(np.float32)
         rows[:] = rng.standard_normal(rows.size, dtype=np.float32)
     # Copy-on-write of 3 of its 5 tail tokens into block 2, then swap out.

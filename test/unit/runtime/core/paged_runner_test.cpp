@@ -272,7 +272,10 @@ TEST(PagedRunner, CreateRejectsInputsOfTheWrongType) {
       {3, "i32", {-1}, "its input 'block_tables' is i32[?]"},
       {4, "i32", {-1, -1}, "its input 'slot_mapping' is i32[?, ?]"},
       {5, "i64", {-1}, "its input 'context_lens' is i64[?]"},
-      {2, "f32", {-1, kLayers, 2, kHeads, kBlockSize}, "its input 'kv_pool'"},
+      {2,
+       "f32",
+       {-1, kLayers, 2, kHeads, kBlockSize},
+       "the model expects kv_pool: f32[?, 2, 2, 2, 4]"},
   };
   for (const Case &c : cases) {
     std::vector<Arg> args = decoderArgs();
