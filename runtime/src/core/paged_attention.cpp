@@ -67,6 +67,7 @@
 #include "sits/runtime/host.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -762,8 +763,9 @@ struct Call : Args {
   /// Derived (runAttention): qHeads / kvHeads, and tableWidth * blockSize,
   /// saturated.
   int64_t group, maxLen;
-  /// kKivi: the pool's layout (validArgs).
+  /// kKivi: the pool's layout (validArgs), and the call's number.
   kivi::Layout kivi;
+  uint64_t kiviCall = 0;
 };
 
 /// KIVI chunks are dequantized into per-thread scratch ([chunk][headDim]
@@ -976,6 +978,24 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
 /// KIVI chunks' rows, per thread.
 thread_local std::vector<float> tKivi;
 
+/// A KIVI call with several queries per sequence (prefill): the positions
+/// [0, rows) of one (sequence, kv head) already dequantized by this thread,
+/// K rows then V rows ([capacity][headDim] each), which the same thread's
+/// later queries of that sequence and head read instead of dequantizing
+/// them again (each query sees the positions before it: a prefill of S
+/// tokens would otherwise widen S^2 / 2 rows).
+struct KiviContext {
+  uint64_t call = 0;
+  int64_t b = -1, g = -1, rows = 0, capacity = 0;
+  std::vector<float> data;
+};
+thread_local KiviContext tKiviContext;
+/// Contexts cached up to this size (floats); longer ones take the chunks.
+constexpr int64_t kKiviContextFloats = int64_t(4) << 20;
+/// Numbers the KIVI calls: a cache is for its own call (the pool changes
+/// between calls).
+std::atomic<uint64_t> gKiviCalls{0};
+
 /// An item that walks several chunks: per pass, one chunk's sum of p * V
 /// ([kMaxPassHeads][headDim]), then per head of the group the running max
 /// and sum. Kept per thread (nothing an item calls runs other tasks).
@@ -986,12 +1006,22 @@ void runItem(void *context, int64_t item) {
   const Call &c = *plan.c;
   const int64_t part = item % plan.parts;
   int64_t rest = item / plan.parts;
-  const int64_t g = rest % c.kvHeads;
-  rest /= c.kvHeads;
+  int64_t g, s, b;
   // The latest queries (which see the most positions) first, so that the
-  // shared counter ends on the shortest.
-  const int64_t s = c.queries - 1 - rest % c.queries;
-  const int64_t b = rest / c.queries;
+  // shared counter ends on the shortest. KIVI: the queries of a (sequence,
+  // kv head) are consecutive items, so that a thread's dequantized context
+  // serves the next ones.
+  if (c.format == Format::kKivi) {
+    s = c.queries - 1 - rest % c.queries;
+    rest /= c.queries;
+    g = rest % c.kvHeads;
+    b = rest / c.kvHeads;
+  } else {
+    g = rest % c.kvHeads;
+    rest /= c.kvHeads;
+    s = c.queries - 1 - rest % c.queries;
+    b = rest / c.queries;
+  }
   const int64_t len = lengthOf(c, b, s);
   const int64_t head0 = g * c.group;
   float *const outRow =
@@ -1055,14 +1085,44 @@ void runItem(void *context, int64_t item) {
   }
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
   float maxes[kMaxPassHeads], sums[kMaxPassHeads], post[kMaxPassHeads];
+  const int lanes = plan.kernels->isa == Isa::kAvx512 ? 16
+                    : plan.kernels->isa == Isa::kAvx2 ? 8
+                                                      : 0;
+  KiviContext *cached = nullptr;
+  if (kiviPool && c.queries > 1) {
+    // The whole context of (b, g) this call reads: cached when small enough.
+    const int64_t capacity = std::min<int64_t>(c.contextLens[b], c.maxLen);
+    KiviContext &k = tKiviContext;
+    if (2 * capacity * c.headDim <= kKiviContextFloats) {
+      if (k.call != c.kiviCall || k.b != b || k.g != g ||
+          k.capacity < capacity) {
+        k.call = c.kiviCall;
+        k.b = b;
+        k.g = g;
+        k.rows = 0;
+        k.capacity = capacity;
+        if (k.data.size() < size_t(2 * capacity * c.headDim))
+          k.data.resize(size_t(2 * capacity * c.headDim));
+      }
+      cached = &k;
+      poolData = k.data.data();
+      vDelta = k.capacity * c.headDim;
+    }
+  }
   for (int64_t ci = c0; ci < c1; ++ci) {
     const int64_t t0 = ci * plan.chunk;
     const int64_t n = std::min(len, t0 + plan.chunk) - t0;
-    if (kiviPool) {
-      kiviChunk(c, b, g, t0, n, tKivi.data(), tKivi.data() + vDelta,
-                plan.kernels->isa == Isa::kAvx512 ? 16
-                : plan.kernels->isa == Isa::kAvx2 ? 8
-                                                  : 0);
+    if (cached) {
+      if (cached->rows < t0 + n) {
+        float *k = cached->data.data() + cached->rows * c.headDim;
+        kiviChunk(c, b, g, cached->rows, t0 + n - cached->rows, k,
+                  k + vDelta, lanes);
+        cached->rows = t0 + n;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        rows[i] = (t0 + i) * c.headDim;
+    } else if (kiviPool) {
+      kiviChunk(c, b, g, t0, n, tKivi.data(), tKivi.data() + vDelta, lanes);
       for (int64_t i = 0; i < n; ++i)
         rows[i] = i * c.headDim;
     } else {
@@ -1194,6 +1254,8 @@ void runAttention(const Kernels &kernels, const Call &call) {
   Call c = call;
   if (!validArgs(c))
     return;
+  if (c.format == Format::kKivi)
+    c.kiviCall = ++gKiviCalls;
   c.group = c.qHeads / c.kvHeads;
   c.maxLen = c.tableWidth > std::numeric_limits<int64_t>::max() / c.blockSize
                  ? std::numeric_limits<int64_t>::max()
