@@ -265,3 +265,35 @@ def test_sits_runtime_serves_a_kivi_pool(kivi, tmp_path, capsys):
     report = json.loads(report_path.read_text())
     assert report["failed"] == 0 and report["output_tokens"] > 0
     assert (report["kv_dtype"], report["kv_quantization"]) == ("int4", "kivi")
+
+
+def test_kivi_tails_follow_fork_and_swap(kivi):
+    """A partial block's f32 rows live in its tail: copy-on-write after a
+    fork (n > 1) and swapping a preempted sequence out and back must carry
+    them, so the tokens are those of a run that does neither."""
+    dec, models = kivi
+    model = models["int4", KIVI_BLOCK]
+    prompts = [[17, 3, 250, 96, 41, 8, 131, 77, 5, 200], [45, 180, 33, 7, 250, 12, 64],
+               [9, 99, 199, 29, 39, 49, 59, 69, 79, 89, 101]]
+
+    def serve(pool, n=1, batch=3, preemption="recompute"):
+        engine = Engine(pool, PagedRunner(model, kv.KVMemory(pool)), max_batch_size=batch,
+                        preemption=preemption)
+        results = engine.generate(prompts, NEW_TOKENS, sampling=GREEDY, n=n)
+        assert all(r.finished and r.error is None for r in results)
+        return [[s.tokens for s in r.samples] for r in results], engine.metrics
+
+    def pool(blocks, host=0):
+        return kv.KVAllocator(num_blocks=blocks, num_host_blocks=host, block_size=KIVI_BLOCK,
+                              num_layers=dec.layers, num_kv_heads=dec.kv_heads,
+                              head_dim=dec.head_dim, max_seq_len=64, dtype="int4",
+                              quantization="kivi", enable_prefix_caching=False)
+
+    alone, _ = serve(pool(64), batch=1)
+    # Three greedy samples share the prompt's blocks, then copy the tail.
+    forked, _ = serve(pool(64), n=3)
+    assert all(samples == [ref[0]] * 3 for samples, ref in zip(forked, alone))
+    # Too few blocks for all three: the youngest is swapped out and back.
+    swapped, metrics = serve(pool(9, host=16), preemption="swap")
+    assert metrics["swap_outs"] > 0 and metrics["swap_ins"] > 0, metrics
+    assert swapped == alone
