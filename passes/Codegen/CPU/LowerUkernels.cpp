@@ -229,6 +229,36 @@ LogicalResult lowerQDot(OpBuilder &b, linalg::GenericOp op, int64_t bits,
   return success();
 }
 
+/// The operands of a sits.ukernel.paged_attention call: the query, tables,
+/// lengths and output with contiguous rows (copies where theirs are not),
+/// and the pool, as the kernels take them.
+struct AttentionOperands {
+  Value query, tables, lens, out;
+  Buffer q, pool, t, l, o;
+
+  AttentionOperands(OpBuilder &b, Location loc, UkernelPagedAttentionOp op)
+      : query(withContiguousRows(b, loc, op.getQuery(), /*copyIn=*/true)),
+        tables(withContiguousRows(b, loc, op.getBlockTables(), true)),
+        lens(withContiguousRows(b, loc, op.getContextLens(), true)),
+        out(withContiguousRows(b, loc, op.getInit(), /*copyIn=*/false)),
+        q(getBuffer(b, loc, query)), pool(getBuffer(b, loc, op.getPool())),
+        t(getBuffer(b, loc, tables)), l(getBuffer(b, loc, lens)),
+        o(getBuffer(b, loc, out)) {}
+
+  /// After the call: the output copied back, the copies freed, `op` gone.
+  void finish(OpBuilder &b, Location loc, UkernelPagedAttentionOp op) {
+    if (out != op.getInit())
+      memref::CopyOp::create(b, loc, out, op.getInit());
+    Value copies[] = {query, tables, lens, out};
+    Value originals[] = {op.getQuery(), op.getBlockTables(),
+                         op.getContextLens(), op.getInit()};
+    for (auto [copy, original] : llvm::zip_equal(copies, originals))
+      if (copy != original)
+        memref::DeallocOp::create(b, loc, copy);
+    op->erase();
+  }
+};
+
 /// Replaces a sits.ukernel.paged_attention on buffers by its kernel call.
 /// The pool's head dim must be contiguous (it is in the identity layout the
 /// pool has as a function argument); the other operands are copied into
@@ -248,54 +278,40 @@ LogicalResult lowerPagedAttention(OpBuilder &b, UkernelPagedAttentionOp op,
     return arith::IndexCastOp::create(b, loc, i64,
                                       memref::DimOp::create(b, loc, memref, d));
   };
-  Value query = withContiguousRows(b, loc, op.getQuery(), /*copyIn=*/true);
-  Value tables = withContiguousRows(b, loc, op.getBlockTables(), true);
-  Value lens = withContiguousRows(b, loc, op.getContextLens(), true);
-  Value out = withContiguousRows(b, loc, op.getInit(), /*copyIn=*/false);
-  Buffer q = getBuffer(b, loc, query), pool = getBuffer(b, loc, op.getPool()),
-         t = getBuffer(b, loc, tables), l = getBuffer(b, loc, lens),
-         o = getBuffer(b, loc, out);
+  AttentionOperands a(b, loc, op);
+  const Buffer &pool = a.pool;
   // Layer l's K starts l * stride(1) into a block, its V stride(2) later.
   Value layer = arith::IndexCastOp::create(b, loc, i64, op.getLayer());
   Value keyOffset = arith::MulIOp::create(b, loc, layer, pool.strides[1]);
   Value valueOffset = arith::AddIOp::create(b, loc, keyOffset, pool.strides[2]);
   Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
-  func::CallOp::create(b, loc, kernel,
-                       ValueRange{dim(query, 0),
-                                  dim(query, 2),
-                                  dim(query, 1),
-                                  dim(op.getPool(), 3),
-                                  dim(query, 3),
-                                  q.pointer,
-                                  q.strides[0],
-                                  q.strides[1],
-                                  q.strides[2],
-                                  pool.pointer,
-                                  dim(op.getPool(), 0),
-                                  pool.strides[0],
-                                  keyOffset,
-                                  valueOffset,
-                                  pool.strides[3],
-                                  dim(op.getPool(), 4),
-                                  pool.strides[4],
-                                  t.pointer,
-                                  dim(tables, 1),
-                                  t.strides[0],
-                                  l.pointer,
-                                  scale,
-                                  o.pointer,
-                                  o.strides[0],
-                                  o.strides[1],
-                                  o.strides[2]});
-  if (out != op.getInit())
-    memref::CopyOp::create(b, loc, out, op.getInit());
-  Value copies[] = {query, tables, lens, out};
-  Value originals[] = {op.getQuery(), op.getBlockTables(), op.getContextLens(),
-                       op.getInit()};
-  for (auto [copy, original] : llvm::zip_equal(copies, originals))
-    if (copy != original)
-      memref::DeallocOp::create(b, loc, copy);
-  op->erase();
+  func::CallOp::create(b, loc, kernel, ValueRange{dim(a.query, 0),
+                                                  dim(a.query, 2),
+                                                  dim(a.query, 1),
+                                                  dim(op.getPool(), 3),
+                                                  dim(a.query, 3),
+                                                  a.q.pointer,
+                                                  a.q.strides[0],
+                                                  a.q.strides[1],
+                                                  a.q.strides[2],
+                                                  pool.pointer,
+                                                  dim(op.getPool(), 0),
+                                                  pool.strides[0],
+                                                  keyOffset,
+                                                  valueOffset,
+                                                  pool.strides[3],
+                                                  dim(op.getPool(), 4),
+                                                  pool.strides[4],
+                                                  a.t.pointer,
+                                                  dim(a.tables, 1),
+                                                  a.t.strides[0],
+                                                  a.l.pointer,
+                                                  scale,
+                                                  a.o.pointer,
+                                                  a.o.strides[0],
+                                                  a.o.strides[1],
+                                                  a.o.strides[2]});
+  a.finish(b, loc, op);
   return success();
 }
 
@@ -380,50 +396,36 @@ LogicalResult lowerKiviAttention(OpBuilder &b, UkernelPagedAttentionOp op,
     return arith::IndexCastOp::create(b, loc, i64,
                                       memref::DimOp::create(b, loc, memref, d));
   };
-  Value query = withContiguousRows(b, loc, op.getQuery(), /*copyIn=*/true);
-  Value tables = withContiguousRows(b, loc, op.getBlockTables(), true);
-  Value lens = withContiguousRows(b, loc, op.getContextLens(), true);
-  Value out = withContiguousRows(b, loc, op.getInit(), /*copyIn=*/false);
-  Buffer q = getBuffer(b, loc, query), pool = getBuffer(b, loc, op.getPool()),
-         t = getBuffer(b, loc, tables), l = getBuffer(b, loc, lens),
-         o = getBuffer(b, loc, out);
+  AttentionOperands a(b, loc, op);
   KiviPool kivi = *getKiviPool(op.getKivi());
   Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
   func::CallOp::create(
       b, loc, kernel,
-      ValueRange{dim(query, 0),
-                 dim(query, 2),
-                 dim(query, 1),
+      ValueRange{dim(a.query, 0),
+                 dim(a.query, 2),
+                 dim(a.query, 1),
                  constant(kivi.kvHeads),
-                 dim(query, 3),
-                 q.pointer,
-                 q.strides[0],
-                 q.strides[1],
-                 q.strides[2],
-                 pool.pointer,
+                 dim(a.query, 3),
+                 a.q.pointer,
+                 a.q.strides[0],
+                 a.q.strides[1],
+                 a.q.strides[2],
+                 a.pool.pointer,
                  dim(op.getPool(), 0),
                  constant(kivi.layers),
                  arith::IndexCastOp::create(b, loc, i64, op.getLayer()),
                  constant(kivi.blockSize),
                  constant(kivi.bits),
-                 t.pointer,
-                 dim(tables, 1),
-                 t.strides[0],
-                 l.pointer,
+                 a.t.pointer,
+                 dim(a.tables, 1),
+                 a.t.strides[0],
+                 a.l.pointer,
                  scale,
-                 o.pointer,
-                 o.strides[0],
-                 o.strides[1],
-                 o.strides[2]});
-  if (out != op.getInit())
-    memref::CopyOp::create(b, loc, out, op.getInit());
-  Value copies[] = {query, tables, lens, out};
-  Value originals[] = {op.getQuery(), op.getBlockTables(), op.getContextLens(),
-                       op.getInit()};
-  for (auto [copy, original] : llvm::zip_equal(copies, originals))
-    if (copy != original)
-      memref::DeallocOp::create(b, loc, copy);
-  op->erase();
+                 a.o.pointer,
+                 a.o.strides[0],
+                 a.o.strides[1],
+                 a.o.strides[2]});
+  a.finish(b, loc, op);
   return success();
 }
 

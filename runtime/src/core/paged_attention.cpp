@@ -1115,8 +1115,8 @@ void runItem(void *context, int64_t item) {
     if (cached) {
       if (cached->rows < t0 + n) {
         float *k = cached->data.data() + cached->rows * c.headDim;
-        kiviChunk(c, b, g, cached->rows, t0 + n - cached->rows, k,
-                  k + vDelta, lanes);
+        kiviChunk(c, b, g, cached->rows, t0 + n - cached->rows, k, k + vDelta,
+                  lanes);
         cached->rows = t0 + n;
       }
       for (int64_t i = 0; i < n; ++i)

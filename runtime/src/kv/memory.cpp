@@ -38,20 +38,12 @@ public:
     if (bytes == 0)
       return errors::invalidArgument("bytes", 0, "must be > 0");
 #ifdef SITS_KV_HAVE_MMAP
-    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      Status st = errors::outOfMemory(int64_t(bytes));
-      st.mutableInfo().message +=
-          std::string(" (mmap: ") + std::strerror(err) + ")";
-      return st;
-    }
+    StatusOr<void *> p = map(bytes, 0);
 #ifdef MADV_HUGEPAGE
     // Kernels read blocks scattered over the whole pool: fewer TLB misses
     // with huge pages. Advisory only; failure changes nothing.
-    if (bytes >= (size_t(2) << 20))
-      (void)::madvise(p, bytes, MADV_HUGEPAGE);
+    if (p.ok() && bytes >= (size_t(2) << 20))
+      (void)::madvise(*p, bytes, MADV_HUGEPAGE);
 #endif
     return p;
 #else
@@ -68,18 +60,11 @@ public:
 #if defined(SITS_KV_HAVE_MMAP) && defined(MAP_NORESERVE)
     if (bytes == 0)
       return errors::invalidArgument("bytes", 0, "must be > 0");
-    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      Status st = errors::outOfMemory(int64_t(bytes));
-      st.mutableInfo().message +=
-          std::string(" (mmap: ") + std::strerror(err) + ")";
-      return st;
-    }
+    StatusOr<void *> p = map(bytes, MAP_NORESERVE);
 #ifdef MADV_NOHUGEPAGE
     // A huge page would commit a filled block's tail with its neighbours.
-    (void)::madvise(p, bytes, MADV_NOHUGEPAGE);
+    if (p.ok())
+      (void)::madvise(*p, bytes, MADV_NOHUGEPAGE);
 #endif
     return p;
 #else
@@ -114,6 +99,22 @@ public:
   }
 
 private:
+#ifdef SITS_KV_HAVE_MMAP
+  /// `bytes` of zero pages, private and anonymous, with `flags` added.
+  static StatusOr<void *> map(size_t bytes, int flags) {
+    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      Status st = errors::outOfMemory(int64_t(bytes));
+      st.mutableInfo().message +=
+          std::string(" (mmap: ") + std::strerror(err) + ")";
+      return st;
+    }
+    return p;
+  }
+#endif
+
   static size_t pageSize() {
 #ifdef SITS_KV_HAVE_MMAP
     static const size_t page = [] {

@@ -265,6 +265,12 @@ def test_sits_runtime_serves_a_kivi_pool(kivi, tmp_path, capsys):
     report = json.loads(report_path.read_text())
     assert report["failed"] == 0 and report["output_tokens"] > 0
     assert (report["kv_dtype"], report["kv_quantization"]) == ("int4", "kivi")
+    # Per token: K and V slabs of 8 rows of 8 bytes and 64 bytes of (scale,
+    # min) pairs, for each of 2 layers x 2 heads.
+    assert report["kv_bytes_per_token"] == 2 * 2 * 2 * (8 * 8 + 64) / KIVI_BLOCK
+    f32_row = 2 * dec.layers * dec.kv_heads * dec.head_dim * 4
+    assert report["kv_compression_vs_f32"] == pytest.approx(f32_row / report["kv_bytes_per_token"])
+    assert "bytes per token" in capsys.readouterr().out
 
 
 def test_kivi_tails_follow_fork_and_swap(kivi):
