@@ -193,10 +193,14 @@ struct SitsPageKVCachePass
     // Quantized rows: INT8 or FP8 E4M3 codes per token and head; or KIVI
     // blocks of 4- or 2-bit codes.
     MLIRContext *ctx = &getContext();
-    const int64_t kiviBits = llvm::StringSwitch<int64_t>(kvDType)
-                                 .Case("int4", 4)
-                                 .Case("int2", 2)
-                                 .Default(0);
+    // KIVI blocks; "-token": keys quantized per token like values.
+    const int64_t kiviBits =
+        llvm::StringSwitch<int64_t>(kvDType)
+            .Case("int4", 4)
+            .Case("int2", 2)
+            .Case("int4-token", 4 + ::sits::runtime::kivi::kKeysPerToken)
+            .Case("int2-token", 2 + ::sits::runtime::kivi::kKeysPerToken)
+            .Default(0);
     Type codes = llvm::StringSwitch<Type>(kvDType)
                      .Case("int8", IntegerType::get(ctx, 8))
                      .Case("fp8", Float8E4M3FNType::get(ctx))
@@ -204,8 +208,8 @@ struct SitsPageKVCachePass
     if (!kvDType.empty() && !codes && !kiviBits) {
       module.emitError("sits-page-kv-cache: unsupported kv-dtype '")
           << kvDType
-          << "'; supported: int8, fp8, int4, int2 (or none: the model's K/V "
-             "type)";
+          << "'; supported: int8, fp8, int4, int2, int4-token, int2-token "
+             "(or none: the model's K/V type)";
       return signalPassFailure();
     }
     const bool quantized = static_cast<bool>(codes);
@@ -248,9 +252,9 @@ struct SitsPageKVCachePass
               int64_t(layers.size()), kvType->getDimSize(1), blockSize,
               kvType->getDimSize(3), kiviBits, &layout)) {
         main.emitError("sits-page-kv-cache: no ")
-            << kiviBits << "-bit KIVI layout for head dim "
-            << kvType->getDimSize(3) << " and blocks of "
-            << static_cast<int64_t>(blockSize)
+            << (kiviBits & ~::sits::runtime::kivi::kKeysPerToken)
+            << "-bit KIVI layout for head dim " << kvType->getDimSize(3)
+            << " and blocks of " << static_cast<int64_t>(blockSize)
             << " (head dim x bits must be whole bytes, head dim <= "
             << ::sits::runtime::kivi::kMaxHeadDim
             << ", block size <= " << ::sits::runtime::kivi::kMaxBlockSize
@@ -286,8 +290,11 @@ struct SitsPageKVCachePass
       // KIVI: the geometry the pool's 2-D type does not show, for the
       // runtime to build the pool: [bits, layers, Hkv, block size, D].
       if (i == 0 && kivi) {
-        named.emplace_back(StringAttr::get(ctx, "sits.kv_quantization"),
-                           StringAttr::get(ctx, "kivi"));
+        named.emplace_back(
+            StringAttr::get(ctx, "sits.kv_quantization"),
+            StringAttr::get(ctx, kiviBits & ::sits::runtime::kivi::kKeysPerToken
+                                     ? "per_token_group"
+                                     : "kivi"));
         named.emplace_back(
             StringAttr::get(ctx, "sits.kivi"),
             DenseI64ArrayAttr::get(

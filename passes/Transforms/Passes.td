@@ -326,7 +326,10 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     runtime's `sits/runtime/kivi_layout.h` layout, marked
     `sits.kv_quantization = "kivi"` and `sits.kivi = [bits, layers, Hkv,
     block-size, D]`, and every `sits.paged_attention` carries `kivi =
-    [bits, layers, Hkv, block-size]`.
+    [bits, layers, Hkv, block-size]`. `int4-token` / `int2-token` are the
+    same blocks with keys quantized per token like values (bits plus 256,
+    `sits.kv_quantization = "per_token_group"`): the plain per-token
+    layout KIVI is measured against.
 
     New arguments carry `sits.name`. A batch may mix sequences of different
     lengths: shorter ones are left-padded (slot -1). Every layer must share
@@ -352,7 +355,8 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     Option<"kvDType", "kv-dtype", "std::string", /*default=*/"\"\"",
            "Pool element type: empty for the model's K/V type, int8 or "
            "fp8 (E4M3): codes with an f32 scale per token and head, int4 "
-           "or int2: KIVI blocks">,
+           "or int2: KIVI blocks, int4-token or int2-token: the same with "
+           "keys per token">,
   ];
   let statistics = [
     Statistic<"numLayers", "num-layers", "Attention layers paged">,

@@ -220,9 +220,10 @@ const std::vector<ConfigField> &configFields() {
                 kv::kvQuantizationName, kv::parseKVQuantization,
                 "none (default), per_token_head (dtype int8 or fp8_e4m3 "
                 "only): each (token, head) row holds head_dim one-byte codes "
-                "then its f32 scale, or kivi (dtype int4 or int2): keys per "
+                "then its f32 scale, kivi (dtype int4 or int2): keys per "
                 "channel over a block, values per token and channel group, "
-                "a filling block's rows in f32."),
+                "a filling block's rows in f32, or per_token_group: the same "
+                "with keys per token like values."),
       plainField("kv_factor", &kv::PoolConfig::kv_factor,
                  "2 (K and V) or 1 (MLA)."),
       plainField("max_seq_len", &kv::PoolConfig::max_seq_len, "> 0"),
@@ -748,7 +749,7 @@ nb::object memoryDLPack(PyMemory &self, const std::string &tierName) {
   std::shared_ptr<kv::Memory> m = self.share();
   const kv::Tier tier = parseTier(tierName);
   const kv::MemoryLayout &l = m->layout();
-  if (m->config().quantization == kv::KVQuantization::kKivi) {
+  if (kv::isKiviLayout(m->config().quantization)) {
     // KIVI blocks are bytes: [blocks][block_stride] int8 (a compiled model's
     // kv_pool type).
     const size_t shape[2] = {size_t(m->numBlocks(tier)),
@@ -785,7 +786,7 @@ nb::dict memoryLayoutDict(const kv::Memory &m) {
   // The shape of a block as the views have it: the last extent is a row's
   // elements (head_dim, or head_dim + 4 one-byte ones with per_token_head).
   // KIVI blocks are bytes: one extent, the block stride.
-  if (m.config().quantization == kv::KVQuantization::kKivi)
+  if (kv::isKiviLayout(m.config().quantization))
     d["block_shape"] = nb::make_tuple(l.block_stride);
   else
     d["block_shape"] = nb::make_tuple(l.num_layers, l.kv_factor, l.num_kv_heads,

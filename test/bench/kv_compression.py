@@ -51,7 +51,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head"),
             "fp8": dict(dtype="fp8_e4m3", quantization="per_token_head"),
             "int4": dict(dtype="int4", quantization="kivi"),
-            "int2": dict(dtype="int2", quantization="kivi")}
+            "int2": dict(dtype="int2", quantization="kivi"),
+            # Keys per token like values: the plain 4-/2-bit baseline.
+            "int4-token": dict(dtype="int4", quantization="per_token_group"),
+            "int2-token": dict(dtype="int2", quantization="per_token_group")}
 
 
 def block_size(kv_type: str | None) -> int:

@@ -206,10 +206,12 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (attr.getName().getValue() == "sits.kv_quantization") {
     auto scheme = dyn_cast<StringAttr>(attr.getValue());
     if (!scheme ||
-        (scheme.getValue() != "per_token_head" && scheme.getValue() != "kivi"))
+        (scheme.getValue() != "per_token_head" && scheme.getValue() != "kivi" &&
+         scheme.getValue() != "per_token_group"))
       return op->emitError()
              << "'sits.kv_quantization' on argument " << argIndex
-             << " must be \"per_token_head\" or \"kivi\", got "
+             << " must be \"per_token_head\", \"kivi\" or "
+                "\"per_token_group\", got "
              << attr.getValue();
     return success();
   }

@@ -119,6 +119,9 @@ class CompileOptions:
     #: channels, asymmetric 4- or 2-bit codes with f16 scales, and the rows of
     #: a block not yet full kept in f32 until it fills: 80 / 48 bytes per
     #: token and K/V head of 64 at blocks of 32 (3.2x / 5.3x less than f16).
+    #: "int4-token" / "int2-token" are the same blocks with keys quantized per
+    #: token like values (plain per-token quantization, the baseline KIVI's
+    #: per-channel keys improve on where keys have outlier channels).
     kv_dtype: str | None = None
     #: kv_cache="paged": "last" computes the logits (every result but the
     #: pool) for each sequence's last new position only, `[B, min(S, 1), V]`,
@@ -437,9 +440,10 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
             args[-1]["kv_quantization"] = ir.StringAttr(attrs["sits.kv_quantization"]).value
         if "sits.kivi" in attrs:
             # KIVI blocks: the geometry their [blocks, bytes] type hides.
-            bits, layers, heads, block, dim = ir.DenseI64ArrayAttr(attrs["sits.kivi"])
-            args[-1]["kivi"] = {"bits": bits, "layers": layers, "kv_heads": heads,
-                                "block_size": block, "head_dim": dim}
+            mode, layers, heads, block, dim = ir.DenseI64ArrayAttr(attrs["sits.kivi"])
+            args[-1]["kivi"] = {"bits": mode % KEYS_PER_TOKEN, "layers": layers,
+                                "kv_heads": heads, "block_size": block, "head_dim": dim,
+                                "keys": "token" if mode & KEYS_PER_TOKEN else "channel"}
     status = [i for i, a in enumerate(res_attrs) if "sits.status" in a]
     returned = [i for i, a in enumerate(res_attrs) if "sits.updates" not in a]
     if status and (len(status) > 1 or status[0] != returned[-1]):
@@ -462,13 +466,17 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
 
 #: The KV pool element types `CompileOptions.kv_dtype` takes (None: the
 #: model's own).
-KV_DTYPES = (None, "int8", "fp8", "int4", "int2")
+KV_DTYPES = (None, "int8", "fp8", "int4", "int2", "int4-token", "int2-token")
+
+#: Added to a KIVI layout's bits when keys are quantized per token
+#: (sits/runtime/kivi_layout.h's kKeysPerToken).
+KEYS_PER_TOKEN = 256
 
 #: The KV block size a paged decoder gets when none is asked for: KIVI
 #: blocks group 32 tokens per key channel (their parameters cost 4 bytes per
 #: channel and block), the others 16.
 def default_kv_block_size(kv_dtype: str | None) -> int:
-    return 32 if kv_dtype in ("int4", "int2") else 16
+    return 32 if kv_dtype in ("int4", "int2", "int4-token", "int2-token") else 16
 
 
 def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int,

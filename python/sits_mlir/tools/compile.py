@@ -83,11 +83,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-block-size", type=int, default=None, metavar="N",
                    help="--kv-cache paged: token positions per KV block (default: 32 with "
                         "--kv-dtype int4/int2, else 16)")
-    p.add_argument("--kv-dtype", choices=("int8", "fp8", "int4", "int2"), default=None,
+    p.add_argument("--kv-dtype", choices=("int8", "fp8", "int4", "int2", "int4-token",
+                                          "int2-token"), default=None,
                    help="--kv-cache paged: store K/V as INT8 or FP8 (E4M3) codes with an "
                         "f32 scale per token and head (3.8x less KV memory than f32), or as "
                         "4-/2-bit KIVI blocks (keys per channel, values per token; 6.4x / "
-                        "10.7x less; f32 models) (default: the model's K/V type)")
+                        "10.7x less; f32 models; -token: keys per token too) (default: the "
+                        "model's K/V type)")
     p.add_argument("--logits", choices=("all", "last"), default="all",
                    help="--kv-cache paged: logits of every new position, or of each "
                         "sequence's last one only (what serving samples from; a prefill "

@@ -130,7 +130,9 @@ def decoder_geometry(model) -> dict:
             return {"layers": kivi["layers"], "kv_heads": kivi["kv_heads"],
                     "head_dim": kivi["head_dim"], "vocab": logits.shape[2],
                     "block_size": kivi["block_size"], "paged": True,
-                    "kv_dtype": f"int{kivi['bits']}", "kv_quantization": "kivi"}
+                    "kv_dtype": f"int{kivi['bits']}",
+                    "kv_quantization": "per_token_group" if kivi.get("keys") == "token"
+                    else "kivi"}
         pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
         # A quantized pool's rows are the head's codes and a 4-byte f32
         # scale (kv_dtype="int8"/"fp8": the allocator's per_token_head

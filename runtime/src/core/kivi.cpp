@@ -324,6 +324,10 @@ void writeSequence(void *context, int64_t b) {
 
 void dequantKeys(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
                  float *dst, int lanes) {
+  if (l.keysPerToken) {
+    dequantValues(l, slab, r0, r1, dst, lanes);
+    return;
+  }
   const int64_t D = l.headDim;
   float *scale = paramsScratch(2 * D), *min = scale + D;
 #if SITS_KIVI_X86
@@ -376,7 +380,25 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
   if (tCodes.size() < size_t(bs * D + bs))
     tCodes.resize(size_t(bs * D + bs));
   uint8_t *codes = tCodes.data(), *column = codes + bs * D;
+  // Values, and keys with kKeysPerToken: per token and group of channels.
+  auto perToken = [&](uint8_t *slab, const float *x) {
+    for (int64_t t = 0; t < bs; ++t) {
+      for (int64_t g = 0; g < groups; ++g) {
+        uint16_t s, m;
+        quantizeRun(x + t * D + g * G, G, 1, l.bits, codes + g * G, &s, &m);
+        storeHalf(slab + l.paramsOffset + 2 * (t * groups + g), s);
+        storeHalf(slab + l.paramsOffset + 2 * (bs * groups + t * groups + g),
+                  m);
+      }
+      packRow(codes, D, l.bits, slab + t * l.rowBytes);
+    }
+  };
   for (int64_t h = 0; h < l.kvHeads; ++h) {
+    perToken(pool + l.slab(block, layer, 1, h), rows + l.tailRow(1, h, 0));
+    if (l.keysPerToken) {
+      perToken(pool + l.slab(block, layer, 0, h), rows + l.tailRow(0, h, 0));
+      continue;
+    }
     // Keys: per channel over the block's rows.
     uint8_t *slab = pool + l.slab(block, layer, 0, h);
     const float *keys = rows + l.tailRow(0, h, 0);
@@ -390,20 +412,6 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
     }
     for (int64_t t = 0; t < bs; ++t)
       packRow(codes + t * D, D, l.bits, slab + t * l.rowBytes);
-    // Values: per token and group of channels.
-    slab = pool + l.slab(block, layer, 1, h);
-    const float *values = rows + l.tailRow(1, h, 0);
-    for (int64_t t = 0; t < bs; ++t) {
-      for (int64_t g = 0; g < groups; ++g) {
-        uint16_t s, m;
-        quantizeRun(values + t * D + g * G, G, 1, l.bits, codes + g * G, &s,
-                    &m);
-        storeHalf(slab + l.paramsOffset + 2 * (t * groups + g), s);
-        storeHalf(slab + l.paramsOffset + 2 * (bs * groups + t * groups + g),
-                  m);
-      }
-      packRow(codes, D, l.bits, slab + t * l.rowBytes);
-    }
   }
 }
 

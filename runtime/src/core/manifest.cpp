@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "manifest_internal.h"
+#include "sits/runtime/kivi_layout.h"
 
 #include "artifact_format.h"
 #include "json.h"
@@ -144,6 +145,15 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
         return schemaError(path + ".kivi." + key,
                            "must be an integer in [1, 2^30]");
       *field = v->asInt();
+    }
+    // Keys per token like values (the per_token_group layout).
+    if (const json::Value *keys = kivi->find("keys")) {
+      if (!keys->isString() ||
+          (keys->asString() != "channel" && keys->asString() != "token"))
+        return schemaError(path + ".kivi.keys",
+                           "must be \"channel\" or \"token\"");
+      if (keys->asString() == "token")
+        arg.kivi.bits += kivi::kKeysPerToken;
     }
   }
   if (arg.role == ArgRole::kWeights &&

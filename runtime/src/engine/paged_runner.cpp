@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "sits/runtime/engine/paged_runner.h"
 #include "sits/runtime/half.h"
+#include "sits/runtime/kivi_layout.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -52,9 +53,13 @@ std::optional<DType> poolDType(kv::DType dtype) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// " (kivi blocks of int4 codes: 8 layers, ...)".
+/// " (kivi blocks of int4 codes: 8 layers, ...)"; "per-token blocks" with
+/// keys quantized per token.
 std::string kiviText(const ArgSpec::Kivi &k) {
-  return " (kivi blocks of int" + std::to_string(k.bits) +
+  const bool perToken = (k.bits & kivi::kKeysPerToken) != 0;
+  return std::string(perToken ? " (per-token blocks of int"
+                              : " (kivi blocks of int") +
+         std::to_string(k.bits & ~kivi::kKeysPerToken) +
          " codes: " + std::to_string(k.layers) + " layers, " +
          std::to_string(k.kvHeads) + " kv heads, blocks of " +
          std::to_string(k.blockSize) + ", head dim " +
@@ -152,20 +157,20 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
                                 layout.block_size,
                                 layout.token_stride / layout.elem_size};
   // KIVI blocks: bytes [blocks, block_stride] (their geometry sets the stride).
-  if (config.quantization == kv::KVQuantization::kKivi)
+  if (kv::isKiviLayout(config.quantization))
     shape = {memory->numBlocks(kv::Tier::kDevice), layout.block_stride};
   bool fits = dtype && *dtype == poolSpec.dtype &&
               poolSpec.rank() == int64_t(shape.size());
   // KIVI: the stride alone does not tell geometries apart (the blocks are
   // page-rounded); the manifest names the model's.
   const ArgSpec::Kivi &kivi = poolSpec.kivi;
-  const bool kiviPool = config.quantization == kv::KVQuantization::kKivi;
+  const bool kiviPool = kv::isKiviLayout(config.quantization);
   if (kiviPool != (kivi.bits != 0) ||
-      (kiviPool && (kivi.bits != kv::dtypeBits(config.dtype) ||
-                    kivi.layers != config.num_layers ||
-                    kivi.kvHeads != config.num_kv_heads ||
-                    kivi.blockSize != config.block_size ||
-                    kivi.headDim != config.head_dim)))
+      (kiviPool &&
+       (kivi.bits != kv::kiviMode(config) || kivi.layers != config.num_layers ||
+        kivi.kvHeads != config.num_kv_heads ||
+        kivi.blockSize != config.block_size ||
+        kivi.headDim != config.head_dim)))
     fits = false;
   for (size_t d = 1; d < shape.size(); ++d)
     fits = fits && (poolSpec.shape[d] < 0 || poolSpec.shape[d] == shape[d]);
@@ -177,7 +182,7 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
               " codes + an f32 scale per row)";
     else if (kiviPool)
       have +=
-          kiviText({kv::dtypeBits(config.dtype), config.num_layers,
+          kiviText({kv::kiviMode(config), config.num_layers,
                     config.num_kv_heads, config.block_size, config.head_dim});
     std::string want = poolSpec.typeString();
     if (kivi.bits)

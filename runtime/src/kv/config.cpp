@@ -91,15 +91,20 @@ const char *kvQuantizationName(KVQuantization quantization) {
     return "per_token_head";
   case KVQuantization::kKivi:
     return "kivi";
+  case KVQuantization::kPerTokenGroup:
+    return "per_token_group";
   }
   return "unknown";
 }
 
-const char *supportedKVQuantizations() { return "none, per_token_head, kivi"; }
+const char *supportedKVQuantizations() {
+  return "none, per_token_head, kivi, per_token_group";
+}
 
 StatusOr<KVQuantization> parseKVQuantization(std::string_view name) {
-  for (KVQuantization q : {KVQuantization::kNone, KVQuantization::kPerTokenHead,
-                           KVQuantization::kKivi})
+  for (KVQuantization q :
+       {KVQuantization::kNone, KVQuantization::kPerTokenHead,
+        KVQuantization::kKivi, KVQuantization::kPerTokenGroup})
     if (name == kvQuantizationName(q))
       return q;
   return errors::invalidArgument(
@@ -123,6 +128,12 @@ StatusOr<HashAlgo> parseHashAlgo(std::string_view name) {
                                  "unsupported hash algorithm '" +
                                      std::string(name) +
                                      "'; supported: sha256, xxh3_128");
+}
+
+int64_t kiviMode(const PoolConfig &c) {
+  return dtypeBits(c.dtype) + (c.quantization == KVQuantization::kPerTokenGroup
+                                   ? kivi::kKeysPerToken
+                                   : 0);
 }
 
 StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
@@ -181,7 +192,7 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
                            "supported: stream_ordered, async");
   if (c.quantization != KVQuantization::kNone &&
       c.quantization != KVQuantization::kPerTokenHead &&
-      c.quantization != KVQuantization::kKivi)
+      !isKiviLayout(c.quantization))
     return invalidArgument(
         "quantization", int64_t(c.quantization),
         std::string("unsupported quantization; supported: ") +
@@ -197,13 +208,14 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
                     "not ") +
             dtypeName(c.dtype));
 
-  const bool kivi = c.quantization == KVQuantization::kKivi;
+  const bool kivi = isKiviLayout(c.quantization);
   if (kivi != (c.dtype == DType::kInt4 || c.dtype == DType::kInt2))
     return invalidArgument(
         kivi ? "quantization" : "dtype",
         kivi ? int64_t(c.quantization) : int64_t(c.dtype),
         std::string("int4 and int2 codes are KIVI blocks: dtype int4 or "
-                    "int2 and quantization kivi go together (got "
+                    "int2 and quantization kivi or per_token_group go "
+                    "together (got "
                     "quantization ") +
             kvQuantizationName(c.quantization) + ", dtype " +
             dtypeName(c.dtype) + ")");
@@ -214,7 +226,7 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
       return invalidArgument("kv_factor", c.kv_factor,
                              "kivi blocks hold K and V: must be 2");
     if (!kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
-                            c.head_dim, dtypeBits(c.dtype), &l))
+                            c.head_dim, kiviMode(c), &l))
       return invalidArgument(
           "head_dim", c.head_dim,
           "kivi blocks need head_dim × bits a whole number of bytes, "

@@ -165,11 +165,11 @@ MemoryLayout MemoryLayout::of(const PoolConfig &c) {
   l.num_kv_heads = c.num_kv_heads;
   l.block_size = c.block_size;
   l.head_dim = c.head_dim;
-  if (c.quantization == KVQuantization::kKivi) {
+  if (isKiviLayout(c.quantization)) {
     // Byte strides of the quantized part; rows are a token's packed codes.
     kivi::Layout k;
     (void)kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
-                             c.head_dim, dtypeBits(c.dtype), &k);
+                             c.head_dim, kiviMode(c), &k);
     l.elem_size = 1;
     l.token_stride = k.rowBytes;
     l.head_stride = k.slabBytes;
@@ -219,11 +219,11 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
       int64_t bytes;
       const char *name;
     };
-    const bool kivi = config.quantization == KVQuantization::kKivi;
+    const bool kivi = isKiviLayout(config.quantization);
     if (kivi)
       (void)kivi::Layout::make(config.num_layers, config.num_kv_heads,
                                config.block_size, config.head_dim,
-                               dtypeBits(config.dtype), &m->kivi_);
+                               kiviMode(config), &m->kivi_);
     const Want wants[] = {
         {&m->device_, config.num_blocks, geometry->total_bytes, "device_tier"},
         {&m->host_, config.num_host_blocks, geometry->host_total_bytes,
@@ -338,7 +338,7 @@ Status Memory::apply(const BlockCopy *copies, size_t count) {
       return badCopy(i, "tokens", c.tokens,
                      "must be in [0, block_size = " + std::to_string(bs) + "]");
   }
-  if (config_.quantization == KVQuantization::kKivi)
+  if (isKiviLayout(config_.quantization))
     return applyKivi(copies, count);
   try {
     std::vector<CopyRegion> regions;

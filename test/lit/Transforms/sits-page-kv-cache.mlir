@@ -5,6 +5,7 @@
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=fp8" | FileCheck %s --check-prefix=FP8
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int4" | FileCheck %s --check-prefix=INT4
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int2" | FileCheck %s --check-prefix=INT2
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int4-token" | FileCheck %s --check-prefix=TOKEN
 // RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int3" 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not sits-opt %s --sits-page-kv-cache="block-size=2048 kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
 
@@ -46,7 +47,7 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 //      INT8:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {layer = 0 : i64}
 //      INT8:   sits.paged_attention {{.*}} {layer = 1 : i64, scale = 5.000000e-01 : f64}
 
-// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int3'; supported: int8, fp8, int4, int2 (or none: the model's K/V type)
+// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int3'; supported: int8, fp8, int4, int2, int4-token, int2-token (or none: the model's K/V type)
 
 // With kv-dtype=int4 or int2 the pool is KIVI blocks, [blocks, bytes]: per
 // block 2 layers x K/V x 2 heads of 4 rows of 16 codes (8 or 4 bytes) and
@@ -61,6 +62,11 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 // INT2-LABEL: func.func @main
 //  INT2-SAME:    tensor<?x12288xi8> {sits.kivi = array<i64: 2, 2, 2, 4, 16>, sits.kv_quantization = "kivi", sits.name = "kv_pool"}
 //      INT2:   sits.paged_attention {{.*}} {kivi = array<i64: 2, 2, 2, 4>, layer = 0 : i64}
+
+// Keys per token like values: the same blocks, bits 4 + 256.
+// TOKEN-LABEL: func.func @main
+//  TOKEN-SAME:    tensor<?x12288xi8> {sits.kivi = array<i64: 260, 2, 2, 4, 16>, sits.kv_quantization = "per_token_group", sits.name = "kv_pool"}
+//      TOKEN:   sits.paged_attention {{.*}} {kivi = array<i64: 260, 2, 2, 4>, layer = 0 : i64}
 
 // LAYOUT: error: sits-page-kv-cache: no 4-bit KIVI layout for head dim 16 and blocks of 2048
 

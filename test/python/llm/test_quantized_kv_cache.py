@@ -162,6 +162,9 @@ def kivi(llama, tmp_path_factory):
                                                   threads=2, kv_cache="paged",
                                                   kv_block_size=block, kv_dtype=dtype).load()
                 for dtype in ("int4", "int2") for block in (KIVI_BLOCK, KIVI_TAIL_ONLY)}
+    compiled["int4-token", KIVI_BLOCK] = sits_mlir.compile(
+        dec.path, "cpu", out / "int4-token.sitsm", threads=2, kv_cache="paged",
+        kv_block_size=KIVI_BLOCK, kv_dtype="int4-token").load()
     compiled[None, KIVI_BLOCK] = sits_mlir.compile(dec.path, "cpu", out / "f32-8.sitsm",
                                                    threads=2, kv_cache="paged",
                                                    kv_block_size=KIVI_BLOCK).load()
@@ -187,6 +190,26 @@ def test_kivi_signature_carries_the_geometry(kivi, dtype):
     assert (geometry["kv_dtype"], geometry["kv_quantization"], geometry["block_size"],
             geometry["layers"], geometry["kv_heads"], geometry["head_dim"]) == \
         (dtype, "kivi", KIVI_BLOCK, dec.layers, dec.kv_heads, dec.head_dim)
+
+
+def test_per_token_keys_signature_and_serving(kivi):
+    """kv_dtype="int4-token": the same blocks with keys quantized per token
+    (the allocator's per_token_group), served within the bounds of KIVI's."""
+    dec, models = kivi
+    model = models["int4-token", KIVI_BLOCK]
+    geometry = decoder_geometry(model)
+    assert (geometry["kv_dtype"], geometry["kv_quantization"]) == ("int4", "per_token_group")
+    entry = next(a for e in model.manifest["entry_points"] for a in e["args"]
+                 if a["name"] == "kv_pool")
+    assert entry["kivi"]["keys"] == "token" and entry["kivi"]["bits"] == 4
+    pool = kv.KVAllocator(num_blocks=32, block_size=KIVI_BLOCK, num_layers=dec.layers,
+                          num_kv_heads=dec.kv_heads, head_dim=dec.head_dim, max_seq_len=64,
+                          dtype="int4", quantization="per_token_group")
+    tokens, _ = _serve(model, pool)
+    assert all(len(t) == NEW_TOKENS for t in tokens)
+    # A KIVI pool is not a per-token one (same bytes, other meaning).
+    with pytest.raises(ValueError, match="per-token blocks"):
+        PagedRunner(model, kv.KVMemory(_kivi_pool(dec, "int4", KIVI_BLOCK)))
 
 
 def test_kivi_default_block_size_is_32(kivi, tmp_path):

@@ -88,10 +88,11 @@ struct SITS_RUNTIME_API ArgSpec {
   bool updatedInPlace = false;
   /// A status argument's messages: what check k (1-based) found.
   std::vector<std::string> messages;
-  /// A paged KV pool of KIVI blocks (an i8 [blocks, bytes] input): bits,
-  /// layers, kv heads, block size and head dim of its layout
-  /// (sits/runtime/kivi_layout.h); all 0 for other arguments. Manifest key
-  /// "kivi".
+  /// A paged KV pool of KIVI blocks (an i8 [blocks, bytes] input): the
+  /// mode (bits, plus kivi::kKeysPerToken for keys quantized per token:
+  /// "keys": "token"), layers, kv heads, block size and head dim of its
+  /// layout (sits/runtime/kivi_layout.h); all 0 for other arguments.
+  /// Manifest key "kivi".
   struct Kivi {
     int64_t bits = 0, layers = 0, kvHeads = 0, blockSize = 0, headDim = 0;
   } kivi;

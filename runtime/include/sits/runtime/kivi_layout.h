@@ -17,7 +17,8 @@
 // `blockSize` rows of `rowBytes` codes (element d of a row: 4 bits at byte
 // d / 2, the low nibble for even d; 2 bits at byte d / 4, bits 2 * (d %
 // 4)), then its parameters as IEEE f16:
-//   K: scale[headDim], then min[headDim] (per channel, over the block);
+//   K: scale[headDim], then min[headDim] (per channel, over the block),
+//      or as V's with kKeysPerToken;
 //   V: scale[blockSize][headDim / valueGroup], then min[...] (per token
 //      and group of `valueGroup` channels).
 // Both kinds reserve the larger of the two parameter sizes, so that every
@@ -50,12 +51,20 @@ constexpr int64_t kTailHeaderBytes = 64;
 /// A tail run per block and layer is a whole number of these, so that its
 /// pages can be given back alone.
 constexpr int64_t kTailPageBytes = 4096;
+/// Added to a layout's `bits` (as the kernels, the compiler's `kivi`
+/// attribute and the manifest take it): keys are quantized per token and
+/// channel group like values, instead of per channel over the block. The
+/// plain per-token layout that KIVI's per-channel keys are measured
+/// against; its slabs have the same size.
+constexpr int64_t kKeysPerToken = 256;
 /// The largest head size and block size a layout takes (kernels keep
 /// per-thread scratch of a few rows of the head size).
 constexpr int64_t kMaxHeadDim = 4096, kMaxBlockSize = 1024;
 
 struct Layout {
   int64_t numLayers = 0, kvHeads = 0, blockSize = 0, headDim = 0, bits = 0;
+  /// Keys laid out and quantized as values (kKeysPerToken).
+  bool keysPerToken = false;
   /// Channels per (scale, min) pair of a V row.
   int64_t valueGroup = 0;
   /// One row's codes: headDim * bits / 8.
@@ -91,11 +100,14 @@ struct Layout {
            ((kind * kvHeads + head) * blockSize + t) * headDim;
   }
 
-  /// The layout of a pool of `bits` (4 or 2) codes; false when the
-  /// geometry is invalid (a count below 1, headDim * bits not whole bytes,
-  /// headDim or blockSize above its maximum) or a size overflows int64.
+  /// The layout of a pool of `bits` (4 or 2, plus kKeysPerToken for keys
+  /// quantized per token) codes; false when the geometry is invalid (a
+  /// count below 1, headDim * bits not whole bytes, headDim or blockSize
+  /// above its maximum) or a size overflows int64.
   static bool make(int64_t numLayers, int64_t kvHeads, int64_t blockSize,
-                   int64_t headDim, int64_t bits, Layout *out) {
+                   int64_t headDim, int64_t mode, Layout *out) {
+    const bool keysPerToken = (mode & kKeysPerToken) != 0;
+    const int64_t bits = mode & ~kKeysPerToken;
     if (numLayers < 1 || kvHeads < 1 || blockSize < 1 || headDim < 1 ||
         (bits != 4 && bits != 2) || headDim * bits % 8 != 0 ||
         headDim > kMaxHeadDim || blockSize > kMaxBlockSize)
@@ -106,13 +118,14 @@ struct Layout {
     l.blockSize = blockSize;
     l.headDim = headDim;
     l.bits = bits;
+    l.keysPerToken = keysPerToken;
     l.valueGroup = blockSize < headDim ? blockSize : headDim;
     while (headDim % l.valueGroup != 0)
       --l.valueGroup;
     l.rowBytes = headDim * bits / 8;
     l.paramsOffset = blockSize * l.rowBytes;
-    l.keyParams = 4 * headDim;
     l.valueParams = 4 * blockSize * l.valueGroups();
+    l.keyParams = keysPerToken ? l.valueParams : 4 * headDim;
     l.slabBytes = l.paramsOffset +
                   (l.keyParams > l.valueParams ? l.keyParams : l.valueParams);
     int64_t tailRows;

@@ -241,7 +241,7 @@ func.func @arg_name(%x: tensor<4xf32> {sits.name = 3}) {
 
 // -----
 
-// expected-error @+1 {{'sits.kv_quantization' on argument 0 must be "per_token_head" or "kivi", got "per_tensor"}}
+// expected-error @+1 {{'sits.kv_quantization' on argument 0 must be "per_token_head", "kivi" or "per_token_group", got "per_tensor"}}
 func.func @kv_quantization(%x: tensor<4xi8> {sits.kv_quantization = "per_tensor"}) {
   return
 }

@@ -652,6 +652,14 @@ def test_kivi_geometry_counts_the_quantized_blocks(dtype, bytes_per_token_head):
         mem.codes()
 
 
+def test_per_token_group_blocks_have_the_kivi_geometry():
+    kivi, token = _kivi().validate(), _kivi(quantization="per_token_group").validate()
+    assert kivi == token
+    mem = kv.KVMemory(_kivi(quantization="per_token_group"))
+    assert mem.layout["quantization"] == "per_token_group"
+    assert mem.device.shape == (6, token["block_stride"])
+
+
 @pytest.mark.parametrize("fields, field", [
     (dict(quantization="none"), "dtype"),
     (dict(dtype="int8"), "quantization"),

@@ -8,10 +8,12 @@
 // fills, one call per token and one call for all giving the same bytes,
 // several sequences in one call, a block cut back into and written again,
 // pages given back, bad input writing nothing); and attention over it on
-// every path this CPU has, decode and prefill, against a double-precision
-// reference over the values the pool holds (decoded here from the layout,
-// not with the runtime's dequantizers). DISABLED_Bench prints the time of
-// a decode step's attention over f32, 4-bit and 2-bit pools (run with
+// every path this CPU has, decode and prefill, at 4 and 2 bits with keys
+// per channel (KIVI) and per token (kKeysPerToken), against a
+// double-precision reference over the values the pool holds (decoded here
+// from the layout, not with the runtime's dequantizers). DISABLED_Bench prints
+// the time of a decode step's attention over f32, 4-bit and 2-bit pools (run
+// with
 // --gtest_also_run_disabled_tests).
 //
 //===----------------------------------------------------------------------===//
@@ -92,7 +94,7 @@ struct Pool {
     const int code = (slab[t * l.rowBytes + d / per] >> ((d % per) * l.bits)) &
                      ((1 << l.bits) - 1);
     int64_t si, mi; // f16 indices of the scale and the min
-    if (kind == 0) {
+    if (kind == 0 && !l.keysPerToken) {
       si = d;
       mi = l.headDim + d;
     } else {
@@ -186,6 +188,12 @@ TEST(KiviLayout, Sizes) {
   ASSERT_TRUE(Layout::make(1, 1, 32, 64, 2, &l));
   EXPECT_EQ(2 * l.slabBytes / 32, 48);
 
+  // Keys per token like values: the same slab size at blocks <= head dim.
+  ASSERT_TRUE(Layout::make(1, 1, 32, 64, 4 + kivi::kKeysPerToken, &l));
+  EXPECT_TRUE(l.keysPerToken);
+  EXPECT_EQ(l.bits, 4);
+  EXPECT_EQ(l.keyParams, l.valueParams);
+  EXPECT_EQ(l.slabBytes, 1280);
   EXPECT_FALSE(Layout::make(1, 1, 32, 64, 3, &l));
   EXPECT_FALSE(Layout::make(1, 1, 32, 64, 8, &l));
   EXPECT_FALSE(Layout::make(1, 1, 32, 3, 4, &l)); // 12 bits
@@ -630,12 +638,15 @@ TEST(KiviAttention, DISABLED_Bench) {
 
 INSTANTIATE_TEST_SUITE_P(
     Paths, KiviAttention,
-    ::testing::Combine(::testing::Values(Isa::kScalar, Isa::kAvx2,
-                                         Isa::kAvx512),
-                       ::testing::Values(int64_t(4), int64_t(2))),
+    ::testing::Combine(
+        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+        ::testing::Values(int64_t(4), int64_t(2), 4 + kivi::kKeysPerToken,
+                          2 + kivi::kKeysPerToken)),
     [](const auto &info) {
+      const int64_t mode = std::get<1>(info.param);
       return std::string(pattn::isaName(std::get<0>(info.param))) + "_int" +
-             std::to_string(std::get<1>(info.param));
+             std::to_string(mode % kivi::kKeysPerToken) +
+             (mode & kivi::kKeysPerToken ? "_token_keys" : "");
     });
 
 } // namespace

@@ -60,13 +60,24 @@ enum class KVQuantization : int32_t {
   /// the rows of a block being filled in an f32 tail inside the block.
   /// Valid only with dtype int4 or int2 and kv_factor 2.
   kKivi = 2,
+  /// As kKivi but keys too are quantized per token and channel group (the
+  /// plain per-token 4-/2-bit layout KIVI's per-channel keys are measured
+  /// against). Valid only with dtype int4 or int2 and kv_factor 2.
+  kPerTokenGroup = 3,
 };
 
-/// "none" / "per_token_head" / "kivi".
+/// Whether `quantization` stores the blocks of sits/runtime/kivi_layout.h
+/// (kivi, per_token_group).
+inline bool isKiviLayout(KVQuantization quantization) {
+  return quantization == KVQuantization::kKivi ||
+         quantization == KVQuantization::kPerTokenGroup;
+}
+
+/// "none" / "per_token_head" / "kivi" / "per_token_group".
 const char *kvQuantizationName(KVQuantization quantization);
 /// Parses a quantization name; the error lists the supported set.
 StatusOr<KVQuantization> parseKVQuantization(std::string_view name);
-/// "none, per_token_head, kivi".
+/// "none, per_token_head, kivi, per_token_group".
 const char *supportedKVQuantizations();
 /// Bytes of the scale stored after each row's codes: 4 (f32) with
 /// kPerTokenHead, 0 without quantization (or for a value outside the enum).
@@ -128,6 +139,10 @@ struct PoolConfig {
   /// codes carries its f32 scale, and bytes_per_block counts the scales.
   KVQuantization quantization = KVQuantization::kNone;
 };
+
+/// A kivi or per_token_group config's sits/runtime/kivi_layout.h mode: its
+/// dtype's bits, plus kivi::kKeysPerToken for per_token_group.
+int64_t kiviMode(const PoolConfig &config);
 
 /// Sizes derived from a valid config.
 struct PoolGeometry {
