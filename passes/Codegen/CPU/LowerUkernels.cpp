@@ -142,16 +142,11 @@ Buffer getBuffer(OpBuilder &b, Location loc, Value memref) {
   return {pointer, strides};
 }
 
-/// `memref` itself when its innermost dimension is contiguous (a static unit
-/// stride), else a fresh identity-layout buffer holding a copy of it (when
-/// `copyIn`) that the caller writes back (when it is an output) and frees:
-/// this runs after deallocation was placed.
-Value withContiguousRows(OpBuilder &b, Location loc, Value memref,
-                         bool copyIn) {
+/// A fresh identity-layout buffer of `memref`'s shape, holding a copy of it
+/// when `copyIn`: the caller writes it back (when it is an output) and frees
+/// it (this runs after deallocation was placed).
+Value identityCopy(OpBuilder &b, Location loc, Value memref, bool copyIn) {
   auto type = cast<MemRefType>(memref.getType());
-  auto [strides, offset] = type.getStridesAndOffset();
-  if (strides.back() == 1)
-    return memref;
   SmallVector<Value> dynamicSizes;
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (type.isDynamicDim(d))
@@ -162,6 +157,16 @@ Value withContiguousRows(OpBuilder &b, Location loc, Value memref,
   if (copyIn)
     memref::CopyOp::create(b, loc, memref, copy);
   return copy;
+}
+
+/// `memref` itself when its innermost dimension is contiguous (a static unit
+/// stride), else identityCopy.
+Value withContiguousRows(OpBuilder &b, Location loc, Value memref,
+                         bool copyIn) {
+  auto type = cast<MemRefType>(memref.getType());
+  if (type.getStridesAndOffset().first.back() == 1)
+    return memref;
+  return identityCopy(b, loc, memref, copyIn);
 }
 
 /// Replaces a "qdot_i4" / "qdot_i8" contraction (lowerQMatmulToIntegerDot's
@@ -315,21 +320,12 @@ LogicalResult lowerPagedAttention(OpBuilder &b, UkernelPagedAttentionOp op,
   return success();
 }
 
-/// `memref` itself when it has the identity layout, else a fresh buffer of
-/// that layout holding a copy (the caller frees it).
+/// `memref` itself when it has the identity layout, else identityCopy
+/// (copied in; the caller frees it).
 Value withIdentityLayout(OpBuilder &b, Location loc, Value memref) {
-  auto type = cast<MemRefType>(memref.getType());
-  if (type.getLayout().isIdentity())
+  if (cast<MemRefType>(memref.getType()).getLayout().isIdentity())
     return memref;
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      dynamicSizes.push_back(memref::DimOp::create(b, loc, memref, d));
-  Value copy = memref::AllocOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()),
-      dynamicSizes);
-  memref::CopyOp::create(b, loc, memref, copy);
-  return copy;
+  return identityCopy(b, loc, memref, /*copyIn=*/true);
 }
 
 /// Replaces a sits.ukernel.kivi_write on buffers by its kernel call. Key
