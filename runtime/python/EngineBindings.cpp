@@ -151,6 +151,8 @@ public:
       pending_ = st;
     return st;
   }
+  bool takesPositions() const override { return runner_->takesPositions(); }
+  bool scoresAttention() const override { return runner_->scoresAttention(); }
 
   /// Raises the failure of a model call, if any.
   void rethrow() {
@@ -234,7 +236,18 @@ nb::dict requestMetricsDict(const eng::RequestMetrics &m) {
   d["output_tokens"] = m.output_tokens;
   d["cached_tokens"] = m.cached_tokens;
   d["preemptions"] = m.preemptions;
+  d["evicted_tokens"] = m.evicted_tokens;
   return d;
+}
+
+eng::EvictionPolicy parseEviction(const std::string &name) {
+  for (eng::EvictionPolicy p :
+       {eng::EvictionPolicy::kNone, eng::EvictionPolicy::kWindow,
+        eng::EvictionPolicy::kAttention})
+    if (name == eng::evictionPolicyName(p))
+      return p;
+  badEngineArgument("eviction",
+                    "'" + name + "': supported: none, window, attention");
 }
 
 nb::dict engineMetricsDict(const eng::EngineMetrics &m) {
@@ -249,6 +262,8 @@ nb::dict engineMetricsDict(const eng::EngineMetrics &m) {
   SITS_ENGINE_METRIC(swap_outs)
   SITS_ENGINE_METRIC(swap_ins)
   SITS_ENGINE_METRIC(prefix_cache_hit_tokens)
+  SITS_ENGINE_METRIC(evicted_tokens)
+  SITS_ENGINE_METRIC(evicted_blocks)
   SITS_ENGINE_METRIC(requests_finished)
   SITS_ENGINE_METRIC(requests_failed)
   SITS_ENGINE_METRIC(requests_aborted)
@@ -290,7 +305,10 @@ public:
   uint64_t addRequest(std::vector<int32_t> prompt, int64_t maxNewTokens,
                       float temperature, int32_t topK, float topP,
                       std::optional<uint64_t> seed, int64_t n,
-                      std::vector<int32_t> stopTokens, int32_t logprobs) {
+                      std::vector<int32_t> stopTokens, int32_t logprobs,
+                      const std::string &eviction, int64_t budget,
+                      int64_t sinkTokens, int64_t recentTokens, int64_t observe,
+                      std::vector<int32_t> forcedTokens, bool returnLogits) {
     eng::Request r;
     r.prompt = std::move(prompt);
     r.max_new_tokens = maxNewTokens;
@@ -301,6 +319,13 @@ public:
     r.n = n;
     r.stop_tokens = std::move(stopTokens);
     r.logprobs = logprobs;
+    r.eviction.policy = parseEviction(eviction);
+    r.eviction.budget = budget;
+    r.eviction.sink_tokens = sinkTokens;
+    r.eviction.recent_tokens = recentTokens;
+    r.eviction.observe = observe;
+    r.forced_tokens = std::move(forcedTokens);
+    r.return_logits = returnLogits;
     auto id = engine_->addRequest(std::move(r));
     if (!id.ok())
       raiseEngine(id.status());
@@ -318,8 +343,8 @@ public:
   }
 
   /// (id, finished, error (code, message) or None, [(tokens, reason,
-  /// logprobs or None, top logprobs [[(token, logprob)]] or None)], metrics
-  /// dict).
+  /// logprobs or None, top logprobs [[(token, logprob)]] or None, logits
+  /// [tokens, vocab] or None)], metrics dict).
   nb::tuple result(uint64_t id) const {
     auto r = engine_->result(id);
     if (!r.ok())
@@ -340,9 +365,15 @@ public:
         }
         top = rows;
       }
+      nb::object logits = nb::none();
+      if (!s.tokens.empty() && !s.logits.empty()) {
+        const int64_t rows = static_cast<int64_t>(s.tokens.size());
+        logits = numpyCopy(s.logits).attr("reshape")(
+            rows, static_cast<int64_t>(s.logits.size()) / rows);
+      }
       samples.append(nb::make_tuple(numpyCopy(s.tokens),
                                     eng::finishReasonName(s.finish_reason),
-                                    logprobs, top));
+                                    logprobs, top, logits));
     }
     nb::object error = nb::none();
     if (!r->status.ok())
@@ -444,7 +475,10 @@ void bindEngine(nb::module_ &m) {
            "preemption"_a, "vocab_size"_a = 0)
       .def("add_request", &PyEngine::addRequest, "prompt"_a, "max_new_tokens"_a,
            "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "n"_a,
-           "stop_tokens"_a, "logprobs"_a)
+           "stop_tokens"_a, "logprobs"_a, "eviction"_a = "none",
+           "kv_budget"_a = 0, "sink_tokens"_a = 4, "recent_tokens"_a = -1,
+           "observe"_a = 32, "forced_tokens"_a = std::vector<int32_t>(),
+           "return_logits"_a = false)
       .def("step", &PyEngine::step)
       .def("run_until_done", &PyEngine::runUntilDone)
       .def("result", &PyEngine::result, "request_id"_a)

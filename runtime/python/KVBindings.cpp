@@ -1107,6 +1107,12 @@ void bindKV(nb::module_ &m) {
           },
           "seq"_a, "new_n"_a)
       .def(
+          "drop_blocks",
+          [](PyAllocator &self, uint64_t seq, int64_t first, int64_t count) {
+            checkKV(self.get().dropBlocks(seq, first, count));
+          },
+          "seq"_a, "first"_a, "count"_a = 1)
+      .def(
           "free",
           [](PyAllocator &self, uint64_t seq) {
             checkKV(self.get().free(seq));

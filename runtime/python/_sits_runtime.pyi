@@ -252,6 +252,7 @@ class KVAllocator:
     def reserve(self, seq: int, lookahead: int) -> _AppendResult: ...
     def fork(self, parent: int, child: int, pos: int = -1) -> None: ...
     def truncate(self, seq: int, new_n: int) -> None: ...
+    def drop_blocks(self, seq: int, first: int, count: int = 1) -> None: ...
     def free(self, seq: int) -> None: ...
     def free_batch(self, seqs: Any) -> None: ...
     def block_table(self, seq: int) -> numpy.ndarray: ...
@@ -308,10 +309,11 @@ class KVMemory:
 # --- the generation engine (EngineBindings.cpp) ---------------------------------
 
 # (id, finished, (code, message) or None, [(tokens, finish_reason, logprobs
-# or None, top logprobs or None)], metrics)
+# or None, top logprobs or None, logits [tokens, vocab] or None)], metrics)
 _RequestResult = tuple[int, bool, tuple[str, str] | None,
                        list[tuple[numpy.ndarray, str, numpy.ndarray | None,
-                                  list[list[tuple[int, float]]] | None]],
+                                  list[list[tuple[int, float]]] | None,
+                                  numpy.ndarray | None]],
                        dict[str, Any]]
 
 class PagedRunner:
@@ -356,6 +358,13 @@ class Engine:
         n: int,
         stop_tokens: Sequence[int],
         logprobs: int,
+        eviction: str = "none",
+        kv_budget: int = 0,
+        sink_tokens: int = 4,
+        recent_tokens: int = -1,
+        observe: int = 32,
+        forced_tokens: Sequence[int] = ...,
+        return_logits: bool = False,
     ) -> int: ...
     def step(self) -> None: ...
     def run_until_done(self) -> None: ...

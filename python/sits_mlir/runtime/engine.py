@@ -104,6 +104,9 @@ class Sample(NamedTuple):
     logprobs: list[float] | None = None
     #: With `logprobs` k > 0: per token, the k most likely (token, logprob).
     top_logprobs: list[list[tuple[int, float]]] | None = None
+    #: With `return_logits`: [tokens, vocab] float32, the raw logits row each
+    #: token was drawn (or forced) from.
+    logits: np.ndarray | None = None
 
 
 class RequestResult(NamedTuple):
@@ -151,17 +154,41 @@ class Engine:
     def add_request(self, prompt: Sequence[int] | np.ndarray, max_new_tokens: int = 16, *,
                     sampling: SamplingParams | None = None, n: int = 1,
                     stop_token: int | Iterable[int] | None = None,
-                    logprobs: int | None = None) -> int:
+                    logprobs: int | None = None, kv_budget: int | None = None,
+                    eviction: str = "attention", sink_tokens: int = 4,
+                    recent_tokens: int | None = None, observe: int = 32,
+                    forced_tokens: Sequence[int] | None = None,
+                    return_logits: bool = False) -> int:
         """Queues a request; returns its id. `stop_token`: one stop token id
         or several (any of them ends a sample). `logprobs`: None records no
         log-probabilities, 0 the sampled tokens', k in [1, 20] also the k
         most likely tokens' at each step (`Sample.logprobs`,
-        `Sample.top_logprobs`)."""
+        `Sample.top_logprobs`).
+
+        `kv_budget`: token eviction. After each step a sequence holding more
+        than `kv_budget` tokens in the KV pool drops whole blocks until it
+        holds at most that many; the first `sink_tokens` (attention sinks)
+        and the last `recent_tokens` (default: half the budget for
+        "attention", none for "window") are kept. `eviction`: "attention"
+        (H2O/SnapKV: the block that received the least attention weight,
+        accumulated over layers, heads, the prompt's last `observe` queries
+        and every decode step; a compiled paged runner only) or "window"
+        (StreamingLLM: the oldest block after the sinks). None: no
+        eviction.
+
+        `forced_tokens`: tokens every sample emits in place of drawing, one
+        per step, before sampling takes over (teacher forcing: score a given
+        continuation). `return_logits`: keep each step's raw logits row
+        (`Sample.logits`)."""
         p = sampling if sampling is not None else SamplingParams()
         return self._e.add_request([int(t) for t in np.asarray(prompt).reshape(-1)],
                                    max_new_tokens, p.temperature, p.top_k, p.top_p,
                                    p.seed, n, _stop_tokens(stop_token),
-                                   -1 if logprobs is None else logprobs)
+                                   -1 if logprobs is None else logprobs,
+                                   "none" if kv_budget is None else eviction,
+                                   0 if kv_budget is None else kv_budget, sink_tokens,
+                                   -1 if recent_tokens is None else recent_tokens, observe,
+                                   [int(t) for t in forced_tokens or ()], return_logits)
 
     def step(self) -> None:
         self._e.step()
@@ -191,8 +218,9 @@ class Engine:
                              [Sample(t.tolist(), reason,
                                      None if lp is None else lp.tolist(),
                                      None if top is None else
-                                     [[(int(a), float(b)) for a, b in row] for row in top])
-                              for t, reason, lp, top in samples],
+                                     [[(int(a), float(b)) for a, b in row] for row in top],
+                                     logits)
+                              for t, reason, lp, top, logits in samples],
                              metrics, exc)
 
     def release(self, request_id: int) -> None:

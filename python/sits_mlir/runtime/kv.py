@@ -314,6 +314,14 @@ class KVAllocator:
         """Shrinks ``seq`` to ``new_n`` tokens (and drops any reservation)."""
         self._a.truncate(seq, new_n)
 
+    def drop_blocks(self, seq: int, first: int, count: int = 1) -> None:
+        """Token eviction: removes the ``count`` full blocks at table
+        indices ``[first, first + count)`` of ``seq`` and shrinks it by
+        ``count * block_size`` tokens (later entries move down). The
+        sequence stops tracking token ids, so the blocks it fills afterwards
+        are never offered to the prefix cache."""
+        self._a.drop_blocks(seq, first, count)
+
     def free(self, seq: int) -> None:
         """Releases every block of ``seq``, last to first; the id stops being
         live (a second free raises ``UnknownSequence``)."""

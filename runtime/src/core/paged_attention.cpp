@@ -58,12 +58,19 @@
 // Items run on the worker pool (sitsRuntimeParallelFor), or on the calling
 // thread when the whole call is too small to be worth waking helpers.
 //
+// With an attention-score sink attached to the pool
+// (sits/runtime/attention_scores.h), a second pass over (sequence, kv head)
+// recomputes the observed queries' scores, normalizes them over the whole
+// context and adds the weights to the sink; the attention itself is
+// unchanged (the same bits with or without a sink).
+//
 //===----------------------------------------------------------------------===//
 #include "paged_attention.h"
 
 #include "kivi.h"
 #include "worker_pool.h"
 
+#include "sits/runtime/attention_scores.h"
 #include "sits/runtime/host.h"
 
 #include <algorithm>
@@ -71,6 +78,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -1201,6 +1209,147 @@ void runItem(void *context, int64_t item) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Attention weights into an attached sink (score-based KV eviction)
+//===----------------------------------------------------------------------===//
+
+struct SinkEntry {
+  const char *begin, *end;
+  AttentionScores sink;
+};
+std::mutex gSinksMutex;
+std::vector<SinkEntry> gSinks;
+/// gSinks.size(): calls look no further while it is 0.
+std::atomic<int64_t> gSinkCount{0};
+
+bool findSink(const void *pool, AttentionScores *out) {
+  if (gSinkCount.load(std::memory_order_acquire) == 0)
+    return false;
+  const char *p = static_cast<const char *>(pool);
+  std::lock_guard<std::mutex> lock(gSinksMutex);
+  for (const SinkEntry &e : gSinks)
+    if (p >= e.begin && p < e.end) {
+      *out = e.sink;
+      return true;
+    }
+  return false;
+}
+
+struct ScorePlan {
+  const Plan *plan;
+  AttentionScores sink;
+};
+
+/// Per thread: one query's scores over its context, [group][len].
+thread_local std::vector<float> tScoreRows;
+
+/// Item b * kvHeads + g: the observed queries of sequence b, kv head g.
+/// One writer per (b, g) entry of the sink.
+void scoreItem(void *context, int64_t item) {
+  const ScorePlan &sp = *static_cast<const ScorePlan *>(context);
+  const Plan &plan = *sp.plan;
+  const Call &c = *plan.c;
+  const AttentionScores &sink = sp.sink;
+  const int64_t b = item / c.kvHeads, g = item % c.kvHeads;
+  if (b >= sink.rows)
+    return;
+  const bool kiviPool = c.format == Format::kKivi;
+  const bool scaled = c.format != Format::kF32 && !kiviPool;
+  const int64_t chunk = kiviPool ? kKiviChunk : kMaxChunk;
+  const int lanes = plan.kernels->isa == Isa::kAvx512 ? 16
+                    : plan.kernels->isa == Isa::kAvx2 ? 8
+                                                      : 0;
+  const void *poolData = c.pool;
+  if (kiviPool) {
+    const size_t need = size_t(2 * kKiviChunk * c.headDim);
+    if (tKivi.size() < need)
+      tKivi.resize(need);
+    poolData = tKivi.data();
+  }
+  int64_t rows[kMaxChunk];
+  float kScale[kMaxChunk], vScale[kMaxChunk];
+  alignas(64) float scores[kMaxPassHeads * kMaxChunk];
+  float *out = sink.out + b * sink.positions * sink.kv_heads + g;
+  const int64_t observe =
+      sink.row_observe
+          ? std::clamp<int64_t>(sink.row_observe[b], 0, sink.observe)
+          : sink.observe;
+  for (int64_t s = std::max<int64_t>(0, c.queries - observe); s < c.queries;
+       ++s) {
+    const int64_t len = lengthOf(c, b, s);
+    if (len == 0)
+      continue;
+    if (tScoreRows.size() < size_t(c.group * len))
+      tScoreRows.resize(size_t(c.group * len));
+    float *logits = tScoreRows.data();
+    for (int64_t t0 = 0; t0 < len; t0 += chunk) {
+      const int64_t n = std::min(chunk, len - t0);
+      if (kiviPool) {
+        kiviChunk(c, b, g, t0, n, tKivi.data(),
+                  tKivi.data() + kKiviChunk * c.headDim, lanes);
+        for (int64_t i = 0; i < n; ++i)
+          rows[i] = i * c.headDim;
+      } else {
+        chunkRows(c, b, g, t0, n, rows);
+      }
+      if (scaled)
+        chunkScales(c, rows, n, kScale, vScale);
+      for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
+        const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
+        Pass pass{};
+        pass.q = c.q + b * c.qBatchStride + (g * c.group + j0) * c.qHeadStride +
+                 s * c.qTokenStride;
+        pass.qHeadStride = c.qHeadStride;
+        pass.pool = poolData;
+        pass.rows = rows;
+        pass.kScale = kScale;
+        pass.vScale = vScale;
+        pass.n = n;
+        pass.heads = heads;
+        pass.headDim = c.headDim;
+        pass.scale = c.scale;
+        pass.scores = scores;
+        plan.scores(pass);
+        for (int64_t j = 0; j < heads; ++j)
+          std::copy_n(scores + j * kMaxChunk, n, logits + (j0 + j) * len + t0);
+      }
+    }
+    // Softmax over the whole context per head; the group's weights summed.
+    for (int64_t j = 0; j < c.group; ++j) {
+      float *x = logits + j * len;
+      const float m = *std::max_element(x, x + len);
+      double sum = 0;
+      for (int64_t t = 0; t < len; ++t) {
+        x[t] = std::exp(x[t] - m);
+        sum += x[t];
+      }
+      const float inv = float(1.0 / sum);
+      for (int64_t t = 0; t < len; ++t)
+        x[t] *= inv;
+    }
+    const int64_t kept = std::min(len, sink.positions);
+    for (int64_t t = 0; t < kept; ++t) {
+      float w = 0;
+      for (int64_t j = 0; j < c.group; ++j)
+        w += logits[j * len + t];
+      out[t * sink.kv_heads] += w;
+    }
+  }
+}
+
+/// Adds the call's attention weights to the pool's sink, if one is
+/// attached and matches the call's kv heads.
+void scoreCall(const Plan &plan) {
+  const Call &c = *plan.c;
+  ScorePlan sp{&plan, {}};
+  if (!findSink(c.pool, &sp.sink) || sp.sink.kv_heads != c.kvHeads)
+    return;
+  int64_t items;
+  if (!mulFits(c.batch, c.kvHeads, &items))
+    return;
+  sitsRuntimeParallelFor(&scoreItem, &sp, items);
+}
+
 /// out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the parts i
 /// of the queries cut in several.
 void combine(const Plan &plan) {
@@ -1344,6 +1493,7 @@ void runAttention(const Kernels &kernels, const Call &call) {
     combine(plan);
   if (kept)
     kept->busy = false;
+  scoreCall(plan);
 }
 
 /// The exported call's arguments on `kernels` (the derived fields of Call
@@ -1418,6 +1568,47 @@ bool decodeF8E4M3(Isa isa, const uint8_t *codes, int64_t n, float *out) {
 }
 
 } // namespace sits::runtime::pattn
+
+namespace sits::runtime {
+
+Status attachAttentionScores(const void *pool, int64_t bytes,
+                             const AttentionScores &sink) {
+  using namespace pattn;
+  if (!pool || bytes <= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "attention scores: the pool range is empty");
+  if (!sink.out || sink.rows <= 0 || sink.positions <= 0 ||
+      sink.kv_heads <= 0 || sink.observe <= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "attention scores: the sink needs an array and rows, "
+                  "positions, kv_heads and observe >= 1");
+  int64_t floats;
+  if (!mulFits(sink.rows, sink.positions, &floats) ||
+      !mulFits(floats, sink.kv_heads, &floats))
+    return Status(StatusCode::kInvalidArgument,
+                  "attention scores: the sink's size overflows");
+  const char *begin = static_cast<const char *>(pool);
+  std::lock_guard<std::mutex> lock(gSinksMutex);
+  for (const SinkEntry &e : gSinks)
+    if (begin < e.end && e.begin < begin + bytes)
+      return Status(StatusCode::kInvalidArgument,
+                    "attention scores: the pool already has a sink");
+  gSinks.push_back({begin, begin + bytes, sink});
+  gSinkCount.store(int64_t(gSinks.size()), std::memory_order_release);
+  return Status::OK();
+}
+
+void detachAttentionScores(const void *pool) {
+  using namespace pattn;
+  std::lock_guard<std::mutex> lock(gSinksMutex);
+  gSinks.erase(
+      std::remove_if(gSinks.begin(), gSinks.end(),
+                     [&](const SinkEntry &e) { return e.begin == pool; }),
+      gSinks.end());
+  gSinkCount.store(int64_t(gSinks.size()), std::memory_order_release);
+}
+
+} // namespace sits::runtime
 
 // The exported entries differ only in the pool's element type and format.
 #define SITS_PATTN_ENTRY(NAME, POOL_TYPE, FORMAT)                              \

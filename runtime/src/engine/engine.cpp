@@ -4,7 +4,8 @@
 // See engine.h for the step. Bookkeeping: a `Seq` is one sample of one
 // request while it is waiting or running (a fresh request with n > 1 is a
 // single Seq until its prompt is prefilled and forked); `tokens` is prompt +
-// generated, `num_computed` the prefix whose K/V is in the pool. Between
+// generated, `num_computed` the prefix whose K/V was computed (of which
+// `evicted` tokens were dropped again by token eviction). Between
 // steps a running Seq has num_computed == tokens.size() - 1: its last
 // sampled token gets a slot at the next decode. Finished Seqs are only
 // marked during a step and erased at its end, so the raw pointers of the
@@ -39,6 +40,18 @@ const char *finishReasonName(FinishReason reason) {
   return "unknown";
 }
 
+const char *evictionPolicyName(EvictionPolicy policy) {
+  switch (policy) {
+  case EvictionPolicy::kNone:
+    return "none";
+  case EvictionPolicy::kWindow:
+    return "window";
+  case EvictionPolicy::kAttention:
+    return "attention";
+  }
+  return "unknown";
+}
+
 const char *preemptionModeName(PreemptionMode mode) {
   switch (mode) {
   case PreemptionMode::kRecompute:
@@ -68,6 +81,12 @@ struct Engine::Seq {
   /// 0 while waiting (allocator ids start at 1).
   uint64_t alloc_id = 0;
   int64_t num_computed = 0;
+  /// Tokens dropped by eviction since admission: the pool holds
+  /// num_computed - evicted of them.
+  int64_t evicted = 0;
+  /// EvictionPolicy::kAttention: per block of the table, the attention
+  /// weight its tokens received so far.
+  std::vector<double> block_scores;
   /// A fresh request with n > 1: fork after the prefill.
   bool fork_pending = false;
   bool is_prefill = false;
@@ -184,6 +203,58 @@ double Engine::now() const {
       .count();
 }
 
+Status Engine::validateEviction(const KVEviction &e) const {
+  if (e.policy == EvictionPolicy::kNone)
+    return Status::OK();
+  if (e.policy != EvictionPolicy::kWindow &&
+      e.policy != EvictionPolicy::kAttention)
+    return invalidArgument(
+        "eviction",
+        "eviction policy = " + std::to_string(static_cast<int>(e.policy)) +
+            ": use none, window or attention");
+  if (!runner_->takesPositions())
+    return invalidArgument("eviction",
+                           "token eviction needs a model that takes "
+                           "position_ids (this one derives positions from "
+                           "the context length)");
+  if (e.policy == EvictionPolicy::kAttention && !runner_->scoresAttention())
+    return invalidArgument("eviction",
+                           "eviction = attention needs a runner that returns "
+                           "attention weights (use window)");
+  if (e.sink_tokens < 0)
+    return invalidArgument("sink_tokens",
+                           "sink_tokens = " + std::to_string(e.sink_tokens) +
+                               ": must be >= 0");
+  if (e.recent_tokens < -1)
+    return invalidArgument(
+        "recent_tokens", "recent_tokens = " + std::to_string(e.recent_tokens) +
+                             ": must be >= 0, or -1 for the default");
+  if (e.observe < 1)
+    return invalidArgument("observe", "observe = " + std::to_string(e.observe) +
+                                          ": must be >= 1");
+  // Over budget there must always be a block to drop.
+  const int64_t sinks = (e.sink_tokens + blockSize_ - 1) / blockSize_;
+  const int64_t recent = (recentTokens(e) + blockSize_ - 1) / blockSize_;
+  const int64_t least = (sinks + recent + 1) * blockSize_;
+  if (e.budget < least || e.budget > maxSeqLen_) {
+    Status st = invalidArgument(
+        "kv_budget", "kv_budget = " + std::to_string(e.budget) +
+                         ": must be in [" + std::to_string(least) +
+                         ", max_seq_len = " + std::to_string(maxSeqLen_) +
+                         "] (the sink and recent blocks and one more, of " +
+                         std::to_string(blockSize_) + " tokens)");
+    st.withValue(e.budget);
+    return st;
+  }
+  return Status::OK();
+}
+
+int64_t Engine::recentTokens(const KVEviction &e) {
+  if (e.recent_tokens >= 0)
+    return e.recent_tokens;
+  return e.policy == EvictionPolicy::kAttention ? e.budget / 2 : 0;
+}
+
 StatusOr<uint64_t> Engine::addRequest(Request request) {
   if (request.prompt.empty())
     return invalidArgument("prompt", "prompt is empty: at least one token is "
@@ -221,11 +292,23 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
       return st;
     }
   }
+  for (size_t i = 0; i < request.forced_tokens.size(); ++i) {
+    const int32_t t = request.forced_tokens[i];
+    if (t < 0 || (vocab > 0 && t >= vocab)) {
+      Status st = invalidArgument("forced_tokens",
+                                  "forced_tokens[" + std::to_string(i) +
+                                      "] = " + std::to_string(t) +
+                                      ": token ids must be " + range);
+      st.withIndex(static_cast<int64_t>(i));
+      return st;
+    }
+  }
   if (request.logprobs < -1 || request.logprobs > kMaxLogprobs)
     return invalidArgument("logprobs",
                            "logprobs = " + std::to_string(request.logprobs) +
                                ": must be -1 (none) or in [0, " +
                                std::to_string(kMaxLogprobs) + "]");
+  SITS_RETURN_IF_ERROR(validateEviction(request.eviction));
   // Sorted and unique, so that each draw is checked by binary search.
   std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
   request.stop_tokens.erase(
@@ -352,6 +435,8 @@ Status Engine::preemptNewest() {
     return st;
   victim->alloc_id = 0;
   victim->num_computed = 0;
+  victim->evicted = 0;
+  victim->block_scores.clear();
   waiting_.push_front(std::move(victim));
   return Status::OK();
 }
@@ -365,6 +450,8 @@ Status Engine::recomputeSwapped() {
       SITS_RETURN_IF_ERROR(allocator_->free(s->alloc_id));
       s->alloc_id = 0;
       s->num_computed = 0;
+      s->evicted = 0;
+      s->block_scores.clear();
     }
     waiting_.push_front(std::move(s));
   }
@@ -463,8 +550,12 @@ void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
              : (r->result.id << 32) ^ static_cast<uint64_t>(s->sample);
   const int64_t generated =
       static_cast<int64_t>(s->tokens.size()) - s->prompt_len;
-  StatusOr<int32_t> tok = sampler_.sample(row, vocab, p, seed, stream,
-                                          static_cast<uint64_t>(generated));
+  const std::vector<int32_t> &forced = r->request.forced_tokens;
+  StatusOr<int32_t> tok =
+      generated < static_cast<int64_t>(forced.size())
+          ? StatusOr<int32_t>(forced[static_cast<size_t>(generated)])
+          : sampler_.sample(row, vocab, p, seed, stream,
+                            static_cast<uint64_t>(generated));
   if (!tok.ok()) {
     failRequest(r, tok.status());
     return;
@@ -472,6 +563,8 @@ void Engine::sampleNext(Seq *s, const float *row, int64_t vocab, double t) {
   s->tokens.push_back(*tok);
   SampleResult &out = r->result.samples[static_cast<size_t>(s->sample)];
   out.tokens.push_back(*tok);
+  if (r->request.return_logits)
+    out.logits.insert(out.logits.end(), row, row + vocab);
   if (r->request.logprobs >= 0) {
     std::vector<TokenLogprob> best;
     out.logprobs.push_back(
@@ -588,8 +681,15 @@ Status Engine::stepImpl() {
       if (width > room)
         break;
       const uint64_t id = nextSeqId_;
-      StatusOr<kv::AddResult> added = allocator_->addSequence(
-          id, s->tokens.data(), static_cast<int64_t>(s->tokens.size()));
+      const int64_t len = static_cast<int64_t>(s->tokens.size());
+      kv::AddOptions opts;
+      // Score-based eviction: the prompt's observed queries are computed
+      // (the prefix cache serves at most what comes before them).
+      const KVEviction &ev = s->req->request.eviction;
+      if (ev.policy == EvictionPolicy::kAttention)
+        opts.max_cache_hit = std::max<int64_t>(0, len - ev.observe);
+      StatusOr<kv::AddResult> added =
+          allocator_->addSequence(id, s->tokens.data(), len, opts);
       if (!added.ok()) {
         if (added.code() == StatusCode::kOutOfBlocks)
           break;
@@ -645,15 +745,18 @@ Status Engine::stepImpl() {
     for (int64_t k = 0; k < count; ++k)
       q.positions[static_cast<size_t>(k)] = s->num_computed + k;
     q.slot_mapping.resize(static_cast<size_t>(count));
-    st = allocator_->slotMapping(s->alloc_id, s->num_computed, count,
-                                 q.slot_mapping.data());
+    st = allocator_->slotMapping(s->alloc_id, s->num_computed - s->evicted,
+                                 count, q.slot_mapping.data());
     if (!st.ok())
       return broken_ = st;
     StatusOr<std::vector<int32_t>> table = allocator_->blockTable(s->alloc_id);
     if (!table.ok())
       return broken_ = table.status();
     q.block_table = std::move(*table);
-    q.context_len = len;
+    q.context_len = len - s->evicted;
+    const KVEviction &ev = s->req->request.eviction;
+    if (ev.policy == EvictionPolicy::kAttention)
+      q.score_queries = s->is_prefill ? std::min(ev.observe, count) : 1;
   }
 
   StatusOr<int64_t> freeBlocks = allocator_->numFreeBlocks();
@@ -680,6 +783,8 @@ Status Engine::stepImpl() {
         "runner returned " + std::to_string(out.logits.size()) +
             " logits with vocab_size = " + std::to_string(out.vocab_size) +
             " for " + std::to_string(batch.size()) + " sequences");
+  if (rs.ok())
+    rs = addAttention(stepBatch, out, batch);
   if (!rs.ok()) {
     for (Seq *s : batch)
       failRequest(s->req, rs);
@@ -713,6 +818,8 @@ Status Engine::stepImpl() {
       child->prompt_len = s->prompt_len;
       child->tokens = s->tokens;
       child->num_computed = s->num_computed;
+      child->evicted = s->evicted;
+      child->block_scores = s->block_scores;
       child->alloc_id = nextSeqId_++;
       Status fs = allocator_->fork(s->alloc_id, child->alloc_id);
       if (!fs.ok())
@@ -723,6 +830,78 @@ Status Engine::stepImpl() {
     for (Seq *g : group)
       if (!g->finished)
         sampleNext(g, row, vocab, t);
+  }
+  return evictOverBudget();
+}
+
+Status Engine::addAttention(const StepBatch &stepBatch, const StepOutput &out,
+                            const std::vector<Seq *> &batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ScheduledSequence &q = stepBatch.sequences[i];
+    if (q.score_queries == 0)
+      continue;
+    const int64_t heads = out.attention_heads;
+    if (out.attention.size() != batch.size() || heads <= 0 ||
+        static_cast<int64_t>(out.attention[i].size()) != q.context_len * heads)
+      return invalidArgument("attention",
+                             "the runner returned no attention weights of [" +
+                                 std::to_string(q.context_len) +
+                                 "][heads] for a scored sequence");
+    std::vector<double> &scores = batch[i]->block_scores;
+    scores.resize(
+        static_cast<size_t>((q.context_len + blockSize_ - 1) / blockSize_),
+        0.0);
+    const float *w = out.attention[i].data();
+    for (int64_t t = 0; t < q.context_len; ++t) {
+      double sum = 0;
+      for (int64_t h = 0; h < heads; ++h)
+        sum += w[t * heads + h];
+      scores[static_cast<size_t>(t / blockSize_)] += sum;
+    }
+  }
+  return Status::OK();
+}
+
+Status Engine::evictOverBudget() {
+  for (auto &owned : running_) {
+    Seq *s = owned.get();
+    const KVEviction &ev = s->req->request.eviction;
+    if (s->finished || ev.policy == EvictionPolicy::kNone)
+      continue;
+    const int64_t sinks = (ev.sink_tokens + blockSize_ - 1) / blockSize_;
+    const int64_t recent = (recentTokens(ev) + blockSize_ - 1) / blockSize_;
+    int64_t kept = s->num_computed - s->evicted;
+    while (kept > ev.budget) {
+      // Full blocks strictly between the sinks and the recent ones.
+      const int64_t first = sinks, last = kept / blockSize_ - recent;
+      if (first >= last)
+        break; // validateEviction makes this unreachable
+      int64_t victim = first;
+      if (ev.policy == EvictionPolicy::kAttention) {
+        const std::vector<double> &sc = s->block_scores;
+        for (int64_t j = first; j < last; ++j) {
+          const double a = static_cast<size_t>(j) < sc.size()
+                               ? sc[static_cast<size_t>(j)]
+                               : 0.0;
+          const double b = static_cast<size_t>(victim) < sc.size()
+                               ? sc[static_cast<size_t>(victim)]
+                               : 0.0;
+          if (a < b)
+            victim = j;
+        }
+      }
+      Status st = allocator_->dropBlocks(s->alloc_id, victim, 1);
+      if (!st.ok())
+        return broken_ = st;
+      if (static_cast<size_t>(victim) < s->block_scores.size())
+        s->block_scores.erase(s->block_scores.begin() +
+                              static_cast<ptrdiff_t>(victim));
+      s->evicted += blockSize_;
+      kept -= blockSize_;
+      s->req->result.metrics.evicted_tokens += blockSize_;
+      metrics_.evicted_tokens += blockSize_;
+      ++metrics_.evicted_blocks;
+    }
   }
   return Status::OK();
 }

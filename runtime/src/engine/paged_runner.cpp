@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "sits/runtime/engine/paged_runner.h"
+
+#include "sits/runtime/attention_scores.h"
 #include "sits/runtime/half.h"
 #include "sits/runtime/kivi_layout.h"
 
@@ -247,6 +249,10 @@ Status PagedRunner::execute(const StepBatch &batch, StepOutput *out) {
         .push_back(i);
   // Every sequence's row is written; the logits' storage is kept.
   out->vocab_size = 0;
+  out->attention.resize(batch.sequences.size());
+  for (std::vector<float> &a : out->attention)
+    a.clear();
+  out->attention_heads = memory_->config().num_kv_heads;
   if (batch.sequences.empty())
     out->logits.clear();
   for (const std::vector<size_t> *group : {&decode_, &prefill_})
@@ -353,8 +359,41 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
     outputs_[i] =
         BufferView(outputBuffers_[i].data(), outSpecs[i]->dtype, shapes[i]);
   }
-  SITS_RETURN_IF_ERROR(model_.run(options_.entry, inputs_, outputs_));
+  // Score-based eviction: the kernels add the scored rows' attention
+  // weights to scores_ while it is attached to the pool.
+  int64_t observe = 0;
+  for (size_t i : seqs)
+    observe = std::max(observe, batch.sequences[i].score_queries);
+  const int64_t heads = memory_->config().num_kv_heads;
+  const int64_t positions = blocks * blockSize;
+  if (observe > 0) {
+    scores_.assign(size_t(count * positions * heads), 0.f);
+    observe_.resize(size_t(count));
+    for (int64_t r = 0; r < count; ++r)
+      observe_[size_t(r)] = batch.sequences[seqs[size_t(r)]].score_queries;
+    AttentionScores sink;
+    sink.out = scores_.data();
+    sink.rows = count;
+    sink.positions = positions;
+    sink.kv_heads = heads;
+    sink.observe = observe;
+    sink.row_observe = observe_.data();
+    SITS_RETURN_IF_ERROR(attachAttentionScores(
+        pool_.data, pool_.numElements() * dtypeSize(pool_.dtype), sink));
+  }
+  Status ran = model_.run(options_.entry, inputs_, outputs_);
+  if (observe > 0)
+    detachAttentionScores(pool_.data);
+  SITS_RETURN_IF_ERROR(ran);
   ++calls_;
+  if (observe > 0)
+    for (int64_t r = 0; r < count; ++r) {
+      const ScheduledSequence &q = batch.sequences[seqs[size_t(r)]];
+      if (q.score_queries <= 0)
+        continue;
+      const float *row = scores_.data() + r * positions * heads;
+      out->attention[seqs[size_t(r)]].assign(row, row + q.context_len * heads);
+    }
 
   // Each sequence's row is the logits of its last position.
   const std::vector<int64_t> &logits = shapes[size_t(options_.logits_output)];

@@ -1264,6 +1264,42 @@ Status Allocator::Impl::truncate(uint64_t seq, int64_t newN) {
   });
 }
 
+Status Allocator::Impl::dropBlocks(uint64_t seq, int64_t first, int64_t count) {
+  return run([&]() -> Status {
+    Sequence *s = nullptr;
+    if (Status st = findActive(seq, "dropBlocks", &s); !st.ok())
+      return st;
+    const int64_t full = s->n >> bsShift_;
+    if (first < 0 || first > full)
+      return errors::invalidArgument(
+          "first", first,
+          "must be in [0, full blocks = " + std::to_string(full) + "]");
+    if (count < 0 || count > full - first)
+      return errors::invalidArgument("count", count,
+                                     "must be in [0, full blocks - first = " +
+                                         std::to_string(full - first) + "]");
+    if (count == 0)
+      return Status::OK();
+    releaseTail(*s, blocksFor(s->n)); // the reservation
+    s->lookahead = 0;
+    const auto at = s->table.begin() + ptrdiff_t(first);
+    for (int64_t j = first + count; j > first; --j)
+      releaseDevice(s->table[size_t(j - 1)]);
+    s->table.erase(at, at + ptrdiff_t(count));
+    dev_.put(tableRefs_, tableRefs_ - count);
+    // Inherited entries past the gap move down with it.
+    if (s->firstOwned > first)
+      s->firstOwned = std::max(first, s->firstOwned - count);
+    s->tokensKnown = false;
+    s->tokens.clear();
+    s->extras.clear();
+    const int64_t dropped = count << bsShift_;
+    dev_.put(logicalTokens_, logicalTokens_ - dropped);
+    s->n -= dropped;
+    return Status::OK();
+  });
+}
+
 Status Allocator::Impl::freeLocked(uint64_t seq) {
   Sequence *s = findSeq(seq);
   if (!s)
@@ -1729,6 +1765,10 @@ Status Allocator::fork(uint64_t parent, uint64_t child, int64_t pos) {
 
 Status Allocator::truncate(uint64_t seq, int64_t newN) {
   return impl_->truncate(seq, newN);
+}
+
+Status Allocator::dropBlocks(uint64_t seq, int64_t first, int64_t count) {
+  return impl_->dropBlocks(seq, first, count);
 }
 
 Status Allocator::free(uint64_t seq) { return impl_->free(seq); }

@@ -108,6 +108,7 @@ public:
   Status reserve(uint64_t seq, int64_t lookahead, AppendResult *out);
   Status fork(uint64_t parent, uint64_t child, int64_t pos);
   Status truncate(uint64_t seq, int64_t newN);
+  Status dropBlocks(uint64_t seq, int64_t first, int64_t count);
   Status free(uint64_t seq);
   Status freeBatch(const uint64_t *seqs, size_t count);
   StatusOr<std::vector<int32_t>> blockTable(uint64_t seq);

@@ -35,6 +35,8 @@
 
 #include "paged_attention.h"
 
+#include "sits/runtime/attention_scores.h"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -674,6 +676,119 @@ TEST_P(PagedAttentionPath, SeveralQueriesPerSequenceAreCausal) {
           plantBadBlocks(c, 4);
           ASSERT_TRUE(matchesReference(c, run(c)));
         }
+}
+
+/// The attention weights of the last `observe` queries of each sequence, in
+/// double: [batch][positions][kvHeads], summed over a kv head's query heads.
+std::vector<double> referenceWeights(const Case &c, int64_t observe,
+                                     int64_t positions) {
+  std::vector<double> w(size_t(c.batch * positions * c.kvHeads), 0.0);
+  const std::vector<double> pool = poolValues(c);
+  const int64_t group = c.qHeads / c.kvHeads;
+  const Strides qs = c.qStrides();
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t t = std::max<int64_t>(0, c.queries - observe); t < c.queries;
+         ++t) {
+      int64_t len =
+          std::clamp<int64_t>(int64_t(c.lens[size_t(b)]) - c.queries + t + 1, 0,
+                              c.tableWidth * c.blockSize);
+      for (int64_t h = 0; h < c.qHeads && len > 0; ++h) {
+        const int64_t g = h / group;
+        const float *q = c.q.data() + Case::at(qs, b, h, t);
+        std::vector<double> s(static_cast<size_t>(len));
+        for (int64_t p = 0; p < len; ++p) {
+          int64_t blk = c.tables[size_t(b * c.tableStride() + p / c.blockSize)];
+          if (blk < 0 || blk >= c.numBlocks)
+            blk = 0;
+          const double *k = pool.data() + c.keyRow(blk, g, p % c.blockSize);
+          double dot = 0;
+          for (int64_t d = 0; d < c.headDim; ++d)
+            dot += double(q[d]) * k[d];
+          s[size_t(p)] = double(c.scale) * dot;
+        }
+        double m = *std::max_element(s.begin(), s.end()), sum = 0;
+        for (double &x : s)
+          sum += x = std::exp(x - m);
+        for (int64_t p = 0; p < std::min(len, positions); ++p)
+          w[size_t((b * positions + p) * c.kvHeads + g)] += s[size_t(p)] / sum;
+      }
+    }
+  return w;
+}
+
+TEST_P(PagedAttentionPath, AttachedSinkGetsTheAttentionWeights) {
+  // Decode and prefill (the last 3 queries observed), GQA and MHA, a
+  // context split in parts and walked chunks: the sink gets each position's
+  // softmax weight summed over the group, and the output keeps its bits.
+  std::mt19937 rng = seeded(23, 167);
+  for (Heads heads : {Heads{8, 2}, Heads{4, 4}})
+    for (int64_t queries : {1, 7}) {
+      Case c = shaped(heads.q, heads.kv, 64, 16);
+      c.queries = queries;
+      c.tableWidth = 40;
+      c.numBlocks = 48;
+      c.batch = queries == 1 ? 2 : 5;
+      c.lens.assign(size_t(c.batch), 0);
+      for (int64_t b = 0; b < c.batch; ++b)
+        c.lens[size_t(b)] = int32_t(b == 0 ? 600 : 37 + 50 * b);
+      fill(c, rng);
+      const std::vector<float> plain = run(c);
+      // One position short of the longest context: not written.
+      const int64_t positions = 599, observe = 3;
+      std::vector<float> sink(size_t(c.batch * positions * c.kvHeads), 0.5f);
+      const void *pool =
+          quantized() ? static_cast<const void *>(c.rowPool()) : c.pool.data();
+      const int64_t bytes = quantized() ? c.poolLen() : c.poolLen() * 4;
+      AttentionScores scores;
+      scores.out = sink.data();
+      scores.rows = c.batch;
+      scores.positions = positions;
+      scores.kv_heads = c.kvHeads;
+      scores.observe = observe;
+      SITS_ASSERT_OK(attachAttentionScores(pool, bytes, scores));
+      EXPECT_FALSE(attachAttentionScores(pool, 1, scores).ok());
+      const std::vector<float> withSink = run(c);
+      detachAttentionScores(pool);
+      EXPECT_EQ(0, std::memcmp(plain.data(), withSink.data(),
+                               plain.size() * sizeof(float)))
+          << describe(c);
+      const std::vector<double> want = referenceWeights(c, observe, positions);
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::abs(double(sink[i]) - 0.5 - want[i]));
+      EXPECT_LT(worst, 2e-6) << describe(c);
+      // Detached: nothing more is added.
+      const std::vector<float> before = sink;
+      run(c);
+      EXPECT_EQ(sink, before);
+    }
+}
+
+TEST(PagedAttention, AttachingABadSinkIsRefused) {
+  std::vector<float> out(16);
+  AttentionScores s;
+  s.out = out.data();
+  s.rows = 1;
+  s.positions = 8;
+  s.kv_heads = 2;
+  EXPECT_EQ(attachAttentionScores(nullptr, 64, s).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(attachAttentionScores(out.data(), 0, s).code(),
+            StatusCode::kInvalidArgument);
+  AttentionScores bad = s;
+  bad.observe = 0;
+  EXPECT_EQ(attachAttentionScores(out.data(), 64, bad).code(),
+            StatusCode::kInvalidArgument);
+  bad = s;
+  bad.positions = INT64_MAX;
+  EXPECT_EQ(attachAttentionScores(out.data(), 64, bad).code(),
+            StatusCode::kInvalidArgument);
+  SITS_ASSERT_OK(attachAttentionScores(out.data(), 64, s));
+  EXPECT_EQ(attachAttentionScores(out.data() + 8, 64, s).code(),
+            StatusCode::kInvalidArgument);
+  detachAttentionScores(out.data());
+  SITS_ASSERT_OK(attachAttentionScores(out.data() + 8, 64, s));
+  detachAttentionScores(out.data() + 8);
 }
 
 TEST_P(PagedAttentionPath, LeftPaddedQueriesGetZeros) {

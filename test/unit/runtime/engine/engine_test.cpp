@@ -62,6 +62,8 @@ void runAll(const kv::PoolConfig &pool, int64_t maxBatch,
   auto alloc = kv::Allocator::create(pool);
   ASSERT_TRUE(alloc.ok()) << alloc.status().toString();
   FakeRunner runner(pool, kVocab);
+  for (const Request &r : requests)
+    runner.evicting |= r.eviction.policy != EvictionPolicy::kNone;
   EngineConfig cfg;
   cfg.max_batch_size = maxBatch;
   cfg.seed = 99;
@@ -831,4 +833,142 @@ TEST(Engine, LogprobsValidation) {
   }
   r.logprobs = kMaxLogprobs; // the limit itself is fine
   ASSERT_TRUE((*engine)->addRequest(r).ok());
+}
+
+//===----------------------------------------------------------------------===//
+// Token eviction
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Long generations without stop tokens, so that sequences outgrow a budget.
+std::vector<Request> longWorkload(int count, KVEviction eviction,
+                                  float temperature = 0.0f, int64_t n = 1) {
+  std::vector<Request> reqs = workload(count, temperature, n);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].stop_tokens.clear();
+    reqs[i].max_new_tokens = 30 + static_cast<int64_t>(i % 4) * 7;
+    reqs[i].eviction = eviction;
+  }
+  return reqs;
+}
+
+KVEviction evictionOf(EvictionPolicy policy, int64_t budget) {
+  KVEviction e;
+  e.policy = policy;
+  e.budget = budget;
+  e.observe = 8;
+  return e;
+}
+
+} // namespace
+
+TEST(Engine, EvictionWithABudgetAboveTheSequenceChangesNothing) {
+  // The budget is never exceeded: the same tokens as without eviction
+  // (scoring the attention changes nothing either).
+  const auto plain = longWorkload(10, KVEviction());
+  RunOutput base;
+  runAll(poolConfig(512), 4, plain, &base);
+  expectMatchesReference(plain, base);
+  for (EvictionPolicy policy :
+       {EvictionPolicy::kWindow, EvictionPolicy::kAttention}) {
+    const auto reqs = longWorkload(10, evictionOf(policy, 256));
+    RunOutput out;
+    runAll(poolConfig(512), 4, reqs, &out);
+    EXPECT_EQ(tokensOf(out), tokensOf(base)) << evictionPolicyName(policy);
+    EXPECT_EQ(out.metrics.evicted_tokens, 0);
+  }
+}
+
+TEST(Engine, WindowEvictionKeepsTheSinksAndTheLatestTokens) {
+  // Budget 24 (6 blocks of 4): the first block and the latest ones stay;
+  // the model sees exactly the kept tokens (the reference drops the same
+  // blocks), and the pool never holds more than budget + a block per
+  // sequence.
+  for (int64_t batch : {1, 4}) {
+    const auto reqs = longWorkload(8, evictionOf(EvictionPolicy::kWindow, 24));
+    RunOutput out;
+    runAll(poolConfig(512, /*caching=*/true), batch, reqs, &out);
+    expectMatchesReference(reqs, out);
+    EXPECT_GT(out.metrics.evicted_tokens, 0);
+    EXPECT_EQ(out.metrics.evicted_tokens, 4 * out.metrics.evicted_blocks);
+    int64_t evicted = 0;
+    for (const RequestResult &r : out.results)
+      evicted += r.metrics.evicted_tokens;
+    EXPECT_EQ(evicted, out.metrics.evicted_tokens);
+    // The longest prompt (28 tokens: 7 blocks) is held whole once; after
+    // that a sequence keeps at most 24 + its next token.
+    EXPECT_LE(out.metrics.kv_blocks_peak, batch * 8);
+  }
+}
+
+TEST(Engine, AttentionEvictionDropsTheLeastAttendedBlock) {
+  // Greedy and sampled, with parallel samples sharing the prompt's blocks:
+  // every sample drops its own blocks by its own accumulated weights.
+  for (float temperature : {0.0f, 0.8f})
+    for (int64_t n : {1, 2}) {
+      KVEviction e = evictionOf(EvictionPolicy::kAttention, 24);
+      e.recent_tokens = 8;
+      const auto reqs = longWorkload(6, e, temperature, n);
+      RunOutput out;
+      runAll(poolConfig(512), 8, reqs, &out);
+      expectMatchesReference(reqs, out);
+      EXPECT_GT(out.metrics.evicted_tokens, 0);
+    }
+}
+
+TEST(Engine, EvictedSequencesSwapOutAndBackWithTheirScores) {
+  // A pool too small for all: swapped sequences keep what they evicted and
+  // their scores, so the tokens still match the reference.
+  KVEviction e = evictionOf(EvictionPolicy::kAttention, 16);
+  e.recent_tokens = 4;
+  const auto reqs = longWorkload(8, e);
+  int64_t swaps = 0;
+  for (int64_t blocks : {21, 22, 23, 24, 25}) {
+    RunOutput out;
+    runAll(poolConfig(blocks, true, 64), 8, reqs, &out, PreemptionMode::kSwap);
+    expectMatchesReference(reqs, out);
+    EXPECT_GT(out.metrics.evicted_tokens, 0);
+    swaps += out.metrics.swap_outs;
+  }
+  EXPECT_GT(swaps, 0);
+}
+
+TEST(Engine, BadEvictionsAreRefused) {
+  const kv::PoolConfig pool = poolConfig(64);
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  auto engine = Engine::create(EngineConfig(), alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  Request r;
+  r.prompt = {1, 2, 3};
+  auto refused = [&](KVEviction e, const char *subject) {
+    r.eviction = e;
+    auto id = (*engine)->addRequest(r);
+    ASSERT_FALSE(id.ok());
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(id.status().info().subject, subject) << id.status().toString();
+  };
+  // Sinks (1 block) + recent (half of 8: 1 block) + 1 block = 12 at least.
+  refused(evictionOf(EvictionPolicy::kAttention, 8), "kv_budget");
+  refused(evictionOf(EvictionPolicy::kWindow, 300), "kv_budget");
+  KVEviction e = evictionOf(EvictionPolicy::kWindow, 16);
+  e.sink_tokens = -1;
+  refused(e, "sink_tokens");
+  e = evictionOf(EvictionPolicy::kWindow, 16);
+  e.recent_tokens = -2;
+  refused(e, "recent_tokens");
+  e = evictionOf(EvictionPolicy::kAttention, 16);
+  e.observe = 0;
+  refused(e, "observe");
+  refused(evictionOf(static_cast<EvictionPolicy>(7), 16), "eviction");
+  runner.scores_attention = false;
+  refused(evictionOf(EvictionPolicy::kAttention, 16), "eviction");
+  runner.takes_positions = false;
+  refused(evictionOf(EvictionPolicy::kWindow, 16), "eviction");
+  // A budget of 12 is enough for window eviction (sinks + 1 block + tail).
+  runner.takes_positions = true;
+  r.eviction = evictionOf(EvictionPolicy::kWindow, 8);
+  EXPECT_TRUE((*engine)->addRequest(r).ok());
 }

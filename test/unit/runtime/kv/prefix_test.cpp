@@ -269,3 +269,54 @@ TEST(KVAlloc, T40_ResetPrefixCache) {
   EXPECT_EQ(addTokens(*a, 3, prompt), 0);
   KV_ASSERT_INVARIANTS(*a);
 }
+
+TEST(KVAlloc, DropBlocksEvictsTokensAndStopsCaching) {
+  auto a = makePool(poolConfig(32));
+  const auto prompt = tokenRange(70, 1);
+  EXPECT_EQ(addTokens(*a, 1, prompt), 0); // [1, 2, 3, 4, 5], tail of 6
+  KV_ASSERT_OK(a->reserve(1, 20));        // a reservation is dropped too
+  // Blocks 1 and 2 of the table go; the later entries move down.
+  KV_ASSERT_OK(a->dropBlocks(1, 1, 2));
+  auto info = a->sequenceInfo(1);
+  EXPECT_EQ(info->num_tokens, 70 - 32);
+  EXPECT_EQ(info->lookahead, 0);
+  EXPECT_FALSE(info->tokens_known);
+  EXPECT_EQ(*a->blockTable(1), (std::vector<int32_t>{1, 4, 5}));
+  // Sealed blocks keep their hashes: the dropped ones are cached.
+  EXPECT_EQ(stats(*a).cached_blocks, 2);
+  EXPECT_EQ(stats(*a).logical_tokens, 38);
+  KV_ASSERT_INVARIANTS(*a);
+  // Filled after the drop: never sealed, never a prefix hit.
+  const auto more = tokenRange(10, 500);
+  KV_ASSERT_OK(a->append(1, more.data(), 10)); // fills block 5
+  KV_ASSERT_INVARIANTS(*a);
+  KV_ASSERT_OK(a->free(1));
+  auto again = concat(prompt, more);
+  auto hit = a->lookupPrefix(again.data(), int64_t(again.size()));
+  KV_ASSERT_OK(hit);
+  EXPECT_EQ(*hit, 64); // the 4 blocks sealed before the drop, not block 5
+  KV_ASSERT_INVARIANTS(*a);
+}
+
+TEST(KVAlloc, DropBlocksChecksItsRange) {
+  auto a = makePool(poolConfig(32));
+  const auto prompt = tokenRange(40, 1);
+  EXPECT_EQ(addTokens(*a, 1, prompt), 0); // 2 full blocks, tail of 8
+  EXPECT_EQ(a->dropBlocks(1, 0, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->dropBlocks(1, 2, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->dropBlocks(1, -1, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->dropBlocks(1, 0, -1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->dropBlocks(9, 0, 1).code(), StatusCode::kUnknownSequence);
+  KV_ASSERT_OK(a->dropBlocks(1, 1, 0)); // nothing: tokens still known
+  EXPECT_TRUE(a->sequenceInfo(1)->tokens_known);
+  // A forked child drops its own entries; the parent keeps the shared ones.
+  KV_ASSERT_OK(a->fork(1, 2));
+  KV_ASSERT_OK(a->dropBlocks(2, 0, 2));
+  EXPECT_EQ(a->blockTable(2)->size(), 1u);
+  EXPECT_EQ(a->blockTable(1)->size(), 3u);
+  EXPECT_EQ(a->sequenceInfo(2)->num_tokens, 8);
+  KV_ASSERT_INVARIANTS(*a);
+  // The child's tail is still shared: its next token copies it.
+  KV_ASSERT_OK(a->append(2, 1));
+  KV_ASSERT_INVARIANTS(*a);
+}

@@ -78,6 +78,47 @@ struct EngineConfig {
   int64_t vocab_size = 0;
 };
 
+/// Token eviction (the KV cache's token axis): what a sequence drops once
+/// it holds more than its budget.
+enum class EvictionPolicy : int32_t {
+  kNone = 0,
+  /// StreamingLLM: keep the attention sinks and the most recent tokens; the
+  /// oldest block between them goes first.
+  kWindow = 1,
+  /// H2O / SnapKV: the block between sinks and recent tokens that received
+  /// the least attention weight so far (summed over layers, heads and the
+  /// observed queries) goes first.
+  kAttention = 2,
+};
+
+const char *evictionPolicyName(EvictionPolicy policy);
+
+/// Eviction works on whole KV blocks, so it serves every pool format
+/// (quantized KIVI blocks included) without moving K/V: after each step a
+/// sequence holding more than `budget` tokens drops blocks until it holds
+/// at most `budget` (so between budget - block_size and budget). Positions
+/// stay the tokens' own (RoPE was applied before the K/V were cached); the
+/// model attends over the kept tokens only. The prompt is prefilled whole
+/// first (SnapKV scores it with its last queries), and a sequence preempted
+/// by recompute is prefilled whole again. Blocks filled after a drop hold
+/// K/V computed without the dropped tokens and never enter the prefix
+/// cache. With a budget above the sequence's length nothing is dropped and
+/// the tokens are the same as without eviction.
+struct KVEviction {
+  EvictionPolicy policy = EvictionPolicy::kNone;
+  /// Most tokens kept in the pool after a step; at least (sink blocks +
+  /// recent blocks + 1) × block_size.
+  int64_t budget = 0;
+  /// The first tokens (attention sinks), never dropped; whole blocks.
+  int64_t sink_tokens = 4;
+  /// The latest tokens, never dropped; whole blocks. -1: half the budget
+  /// for kAttention, none beyond the block being filled for kWindow.
+  int64_t recent_tokens = -1;
+  /// kAttention: how many of a prefill's last queries score the prompt
+  /// (SnapKV's observation window); a decode step scores with its query.
+  int64_t observe = 32;
+};
+
 struct Request {
   /// Token ids, >= 0; at least one.
   std::vector<int32_t> prompt;
@@ -94,6 +135,15 @@ struct Request {
   /// and filters): -1 none; 0 the sampled token's; k in [1, kMaxLogprobs]
   /// also the k most likely tokens' (ties: lower id first).
   int32_t logprobs = -1;
+  /// Token eviction under a KV budget (none by default).
+  KVEviction eviction;
+  /// Tokens every sample emits in place of drawing, one per step, before
+  /// sampling takes over (teacher forcing: scoring a given continuation,
+  /// comparing a model's distributions along a fixed path). Token ids as
+  /// for the prompt; stop tokens among them end the sample as usual.
+  std::vector<int32_t> forced_tokens;
+  /// Keep every step's raw logits row (SampleResult::logits).
+  bool return_logits = false;
 };
 
 constexpr int32_t kMaxLogprobs = 20;
@@ -120,6 +170,9 @@ struct SampleResult {
   /// log-probability; with logprobs k > 0 also, per token, the k most likely.
   std::vector<float> logprobs;
   std::vector<std::vector<TokenLogprob>> top_logprobs;
+  /// With Request::return_logits: [tokens][vocab], the raw logits row each
+  /// token was drawn (or forced) from.
+  std::vector<float> logits;
 };
 
 /// Times are seconds on the engine's steady clock (0 = engine creation).
@@ -140,6 +193,8 @@ struct RequestMetrics {
   /// preemption included).
   int64_t cached_tokens = 0;
   int64_t preemptions = 0;
+  /// Tokens dropped by eviction (all samples).
+  int64_t evicted_tokens = 0;
 };
 
 struct RequestResult {
@@ -169,6 +224,9 @@ struct EngineMetrics {
   int64_t swap_ins = 0;
   /// Tokens the prefix cache served at admissions.
   int64_t prefix_cache_hit_tokens = 0;
+  /// Tokens dropped by eviction, and the KV blocks that freed.
+  int64_t evicted_tokens = 0;
+  int64_t evicted_blocks = 0;
   int64_t requests_finished = 0;
   int64_t requests_failed = 0;
   int64_t requests_aborted = 0;
@@ -253,6 +311,14 @@ private:
   void finishSeq(Seq *seq, FinishReason reason, double t);
   void finishRequest(RequestState *request, double t);
   void sampleNext(Seq *seq, const float *row, int64_t vocab, double t);
+  /// Drops blocks of running sequences over their KV budget.
+  Status evictOverBudget();
+  /// Adds the step's attention weights to the scored sequences' blocks.
+  Status addAttention(const StepBatch &stepBatch, const StepOutput &out,
+                      const std::vector<Seq *> &batch);
+  Status validateEviction(const KVEviction &eviction) const;
+  /// The recent tokens an eviction keeps (its default resolved).
+  static int64_t recentTokens(const KVEviction &eviction);
   void dropFinished();
 
   EngineConfig config_;

@@ -36,7 +36,9 @@ struct ScheduledSequence {
   /// False for a decode step: one token.
   bool is_prefill = false;
   /// The tokens whose K/V this step computes, and their positions
-  /// (consecutive, ending at context_len - 1).
+  /// (consecutive, ending at the sequence's length - 1; with token
+  /// eviction the context holds fewer positions than that, and the new
+  /// tokens are its last context entries).
   std::vector<int32_t> token_ids;
   std::vector<int64_t> positions;
   /// Where each new token's K/V goes: block_id * block_size + offset.
@@ -44,8 +46,13 @@ struct ScheduledSequence {
   /// The sequence's whole block table (ceil(context_len / block_size)
   /// blocks).
   std::vector<int32_t> block_table;
-  /// Tokens in the sequence after this step: cached + computed.
+  /// Tokens in the sequence's context after this step: cached + computed
+  /// (less any evicted ones).
   int64_t context_len = 0;
+  /// Score-based eviction: return the attention weights of the last
+  /// `score_queries` new tokens over the context (StepOutput::attention);
+  /// 0: none.
+  int64_t score_queries = 0;
 };
 
 struct StepBatch {
@@ -59,6 +66,12 @@ struct StepOutput {
   /// [sequences.size()][vocab_size]: row i is the logits of the last
   /// position of sequence i.
   std::vector<float> logits;
+  /// For the sequences with score_queries > 0 (empty for the others):
+  /// [context_len][attention_heads], each context entry's softmax weight
+  /// summed over layers, the query heads of each kv head and the scored
+  /// queries.
+  std::vector<std::vector<float>> attention;
+  int64_t attention_heads = 0;
 };
 
 class ModelRunner {
@@ -69,6 +82,11 @@ public:
   /// (the engine cannot know what the KV tensors hold) and is returned by
   /// Engine::step.
   virtual Status execute(const StepBatch &batch, StepOutput *out) = 0;
+  /// Whether the model takes the positions of the new tokens (rather than
+  /// deriving them from context_len), which token eviction needs.
+  virtual bool takesPositions() const { return true; }
+  /// Whether it returns attention weights (score_queries).
+  virtual bool scoresAttention() const { return false; }
 };
 
 } // namespace sits::runtime::engine

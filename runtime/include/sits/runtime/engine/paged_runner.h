@@ -60,7 +60,8 @@ public:
 
   /// The static last extent of the logits output, 0 when dynamic.
   int64_t vocabSize() const { return vocabSize_; }
-  bool takesPositions() const { return positionsIndex_ >= 0; }
+  bool takesPositions() const override { return positionsIndex_ >= 0; }
+  bool scoresAttention() const override { return true; }
   int64_t blockSize() const { return memory_->config().block_size; }
   /// `execute` calls, and model calls among them.
   int64_t steps() const { return steps_; }
@@ -89,6 +90,10 @@ private:
   // Reused from call to call.
   std::vector<int64_t> ids_, positions_, slots_;
   std::vector<int32_t> tables_, lens_;
+  /// Attention weights of the scored rows: [count][blocks * bs][kv heads],
+  /// and each row's scored queries.
+  std::vector<float> scores_;
+  std::vector<int64_t> observe_;
   std::vector<size_t> decode_, prefill_;
   std::vector<BufferView> inputs_, outputs_;
   std::vector<AlignedBuffer> outputBuffers_;

@@ -374,6 +374,13 @@ public:
   /// Shrinks to `newN` tokens (and drops any reservation), releasing the
   /// blocks past ceil(newN / bs), tail first.
   Status truncate(uint64_t seq, int64_t newN);
+  /// Token eviction: removes the `count` full blocks at table indices
+  /// [first, first + count) (each must lie wholly below n) and shrinks n by
+  /// count × bs; the later entries move down, any reservation is dropped.
+  /// The sequence stops tracking token ids: blocks it fills from now on hold
+  /// K/V computed without the dropped tokens, so they are never sealed or
+  /// offered to the prefix cache (those sealed before stay valid).
+  Status dropBlocks(uint64_t seq, int64_t first, int64_t count);
 
   // --- O6 ------------------------------------------------------------------
   /// Releases every block of the table, last to first.
