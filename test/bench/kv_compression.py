@@ -22,6 +22,16 @@ Random weights have no real redundancy: the ``outliers`` configuration
 scales a few key channels of every layer (pairs of rotary channels, as
 real models' keys show), where per-token scales lose the most.
 
+Token eviction (`--eviction-budget`, a fraction of prompt + steps) runs
+through the engine: each prompt is generated with the f32 model's greedy
+tokens forced (teacher forcing) and the logits kept, once without eviction
+and once per policy ("window": attention sinks + recent tokens;
+"attention": the blocks that received the least attention weight go
+first), also on a KIVI int4 pool. Its KL is over the decode steps only
+(the prefill, before any eviction, is the same), and its memory is the KV
+bytes per token of context at the end (the pool's bytes per token times
+the share of the context kept).
+
     python test/bench/kv_compression.py                   # the 55 M shape
     python test/bench/kv_compression.py --shape custom --prompt-len 128
 
@@ -141,14 +151,69 @@ def kl(p_logits: np.ndarray, q_logits: np.ndarray) -> float:
     return float((np.exp(lp) * (lp - lq)).sum())
 
 
+#: Eviction runs: (label, kv_dtype, policy).
+EVICTIONS = (("f32 + window", None, "window"), ("f32 + attention", None, "attention"),
+             ("int4 + attention", "int4", "attention"))
+
+
+def generate(model, prompt, steps: int, forced, block: int, tokens: int, **eviction):
+    """The engine's logits rows [steps + 1, vocab] for `prompt` (greedy, the
+    `forced` tokens emitted first), and the share of the context the
+    sequence kept in the pool at the end."""
+    from sits_mlir.runtime import kv
+    from sits_mlir.runtime.decoder import PagedRunner
+    from sits_mlir.runtime.engine import GREEDY, Engine
+    from sits_mlir.tools.runtime import decoder_geometry
+
+    g = decoder_geometry(model)
+    alloc = kv.KVAllocator(num_blocks=tokens // block + 4, block_size=block,
+                           num_layers=g["layers"], num_kv_heads=g["kv_heads"],
+                           head_dim=g["head_dim"], max_seq_len=tokens + block,
+                           dtype=g["kv_dtype"], quantization=g["kv_quantization"])
+    engine = Engine(alloc, PagedRunner(model, kv.KVMemory(alloc)), max_batch_size=1)
+    rid = engine.add_request(prompt, steps + 1, sampling=GREEDY, forced_tokens=forced,
+                             return_logits=True, **eviction)
+    engine.run_until_done()
+    result = engine.result(rid)
+    if result.error is not None:
+        raise result.error
+    context = len(prompt) + steps
+    return result.samples[0].logits, 1 - engine.metrics["evicted_tokens"] / context
+
+
+def measure_eviction(models: dict, vocab: int, args) -> dict:
+    """Per EVICTIONS label: the KL of each decode step against the f32 run
+    without eviction, and the share of the context kept."""
+    rng = np.random.default_rng(args.seed)
+    tokens = args.prompt_len + args.steps
+    budget = int(args.eviction_budget * tokens)
+    rows = {label: {"kl": [], "kept": [], "err": 0.0} for label, _, _ in EVICTIONS}
+    for _ in range(args.prompts):
+        prompt = rng.integers(3, vocab, args.prompt_len).tolist()
+        ref, _ = generate(models[None], prompt, args.steps, [], block_size(None), tokens)
+        path = [int(t) for t in ref[:-1].argmax(-1)]
+        for label, dtype, policy in EVICTIONS:
+            logits, kept = generate(models[dtype], prompt, args.steps, path, block_size(dtype),
+                                    tokens, kv_budget=budget, eviction=policy)
+            rows[label]["kl"].extend(kl(a, b) for a, b in zip(ref[1:], logits[1:]))
+            rows[label]["err"] = max(rows[label]["err"], max(
+                float(np.abs(b - a).max() / a.std()) for a, b in zip(ref[1:], logits[1:])))
+            rows[label]["kept"].append(kept)
+    return rows
+
+
 def measure(shape: dict, outliers: bool, args, work: str) -> dict:
+    """Rows per KV type (and per eviction run) of one configuration."""
     import sits_mlir
 
     path = os.path.join(work, f"{'outliers' if outliers else 'plain'}.onnx")
     t0 = time.time()
     build(shape, outliers, args.seed, path)
+    names = [None, *args.kv_types]
+    if args.eviction_budget and "int4" not in names:
+        names.append("int4")
     models = {}
-    for name in (None, *args.kv_types):
+    for name in names:
         out = os.path.join(work, f"{'outliers' if outliers else 'plain'}-{name or 'f32'}.sitsm")
         models[name] = sits_mlir.compile(path, "cpu", out, kv_cache="paged",
                                          kv_block_size=block_size(name), kv_dtype=name,
@@ -175,13 +240,23 @@ def measure(shape: dict, outliers: bool, args, work: str) -> dict:
             feed = [int(ref.argmax())]
     head_dim = shape["hidden"] // shape["heads"]
     f16 = 2 * 2 * shape["layers"] * shape["kv_heads"] * head_dim
-    return {name: {"bytes_per_token": bytes_per_token[name],
-                   "vs_f32": bytes_per_token[None] / bytes_per_token[name],
-                   "vs_f16": f16 / bytes_per_token[name],
-                   "worst_err_sigma": rows[name]["err"],
-                   "mean_kl": float(np.mean(rows[name]["kl"]))}
-            for name in args.kv_types}
-
+    result = {name: {"bytes_per_token": bytes_per_token[name],
+                     "vs_f32": bytes_per_token[None] / bytes_per_token[name],
+                     "vs_f16": f16 / bytes_per_token[name],
+                     "worst_err_sigma": rows[name]["err"],
+                     "mean_kl": float(np.mean(rows[name]["kl"]))}
+              for name in args.kv_types}
+    if args.eviction_budget:
+        evicted = measure_eviction(models, shape["vocab"], args)
+        for label, dtype, _ in EVICTIONS:
+            r = evicted[label]
+            per_token = bytes_per_token[dtype] * float(np.mean(r["kept"]))
+            result[f"{label}, budget {args.eviction_budget:.0%}"] = {
+                             "bytes_per_token": per_token,
+                             "vs_f32": bytes_per_token[None] / per_token,
+                             "vs_f16": f16 / per_token, "worst_err_sigma": r["err"],
+                             "mean_kl": float(np.mean(r["kl"]))}
+    return result
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -192,6 +267,8 @@ def main(argv=None) -> int:
     p.add_argument("--kv-types", nargs="+", default=list(KV_TYPES), choices=tuple(KV_TYPES))
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eviction-budget", type=float, default=0.5,
+                   help="token eviction runs at this share of prompt + steps (0: none)")
     p.add_argument("--workdir", help="where the models go (default: a temporary folder)")
     args = p.parse_args(argv)
     shape = compile_scale.SHAPES[args.shape]

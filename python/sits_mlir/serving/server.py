@@ -89,6 +89,9 @@ class ServeOptions:
     host_blocks: int = 0
     preemption: str = "recompute"
     no_prefix_caching: bool = False
+    kv_budget: int | None = None
+    kv_eviction: str = "attention"
+    kv_sink_tokens: int = 4
     seed: int = 0
     max_queue: int = 64
     stall_timeout: float = 30.0
@@ -259,8 +262,10 @@ class EngineWorker:
     other thread talks to it through `submit` and `cancel`."""
 
     def __init__(self, engine, pool, codec, metrics: ServerMetrics, *, max_queue: int,
-                 batch_size: int, stall_timeout: float):
+                 batch_size: int, stall_timeout: float, eviction: dict | None = None):
         self.engine = engine
+        #: Token eviction keywords of every request (tools.runtime.eviction_options).
+        self.eviction = eviction or {}
         self.pool = pool
         self.codec = codec
         self.metrics = metrics
@@ -391,7 +396,7 @@ class EngineWorker:
             rid = self.engine.add_request(
                 p.prompt_ids, p.max_tokens, n=p.n,
                 sampling=SamplingParams(p.temperature, p.top_k, p.top_p, p.seed),
-                stop_token=p.stop_ids, logprobs=p.logprobs)
+                stop_token=p.stop_ids, logprobs=p.logprobs, **self.eviction)
         except (ValueError, SitsError) as e:  # can never fit, or out of range for the model
             self.metrics.requests.labels("bad_request").inc()
             self._end(job, ("error", 400, str(e)))
@@ -592,7 +597,7 @@ class ServerState:
         from ..runtime.engine import Engine
         from ..runtime.model import load
         from ..runtime.text import TextCodec
-        from ..tools.runtime import decoder_geometry, fitting_pool_config
+        from ..tools.runtime import decoder_geometry, eviction_options, fitting_pool_config
 
         model = load(options.config, trusted_keys=options.trusted_key)
         geometry = decoder_geometry(model)
@@ -604,7 +609,8 @@ class ServerState:
                         max_batch_size=options.batch_size, seed=options.seed,
                         preemption=options.preemption)
         worker = EngineWorker(engine, pool, codec, ServerMetrics(), max_queue=options.max_queue,
-                              batch_size=options.batch_size, stall_timeout=options.stall_timeout)
+                              batch_size=options.batch_size, stall_timeout=options.stall_timeout,
+                              eviction=eviction_options(options))
         name = options.served_model_name or os.path.splitext(
             os.path.basename(options.config))[0]
         state = cls(options, worker, vocab=geometry["vocab"], model_name=name)

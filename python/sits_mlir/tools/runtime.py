@@ -94,6 +94,14 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    help="when blocks run out (default: recompute)")
     p.add_argument("--no-prefix-caching", action="store_true",
                    help="do not share the KV of common prompt prefixes")
+    p.add_argument("--kv-budget", type=int, metavar="N",
+                   help="token eviction: after each step a sequence holding more than N "
+                        "tokens in the KV pool drops whole blocks (default: none)")
+    p.add_argument("--kv-eviction", choices=("attention", "window"), default="attention",
+                   help="which blocks go over the budget: the least attended (H2O/SnapKV; "
+                        "the default) or the oldest after the sinks (StreamingLLM)")
+    p.add_argument("--kv-sink-tokens", type=int, default=4, metavar="N",
+                   help="first tokens never evicted (attention sinks; default: 4)")
     p.add_argument("--threads", type=int, metavar="N", help="worker threads")
     p.add_argument("--trusted-key", action="append", metavar="PUB",
                    help="require a signature by this Ed25519 public key (PEM; repeatable; "
@@ -303,6 +311,16 @@ def pool_config(args, geometry: dict):
                          num_host_blocks=args.host_blocks)
 
 
+def eviction_options(args) -> dict:
+    """`Engine.add_request`'s token eviction keywords for the options of
+    `add_pool_arguments` (none without --kv-budget)."""
+    budget = getattr(args, "kv_budget", None)
+    if budget is None:
+        return {}
+    return {"kv_budget": budget, "eviction": args.kv_eviction,
+            "sink_tokens": args.kv_sink_tokens}
+
+
 def fitting_pool_config(args, geometry: dict):
     """`pool_config`, checked against the memory left (MemAvailable): a
     pool past it is refused with a ValueError before anything is
@@ -350,6 +368,7 @@ def run(args) -> dict:
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
     engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
                     max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)
+    eviction = eviction_options(args)
     ids, refused = [], {}  # refused: request index -> why
     for index, r in enumerate(requests):
         if isinstance(r, Exception):
@@ -359,7 +378,7 @@ def run(args) -> dict:
             sampling = SamplingParams(r["temperature"], r["top_k"], r["top_p"], r["seed"])
             ids.append((index, engine.add_request(r["prompt_ids"], r["max_new_tokens"],
                                                   sampling=sampling, n=r["n"],
-                                                  stop_token=r["stop_tokens"])))
+                                                  stop_token=r["stop_tokens"], **eviction)))
         except (ValueError, SitsError) as e:  # out of range for the pool or model
             refused[index] = f"request {index}: {e}"
     # Step by step, sampling the pool between steps: its waste and peak.
@@ -388,6 +407,8 @@ def run(args) -> dict:
         "wall_s": wall, "tokens_per_s": output_tokens / wall if wall > 0 else 0.0,
         "ttft_ms": 1e3 * m["mean_ttft_s"], "tpot_ms": 1e3 * m["mean_tpot_s"],
         "steps": m["steps"], "preemptions": m["preemptions"],
+        "kv_budget": eviction.get("kv_budget"), "kv_eviction": eviction.get("eviction"),
+        "evicted_tokens": m["evicted_tokens"],
         "prefix_hit_rate": m["prefix_cache_hit_tokens"] / prompt_tokens if prompt_tokens else 0.0,
         "kv_utilization_peak": m["kv_utilization_peak"],
         "kv_utilization_mean": m["kv_utilization_mean"],
@@ -450,6 +471,9 @@ def _print(report: dict, out) -> None:
           f"{report['kv_compression_vs_f16']:.2f}x less than f16", file=out)
     print(f"prefix hit rate {100 * report['prefix_hit_rate']:.1f}%, preemptions "
           f"{report['preemptions']}", file=out)
+    if report["kv_budget"] is not None:
+        print(f"token eviction ({report['kv_eviction']}) at {report['kv_budget']} tokens per "
+              f"sequence: {report['evicted_tokens']} tokens evicted", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -159,3 +159,25 @@ def test_sits_compile_for_serving(llm_models, tmp_path, capsys):
     assert compile_cli.main([dec.path, "--logits", "last", "-o", str(tmp_path / "x.sitsm"),
                              "-q"]) == 2
     assert "needs kv_cache='paged'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["attention", "window"])
+def test_token_eviction_under_a_kv_budget(llm_models, tmp_path, capsys, policy):
+    # 40-token prompts and 24 new tokens under a budget of 16 (4 blocks):
+    # every request is served and drops blocks; a budget below the sink,
+    # recent and one more block refuses each request with the reason.
+    _, model = llm_models("llama", "paged-last")
+    report_path = tmp_path / "report.json"
+    args = ["--config", model.path, "--batch-size", "4", "--max-seq-len", "128",
+            "--synthetic", "4", "--prompt-len", "40", "--output-len", "24",
+            "--kv-eviction", policy, "--json", str(report_path)]
+    assert cli.main(args + ["--kv-budget", "16"]) == 0, capsys.readouterr().err
+    assert f"token eviction ({policy}) at 16 tokens per sequence" in capsys.readouterr().out
+    report = json.loads(report_path.read_text())
+    assert report["failed"] == 0 and report["kv_budget"] == 16
+    assert report["evicted_tokens"] >= 4 * (40 + 24 - 1 - 16 - 4)
+    assert cli.main(args + ["--kv-budget", "4"]) == 1
+    # At least sinks (1 block) + recent (half the budget: 1 block; window:
+    # none) + 1 block.
+    least = 12 if policy == "attention" else 8
+    assert f"kv_budget = 4: must be in [{least}, " in capsys.readouterr().err

@@ -335,6 +335,21 @@ def test_api_key(served_artifact, monkeypatch):
             "Authorization": "Bearer from-env"}).status_code == 200
 
 
+def test_token_eviction_under_a_kv_budget(served_artifact):
+    # `sits-runtime serve --kv-budget 16 --kv-eviction window`: every request
+    # keeps at most 16 tokens (and the block being filled) and completes.
+    with running_server(served_artifact, max_seq_len=128, kv_budget=16,
+                        kv_eviction="window") as s:
+        with openai.OpenAI(base_url=s.base_url, api_key="x", max_retries=0) as c:
+            r = c.completions.create(model=MODEL, prompt="a prompt of some length",
+                                     max_tokens=40, temperature=0,
+                                     extra_body={"ignore_eos": True})
+        assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 40
+        assert s.state.worker.engine.metrics["evicted_tokens"] > 0
+        snap = s.wait_idle()
+        assert snap["kv_blocks_used"] == 0, snap
+
+
 # --------------------------------------------------------------------- overload
 def test_overload_is_429_with_retry_after_and_every_admitted_request_completes(served_artifact):
     requests = 24
