@@ -2,7 +2,9 @@
 //
 // A block's rows stay in f32 in its tail until the block is full, because
 // a key's scale is per channel over all the block's tokens (KIVI's
-// "residual" of recent tokens); the last row's write quantizes the block.
+// "residual" of recent tokens); the last row's write quantizes the block,
+// whose tail then stays until the attention of the same call has read it
+// (releaseTail).
 // Parameters are asymmetric (min and scale, f16), the min rounded down and
 // the scale up to the next f16 so that no code clips: every element is
 // within half a step of its value. Integers round half up from a clamped
@@ -308,19 +310,44 @@ void writeSequence(void *context, int64_t b) {
                   size_t(D) * sizeof(float));
     }
     valid = int32_t(pos + 1);
+    int32_t flags = 0;
     if (pos == bs - 1) {
+      // Quantized, and kept for this call's attention (releaseTail).
       quantizeLayer(l, rows, w.pool, block, w.layer);
-      valid = 0;
+      flags = kTailRetained;
       if (w.release && reinterpret_cast<uintptr_t>(header) % w.pageBytes == 0 &&
-          l.tailLayerBytes % w.pageBytes == 0 &&
-          madvise(header, size_t(l.tailLayerBytes), MADV_DONTNEED) == 0)
-        continue; // the pages read as zeros: a count of 0
+          l.tailLayerBytes % w.pageBytes == 0)
+        flags |= kTailReleasePages;
     }
     std::memcpy(header, &valid, sizeof valid);
+    std::memcpy(header + 4, &flags, sizeof flags);
   }
 }
 
 } // namespace
+
+bool tailRetained(const Layout &l, const uint8_t *pool, int64_t block,
+                  int64_t layer) {
+  const uint8_t *header = pool + l.tail(block, layer);
+  int32_t rows, flags;
+  std::memcpy(&rows, header, sizeof rows);
+  std::memcpy(&flags, header + 4, sizeof flags);
+  return rows == l.blockSize && (flags & kTailRetained) != 0;
+}
+
+void releaseTail(const Layout &l, uint8_t *pool, int64_t block, int64_t layer) {
+  uint8_t *header = pool + l.tail(block, layer);
+  int32_t flags;
+  std::memcpy(&flags, header + 4, sizeof flags);
+  // The writer's flag says the pool is anonymous memory (kReleaseTail):
+  // given back, its pages read as zeros (no rows, no flags). Not reading
+  // them here keeps them unmapped.
+  if ((flags & kTailReleasePages) &&
+      madvise(header, size_t(l.tailLayerBytes), MADV_DONTNEED) == 0)
+    return;
+  const int32_t zero[2] = {0, 0};
+  std::memcpy(header, zero, sizeof zero);
+}
 
 void dequantKeys(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
                  float *dst, int lanes) {

@@ -20,9 +20,12 @@
 /// blockSize; negative slots, the null block 0 and blocks past `numBlocks`
 /// are skipped) in the pool of `numBlocks` KIVI blocks at `pool`. Rows land
 /// in the block's f32 tail; when a block's last position is written, its
-/// rows are quantized into the block and its tail emptied (with `flags`
-/// bit 0 set and the pool page-aligned, the tail's pages are given back to
-/// the OS). A block written again after a shorter
+/// rows are quantized into the block and the tail is kept, marked
+/// retained, so that the paged attention of the same layer and call reads
+/// the rows it computed unquantized (as KIVI and vLLM's prefills attend
+/// over the fresh K/V); that call then empties the tail (releaseTail; with
+/// `flags` bit 0 set and the pool page-aligned, the tail's pages go back
+/// to the OS). A block written again after a shorter
 /// context (a truncated sequence) first takes back the rows before the new
 /// one from its quantized slab. Rows of one sequence are written in order;
 /// sequences may run on several threads. Invalid geometry writes nothing.
@@ -38,6 +41,21 @@ namespace sits::runtime::kivi {
 /// Bit 0 of sitsRuntimeKiviWrite's flags: give a filled block's tail pages
 /// back (the pool is an anonymous mapping without huge pages).
 constexpr int64_t kReleaseTail = 1;
+
+/// A tail's header: int32 rows held at byte 0, int32 flags at byte 4.
+/// kTailRetained: the block is full and quantized, its rows kept for the
+/// attention of the call that filled it; kTailReleasePages: releaseTail
+/// gives the pages back.
+constexpr int32_t kTailRetained = 1, kTailReleasePages = 2;
+
+/// Whether (block, layer)'s tail holds the retained rows of a full block.
+SITS_RUNTIME_API bool tailRetained(const Layout &l, const uint8_t *pool,
+                                   int64_t block, int64_t layer);
+/// Empties (block, layer)'s tail: its pages go back to the OS when its
+/// writer asked for it (reading as zeros: no rows, no flags), else its
+/// header is cleared.
+SITS_RUNTIME_API void releaseTail(const Layout &l, uint8_t *pool, int64_t block,
+                                  int64_t layer);
 
 /// Rows [r0, r1) of the K slab at `slab`, dequantized into
 /// dst[(r - r0) * headDim + d] with `lanes`-wide vectors (16: AVX-512, 8:

@@ -966,7 +966,12 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
     int64_t blk = table[m];
     if (blk < 0 || blk >= c.numBlocks)
       blk = 0;
-    if ((m + 1) * bs <= len) {
+    // A full block is read from its slab, unless this call filled it:
+    // then its tail still holds the rows unquantized (the new tokens of a
+    // prefill attend over the K/V they computed).
+    const bool full = (m + 1) * bs <= len;
+    if (full && ((m + 1) * bs <= len - c.queries ||
+                 !kivi::tailRetained(l, pool, blk, c.layer))) {
       kivi::dequantKeys(l, pool + l.slab(blk, c.layer, 0, g), r, r + take,
                         k + i * D, lanes);
       kivi::dequantValues(l, pool + l.slab(blk, c.layer, 1, g), r, r + take,
@@ -1350,6 +1355,27 @@ void scoreCall(const Plan &plan) {
   sitsRuntimeParallelFor(&scoreItem, &sp, items);
 }
 
+/// KIVI: empties the tails of this layer's blocks that this call's writes
+/// filled (the full blocks that hold a sequence's new positions), once
+/// every read of them is done.
+void releaseFilledTails(const Call &c) {
+  const kivi::Layout &l = c.kivi;
+  auto *pool = static_cast<uint8_t *>(const_cast<void *>(c.pool));
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t len = std::min<int64_t>(c.contextLens[b], c.maxLen);
+    if (len <= 0)
+      continue;
+    const int32_t *table = c.tables + b * c.tableStride;
+    for (int64_t m = std::max<int64_t>(0, len - c.queries) / c.blockSize;
+         m < len / c.blockSize; ++m) {
+      const int64_t blk = table[m];
+      if (blk > 0 && blk < c.numBlocks &&
+          kivi::tailRetained(l, pool, blk, c.layer))
+        kivi::releaseTail(l, pool, blk, c.layer);
+    }
+  }
+}
+
 /// out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the parts i
 /// of the queries cut in several.
 void combine(const Plan &plan) {
@@ -1494,6 +1520,8 @@ void runAttention(const Kernels &kernels, const Call &call) {
   if (kept)
     kept->busy = false;
   scoreCall(plan);
+  if (c.format == Format::kKivi)
+    releaseFilledTails(c);
 }
 
 /// The exported call's arguments on `kernels` (the derived fields of Call

@@ -27,11 +27,14 @@
 // blockSize <= headDim and divides it.
 //
 // The tail, from `tailOffset` (blockBytes rounded up to a page): per layer
-// a page-aligned run of `tailLayerBytes`, an int32 count of valid rows
-// (the rest of a 64-byte header), then f32 [2][kvHeads][blockSize]
-// [headDim]. It holds the rows of a block until its last position is
-// written; the writer then quantizes the block and gives the tail's pages
-// back (they read as zeros: a count of 0). So a pool reserves address
+// a page-aligned run of `tailLayerBytes`, an int32 count of valid rows and
+// int32 flags (the rest of a 64-byte header), then f32 [2][kvHeads]
+// [blockSize][headDim]. It holds the rows of a block until its last
+// position is written; the writer then quantizes the block and marks the
+// tail retained, the attention of that layer and call reads the block's
+// rows from it (a prefill attends over the K/V it computed, unquantized)
+// and then gives the tail's pages back (they read as zeros: a count of
+// 0). So a pool reserves address
 // space for every block's tail but commits memory for the blocks being
 // filled only (a few per sequence); its mapping must not use huge pages,
 // which would commit tails with their neighbours.

@@ -247,8 +247,19 @@ TEST_P(KiviBits, WriterQuantizesFullBlocksAndKeepsTheTail) {
   for (int64_t t = 0; t < T; ++t)
     slots.push_back(slotOf(table, bs, t));
   write(prefill, r, 0, T, slots, 1);
-  // A filled block's tail pages went back to the OS (checked before
-  // anything reads them: a read maps the zero page).
+  // A filled block keeps its exact rows in its tail for the attention of
+  // the same call, which then releases it: its pages go back to the OS
+  // (checked before anything reads them: a read maps the zero page).
+  for (Pool *p : {&decode, &prefill})
+    for (int64_t m = 0; m < 2; ++m) {
+      const int32_t blk = table[size_t(m)];
+      ASSERT_TRUE(kivi::tailRetained(p->l, p->data, blk, 1));
+      EXPECT_EQ(p->tailCount(blk, 1), bs);
+      EXPECT_EQ(std::memcmp(p->tailRow(blk, 1, 0, 1, 7),
+                            &r.k[size_t(((m * bs + 7) * H + 1) * D)], D * 4),
+                0);
+      kivi::releaseTail(p->l, p->data, blk, 1);
+    }
   std::vector<unsigned char> resident(
       size_t(prefill.l.tailLayerBytes / sysconf(_SC_PAGESIZE)));
   ASSERT_EQ(mincore(prefill.data + prefill.l.tail(3, 1),
@@ -372,6 +383,8 @@ TEST_P(KiviBits, ABlockCutBackIntoIsRefilledFromItsSlab) {
   for (int64_t t = 0; t < 40; ++t)
     slots.push_back(slotOf(table, bs, t));
   write(p, r, 0, 40, slots, 0);
+  ASSERT_EQ(p.tailCount(2, 0), bs); // kept for the call's attention
+  kivi::releaseTail(p.l, p.data, 2, 0);
   ASSERT_EQ(p.tailCount(2, 0), 0);
   write(p, r, 40, 1, {slotOf(table, bs, 20)}, 0);
   EXPECT_EQ(p.tailCount(2, 0), 21);
@@ -408,10 +421,12 @@ void checkAttention(Isa isa, int64_t bits, const std::vector<int64_t> &lens,
   // Sequence b's block m is 1 + m * B + b: interleaved, as a pool is.
   Pool p(layers, kvHeads, bs, D, bits, 1 + width * B);
   std::vector<int32_t> tables(size_t(B * width), 0);
+  std::vector<Rows> rows;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t m = 0; m < width; ++m)
       tables[size_t(b * width + m)] = int32_t(1 + m * B + b);
-    const Rows r = randomRows(1, lens[size_t(b)], kvHeads, D, 100 + b);
+    rows.push_back(randomRows(1, lens[size_t(b)], kvHeads, D, 100 + b));
+    const Rows &r = rows.back();
     std::vector<int32_t> table(tables.begin() + b * width,
                                tables.begin() + (b + 1) * width);
     std::vector<int64_t> slots;
@@ -420,9 +435,13 @@ void checkAttention(Isa isa, int64_t bits, const std::vector<int64_t> &lens,
     // Everything but the last `queries` positions, then those in one call
     // (a prefill or decode step after earlier steps).
     const int64_t split = std::max<int64_t>(0, lens[size_t(b)] - queries);
-    if (split > 0)
+    if (split > 0) {
       write(p, r, 0, split,
             std::vector<int64_t>(slots.begin(), slots.begin() + split), layer);
+      // The earlier steps' attention released the tails they filled.
+      for (int64_t m = 0; m < split / bs; ++m)
+        kivi::releaseTail(p.l, p.data, table[size_t(m)], layer);
+    }
     if (lens[size_t(b)] > split)
       write(p, r, split, lens[size_t(b)] - split,
             std::vector<int64_t>(slots.begin() + split, slots.end()), layer);
@@ -466,17 +485,25 @@ void checkAttention(Isa isa, int64_t bits, const std::vector<int64_t> &lens,
   ASSERT_TRUE(pattn::run(isa, a));
   for (size_t i = q.size(); i < out.size(); ++i)
     ASSERT_EQ(out[i], -7.f);
+  // The call released the tails its writes filled.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t m = 0; m < lens[size_t(b)] / bs; ++m)
+      EXPECT_FALSE(kivi::tailRetained(p.l, p.data,
+                                      tables[size_t(b * width + m)], layer));
 
   const int64_t group = qHeads / kvHeads;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = lens[size_t(b)];
-    // What the pool holds, position by position.
+    // What the call reads, position by position: a block the call's
+    // writes filled, and the block being filled, hold exact rows; earlier
+    // full blocks their quantized ones.
     auto held = [&](int64_t kind, int64_t g, int64_t t, int64_t d) -> double {
       const int64_t m = t / bs;
       const int64_t blk = tables[size_t(b * width + m)];
-      if ((m + 1) * bs <= len)
+      if ((m + 1) * bs <= len - queries)
         return p.stored(blk, layer, kind, g, t % bs, d);
-      return p.tailRow(blk, layer, kind, g, t % bs)[d];
+      const Rows &r = rows[size_t(b)];
+      return kind == 0 ? r.key(0, t, g, d) : r.value(0, t, g, d);
     };
     for (int64_t s = 0; s < queries; ++s) {
       const int64_t sees = len - queries + s + 1;
