@@ -1245,8 +1245,9 @@ struct ScorePlan {
   AttentionScores sink;
 };
 
-/// Per thread: one query's scores over its context, [group][len].
-thread_local std::vector<float> tScoreRows;
+/// Per thread: one query's e^(score - chunk max) over its context,
+/// [group][len], then per head and chunk the chunk's max and sum.
+thread_local std::vector<float> tScoreRows, tScoreStats;
 
 /// Item b * kvHeads + g: the observed queries of sequence b, kv head g.
 /// One writer per (b, g) entry of the sink.
@@ -1274,6 +1275,7 @@ void scoreItem(void *context, int64_t item) {
   int64_t rows[kMaxChunk];
   float kScale[kMaxChunk], vScale[kMaxChunk];
   alignas(64) float scores[kMaxPassHeads * kMaxChunk];
+  float maxes[kMaxPassHeads], sums[kMaxPassHeads];
   float *out = sink.out + b * sink.positions * sink.kv_heads + g;
   const int64_t observe =
       sink.row_observe
@@ -1284,9 +1286,15 @@ void scoreItem(void *context, int64_t item) {
     const int64_t len = lengthOf(c, b, s);
     if (len == 0)
       continue;
+    const int64_t chunks = (len + chunk - 1) / chunk;
     if (tScoreRows.size() < size_t(c.group * len))
       tScoreRows.resize(size_t(c.group * len));
-    float *logits = tScoreRows.data();
+    if (tScoreStats.size() < size_t(2 * c.group * chunks))
+      tScoreStats.resize(size_t(2 * c.group * chunks));
+    float *weights = tScoreRows.data();
+    // [group][chunks] maxes, then sums.
+    float *chunkMax = tScoreStats.data(),
+          *chunkSum = chunkMax + c.group * chunks;
     for (int64_t t0 = 0; t0 < len; t0 += chunk) {
       const int64_t n = std::min(chunk, len - t0);
       if (kiviPool) {
@@ -1314,30 +1322,36 @@ void scoreItem(void *context, int64_t item) {
         pass.headDim = c.headDim;
         pass.scale = c.scale;
         pass.scores = scores;
+        pass.maxes = maxes;
+        pass.sums = sums;
+        // The attention's own kernels: scores, then e^(score - chunk max).
         plan.scores(pass);
-        for (int64_t j = 0; j < heads; ++j)
-          std::copy_n(scores + j * kMaxChunk, n, logits + (j0 + j) * len + t0);
+        plan.kernels->softmax(pass);
+        const int64_t ci = t0 / chunk;
+        for (int64_t j = 0; j < heads; ++j) {
+          std::copy_n(scores + j * kMaxChunk, n, weights + (j0 + j) * len + t0);
+          chunkMax[(j0 + j) * chunks + ci] = maxes[j];
+          chunkSum[(j0 + j) * chunks + ci] = sums[j];
+        }
       }
     }
-    // Softmax over the whole context per head; the group's weights summed.
-    for (int64_t j = 0; j < c.group; ++j) {
-      float *x = logits + j * len;
-      const float m = *std::max_element(x, x + len);
-      double sum = 0;
-      for (int64_t t = 0; t < len; ++t) {
-        x[t] = std::exp(x[t] - m);
-        sum += x[t];
-      }
-      const float inv = float(1.0 / sum);
-      for (int64_t t = 0; t < len; ++t)
-        x[t] *= inv;
-    }
+    // Softmax over the whole context: chunk c's entries times
+    // e^(max_c - M) / sum_i e^(max_i - M) sum_i, M the largest max; the
+    // group's weights summed into the sink.
     const int64_t kept = std::min(len, sink.positions);
-    for (int64_t t = 0; t < kept; ++t) {
-      float w = 0;
-      for (int64_t j = 0; j < c.group; ++j)
-        w += logits[j * len + t];
-      out[t * sink.kv_heads] += w;
+    for (int64_t j = 0; j < c.group; ++j) {
+      const float *m = chunkMax + j * chunks, *l = chunkSum + j * chunks;
+      const float top = *std::max_element(m, m + chunks);
+      double total = 0;
+      for (int64_t ci = 0; ci < chunks; ++ci)
+        total += double(l[ci]) * std::exp(double(m[ci] - top));
+      const float *x = weights + j * len;
+      for (int64_t ci = 0; ci * chunk < kept; ++ci) {
+        const float f = float(std::exp(double(m[ci] - top)) / total);
+        const int64_t end = std::min(kept, (ci + 1) * chunk);
+        for (int64_t t = ci * chunk; t < end; ++t)
+          out[t * sink.kv_heads] += x[t] * f;
+      }
     }
   }
 }
