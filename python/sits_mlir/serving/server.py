@@ -141,6 +141,9 @@ class GenParams:
     #: None: no log-probabilities; k >= 0: the sampled token's and k others.
     logprobs: int | None = None
     skip_special_tokens: bool = True
+    #: Token eviction keywords of Engine.add_request (the request's own
+    #: "kv_budget" / "kv_eviction"), or None for the server's default.
+    eviction: dict | None = None
 
 
 class _SampleState:
@@ -396,7 +399,8 @@ class EngineWorker:
             rid = self.engine.add_request(
                 p.prompt_ids, p.max_tokens, n=p.n,
                 sampling=SamplingParams(p.temperature, p.top_k, p.top_p, p.seed),
-                stop_token=p.stop_ids, logprobs=p.logprobs, **self.eviction)
+                stop_token=p.stop_ids, logprobs=p.logprobs,
+                **(self.eviction if p.eviction is None else p.eviction))
         except (ValueError, SitsError) as e:  # can never fit, or out of range for the model
             self.metrics.requests.labels("bad_request").inc()
             self._end(job, ("error", 400, str(e)))
@@ -696,13 +700,25 @@ class ServerState:
             raise ApiError(400, "stop strings need a tokenizer, and this model bundles none",
                            param="stop")
         top_k = f.integer("top_k", -1, 1 << 31, 0)
+        # Token eviction (an extension): the request's own KV budget.
+        eviction = None
+        budget = f.integer("kv_budget", 1, 1 << 31, None)
+        policy = f.get("kv_eviction", str)
+        if policy is not None and policy not in ("attention", "window"):
+            raise ApiError(400, f"'kv_eviction' must be 'attention' or 'window', got "
+                                f"{json.dumps(policy)[:40]}", param="kv_eviction")
+        if policy is not None and budget is None:
+            raise ApiError(400, "'kv_eviction' needs 'kv_budget'", param="kv_eviction")
+        if budget is not None:
+            eviction = {"kv_budget": budget, "eviction": policy or "attention",
+                        "sink_tokens": self.options.kv_sink_tokens}
         params = GenParams(
             prompt_ids=prompt_ids, max_tokens=max_tokens, n=n,
             temperature=f.number("temperature", 0.0, 2.0, 1.0),
             top_p=f.number("top_p", 0.0, 1.0, 1.0, open_low=True),
             top_k=max(top_k, 0), seed=f.integer("seed", -(1 << 63), _U64 - 1, None),
             stop_ids=stop_ids, stop_strings=stop_strings, logprobs=logprobs,
-            skip_special_tokens=f.flag("skip_special_tokens", True))
+            skip_special_tokens=f.flag("skip_special_tokens", True), eviction=eviction)
         if params.seed is not None and params.seed < 0:  # two's complement, as a u64
             params.seed += _U64
         stream = f.flag("stream", False)

@@ -350,6 +350,25 @@ def test_token_eviction_under_a_kv_budget(served_artifact):
         assert snap["kv_blocks_used"] == 0, snap
 
 
+def test_a_request_sets_its_own_kv_budget(client, server, http):
+    # "kv_budget" / "kv_eviction" (extensions, in extra_body): the request's
+    # own eviction; a budget the engine cannot keep is a 400 with the reason.
+    before = server.state.worker.engine.metrics["evicted_tokens"]
+    r = client.completions.create(model=MODEL, prompt="a prompt of some length", max_tokens=40,
+                                  temperature=0, extra_body={"ignore_eos": True, "kv_budget": 16,
+                                                             "kv_eviction": "window"})
+    assert r.usage.completion_tokens == 40
+    assert server.state.worker.engine.metrics["evicted_tokens"] > before
+    for body, why in [({"kv_budget": 2}, "kv_budget = 2: must be in"),
+                      ({"kv_budget": 16, "kv_eviction": "h2o"}, "'kv_eviction' must be"),
+                      ({"kv_eviction": "window"}, "'kv_eviction' needs 'kv_budget'"),
+                      ({"kv_budget": "16"}, "'kv_budget' must be an integer")]:
+        resp = http.post("/v1/completions", json={"model": MODEL, "prompt": "x",
+                                                  "max_tokens": 2, **body})
+        assert resp.status_code == 400, (body, resp.text)
+        assert why in resp.json()["error"]["message"], resp.text
+
+
 # --------------------------------------------------------------------- overload
 def test_overload_is_429_with_retry_after_and_every_admitted_request_completes(served_artifact):
     requests = 24
