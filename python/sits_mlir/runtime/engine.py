@@ -168,7 +168,7 @@ class Engine:
         `kv_budget`: token eviction. After each step a sequence holding more
         than `kv_budget` tokens in the KV pool drops whole blocks until it
         holds at most that many; the first `sink_tokens` (attention sinks)
-        and the last `recent_tokens` (default: half the budget for
+        and the last `recent_tokens` (default: a quarter of the budget for
         "attention", none for "window") are kept. `eviction`: "attention"
         (H2O/SnapKV: the block that received the least attention weight,
         accumulated over layers, heads, the prompt's last `observe` queries

@@ -252,7 +252,7 @@ Status Engine::validateEviction(const KVEviction &e) const {
 int64_t Engine::recentTokens(const KVEviction &e) {
   if (e.recent_tokens >= 0)
     return e.recent_tokens;
-  return e.policy == EvictionPolicy::kAttention ? e.budget / 2 : 0;
+  return e.policy == EvictionPolicy::kAttention ? e.budget / 4 : 0;
 }
 
 StatusOr<uint64_t> Engine::addRequest(Request request) {

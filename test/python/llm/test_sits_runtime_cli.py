@@ -177,7 +177,7 @@ def test_token_eviction_under_a_kv_budget(llm_models, tmp_path, capsys, policy):
     assert report["failed"] == 0 and report["kv_budget"] == 16
     assert report["evicted_tokens"] >= 4 * (40 + 24 - 1 - 16 - 4)
     assert cli.main(args + ["--kv-budget", "4"]) == 1
-    # At least sinks (1 block) + recent (half the budget: 1 block; window:
+    # At least sinks (1 block) + recent (a quarter of the budget: 1 block; window:
     # none) + 1 block.
     least = 12 if policy == "attention" else 8
     assert f"kv_budget = 4: must be in [{least}, " in capsys.readouterr().err

@@ -950,7 +950,7 @@ TEST(Engine, BadEvictionsAreRefused) {
     EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(id.status().info().subject, subject) << id.status().toString();
   };
-  // Sinks (1 block) + recent (half of 8: 1 block) + 1 block = 12 at least.
+  // Sinks (1 block) + recent (a quarter of 8: 1 block) + 1 block = 12.
   refused(evictionOf(EvictionPolicy::kAttention, 8), "kv_budget");
   refused(evictionOf(EvictionPolicy::kWindow, 300), "kv_budget");
   KVEviction e = evictionOf(EvictionPolicy::kWindow, 16);

@@ -95,7 +95,7 @@ struct ReferenceContext {
     const int64_t sinks = (eviction.sink_tokens + bs - 1) / bs;
     const int64_t recentTokens =
         eviction.recent_tokens >= 0                     ? eviction.recent_tokens
-        : eviction.policy == EvictionPolicy::kAttention ? eviction.budget / 2
+        : eviction.policy == EvictionPolicy::kAttention ? eviction.budget / 4
                                                         : 0;
     const int64_t recent = (recentTokens + bs - 1) / bs;
     while (static_cast<int64_t>(kept.size()) > eviction.budget) {
