@@ -991,6 +991,24 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
 /// KIVI chunks' rows, per thread.
 thread_local std::vector<float> tKivi;
 
+/// What the kernels read of positions [t0, t0 + n) of (b, g): their rows'
+/// offsets in the pool (and the scales of int8 / E4M3 rows), or for KIVI
+/// the rows dequantized into tKivi (K rows, then V rows kKiviChunk rows
+/// on), which `pool` then points at. tKivi must hold 2 * kKiviChunk rows.
+void loadChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
+               int lanes, int64_t *rows, float *kScale, float *vScale) {
+  if (c.format == Format::kKivi) {
+    kiviChunk(c, b, g, t0, n, tKivi.data(),
+              tKivi.data() + kKiviChunk * c.headDim, lanes);
+    for (int64_t i = 0; i < n; ++i)
+      rows[i] = i * c.headDim;
+    return;
+  }
+  chunkRows(c, b, g, t0, n, rows);
+  if (c.format != Format::kF32)
+    chunkScales(c, rows, n, kScale, vScale);
+}
+
 /// A KIVI call with several queries per sequence (prefill): the positions
 /// [0, rows) of one (sequence, kv head) already dequantized by this thread,
 /// K rows then V rows ([capacity][headDim] each), which the same thread's
@@ -1085,7 +1103,6 @@ void runItem(void *context, int64_t item) {
   int64_t rows[kMaxChunk];
   float kScale[kMaxChunk], vScale[kMaxChunk];
   const bool kiviPool = c.format == Format::kKivi;
-  const bool scaled = c.format != Format::kF32 && !kiviPool;
   // The pool the passes read (KIVI: the chunk's rows, dequantized).
   const void *poolData = c.pool;
   int64_t vDelta = c.valueOffset - c.keyOffset;
@@ -1134,15 +1151,9 @@ void runItem(void *context, int64_t item) {
       }
       for (int64_t i = 0; i < n; ++i)
         rows[i] = (t0 + i) * c.headDim;
-    } else if (kiviPool) {
-      kiviChunk(c, b, g, t0, n, tKivi.data(), tKivi.data() + vDelta, lanes);
-      for (int64_t i = 0; i < n; ++i)
-        rows[i] = i * c.headDim;
     } else {
-      chunkRows(c, b, g, t0, n, rows);
+      loadChunk(c, b, g, t0, n, lanes, rows, kScale, vScale);
     }
-    if (scaled)
-      chunkScales(c, rows, n, kScale, vScale);
     const bool first = ci == c0;
     for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
       const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
@@ -1260,7 +1271,6 @@ void scoreItem(void *context, int64_t item) {
   if (b >= sink.rows)
     return;
   const bool kiviPool = c.format == Format::kKivi;
-  const bool scaled = c.format != Format::kF32 && !kiviPool;
   const int64_t chunk = kiviPool ? kKiviChunk : kMaxChunk;
   const int lanes = plan.kernels->isa == Isa::kAvx512 ? 16
                     : plan.kernels->isa == Isa::kAvx2 ? 8
@@ -1297,16 +1307,7 @@ void scoreItem(void *context, int64_t item) {
           *chunkSum = chunkMax + c.group * chunks;
     for (int64_t t0 = 0; t0 < len; t0 += chunk) {
       const int64_t n = std::min(chunk, len - t0);
-      if (kiviPool) {
-        kiviChunk(c, b, g, t0, n, tKivi.data(),
-                  tKivi.data() + kKiviChunk * c.headDim, lanes);
-        for (int64_t i = 0; i < n; ++i)
-          rows[i] = i * c.headDim;
-      } else {
-        chunkRows(c, b, g, t0, n, rows);
-      }
-      if (scaled)
-        chunkScales(c, rows, n, kScale, vScale);
+      loadChunk(c, b, g, t0, n, lanes, rows, kScale, vScale);
       for (int64_t j0 = 0; j0 < c.group; j0 += kMaxPassHeads) {
         const int64_t heads = std::min(kMaxPassHeads, c.group - j0);
         Pass pass{};
