@@ -87,6 +87,11 @@ struct Engine::Seq {
   /// EvictionPolicy::kAttention: per block of the table, the attention
   /// weight its tokens received so far.
   std::vector<double> block_scores;
+  /// The dropped blocks, as logical block numbers (positions [k × bs,
+  /// (k + 1) × bs)), ascending: a drop removes a whole block from the
+  /// middle, so every block of the table holds one such aligned run. A
+  /// recompute prefills the kept positions only.
+  std::vector<int64_t> dropped;
   /// A fresh request with n > 1: fork after the prefill.
   bool fork_pending = false;
   bool is_prefill = false;
@@ -328,7 +333,11 @@ StatusOr<uint64_t> Engine::addRequest(Request request) {
   }
   // The longest sequence held in the pool: the last token never gets a
   // slot. Admission (also after a preemption) must leave the watermark.
-  const int64_t slots = promptLen + request.max_new_tokens - 1;
+  // With eviction: the prompt, then at most the budget and the token being
+  // computed (a recompute prefills the kept tokens only).
+  int64_t slots = promptLen + request.max_new_tokens - 1;
+  if (request.eviction.policy != EvictionPolicy::kNone)
+    slots = std::min(slots, std::max(promptLen, request.eviction.budget + 1));
   const int64_t blocks = (slots + blockSize_ - 1) / blockSize_;
   const int64_t limit = usableBlocks_ - watermark_;
   if (blocks > limit)
@@ -435,7 +444,6 @@ Status Engine::preemptNewest() {
     return st;
   victim->alloc_id = 0;
   victim->num_computed = 0;
-  victim->evicted = 0;
   victim->block_scores.clear();
   waiting_.push_front(std::move(victim));
   return Status::OK();
@@ -450,7 +458,6 @@ Status Engine::recomputeSwapped() {
       SITS_RETURN_IF_ERROR(allocator_->free(s->alloc_id));
       s->alloc_id = 0;
       s->num_computed = 0;
-      s->evicted = 0;
       s->block_scores.clear();
     }
     waiting_.push_front(std::move(s));
@@ -688,8 +695,12 @@ Status Engine::stepImpl() {
       const KVEviction &ev = s->req->request.eviction;
       if (ev.policy == EvictionPolicy::kAttention)
         opts.max_cache_hit = std::max<int64_t>(0, len - ev.observe);
+      // A sequence that dropped blocks before a recompute gets slots for
+      // its kept tokens only, without ids (they are no prefix of anything).
       StatusOr<kv::AddResult> added =
-          allocator_->addSequence(id, s->tokens.data(), len, opts);
+          s->dropped.empty()
+              ? allocator_->addSequence(id, s->tokens.data(), len, opts)
+              : allocator_->addSequence(id, len - s->evicted);
       if (!added.ok()) {
         if (added.code() == StatusCode::kOutOfBlocks)
           break;
@@ -737,16 +748,33 @@ Status Engine::stepImpl() {
     Seq *s = batch[i];
     ScheduledSequence &q = stepBatch.sequences[i];
     const int64_t len = static_cast<int64_t>(s->tokens.size());
-    const int64_t count = len - s->num_computed;
+    int64_t count = len - s->num_computed;
     q.seq_id = s->alloc_id;
     q.is_prefill = s->is_prefill;
-    q.token_ids.assign(s->tokens.begin() + s->num_computed, s->tokens.end());
-    q.positions.resize(static_cast<size_t>(count));
-    for (int64_t k = 0; k < count; ++k)
-      q.positions[static_cast<size_t>(k)] = s->num_computed + k;
+    if (s->num_computed == 0 && !s->dropped.empty()) {
+      // Recomputing an evicting sequence: its kept positions only.
+      count = len - s->evicted;
+      q.token_ids.clear();
+      q.positions.clear();
+      size_t next = 0; // into dropped
+      for (int64_t p = 0; p < len; ++p) {
+        const int64_t block = p / blockSize_;
+        while (next < s->dropped.size() && s->dropped[next] < block)
+          ++next;
+        if (next < s->dropped.size() && s->dropped[next] == block)
+          continue;
+        q.token_ids.push_back(s->tokens[static_cast<size_t>(p)]);
+        q.positions.push_back(p);
+      }
+    } else {
+      q.token_ids.assign(s->tokens.begin() + s->num_computed, s->tokens.end());
+      q.positions.resize(static_cast<size_t>(count));
+      for (int64_t k = 0; k < count; ++k)
+        q.positions[static_cast<size_t>(k)] = s->num_computed + k;
+    }
     q.slot_mapping.resize(static_cast<size_t>(count));
-    st = allocator_->slotMapping(s->alloc_id, s->num_computed - s->evicted,
-                                 count, q.slot_mapping.data());
+    st = allocator_->slotMapping(s->alloc_id, len - s->evicted - count, count,
+                                 q.slot_mapping.data());
     if (!st.ok())
       return broken_ = st;
     StatusOr<std::vector<int32_t>> table = allocator_->blockTable(s->alloc_id);
@@ -799,7 +827,7 @@ Status Engine::stepImpl() {
     if (s->finished) // a sibling's failure ended the request this step
       continue;
     const int64_t computed =
-        static_cast<int64_t>(s->tokens.size()) - s->num_computed;
+        static_cast<int64_t>(stepBatch.sequences[i].token_ids.size());
     metrics_.computed_tokens += computed;
     ++(s->is_prefill ? metrics_.prefills : metrics_.decodes);
     s->num_computed = static_cast<int64_t>(s->tokens.size());
@@ -820,6 +848,7 @@ Status Engine::stepImpl() {
       child->num_computed = s->num_computed;
       child->evicted = s->evicted;
       child->block_scores = s->block_scores;
+      child->dropped = s->dropped;
       child->alloc_id = nextSeqId_++;
       Status fs = allocator_->fork(s->alloc_id, child->alloc_id);
       if (!fs.ok())
@@ -893,6 +922,17 @@ Status Engine::evictOverBudget() {
       Status st = allocator_->dropBlocks(s->alloc_id, victim, 1);
       if (!st.ok())
         return broken_ = st;
+      // The logical block of table entry `victim`: the victim-th one not
+      // dropped yet.
+      int64_t logical = 0;
+      for (int64_t seen = -1;; ++logical)
+        if (!std::binary_search(s->dropped.begin(), s->dropped.end(),
+                                logical) &&
+            ++seen == victim)
+          break;
+      s->dropped.insert(
+          std::upper_bound(s->dropped.begin(), s->dropped.end(), logical),
+          logical);
       if (static_cast<size_t>(victim) < s->block_scores.size())
         s->block_scores.erase(s->block_scores.begin() +
                               static_cast<ptrdiff_t>(victim));

@@ -159,3 +159,27 @@ def test_bad_evictions_are_refused(llama):
         engine.add_request(PROMPT, 4, kv_budget=32, eviction="h2o")
     with pytest.raises(errors.KVInvalidArgument, match="forced_tokens"):
         engine.add_request(PROMPT, 4, forced_tokens=[1, 1 << 20])
+
+
+def test_long_generations_fit_a_small_pool_under_a_budget(llama):
+    # 4 sequences of 6 + 200 tokens in 14 blocks of 4 (52 usable slots):
+    # without eviction one alone would not fit; with a budget of 16 all
+    # complete, the ones preempted by recompute prefilling their kept
+    # tokens at their own positions.
+    _, models = llama
+    g = decoder_geometry(models[None])
+    alloc = kv.KVAllocator(num_blocks=14, block_size=4, num_layers=g["layers"],
+                           num_kv_heads=g["kv_heads"], head_dim=g["head_dim"], max_seq_len=256,
+                           dtype=g["kv_dtype"])
+    engine = Engine(alloc, PagedRunner(models[None], kv.KVMemory(alloc)), max_batch_size=4)
+    with pytest.raises(errors.KVCapacityError):
+        engine.add_request(PROMPT, 200)
+    prompts = [PROMPT[i:i + 6] for i in range(0, 24, 6)]
+    ids = [engine.add_request(p, 200, kv_budget=16, eviction="window") for p in prompts]
+    engine.run_until_done()
+    for i in ids:
+        r = engine.result(i)
+        assert r.error is None and len(r.samples[0].tokens) == 200
+    m = engine.metrics
+    assert m["preemptions"] > 0 and m["evicted_tokens"] > 0
+    alloc.check_invariants()

@@ -972,3 +972,38 @@ TEST(Engine, BadEvictionsAreRefused) {
   r.eviction = evictionOf(EvictionPolicy::kWindow, 8);
   EXPECT_TRUE((*engine)->addRequest(r).ok());
 }
+
+TEST(Engine, RecomputedEvictingSequencesPrefillTheirKeptTokens) {
+  // A pool far smaller than the generations (up to 28 + 51 tokens each, 8
+  // sequences, 24 blocks of 4): preempted by recompute, a sequence
+  // prefills only the tokens it kept, at their own positions, so it sees
+  // exactly what the reference keeps.
+  const auto reqs = longWorkload(8, evictionOf(EvictionPolicy::kWindow, 16));
+  RunOutput out;
+  runAll(poolConfig(24), 8, reqs, &out);
+  expectMatchesReference(reqs, out);
+  EXPECT_GT(out.metrics.preemptions, 0);
+  EXPECT_GT(out.metrics.evicted_tokens, 0);
+}
+
+TEST(Engine, AnEvictingRequestNeedsRoomForItsPromptOrBudgetOnly) {
+  // 600 tokens would need 150 blocks; under a budget of 16 the request
+  // fits a pool of 12 (its 28-token prompt: 7 blocks) and completes.
+  Request r = longWorkload(1, evictionOf(EvictionPolicy::kWindow, 16))[0];
+  r.max_new_tokens = 220;
+  kv::PoolConfig pool = poolConfig(12);
+  RunOutput out;
+  runAll(pool, 1, {r}, &out);
+  expectMatchesReference({r}, out);
+  EXPECT_EQ(out.results[0].samples[0].tokens.size(), 220u);
+  // Without eviction the same request can never fit.
+  auto alloc = kv::Allocator::create(pool);
+  ASSERT_TRUE(alloc.ok());
+  FakeRunner runner(pool, kVocab);
+  auto engine = Engine::create(EngineConfig(), alloc->get(), &runner);
+  ASSERT_TRUE(engine.ok());
+  r.eviction = KVEviction();
+  auto id = (*engine)->addRequest(r);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kCapacityExceeded);
+}

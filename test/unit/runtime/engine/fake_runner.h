@@ -214,9 +214,11 @@ public:
         const int64_t pos = q.positions[k];
         const int64_t at = q.context_len - static_cast<int64_t>(count) +
                            static_cast<int64_t>(k);
-        if (pos != q.positions[0] + static_cast<int64_t>(k) || pos < at ||
+        // Consecutive, or with eviction increasing (a recompute prefills
+        // the kept positions only).
+        if ((k > 0 && pos <= q.positions[k - 1]) || pos < at ||
             (!evicting && pos != at))
-          return fail("positions not consecutive or before their entry");
+          return fail("positions not increasing or before their entry");
         const int64_t slot =
             q.block_table[static_cast<size_t>(at / blockSize_)] * blockSize_ +
             at % blockSize_;

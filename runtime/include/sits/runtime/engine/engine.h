@@ -30,7 +30,8 @@
 // at once (FinishReason::kAbort) and frees its blocks before it returns.
 //
 // Requests that can never fit (prompt + max_new_tokens > max_seq_len, or
-// more blocks than the pool has) fail at `addRequest` with
+// more blocks than the pool has; with token eviction, the blocks of the
+// prompt or the budget) fail at `addRequest` with
 // CapacityExceeded; nothing in a step crashes or loops forever.
 //
 // Sampling is keyed per sample (see sampler.h), so results do not depend on
@@ -99,11 +100,15 @@ const char *evictionPolicyName(EvictionPolicy policy);
 /// at most `budget` (so between budget - block_size and budget). Positions
 /// stay the tokens' own (RoPE was applied before the K/V were cached); the
 /// model attends over the kept tokens only. The prompt is prefilled whole
-/// first (SnapKV scores it with its last queries), and a sequence preempted
-/// by recompute is prefilled whole again. Blocks filled after a drop hold
-/// K/V computed without the dropped tokens and never enter the prefix
-/// cache. With a budget above the sequence's length nothing is dropped and
-/// the tokens are the same as without eviction.
+/// first (SnapKV scores it with its last queries); a sequence preempted by
+/// recompute prefills its kept tokens only, at their own positions (their
+/// K/V now computed over the kept context, as StreamingLLM recomputes; its
+/// attention scores start over). So a request needs pool room for its
+/// prompt or budget + 1 tokens, whichever is larger, however many tokens
+/// it generates. Blocks filled after a drop hold K/V computed without the
+/// dropped tokens and never enter the prefix cache. With a budget above
+/// the sequence's length nothing is dropped and the tokens are the same as
+/// without eviction.
 struct KVEviction {
   EvictionPolicy policy = EvictionPolicy::kNone;
   /// Most tokens kept in the pool after a step; at least (sink blocks +
