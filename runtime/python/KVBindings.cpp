@@ -253,6 +253,25 @@ const std::vector<ConfigField> &configFields() {
                       c.hash_seed = nb::cast<std::string>(v);
                     }
                   }},
+      ConfigField{"kivi_widths",
+                  "quantization kivi, dtype int4: the bits of each (layer, "
+                  "kv head), 4 or 2, [num_layers][num_kv_heads] in order "
+                  "(kv_dtype \"auto\"); empty: all int4.",
+                  [](const kv::PoolConfig &c) {
+                    nb::list out;
+                    for (uint8_t w : c.kivi_widths)
+                      out.append(int(w));
+                    return nb::object(out);
+                  },
+                  [](kv::PoolConfig &c, nb::handle v) {
+                    c.kivi_widths.clear();
+                    for (nb::handle w : v) {
+                      const int64_t x = nb::cast<int64_t>(w);
+                      // Anything but 4 or 2 is refused by validation.
+                      c.kivi_widths.push_back(
+                          uint8_t(std::clamp<int64_t>(x, 0, 255)));
+                    }
+                  }},
       plainField("verify_hits", &kv::PoolConfig::verify_hits,
                  "Verify hits against stored tokens (always on for "
                  "xxh3_128)."),

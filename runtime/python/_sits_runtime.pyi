@@ -101,6 +101,7 @@ class KVPoolConfig:
     watermark_blocks: int
     hash_algo: str
     hash_seed: bytes
+    kivi_widths: list[int]
     verify_hits: bool
     copy_ordering: str
     _fields: tuple[str, ...]

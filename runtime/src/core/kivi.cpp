@@ -189,13 +189,13 @@ SITS_KIVI_AVX2 void halvesF16c(const uint8_t *src, int64_t n, float *dst) {
 /// min) broadcast.
 #define SITS_KIVI_VALUES(NAME, TARGET, VEC, SET1, FMADD, STORE, CODES, W)      \
   template <int Bits>                                                          \
-  TARGET void NAME(const Layout &l, const uint8_t *slab, int64_t r0,           \
-                   int64_t r1, float *dst) {                                   \
+  TARGET void NAME(const Layout &l, const Layout::Slab &sl,                    \
+                   const uint8_t *slab, int64_t r0, int64_t r1, float *dst) {  \
     const int64_t D = l.headDim, G = l.valueGroup, groups = l.valueGroups();   \
-    const uint8_t *params = slab + l.paramsOffset;                             \
+    const uint8_t *params = slab + sl.paramsOffset;                            \
     const int64_t minAt = 2 * l.blockSize * groups;                            \
     for (int64_t r = r0; r < r1; ++r, dst += D) {                              \
-      const uint8_t *row = slab + r * l.rowBytes;                              \
+      const uint8_t *row = slab + r * sl.rowBytes;                             \
       for (int64_t g = 0; g < groups; ++g) {                                   \
         uint16_t sh, mh;                                                       \
         std::memcpy(&sh, params + 2 * (r * groups + g), 2);                    \
@@ -297,9 +297,9 @@ void writeSequence(void *context, int64_t b) {
       valid = 0;
     if (valid < pos)
       for (int64_t h = 0; h < l.kvHeads; ++h) {
-        dequantKeys(l, w.pool + l.slab(block, w.layer, 0, h), valid, pos,
+        dequantKeys(l, w.pool, block, w.layer, h, valid, pos,
                     rows + l.tailRow(0, h, valid), 0);
-        dequantValues(l, w.pool + l.slab(block, w.layer, 1, h), valid, pos,
+        dequantValues(l, w.pool, block, w.layer, h, valid, pos,
                       rows + l.tailRow(1, h, valid), 0);
       }
     const int64_t src = b * w.batchStride + s * w.tokenStride;
@@ -349,36 +349,24 @@ void releaseTail(const Layout &l, uint8_t *pool, int64_t block, int64_t layer) {
   std::memcpy(header, zero, sizeof zero);
 }
 
-void dequantKeys(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
-                 float *dst, int lanes) {
-  if (l.keysPerToken) {
-    dequantValues(l, slab, r0, r1, dst, lanes);
-    return;
-  }
-  const int64_t D = l.headDim;
-  float *scale = paramsScratch(2 * D), *min = scale + D;
-#if SITS_KIVI_X86
-  if (lanes >= 8) {
-    halvesF16c(slab + l.paramsOffset, 2 * D, scale);
-  } else
-#endif
-  {
-    loadHalves(slab + l.paramsOffset, 2 * D, scale);
-  }
-  dequantRows(lanes, l.bits, slab + r0 * l.rowBytes, l.rowBytes, r1 - r0, D,
-              scale, min, dst);
-}
+namespace {
 
-void dequantValues(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
-                   float *dst, int lanes) {
+/// Rows [r0, r1) of a K slab of shape `sl` (see dequantKeys).
+void keysOf(const Layout &l, const Layout::Slab &sl, const uint8_t *slab,
+            int64_t r0, int64_t r1, float *dst, int lanes);
+
+/// Rows [r0, r1) of a V slab of shape `sl` (see dequantValues).
+void valuesOf(const Layout &l, const Layout::Slab &sl, const uint8_t *slab,
+              int64_t r0, int64_t r1, float *dst, int lanes) {
   const int64_t D = l.headDim, groups = l.valueGroups(), G = l.valueGroup;
 #if SITS_KIVI_X86
   if (lanes == 16 && G % 16 == 0) {
-    (l.bits == 4 ? valuesAvx512<4> : valuesAvx512<2>)(l, slab, r0, r1, dst);
+    (sl.bits == 4 ? valuesAvx512<4> : valuesAvx512<2>)(l, sl, slab, r0, r1,
+                                                       dst);
     return;
   }
   if (lanes >= 8 && G % 8 == 0) {
-    (l.bits == 4 ? valuesAvx2<4> : valuesAvx2<2>)(l, slab, r0, r1, dst);
+    (sl.bits == 4 ? valuesAvx2<4> : valuesAvx2<2>)(l, sl, slab, r0, r1, dst);
     return;
   }
 #endif
@@ -387,15 +375,51 @@ void dequantValues(const Layout &l, const uint8_t *slab, int64_t r0, int64_t r1,
   for (int64_t r = r0; r < r1; ++r, dst += D) {
     for (int64_t g = 0; g < groups; ++g) {
       uint16_t s, m;
-      std::memcpy(&s, slab + l.paramsOffset + 2 * (r * groups + g), 2);
-      std::memcpy(&m, slab + l.paramsOffset + 2 * (paramCount + r * groups + g),
-                  2);
+      std::memcpy(&s, slab + sl.paramsOffset + 2 * (r * groups + g), 2);
+      std::memcpy(
+          &m, slab + sl.paramsOffset + 2 * (paramCount + r * groups + g), 2);
       std::fill_n(scale + g * G, G, halfToFloat(s));
       std::fill_n(min + g * G, G, halfToFloat(m));
     }
-    dequantRows(lanes, l.bits, slab + r * l.rowBytes, l.rowBytes, 1, D, scale,
-                min, dst);
+    dequantRows(lanes, sl.bits, slab + r * sl.rowBytes, sl.rowBytes, 1, D,
+                scale, min, dst);
   }
+}
+
+void keysOf(const Layout &l, const Layout::Slab &sl, const uint8_t *slab,
+            int64_t r0, int64_t r1, float *dst, int lanes) {
+  if (l.keysPerToken) {
+    valuesOf(l, sl, slab, r0, r1, dst, lanes);
+    return;
+  }
+  const int64_t D = l.headDim;
+  float *scale = paramsScratch(2 * D), *min = scale + D;
+#if SITS_KIVI_X86
+  if (lanes >= 8) {
+    halvesF16c(slab + sl.paramsOffset, 2 * D, scale);
+  } else
+#endif
+  {
+    loadHalves(slab + sl.paramsOffset, 2 * D, scale);
+  }
+  dequantRows(lanes, sl.bits, slab + r0 * sl.rowBytes, sl.rowBytes, r1 - r0, D,
+              scale, min, dst);
+}
+
+} // namespace
+
+void dequantKeys(const Layout &l, const uint8_t *pool, int64_t block,
+                 int64_t layer, int64_t head, int64_t r0, int64_t r1,
+                 float *dst, int lanes) {
+  keysOf(l, l.slabShape(layer, head), pool + l.slab(block, layer, 0, head), r0,
+         r1, dst, lanes);
+}
+
+void dequantValues(const Layout &l, const uint8_t *pool, int64_t block,
+                   int64_t layer, int64_t head, int64_t r0, int64_t r1,
+                   float *dst, int lanes) {
+  valuesOf(l, l.slabShape(layer, head), pool + l.slab(block, layer, 1, head),
+           r0, r1, dst, lanes);
 }
 
 void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
@@ -407,20 +431,21 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
   if (tCodes.size() < size_t(bs * D + bs))
     tCodes.resize(size_t(bs * D + bs));
   uint8_t *codes = tCodes.data(), *column = codes + bs * D;
-  // Values, and keys with kKeysPerToken: per token and group of channels.
-  auto perToken = [&](uint8_t *slab, const float *x) {
-    for (int64_t t = 0; t < bs; ++t) {
-      for (int64_t g = 0; g < groups; ++g) {
-        uint16_t s, m;
-        quantizeRun(x + t * D + g * G, G, 1, l.bits, codes + g * G, &s, &m);
-        storeHalf(slab + l.paramsOffset + 2 * (t * groups + g), s);
-        storeHalf(slab + l.paramsOffset + 2 * (bs * groups + t * groups + g),
-                  m);
-      }
-      packRow(codes, D, l.bits, slab + t * l.rowBytes);
-    }
-  };
   for (int64_t h = 0; h < l.kvHeads; ++h) {
+    const Layout::Slab sl = l.slabShape(layer, h);
+    // Values, and keys with kKeysPerToken: per token and group of channels.
+    auto perToken = [&](uint8_t *slab, const float *x) {
+      for (int64_t t = 0; t < bs; ++t) {
+        for (int64_t g = 0; g < groups; ++g) {
+          uint16_t s, m;
+          quantizeRun(x + t * D + g * G, G, 1, sl.bits, codes + g * G, &s, &m);
+          storeHalf(slab + sl.paramsOffset + 2 * (t * groups + g), s);
+          storeHalf(slab + sl.paramsOffset + 2 * (bs * groups + t * groups + g),
+                    m);
+        }
+        packRow(codes, D, sl.bits, slab + t * sl.rowBytes);
+      }
+    };
     perToken(pool + l.slab(block, layer, 1, h), rows + l.tailRow(1, h, 0));
     if (l.keysPerToken) {
       perToken(pool + l.slab(block, layer, 0, h), rows + l.tailRow(0, h, 0));
@@ -431,14 +456,14 @@ void quantizeLayer(const Layout &l, const float *rows, uint8_t *pool,
     const float *keys = rows + l.tailRow(0, h, 0);
     for (int64_t d = 0; d < D; ++d) {
       uint16_t s, m;
-      quantizeRun(keys + d, bs, D, l.bits, column, &s, &m);
+      quantizeRun(keys + d, bs, D, sl.bits, column, &s, &m);
       for (int64_t t = 0; t < bs; ++t)
         codes[t * D + d] = column[t];
-      storeHalf(slab + l.paramsOffset + 2 * d, s);
-      storeHalf(slab + l.paramsOffset + 2 * (D + d), m);
+      storeHalf(slab + sl.paramsOffset + 2 * d, s);
+      storeHalf(slab + sl.paramsOffset + 2 * (D + d), m);
     }
     for (int64_t t = 0; t < bs; ++t)
-      packRow(codes + t * D, D, l.bits, slab + t * l.rowBytes);
+      packRow(codes + t * D, D, sl.bits, slab + t * sl.rowBytes);
   }
 }
 
@@ -455,7 +480,7 @@ extern "C" void sitsRuntimeKiviWrite(
   if (batch <= 0 || tokens <= 0 || numBlocks <= 0 || !k || !v || !slots ||
       !pool || layer < 0 || layer >= numLayers || batchStride < 0 ||
       tokenStride < 0 || headStride < 0 || slotStride < 0 ||
-      !Layout::make(numLayers, kvHeads, blockSize, headDim, bits, &w.l))
+      !Layout::make(numLayers, kvHeads, blockSize, headDim, bits, &w.l, pool))
     return;
   int64_t poolBytes;
   if (__builtin_mul_overflow(numBlocks, w.l.blockStride, &poolBytes))

@@ -57,16 +57,19 @@ SITS_RUNTIME_API bool tailRetained(const Layout &l, const uint8_t *pool,
 SITS_RUNTIME_API void releaseTail(const Layout &l, uint8_t *pool, int64_t block,
                                   int64_t layer);
 
-/// Rows [r0, r1) of the K slab at `slab`, dequantized into
-/// dst[(r - r0) * headDim + d] with `lanes`-wide vectors (16: AVX-512, 8:
-/// AVX2 with FMA; the caller checks the CPU has them; else portable). Every
-/// path gives the same bits (code * scale + min, fused or not: the product
-/// of a code below 16 and an f16 scale is exact in f32).
-SITS_RUNTIME_API void dequantKeys(const Layout &l, const uint8_t *slab,
+/// Rows [r0, r1) of the K slab of (block, layer, head) in `pool`,
+/// dequantized into dst[(r - r0) * headDim + d] with `lanes`-wide vectors
+/// (16: AVX-512, 8: AVX2 with FMA; the caller checks the CPU has them;
+/// else portable). Every path gives the same bits (code * scale + min,
+/// fused or not: the product of a code below 16 and an f16 scale is exact
+/// in f32).
+SITS_RUNTIME_API void dequantKeys(const Layout &l, const uint8_t *pool,
+                                  int64_t block, int64_t layer, int64_t head,
                                   int64_t r0, int64_t r1, float *dst,
                                   int lanes);
-/// Rows [r0, r1) of the V slab at `slab`, likewise.
-SITS_RUNTIME_API void dequantValues(const Layout &l, const uint8_t *slab,
+/// Rows [r0, r1) of the V slab of (block, layer, head), likewise.
+SITS_RUNTIME_API void dequantValues(const Layout &l, const uint8_t *pool,
+                                    int64_t block, int64_t layer, int64_t head,
                                     int64_t r0, int64_t r1, float *dst,
                                     int lanes);
 /// Quantizes (block, layer) from its full tail `rows` (f32, as

@@ -801,7 +801,8 @@ bool validKivi(Call &c) {
   int64_t bytes;
   return c.layer >= 0 && c.layer < c.numLayers &&
          kivi::Layout::make(c.numLayers, c.kvHeads, c.blockSize, c.headDim,
-                            c.bits, &c.kivi) &&
+                            c.bits, &c.kivi,
+                            static_cast<const uint8_t *>(c.pool)) &&
          mulFits(c.numBlocks, c.kivi.blockStride, &bytes);
 }
 
@@ -972,10 +973,10 @@ void kiviChunk(const Call &c, int64_t b, int64_t g, int64_t t0, int64_t n,
     const bool full = (m + 1) * bs <= len;
     if (full && ((m + 1) * bs <= len - c.queries ||
                  !kivi::tailRetained(l, pool, blk, c.layer))) {
-      kivi::dequantKeys(l, pool + l.slab(blk, c.layer, 0, g), r, r + take,
-                        k + i * D, lanes);
-      kivi::dequantValues(l, pool + l.slab(blk, c.layer, 1, g), r, r + take,
-                          v + i * D, lanes);
+      kivi::dequantKeys(l, pool, blk, c.layer, g, r, r + take, k + i * D,
+                        lanes);
+      kivi::dequantValues(l, pool, blk, c.layer, g, r, r + take, v + i * D,
+                          lanes);
     } else {
       const float *rows =
           reinterpret_cast<const float *>(pool + l.tail(blk, c.layer));

@@ -131,6 +131,8 @@ StatusOr<HashAlgo> parseHashAlgo(std::string_view name) {
 }
 
 int64_t kiviMode(const PoolConfig &c) {
+  if (!c.kivi_widths.empty())
+    return kivi::kMixedWidths;
   return dtypeBits(c.dtype) + (c.quantization == KVQuantization::kPerTokenGroup
                                    ? kivi::kKeysPerToken
                                    : 0);
@@ -220,13 +222,33 @@ StatusOr<PoolGeometry> validatePoolConfig(const PoolConfig &c) {
             kvQuantizationName(c.quantization) + ", dtype " +
             dtypeName(c.dtype) + ")");
   PoolGeometry g;
+  if (!c.kivi_widths.empty()) {
+    if (c.quantization != KVQuantization::kKivi || c.dtype != DType::kInt4)
+      return invalidArgument("kivi_widths", int64_t(c.kivi_widths.size()),
+                             "widths per head need dtype int4 and "
+                             "quantization kivi");
+    if (int64_t(c.kivi_widths.size()) != c.num_layers * c.num_kv_heads)
+      return invalidArgument("kivi_widths", int64_t(c.kivi_widths.size()),
+                             "must hold num_layers × num_kv_heads = " +
+                                 std::to_string(c.num_layers * c.num_kv_heads) +
+                                 " widths");
+    for (size_t i = 0; i < c.kivi_widths.size(); ++i)
+      if (c.kivi_widths[i] != 4 && c.kivi_widths[i] != 2)
+        return invalidArgument("kivi_widths", int64_t(c.kivi_widths[i]),
+                               "widths are 4 or 2 bits (entry " +
+                                   std::to_string(i) + ")");
+    if (!c.reserve_null_block)
+      return invalidArgument("reserve_null_block", 0,
+                             "widths per head live in the null block: "
+                             "reserve it");
+  }
   if (kivi) {
     kivi::Layout l;
     if (c.kv_factor != 2)
       return invalidArgument("kv_factor", c.kv_factor,
                              "kivi blocks hold K and V: must be 2");
     if (!kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
-                            c.head_dim, kiviMode(c), &l))
+                            c.head_dim, kiviMode(c), &l, c.kivi_widths.data()))
       return invalidArgument(
           "head_dim", c.head_dim,
           "kivi blocks need head_dim × bits a whole number of bytes, "

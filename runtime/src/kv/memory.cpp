@@ -167,9 +167,10 @@ MemoryLayout MemoryLayout::of(const PoolConfig &c) {
   l.head_dim = c.head_dim;
   if (isKiviLayout(c.quantization)) {
     // Byte strides of the quantized part; rows are a token's packed codes.
+    // Mixed widths have no one row or slab size: those strides are 0.
     kivi::Layout k;
     (void)kivi::Layout::make(c.num_layers, c.num_kv_heads, c.block_size,
-                             c.head_dim, kiviMode(c), &k);
+                             c.head_dim, kiviMode(c), &k, c.kivi_widths.data());
     l.elem_size = 1;
     l.token_stride = k.rowBytes;
     l.head_stride = k.slabBytes;
@@ -223,7 +224,8 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
     if (kivi)
       (void)kivi::Layout::make(config.num_layers, config.num_kv_heads,
                                config.block_size, config.head_dim,
-                               kiviMode(config), &m->kivi_);
+                               kiviMode(config), &m->kivi_,
+                               config.kivi_widths.data());
     const Want wants[] = {
         {&m->device_, config.num_blocks, geometry->total_bytes, "device_tier"},
         {&m->host_, config.num_host_blocks, geometry->host_total_bytes,
@@ -266,6 +268,9 @@ StatusOr<std::unique_ptr<Memory>> Memory::create(const PoolConfig &config,
         return Status(StatusCode::kInternal,
                       std::string("backend '") + backend.name() +
                           "' returned a misaligned " + w.name + " pool");
+      // Widths per head: the kernels read them from the null block.
+      if (!config.kivi_widths.empty())
+        std::memcpy(*p, config.kivi_widths.data(), config.kivi_widths.size());
     }
     return StatusOr<std::unique_ptr<Memory>>(std::move(m));
   } catch (const std::bad_alloc &) {

@@ -46,6 +46,7 @@
 #include "sits/runtime/half.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace sits::runtime::kivi {
 
@@ -63,6 +64,13 @@ constexpr int64_t kKeysPerToken = 256;
 /// The largest head size and block size a layout takes (kernels keep
 /// per-thread scratch of a few rows of the head size).
 constexpr int64_t kMaxHeadDim = 4096, kMaxBlockSize = 1024;
+/// A layout's mode for widths chosen per (layer, kv head), 4 or 2 bits
+/// each (kv_dtype "auto"): slabs keep their order, each its own width's
+/// size. The widths table, one byte per (layer, head) in that order, is
+/// the layout's input; in a pool it is the first bytes of the null block
+/// 0 (which never holds K/V), where the kernels read it, so compiled code
+/// passes this mode alone.
+constexpr int64_t kMixedWidths = 512;
 
 struct Layout {
   int64_t numLayers = 0, kvHeads = 0, blockSize = 0, headDim = 0, bits = 0;
@@ -84,12 +92,35 @@ struct Layout {
   int64_t tailOffset = 0, tailLayerBytes = 0, tailBlockBytes = 0;
   /// Bytes per block, quantized part and tail.
   int64_t blockStride = 0;
+  /// kMixedWidths: the width of (layer, head) at [layer * kvHeads + head],
+  /// and each slab's offset in a block at [(layer * 2 + kind) * kvHeads +
+  /// head] (then bits, rowBytes, paramsOffset, slabBytes, kindStride and
+  /// layerStride are 0: no one size). Empty for one width.
+  std::vector<uint8_t> widths;
+  std::vector<int64_t> slabOffsets;
+
+  /// One slab's width and where its parts are.
+  struct Slab {
+    int64_t bits, rowBytes, paramsOffset;
+  };
 
   int64_t valueGroups() const { return headDim / valueGroup; }
+  bool mixed() const { return !widths.empty(); }
+
+  /// The width, row size and parameters' offset of (layer, head)'s slabs.
+  Slab slabShape(int64_t layer, int64_t head) const {
+    if (widths.empty())
+      return {bits, rowBytes, paramsOffset};
+    const int64_t b = widths[size_t(layer * kvHeads + head)];
+    return {b, headDim * b / 8, blockSize * (headDim * b / 8)};
+  }
 
   /// Byte offset in the pool of the slab of (block, layer, kind 0 = K or
   /// 1 = V, kv head).
   int64_t slab(int64_t block, int64_t layer, int64_t kind, int64_t head) const {
+    if (!widths.empty())
+      return block * blockStride +
+             slabOffsets[size_t((layer * 2 + kind) * kvHeads + head)];
     return block * blockStride + layer * layerStride + kind * kindStride +
            head * slabBytes;
   }
@@ -104,11 +135,16 @@ struct Layout {
   }
 
   /// The layout of a pool of `bits` (4 or 2, plus kKeysPerToken for keys
-  /// quantized per token) codes; false when the geometry is invalid (a
-  /// count below 1, headDim * bits not whole bytes, headDim or blockSize
-  /// above its maximum) or a size overflows int64.
+  /// quantized per token) codes, or with mode kMixedWidths of the widths
+  /// in `widths` ([numLayers][kvHeads], each 4 or 2); false when the
+  /// geometry is invalid (a count below 1, headDim * bits not whole bytes,
+  /// headDim or blockSize above its maximum, a width other than 4 or 2 or
+  /// no table) or a size overflows int64.
   static bool make(int64_t numLayers, int64_t kvHeads, int64_t blockSize,
-                   int64_t headDim, int64_t mode, Layout *out) {
+                   int64_t headDim, int64_t mode, Layout *out,
+                   const uint8_t *widths = nullptr) {
+    if (mode == kMixedWidths)
+      return makeMixed(numLayers, kvHeads, blockSize, headDim, widths, out);
     const bool keysPerToken = (mode & kKeysPerToken) != 0;
     const int64_t bits = mode & ~kKeysPerToken;
     if (numLayers < 1 || kvHeads < 1 || blockSize < 1 || headDim < 1 ||
@@ -149,6 +185,41 @@ struct Layout {
     if (__builtin_add_overflow(l.tailOffset, l.tailBlockBytes, &l.blockStride))
       return false;
     *out = l;
+    return true;
+  }
+
+private:
+  /// kMixedWidths: the 4-bit layout's tail and parameters, slabs of each
+  /// head's own width, one after the other.
+  static bool makeMixed(int64_t numLayers, int64_t kvHeads, int64_t blockSize,
+                        int64_t headDim, const uint8_t *widths, Layout *out) {
+    Layout l;
+    int64_t heads;
+    if (!widths || headDim % 4 != 0 ||
+        !make(numLayers, kvHeads, blockSize, headDim, 4, &l) ||
+        __builtin_mul_overflow(numLayers, kvHeads, &heads))
+      return false;
+    const int64_t params = l.slabBytes - l.paramsOffset;
+    l.widths.assign(widths, widths + heads);
+    l.slabOffsets.resize(size_t(2 * heads));
+    int64_t at = 0;
+    for (int64_t layer = 0; layer < numLayers; ++layer)
+      for (int64_t kind = 0; kind < 2; ++kind)
+        for (int64_t h = 0; h < kvHeads; ++h) {
+          const int64_t b = l.widths[size_t(layer * kvHeads + h)];
+          if (b != 4 && b != 2)
+            return false;
+          l.slabOffsets[size_t((layer * 2 + kind) * kvHeads + h)] = at;
+          // At most the 4-bit layout's size, which did not overflow.
+          at += blockSize * (headDim * b / 8) + params;
+        }
+    l.bits = l.rowBytes = l.paramsOffset = l.slabBytes = 0;
+    l.kindStride = l.layerStride = 0;
+    l.blockBytes = at;
+    l.tailOffset = at + kTailPageBytes - 1;
+    l.tailOffset -= l.tailOffset % kTailPageBytes;
+    l.blockStride = l.tailOffset + l.tailBlockBytes;
+    *out = std::move(l);
     return true;
   }
 };

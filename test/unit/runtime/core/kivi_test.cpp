@@ -45,15 +45,24 @@ struct Pool {
   uint8_t *data = nullptr;
   size_t bytes = 0;
 
+  /// The layout's mode (bits, kKeysPerToken, or kMixedWidths: 2 bits for
+  /// every third (layer, head), 4 for the others, the table in block 0).
+  int64_t mode;
+
   Pool(int64_t layers, int64_t heads, int64_t bs, int64_t dim, int64_t bits,
        int64_t blocks)
-      : blocks(blocks) {
-    EXPECT_TRUE(Layout::make(layers, heads, bs, dim, bits, &l));
+      : blocks(blocks), mode(bits) {
+    std::vector<uint8_t> widths(size_t(layers * heads));
+    for (size_t i = 0; i < widths.size(); ++i)
+      widths[i] = i % 3 == 1 ? 2 : 4;
+    EXPECT_TRUE(Layout::make(layers, heads, bs, dim, bits, &l, widths.data()));
     bytes = size_t(blocks * l.blockStride);
     void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     EXPECT_NE(p, MAP_FAILED);
     data = static_cast<uint8_t *>(p);
+    if (bits == kivi::kMixedWidths)
+      std::memcpy(data, widths.data(), widths.size());
   }
   ~Pool() { munmap(data, bytes); }
   Pool(const Pool &) = delete;
@@ -67,8 +76,9 @@ struct Pool {
         return false;
     return true;
   }
+  /// Zero but for a widths table.
   bool allZero() const {
-    for (size_t i = 0; i < bytes; ++i)
+    for (size_t i = l.widths.size(); i < bytes; ++i)
       if (data[i])
         return false;
     return true;
@@ -90,9 +100,11 @@ struct Pool {
   double stored(int64_t block, int64_t layer, int64_t kind, int64_t head,
                 int64_t t, int64_t d, double *step = nullptr) const {
     const uint8_t *slab = data + l.slab(block, layer, kind, head);
-    const int64_t per = 8 / l.bits;
-    const int code = (slab[t * l.rowBytes + d / per] >> ((d % per) * l.bits)) &
-                     ((1 << l.bits) - 1);
+    const Layout::Slab sl = l.slabShape(layer, head);
+    const int64_t per = 8 / sl.bits;
+    const int code =
+        (slab[t * sl.rowBytes + d / per] >> ((d % per) * sl.bits)) &
+        ((1 << sl.bits) - 1);
     int64_t si, mi; // f16 indices of the scale and the min
     if (kind == 0 && !l.keysPerToken) {
       si = d;
@@ -103,8 +115,8 @@ struct Pool {
       mi = l.blockSize * groups + si;
     }
     uint16_t s, m;
-    std::memcpy(&s, slab + l.paramsOffset + 2 * si, 2);
-    std::memcpy(&m, slab + l.paramsOffset + 2 * mi, 2);
+    std::memcpy(&s, slab + sl.paramsOffset + 2 * si, 2);
+    std::memcpy(&m, slab + sl.paramsOffset + 2 * mi, 2);
     if (step)
       *step = halfToFloat(s);
     return double(code) * halfToFloat(s) + halfToFloat(m);
@@ -148,7 +160,7 @@ void write(Pool &p, const Rows &r, int64_t s0, int64_t count,
       r.batch, count, r.heads, r.dim, r.k.data() + s0 * r.heads * r.dim,
       r.v.data() + s0 * r.heads * r.dim, r.tokens * r.heads * r.dim,
       r.heads * r.dim, r.dim, slots.data(), count, p.data, p.blocks,
-      p.l.numLayers, layer, p.l.blockSize, p.l.bits, flags);
+      p.l.numLayers, layer, p.l.blockSize, p.mode, flags);
 }
 
 /// Slot of position t of a sequence whose table is `table`.
@@ -206,6 +218,39 @@ TEST(KiviLayout, Sizes) {
   EXPECT_FALSE(Layout::make(1, 1, kivi::kMaxBlockSize * 2, 64, 4, &l));
   EXPECT_TRUE(
       Layout::make(1, 1, kivi::kMaxBlockSize, kivi::kMaxHeadDim, 2, &l));
+}
+
+TEST(KiviLayout, MixedWidths) {
+  // Per (layer, head): 4, 2 | 2, 2 | 4, 4. A 4-bit slab of 32 x 64 is 1024
+  // bytes of codes and 256 of parameters, a 2-bit one 512 and 256.
+  const uint8_t widths[] = {4, 2, 2, 2, 4, 4};
+  Layout l, uniform;
+  ASSERT_TRUE(Layout::make(3, 2, 32, 64, kivi::kMixedWidths, &l, widths));
+  ASSERT_TRUE(Layout::make(3, 2, 32, 64, 4, &uniform));
+  EXPECT_TRUE(l.mixed());
+  EXPECT_EQ(l.blockBytes,
+            2 * (1280 + 768) + 2 * (768 + 768) + 2 * (1280 + 1280));
+  EXPECT_EQ(l.slab(0, 0, 0, 1), 1280);
+  EXPECT_EQ(l.slab(0, 0, 1, 0), 2048);
+  EXPECT_EQ(l.slab(0, 1, 0, 0), 4096);
+  EXPECT_EQ(l.slab(2, 2, 1, 1), 2 * l.blockStride + l.blockBytes - 1280);
+  const Layout::Slab two = l.slabShape(1, 0), four = l.slabShape(2, 1);
+  EXPECT_EQ(two.bits, 2);
+  EXPECT_EQ(two.rowBytes, 16);
+  EXPECT_EQ(two.paramsOffset, 512);
+  EXPECT_EQ(four.bits, 4);
+  EXPECT_EQ(four.paramsOffset, 1024);
+  // The tail is the uniform layout's, after the smaller quantized part.
+  EXPECT_EQ(l.tailLayerBytes, uniform.tailLayerBytes);
+  EXPECT_EQ(l.tailOffset % kivi::kTailPageBytes, 0);
+  EXPECT_GE(l.tailOffset, l.blockBytes);
+  EXPECT_EQ(l.blockStride, l.tailOffset + 3 * l.tailLayerBytes);
+  // No table, a width other than 4 or 2, a head size 2 bits cannot pack.
+  EXPECT_FALSE(Layout::make(3, 2, 32, 64, kivi::kMixedWidths, &l));
+  const uint8_t bad[] = {4, 2, 3, 2, 4, 4};
+  EXPECT_FALSE(Layout::make(3, 2, 32, 64, kivi::kMixedWidths, &l, bad));
+  EXPECT_FALSE(Layout::make(3, 2, 32, 6, kivi::kMixedWidths, &l, widths));
+  EXPECT_FALSE(Layout::make(3, 2, 32, 64, kivi::kMixedWidths + 4, &l, widths));
 }
 
 TEST(KiviHalf, Conversions) {
@@ -269,11 +314,12 @@ TEST_P(KiviBits, WriterQuantizesFullBlocksAndKeepsTheTail) {
     EXPECT_EQ(page & 1, 0);
   EXPECT_TRUE(decode.sameBlocks(prefill));
 
-  const double qmax = double((1 << bits) - 1);
   for (int64_t m = 0; m < 2; ++m) {
     const int64_t blk = table[size_t(m)];
     EXPECT_EQ(decode.tailCount(blk, 1), 0);
     for (int64_t h = 0; h < H; ++h) {
+      // Each head's own width (mixed widths differ per head).
+      const double qmax = double((1 << decode.l.slabShape(1, h).bits) - 1);
       for (int64_t d = 0; d < D; ++d) {
         double lo = INFINITY, hi = -INFINITY;
         for (int64_t t = 0; t < bs; ++t) {
@@ -402,9 +448,12 @@ TEST_P(KiviBits, ABlockCutBackIntoIsRefilledFromItsSlab) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Bits, KiviBits, ::testing::Values(4, 2),
+INSTANTIATE_TEST_SUITE_P(Bits, KiviBits,
+                         ::testing::Values(4, 2, kivi::kMixedWidths),
                          [](const auto &info) {
-                           return "int" + std::to_string(info.param);
+                           return info.param == kivi::kMixedWidths
+                                      ? std::string("mixed")
+                                      : "int" + std::to_string(info.param);
                          });
 
 /// Attention of `queries` query tokens per sequence over a pool written
@@ -668,9 +717,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
         ::testing::Values(int64_t(4), int64_t(2), 4 + kivi::kKeysPerToken,
-                          2 + kivi::kKeysPerToken)),
+                          2 + kivi::kKeysPerToken, kivi::kMixedWidths)),
     [](const auto &info) {
       const int64_t mode = std::get<1>(info.param);
+      if (mode == kivi::kMixedWidths)
+        return std::string(pattn::isaName(std::get<0>(info.param))) + "_mixed";
       return std::string(pattn::isaName(std::get<0>(info.param))) + "_int" +
              std::to_string(mode % kivi::kKeysPerToken) +
              (mode & kivi::kKeysPerToken ? "_token_keys" : "");

@@ -636,6 +636,45 @@ PoolConfig kiviConfig(int64_t device, int64_t host = 0) {
   return c;
 }
 
+TEST(KVMemory, KiviWidthsPerHeadLiveInTheNullBlock) {
+  PoolConfig c = kiviConfig(5, 2);
+  c.kivi_widths = {4, 2, 2, 2};
+  sits::runtime::kivi::Layout k;
+  ASSERT_TRUE(sits::runtime::kivi::Layout::make(
+      2, 2, 4, 16, sits::runtime::kivi::kMixedWidths, &k,
+      c.kivi_widths.data()));
+  auto g = validatePoolConfig(c);
+  ASSERT_TRUE(g.ok()) << g.status().toString();
+  // Slabs of 4 rows of 8 (4 bits) or 4 (2 bits) bytes, then 64 of
+  // parameters: one 4-bit head of the four.
+  EXPECT_EQ(g->bytes_per_block, 2 * ((4 * 8 + 64) + 3 * (4 * 4 + 64)));
+  EXPECT_EQ(g->block_stride, k.blockStride);
+  EXPECT_EQ(kiviMode(c), sits::runtime::kivi::kMixedWidths);
+  auto m = makeMemory(c);
+  ASSERT_TRUE(m);
+  for (Tier tier : {Tier::kDevice, Tier::kHost})
+    EXPECT_EQ(std::memcmp(m->block(tier, 0), c.kivi_widths.data(), 4), 0);
+  auto bad = [](PoolConfig c, const char *field) {
+    auto r = validatePoolConfig(c);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().info().subject, field) << r.status().toString();
+  };
+  PoolConfig x = c;
+  x.kivi_widths = {4, 2, 2};
+  bad(x, "kivi_widths");
+  x.kivi_widths = {4, 2, 8, 2};
+  bad(x, "kivi_widths");
+  x = c;
+  x.dtype = DType::kInt2;
+  bad(x, "kivi_widths");
+  x = c;
+  x.quantization = KVQuantization::kPerTokenGroup;
+  bad(x, "kivi_widths");
+  x = c;
+  x.reserve_null_block = false;
+  bad(x, "reserve_null_block");
+}
+
 TEST(KVMemory, KiviPoolsFollowTheirLayout) {
   PoolConfig c = kiviConfig(5, 2);
   sits::runtime::kivi::Layout k;

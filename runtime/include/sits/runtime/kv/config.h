@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sits::runtime::kv {
 
@@ -138,10 +139,16 @@ struct PoolConfig {
   /// kPerTokenHead (dtype int8 or fp8_e4m3 only): every row of `head_dim`
   /// codes carries its f32 scale, and bytes_per_block counts the scales.
   KVQuantization quantization = KVQuantization::kNone;
+  /// kivi only, optional: the width of each (layer, kv head), 4 or 2 bits,
+  /// [num_layers][num_kv_heads] (kv_dtype "auto"); dtype then names the
+  /// widest (int4). The table is kept in the null block (which must be
+  /// reserved), where the kernels read it.
+  std::vector<uint8_t> kivi_widths;
 };
 
 /// A kivi or per_token_group config's sits/runtime/kivi_layout.h mode: its
-/// dtype's bits, plus kivi::kKeysPerToken for per_token_group.
+/// dtype's bits, plus kivi::kKeysPerToken for per_token_group, or
+/// kivi::kMixedWidths with `kivi_widths`.
 int64_t kiviMode(const PoolConfig &config);
 
 /// Sizes derived from a valid config.
