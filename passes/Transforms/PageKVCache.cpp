@@ -200,6 +200,7 @@ struct SitsPageKVCachePass
             .Case("int2", 2)
             .Case("int4-token", 4 + ::sits::runtime::kivi::kKeysPerToken)
             .Case("int2-token", 2 + ::sits::runtime::kivi::kKeysPerToken)
+            .Case("mixed", ::sits::runtime::kivi::kMixedWidths)
             .Default(0);
     Type codes = llvm::StringSwitch<Type>(kvDType)
                      .Case("int8", IntegerType::get(ctx, 8))
@@ -208,8 +209,15 @@ struct SitsPageKVCachePass
     if (!kvDType.empty() && !codes && !kiviBits) {
       module.emitError("sits-page-kv-cache: unsupported kv-dtype '")
           << kvDType
-          << "'; supported: int8, fp8, int4, int2, int4-token, int2-token "
-             "(or none: the model's K/V type)";
+          << "'; supported: int8, fp8, int4, int2, int4-token, int2-token, "
+             "mixed (with kv-widths) (or none: the model's K/V type)";
+      return signalPassFailure();
+    }
+    const bool mixed = kiviBits == ::sits::runtime::kivi::kMixedWidths;
+    if (mixed != !kvWidths.empty()) {
+      module.emitError("sits-page-kv-cache: kv-widths (the bits of each "
+                       "layer's kv heads) goes with kv-dtype=mixed, and "
+                       "mixed needs it");
       return signalPassFailure();
     }
     const bool quantized = static_cast<bool>(codes);
@@ -248,12 +256,32 @@ struct SitsPageKVCachePass
             << kvType->getElementType();
         return signalPassFailure();
       }
+      const int64_t heads = int64_t(layers.size()) * kvType->getDimSize(1);
+      if (mixed && int64_t(kvWidths.size()) != heads) {
+        main.emitError("sits-page-kv-cache: kv-widths has ")
+            << kvWidths.size() << " widths for " << layers.size()
+            << " layers of " << kvType->getDimSize(1) << " kv heads (" << heads
+            << ")";
+        return signalPassFailure();
+      }
+      SmallVector<uint8_t> widths;
+      for (int64_t w : kvWidths) {
+        if (w != 4 && w != 2) {
+          main.emitError("sits-page-kv-cache: kv-widths are 4 or 2 bits, got ")
+              << w;
+          return signalPassFailure();
+        }
+        widths.push_back(uint8_t(w));
+      }
       if (!::sits::runtime::kivi::Layout::make(
               int64_t(layers.size()), kvType->getDimSize(1), blockSize,
-              kvType->getDimSize(3), kiviBits, &layout)) {
+              kvType->getDimSize(3), kiviBits, &layout, widths.data())) {
         main.emitError("sits-page-kv-cache: no ")
-            << (kiviBits & ~::sits::runtime::kivi::kKeysPerToken)
-            << "-bit KIVI layout for head dim " << kvType->getDimSize(3)
+            << (mixed ? std::string("mixed-width")
+                      : std::to_string(kiviBits &
+                                       ~::sits::runtime::kivi::kKeysPerToken) +
+                            "-bit")
+            << " KIVI layout for head dim " << kvType->getDimSize(3)
             << " and blocks of " << static_cast<int64_t>(blockSize)
             << " (head dim x bits must be whole bytes, head dim <= "
             << ::sits::runtime::kivi::kMaxHeadDim
@@ -263,9 +291,11 @@ struct SitsPageKVCachePass
       }
       poolType = RankedTensorType::get({dyn, layout.blockStride},
                                        IntegerType::get(ctx, 8));
-      kivi = DenseI64ArrayAttr::get(ctx, {kiviBits, int64_t(layers.size()),
-                                          kvType->getDimSize(1),
-                                          int64_t(blockSize)});
+      SmallVector<int64_t> geometry = {kiviBits, int64_t(layers.size()),
+                                       kvType->getDimSize(1),
+                                       int64_t(blockSize)};
+      llvm::append_range(geometry, kvWidths);
+      kivi = DenseI64ArrayAttr::get(ctx, geometry);
     }
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
     SmallVector<std::pair<StringRef, Type>> added = {
@@ -295,11 +325,12 @@ struct SitsPageKVCachePass
             StringAttr::get(ctx, kiviBits & ::sits::runtime::kivi::kKeysPerToken
                                      ? "per_token_group"
                                      : "kivi"));
-        named.emplace_back(
-            StringAttr::get(ctx, "sits.kivi"),
-            DenseI64ArrayAttr::get(
-                ctx, {kiviBits, int64_t(layers.size()), kvType->getDimSize(1),
-                      int64_t(blockSize), kvType->getDimSize(3)}));
+        SmallVector<int64_t> geometry = {
+            kiviBits, int64_t(layers.size()), kvType->getDimSize(1),
+            int64_t(blockSize), kvType->getDimSize(3)};
+        llvm::append_range(geometry, kvWidths);
+        named.emplace_back(StringAttr::get(ctx, "sits.kivi"),
+                           DenseI64ArrayAttr::get(ctx, geometry));
       }
       auto attrs = DictionaryAttr::get(ctx, named);
       if (failed(main.insertArgument(first + i, entry.second, attrs,

@@ -329,7 +329,11 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
     [bits, layers, Hkv, block-size]`. `int4-token` / `int2-token` are the
     same blocks with keys quantized per token like values (bits plus 256,
     `sits.kv_quantization = "per_token_group"`): the plain per-token
-    layout KIVI is measured against.
+    layout KIVI is measured against. `kv-dtype=mixed kv-widths=w,...`
+    gives each (layer, kv head) its own width, 4 or 2 bits (the compiler's
+    `kv_dtype="auto"` chooses them from calibration prompts): bits is 512
+    in `sits.kivi` and `kivi`, each followed by the widths, and the runtime
+    keeps the table in the pool's null block.
 
     New arguments carry `sits.name`. A batch may mix sequences of different
     lengths: shorter ones are left-padded (slot -1). Every layer must share
@@ -356,7 +360,10 @@ def SitsPageKVCache : Pass<"sits-page-kv-cache", "::mlir::ModuleOp"> {
            "Pool element type: empty for the model's K/V type, int8 or "
            "fp8 (E4M3): codes with an f32 scale per token and head, int4 "
            "or int2: KIVI blocks, int4-token or int2-token: the same with "
-           "keys per token">,
+           "keys per token, mixed: KIVI blocks of kv-widths">,
+    ListOption<"kvWidths", "kv-widths", "int64_t",
+               "With kv-dtype=mixed: the bits (4 or 2) of each (layer, kv "
+               "head), layer by layer (kv_dtype \"auto\" chooses them)">,
   ];
   let statistics = [
     Statistic<"numLayers", "num-layers", "Attention layers paged">,

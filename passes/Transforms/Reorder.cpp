@@ -350,12 +350,18 @@ struct SitsReorderPass
                    : "false")
            << "\n";
     }
-    if (auto precision =
-            getOperation()->getAttrOfType<ArrayAttr>("sits.report.precision")) {
-      for (auto dict : precision.getAsRange<DictionaryAttr>()) {
+    // Weight precision per block, and the KV pool's width per (layer, kv
+    // head) that kv_dtype="auto" chose.
+    for (auto [name, line] :
+         {std::pair<StringRef, StringRef>{"sits.report.precision", "precision"},
+          {"sits.report.kv_cache", "kv"}}) {
+      auto entries = getOperation()->getAttrOfType<ArrayAttr>(name);
+      if (!entries)
+        continue;
+      for (auto dict : entries.getAsRange<DictionaryAttr>()) {
         auto op = dict.getAs<StringAttr>("op");
         auto kind = dict.getAs<StringAttr>("kind");
-        file << "precision op=" << quote(op ? op.getValue() : "?")
+        file << line << " op=" << quote(op ? op.getValue() : "?")
              << " kind=" << quote(kind ? kind.getValue() : "?");
         writeFields(file, dict);
         file << "\n";

@@ -44,6 +44,8 @@ class FunctionSchedule:
     weights: list[dict[str, Any]] = field(default_factory=list)
     #: The mixed-precision pass's entries, copied verbatim.
     precision: list[dict[str, Any]] = field(default_factory=list)
+    #: kv_dtype="auto": the KV pool's width per (layer, kv head), verbatim.
+    kv: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
 
 
@@ -135,6 +137,8 @@ def loads(text: str) -> Schedule:
             current.weights.append(fields)
         elif keyword == "precision":
             current.precision.append(fields)
+        elif keyword == "kv":
+            current.kv.append(fields)
         # Records a newer writer added are skipped, as the format allows.
     if current is not None:
         raise ScheduleFormatError(f"function {current.name!r}: missing 'end'")
@@ -181,6 +185,7 @@ def dumps(schedule: Schedule) -> str:
         out += [_line("tensor", t["_id"], t) for t in f.tensors]
         out += [_line("weight", None, w) for w in f.weights]
         out += [_line("precision", None, p) for p in f.precision]
+        out += [_line("kv", None, k) for k in f.kv]
         out.append(_line("memory", None, f.memory))
         out.append("end")
     return "\n".join(out) + "\n"

@@ -64,7 +64,10 @@ KV_TYPES = {"int8": dict(dtype="int8", quantization="per_token_head"),
             "int2": dict(dtype="int2", quantization="kivi"),
             # Keys per token like values: the plain 4-/2-bit baseline.
             "int4-token": dict(dtype="int4", quantization="per_token_group"),
-            "int2-token": dict(dtype="int2", quantization="per_token_group")}
+            "int2-token": dict(dtype="int2", quantization="per_token_group"),
+            # A width per (layer, kv head), chosen by compile (the widths
+            # come from the model's manifest).
+            "auto": dict(dtype="int4", quantization="kivi")}
 
 
 def block_size(kv_type: str | None) -> int:
@@ -142,6 +145,17 @@ class Run:
         return np.asarray(logits, np.float32)[0, -1]
 
 
+def pool_fields(model, kv_type: str | None) -> dict:
+    """The allocator's fields for a model compiled with `kv_type`."""
+    from sits_mlir.tools.runtime import decoder_geometry
+
+    fields = dict(KV_TYPES.get(kv_type, {"dtype": "f32"}))
+    widths = decoder_geometry(model).get("kivi_widths")
+    if widths:
+        fields["kivi_widths"] = widths
+    return fields
+
+
 def kl(p_logits: np.ndarray, q_logits: np.ndarray) -> float:
     """KL(softmax(p) || softmax(q)) in float64."""
     p = p_logits.astype(np.float64) - p_logits.max()
@@ -217,6 +231,7 @@ def measure(shape: dict, outliers: bool, args, work: str) -> dict:
         out = os.path.join(work, f"{'outliers' if outliers else 'plain'}-{name or 'f32'}.sitsm")
         models[name] = sits_mlir.compile(path, "cpu", out, kv_cache="paged",
                                          kv_block_size=block_size(name), kv_dtype=name,
+                                         kv_error_budget=args.kv_error_budget,
                                          threads=args.threads).load()
     print(f"  built and compiled in {time.time() - t0:.0f} s", file=sys.stderr)
     rng = np.random.default_rng(args.seed)
@@ -225,7 +240,7 @@ def measure(shape: dict, outliers: bool, args, work: str) -> dict:
     bytes_per_token = {}
     for _ in range(args.prompts):
         prompt = rng.integers(3, shape["vocab"], args.prompt_len)
-        runs = {name: Run(models[name], shape, tokens, KV_TYPES.get(name, {"dtype": "f32"}),
+        runs = {name: Run(models[name], shape, tokens, pool_fields(models[name], name),
                           block_size(name))
                 for name in models}
         bytes_per_token = {name: r.bytes_per_token for name, r in runs.items()}
@@ -267,6 +282,8 @@ def main(argv=None) -> int:
     p.add_argument("--kv-types", nargs="+", default=list(KV_TYPES), choices=tuple(KV_TYPES))
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-error-budget", type=float, default=0.2,
+                   help="kv_dtype='auto': the mean relative K/V error allowed")
     p.add_argument("--eviction-budget", type=float, default=0.5,
                    help="token eviction runs at this share of prompt + steps (0: none)")
     p.add_argument("--workdir", help="where the models go (default: a temporary folder)")

@@ -2,6 +2,8 @@
 
 #include "dialects/Sits/IR/SitsOps.h"
 
+#include "sits/runtime/kivi_layout.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -216,13 +218,28 @@ LogicalResult SitsDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return success();
   }
   if (attr.getName().getValue() == "sits.kivi") {
+    // Mixed widths (bits 512): then the width, 4 or 2, of each (layer,
+    // kv head).
     auto geometry = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    if (!geometry || geometry.size() != 5 ||
-        llvm::any_of(geometry.asArrayRef(), [](int64_t v) { return v <= 0; }))
+    auto valid = [&] {
+      if (!geometry || geometry.size() < 5 ||
+          llvm::any_of(geometry.asArrayRef().take_front(5),
+                       [](int64_t v) { return v <= 0; }))
+        return false;
+      ArrayRef<int64_t> g = geometry.asArrayRef();
+      if (g[0] != ::sits::runtime::kivi::kMixedWidths)
+        return g.size() == 5;
+      return g[1] <= (1 << 20) && g[2] <= (1 << 20) &&
+             int64_t(g.size()) == 5 + g[1] * g[2] &&
+             llvm::all_of(g.drop_front(5),
+                          [](int64_t w) { return w == 4 || w == 2; });
+    };
+    if (!valid())
       return op->emitError()
              << "'sits.kivi' on argument " << argIndex
              << " must be [bits, layers, kv heads, block size, head dim], "
-                "all positive, got "
+                "all positive, with bits 512 followed by the width (4 or 2) "
+                "of each (layer, kv head), got "
              << attr.getValue();
     return success();
   }

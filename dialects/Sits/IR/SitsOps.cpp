@@ -689,9 +689,18 @@ bool PagedAttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
 
 std::optional<KiviPool>
 mlir::sits::getKiviPool(std::optional<ArrayRef<int64_t>> attr) {
-  if (!attr || attr->size() != 4)
+  if (!attr || attr->size() < 4)
     return std::nullopt;
-  return KiviPool{(*attr)[0], (*attr)[1], (*attr)[2], (*attr)[3]};
+  KiviPool pool{(*attr)[0], (*attr)[1], (*attr)[2], (*attr)[3], {}};
+  if (pool.bits != ::sits::runtime::kivi::kMixedWidths)
+    return attr->size() == 4 ? std::optional<KiviPool>(pool) : std::nullopt;
+  int64_t heads;
+  if (pool.layers < 1 || pool.kvHeads < 1 ||
+      __builtin_mul_overflow(pool.layers, pool.kvHeads, &heads) ||
+      int64_t(attr->size()) != 4 + heads)
+    return std::nullopt;
+  pool.widths = attr->drop_front(4);
+  return pool;
 }
 
 LogicalResult mlir::sits::verifyKiviPool(Operation *op, ArrayRef<int64_t> attr,
@@ -699,7 +708,8 @@ LogicalResult mlir::sits::verifyKiviPool(Operation *op, ArrayRef<int64_t> attr,
   std::optional<KiviPool> kivi = getKiviPool(attr);
   if (!kivi)
     return op->emitOpError("kivi must be [bits, layers, kv heads, block "
-                           "size], got ")
+                           "size], with bits 512 followed by the width of "
+                           "each (layer, kv head), got ")
            << attr.size() << " values";
   if (pool.getRank() != 2 || !pool.getElementType().isInteger(8))
     return op->emitOpError("a KIVI pool is [blocks, block bytes] i8, got ")
@@ -707,16 +717,29 @@ LogicalResult mlir::sits::verifyKiviPool(Operation *op, ArrayRef<int64_t> attr,
   if (ShapedType::isDynamic(headDim))
     return success();
   ::sits::runtime::kivi::Layout layout;
+  SmallVector<uint8_t> widths;
+  for (int64_t w : kivi->widths)
+    widths.push_back(uint8_t(w == 4 || w == 2 ? w : 0));
   if (!::sits::runtime::kivi::Layout::make(kivi->layers, kivi->kvHeads,
                                            kivi->blockSize, headDim, kivi->bits,
-                                           &layout))
-    return op->emitOpError("no KIVI layout for ")
-           << kivi->bits << "-bit codes, " << kivi->layers << " layers, "
-           << kivi->kvHeads << " kv heads, blocks of " << kivi->blockSize
-           << " and head dim " << headDim
-           << " (bits 4 or 2, head dim x bits whole bytes, head dim <= "
-           << ::sits::runtime::kivi::kMaxHeadDim
-           << ", block size <= " << ::sits::runtime::kivi::kMaxBlockSize << ")";
+                                           &layout, widths.data())) {
+    InFlightDiagnostic diag = op->emitOpError("no KIVI layout for ");
+    if (kivi->widths.empty())
+      diag << kivi->bits << "-bit codes";
+    else {
+      std::string list;
+      llvm::raw_string_ostream os(list);
+      llvm::interleaveComma(kivi->widths, os);
+      diag << "widths [" << list << "] per (layer, kv head)";
+    }
+    return diag << ", " << kivi->layers << " layers, " << kivi->kvHeads
+                << " kv heads, blocks of " << kivi->blockSize
+                << " and head dim " << headDim
+                << " (bits 4 or 2, head dim x bits whole bytes, head dim <= "
+                << ::sits::runtime::kivi::kMaxHeadDim
+                << ", block size <= " << ::sits::runtime::kivi::kMaxBlockSize
+                << ")";
+  }
   if (!ShapedType::isDynamic(pool.getDimSize(1)) &&
       pool.getDimSize(1) != layout.blockStride)
     return op->emitOpError("a KIVI pool's blocks span ")

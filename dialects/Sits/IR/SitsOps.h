@@ -33,9 +33,13 @@ inline bool isQuantizedKVElement(Type element) {
 /// A KIVI pool's `kivi = [bits, layers, Hkv, block_size]` attribute.
 struct KiviPool {
   int64_t bits, layers, kvHeads, blockSize;
+  /// bits = kivi::kMixedWidths: the width of each (layer, kv head).
+  ArrayRef<int64_t> widths;
 };
 
-/// The `kivi` attribute of a paged-attention op, if it has one of 4 values.
+/// The `kivi` attribute of a paged-attention op, if it is [bits, layers,
+/// kv heads, block size], or with mixed widths (bits 512) those and
+/// layers × kv heads widths.
 std::optional<KiviPool> getKiviPool(std::optional<ArrayRef<int64_t>> attr);
 
 /// Checks a KIVI pool against its attribute: `pool` is 2-D i8 whose

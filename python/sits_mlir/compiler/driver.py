@@ -122,7 +122,20 @@ class CompileOptions:
     #: "int4-token" / "int2-token" are the same blocks with keys quantized per
     #: token like values (plain per-token quantization, the baseline KIVI's
     #: per-channel keys improve on where keys have outlier channels).
+    #: "auto" gives each (layer, kv head) its own KIVI width, 4 or 2 bits:
+    #: the decoder is compiled with an f32 pool first, `kv_calibration`
+    #: prompts are prefilled, every head's K/V blocks are quantized both
+    #: ways, and heads go to 2 bits, least relative error first, while the
+    #: mean over heads stays within `kv_error_budget`. The widths show in
+    #: the explain report and the schedule file (`kv_cache` entries).
     kv_dtype: str | None = None
+    #: kv_dtype="auto": the calibration prompts (token id sequences); None:
+    #: four seeded random prompts of 256 tokens.
+    kv_calibration: Any = None
+    #: kv_dtype="auto": the mean relative K/V error over heads allowed
+    #: (each head's larger of its K and V root-mean-square quantization error
+    #: relative to their root mean square).
+    kv_error_budget: float = 0.2
     #: kv_cache="paged": "last" computes the logits (every result but the
     #: pool) for each sequence's last new position only, `[B, min(S, 1), V]`,
     #: which is what serving samples from (sits-last-position): a prefill
@@ -440,10 +453,13 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
             args[-1]["kv_quantization"] = ir.StringAttr(attrs["sits.kv_quantization"]).value
         if "sits.kivi" in attrs:
             # KIVI blocks: the geometry their [blocks, bytes] type hides.
-            mode, layers, heads, block, dim = ir.DenseI64ArrayAttr(attrs["sits.kivi"])
-            args[-1]["kivi"] = {"bits": mode % KEYS_PER_TOKEN, "layers": layers,
-                                "kv_heads": heads, "block_size": block, "head_dim": dim,
-                                "keys": "token" if mode & KEYS_PER_TOKEN else "channel"}
+            mode, layers, heads, block, dim, *widths = ir.DenseI64ArrayAttr(attrs["sits.kivi"])
+            kivi = args[-1]["kivi"] = {"bits": mode % KEYS_PER_TOKEN, "layers": layers,
+                                       "kv_heads": heads, "block_size": block,
+                                       "head_dim": dim,
+                                       "keys": "token" if mode & KEYS_PER_TOKEN else "channel"}
+            if mode == MIXED_WIDTHS:  # a width per (layer, kv head); 4 the widest
+                kivi.update(bits=4, widths=list(widths))
     status = [i for i, a in enumerate(res_attrs) if "sits.status" in a]
     returned = [i for i, a in enumerate(res_attrs) if "sits.updates" not in a]
     if status and (len(status) > 1 or status[0] != returned[-1]):
@@ -466,17 +482,19 @@ def _entry_signature(module: ir.Module, inputs=None, outputs=None) -> dict:
 
 #: The KV pool element types `CompileOptions.kv_dtype` takes (None: the
 #: model's own).
-KV_DTYPES = (None, "int8", "fp8", "int4", "int2", "int4-token", "int2-token")
+KV_DTYPES = (None, "int8", "fp8", "int4", "int2", "int4-token", "int2-token", "auto")
 
 #: Added to a KIVI layout's bits when keys are quantized per token
 #: (sits/runtime/kivi_layout.h's kKeysPerToken).
 KEYS_PER_TOKEN = 256
+#: A KIVI layout's mode with a width per (layer, kv head) (kMixedWidths).
+MIXED_WIDTHS = 512
 
 #: The KV block size a paged decoder gets when none is asked for: KIVI
 #: blocks group 32 tokens per key channel (their parameters cost 4 bytes per
 #: channel and block), the others 16.
 def default_kv_block_size(kv_dtype: str | None) -> int:
-    return 32 if kv_dtype in ("int4", "int2", "int4-token", "int2-token") else 16
+    return 32 if kv_dtype in ("int4", "int2", "int4-token", "int2-token", "auto") else 16
 
 
 def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int,
@@ -498,7 +516,10 @@ def _page_kv_cache(module: ir.Module, inputs, outputs, block_size: int,
         for key, count in (("arg_attrs", len(inputs)), ("res_attrs", len(outputs))):
             main.attributes[key] = ir.ArrayAttr.get(
                 [tag(a, i) for i, a in enumerate(_func_attrs(main, key, count))])
-    dtype = f" kv-dtype={kv_dtype}" if kv_dtype else ""
+    if isinstance(kv_dtype, tuple):  # ("mixed", widths): kv_dtype="auto"'s choice
+        dtype = f" kv-dtype=mixed kv-widths={','.join(map(str, kv_dtype[1]))}"
+    else:
+        dtype = f" kv-dtype={kv_dtype}" if kv_dtype else ""
     _run_pipeline(module, f"builtin.module(sits-page-kv-cache{{block-size={block_size}{dtype}}})")
     ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
 
@@ -640,9 +661,16 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             if not isinstance(block_size, int) or block_size <= 0:
                 raise ValueError("kv_block_size must be a positive integer, "
                                  f"got {block_size!r}")
+            kv_dtype, kv_report = options.kv_dtype, None
+            if kv_dtype == "auto":
+                with progress.stage("calibrate KV"):
+                    widths, kv_report = _choose_kv_widths(model, options, block_size)
+                kv_dtype = ("mixed", widths)
             with progress.stage("page KV cache"):
                 input_specs, output_specs = _page_kv_cache(
-                    module, input_specs, output_specs, block_size, options.kv_dtype)
+                    module, input_specs, output_specs, block_size, kv_dtype)
+                if kv_report is not None:
+                    _set_report(module, "kv_cache", kv_report)
                 if options.logits == "last":
                     output_specs = _last_position(module, output_specs)
         signature = _entry_signature(module, input_specs, output_specs)
@@ -753,6 +781,127 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
                         reports=reports)
     artifact.device_code = device
     return artifact
+
+
+def _kivi_error(x, bits: int, block: int, keys: bool) -> tuple[float, float]:
+    """(squared error, squared norm) of KIVI-quantizing x [blocks, block,
+    head_dim] in float64: keys per channel over a block's tokens, values
+    per token over groups of min(block, head_dim) channels (the largest
+    divisor of head_dim not above it), asymmetric min-max codes."""
+    import numpy as np
+
+    x = np.asarray(x, np.float64)
+    if not keys:
+        dim = x.shape[-1]
+        group = min(block, dim)
+        while dim % group:
+            group -= 1
+        x = x.reshape(x.shape[0], block, dim // group, group).transpose(0, 2, 3, 1)
+    else:
+        x = x.transpose(0, 2, 1)  # [blocks, channel, token]: per channel
+    lo, hi = x.min(-1, keepdims=True), x.max(-1, keepdims=True)
+    step = (hi - lo) / (2 ** bits - 1)
+    step = np.where(step > 0, step, 1.0)
+    q = np.clip(np.floor((x - lo) / step + 0.5), 0, 2 ** bits - 1) * step + lo
+    return float(((q - x) ** 2).sum()), float((x ** 2).sum())
+
+
+def _choose_kv_widths(model, options: CompileOptions, block_size: int):
+    """kv_dtype="auto": a width, 4 or 2 bits, per (layer, kv head) and the
+    report entries of the choice (see CompileOptions.kv_dtype)."""
+    import numpy as np
+
+    if not isinstance(model, (str, os.PathLike)):
+        raise ValueError("kv_dtype='auto' compiles the model twice: pass it as a file")
+    budget = options.kv_error_budget
+    if not isinstance(budget, (int, float)) or not 0 <= budget:
+        raise ValueError(f"kv_error_budget must be a number >= 0, got {budget!r}")
+    prompts = options.kv_calibration
+    if prompts is not None:
+        prompts = [[int(t) for t in np.asarray(p).reshape(-1)] for p in prompts]
+    if prompts is not None and (not prompts or any(len(p) < block_size for p in prompts)):
+        raise ValueError(f"kv_calibration must be prompts of at least kv_block_size = "
+                         f"{block_size} tokens (the K/V of full blocks are measured)")
+    from ..runtime import kv
+    from ..tools.runtime import decoder_geometry
+
+    with tempfile.TemporaryDirectory(prefix="sits-kv-auto-") as tmp:
+        f32 = compile(model, "cpu", os.path.join(tmp, "f32.sitsm"), kv_cache="paged",
+                      kv_block_size=block_size, threads=options.threads, progress=False,
+                      logits="last").load()
+        g = decoder_geometry(f32)
+        layers, heads = g["layers"], g["kv_heads"]
+        vocab = g["vocab"]
+        if prompts is None:
+            prompts = np.random.default_rng(0).integers(0, vocab, (4, 256)).tolist()
+        if any(t < 0 or t >= vocab for p in prompts for t in p):
+            raise ValueError(f"kv_calibration token ids must be in [0, {vocab})")
+        longest = max(len(p) for p in prompts)
+        blocks = -(-longest // block_size)
+        # [layer, head, kind] -> (squared error at 2, at 4 bits, squared norm)
+        sums = np.zeros((layers, heads, 2, 3))
+        names = {s.name for s in f32.default_entry.inputs}
+        for p in prompts:
+            alloc = kv.KVAllocator(num_blocks=blocks + 2, block_size=block_size,
+                                   num_layers=layers, num_kv_heads=heads,
+                                   head_dim=g["head_dim"], dtype="f32",
+                                   max_seq_len=blocks * block_size,
+                                   enable_prefix_caching=False)
+            memory = kv.KVMemory(alloc)
+            alloc.add_sequence(0, num_tokens=len(p))
+            feeds = {"input_ids": np.asarray([p], np.int64),
+                     "position_ids": np.arange(len(p), dtype=np.int64)[None],
+                     "kv_pool": memory.device,
+                     "block_tables": alloc.block_table(0)[None].astype(np.int32),
+                     "slot_mapping": alloc.slot_mapping(0, 0, len(p))[None].astype(np.int64),
+                     "context_lens": np.array([len(p)], np.int32)}
+            f32.run(**{k: v for k, v in feeds.items() if k in names})
+            full = alloc.block_table(0)[:len(p) // block_size]
+            pool = memory.device[full]  # [blocks, layers, 2, heads, block, dim]
+            for layer in range(layers):
+                for h in range(heads):
+                    for kind in (0, 1):
+                        x = pool[:, layer, kind, h]
+                        e2, norm = _kivi_error(x, 2, block_size, kind == 0)
+                        e4, _ = _kivi_error(x, 4, block_size, kind == 0)
+                        sums[layer, h, kind] += (e2, e4, norm)
+            memory.close()
+        del f32
+    # Per head: the larger of its K and V relative errors at each width.
+    rel = np.sqrt(sums[..., :2] / np.maximum(sums[..., 2:3], 1e-30)).max(axis=2)
+    err2, err4 = rel[..., 0].reshape(-1), rel[..., 1].reshape(-1)
+    widths = [4] * (layers * heads)
+    total = float(err4.sum())
+    for i in np.argsort(err2 - err4, kind="stable"):
+        if (total + err2[i] - err4[i]) / len(widths) > budget:
+            break
+        widths[i] = 2
+        total += err2[i] - err4[i]
+    report = [{"op": f"layer {i // heads}", "kind": "kv_width", "kv_head": i % heads,
+               "bits": widths[i], "error_4bit": float(err4[i]),
+               "error_2bit": float(err2[i])} for i in range(len(widths))]
+    report.append({"op": "kv_pool", "kind": "kv_widths", "mean_error": total / len(widths),
+                   "budget": float(budget), "two_bit_heads": widths.count(2),
+                   "heads": len(widths)})
+    return widths, report
+
+
+def _set_report(module: ir.Module, name: str, entries: list) -> None:
+    """Records `entries` as the module's `sits.report.<name>` (as the graph
+    passes record theirs: the explain report and the schedule file show
+    it)."""
+    def attr(value):
+        if isinstance(value, bool):
+            return ir.BoolAttr.get(value)
+        if isinstance(value, int):
+            return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+        if isinstance(value, float):
+            return ir.FloatAttr.get_f64(value)
+        return ir.StringAttr.get(str(value))
+
+    with module.context:
+        module.operation.attributes[f"sits.report.{name}"] = ir.ArrayAttr.get(
+            [ir.DictAttr.get({k: attr(v) for k, v in e.items()}) for e in entries])
 
 
 def _explain(module: ir.Module, options: CompileOptions, target: str,

@@ -84,12 +84,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="--kv-cache paged: token positions per KV block (default: 32 with "
                         "--kv-dtype int4/int2, else 16)")
     p.add_argument("--kv-dtype", choices=("int8", "fp8", "int4", "int2", "int4-token",
-                                          "int2-token"), default=None,
+                                          "int2-token", "auto"), default=None,
                    help="--kv-cache paged: store K/V as INT8 or FP8 (E4M3) codes with an "
                         "f32 scale per token and head (3.8x less KV memory than f32), or as "
                         "4-/2-bit KIVI blocks (keys per channel, values per token; 6.4x / "
-                        "10.7x less; f32 models; -token: keys per token too) (default: the "
-                        "model's K/V type)")
+                        "10.7x less; f32 models; -token: keys per token too), or auto: a "
+                        "KIVI width per layer and K/V head from calibration prompts, within "
+                        "--kv-error-budget (default: the model's K/V type)")
+    p.add_argument("--kv-error-budget", type=float, default=0.2, metavar="E",
+                   help="--kv-dtype auto: the mean relative K/V error over heads allowed "
+                        "(default: 0.2)")
     p.add_argument("--logits", choices=("all", "last"), default="all",
                    help="--kv-cache paged: logits of every new position, or of each "
                         "sequence's last one only (what serving samples from; a prefill "
@@ -148,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  explain=args.explain, precision=args.precision,
                                  error_budget=args.error_budget, group_size=args.group_size,
                                  kv_cache=args.kv_cache, kv_block_size=args.kv_block_size,
-                                 kv_dtype=args.kv_dtype, logits=args.logits, tokenizer=args.tokenizer)
+                                 kv_dtype=args.kv_dtype, kv_error_budget=args.kv_error_budget,
+                                 logits=args.logits, tokenizer=args.tokenizer)
         signature = signing.sign(artifact.path, signing_key) if signing_key else None
     except ImportError as error:  # --sign without the 'cryptography' package
         print(f"sits-compile: error: {error}", file=sys.stderr)

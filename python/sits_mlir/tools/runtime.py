@@ -135,12 +135,15 @@ def decoder_geometry(model) -> dict:
     if "kv_pool" in inputs:  # compiled with kv_cache="paged"
         kivi = _kivi_geometry(model)
         if kivi is not None:  # [blocks, bytes] of KIVI blocks: the manifest has the rest
-            return {"layers": kivi["layers"], "kv_heads": kivi["kv_heads"],
-                    "head_dim": kivi["head_dim"], "vocab": logits.shape[2],
-                    "block_size": kivi["block_size"], "paged": True,
-                    "kv_dtype": f"int{kivi['bits']}",
-                    "kv_quantization": "per_token_group" if kivi.get("keys") == "token"
-                    else "kivi"}
+            geometry = {"layers": kivi["layers"], "kv_heads": kivi["kv_heads"],
+                        "head_dim": kivi["head_dim"], "vocab": logits.shape[2],
+                        "block_size": kivi["block_size"], "paged": True,
+                        "kv_dtype": f"int{kivi['bits']}",
+                        "kv_quantization": "per_token_group" if kivi.get("keys") == "token"
+                        else "kivi"}
+            if kivi.get("widths"):  # kv_dtype="auto": a width per (layer, kv head)
+                geometry["kivi_widths"] = list(kivi["widths"])
+            return geometry
         pool = inputs["kv_pool"].shape  # [blocks, layers, 2, kv_heads, block, head_dim]
         # A quantized pool's rows are the head's codes and a 4-byte f32
         # scale (kv_dtype="int8"/"fp8": the allocator's per_token_head
@@ -306,6 +309,7 @@ def pool_config(args, geometry: dict):
                          num_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
                          dtype=geometry.get("kv_dtype", "f32"),
                          quantization=geometry.get("kv_quantization", "none"),
+                         kivi_widths=geometry.get("kivi_widths", []),
                          max_seq_len=args.max_seq_len,
                          enable_prefix_caching=not args.no_prefix_caching,
                          num_host_blocks=args.host_blocks)

@@ -155,6 +155,22 @@ Status parseArg(const json::Value &a, const std::string &path, ArgSpec &arg) {
       if (keys->asString() == "token")
         arg.kivi.bits += kivi::kKeysPerToken;
     }
+    // A width per (layer, kv head) (kv_dtype "auto"), layer by layer.
+    if (const json::Value *widths = kivi->find("widths")) {
+      if (!widths->isArray() ||
+          int64_t(widths->items().size()) !=
+              arg.kivi.layers * arg.kivi.kvHeads ||
+          arg.kivi.bits != 4)
+        return schemaError(path + ".kivi.widths",
+                           "must be an array of layers × kv_heads widths, "
+                           "with bits 4");
+      for (const json::Value &w : widths->items()) {
+        if (!w.isInt() || (w.asInt() != 4 && w.asInt() != 2))
+          return schemaError(path + ".kivi.widths", "widths are 4 or 2");
+        arg.kivi.widths.push_back(uint8_t(w.asInt()));
+      }
+      arg.kivi.bits = kivi::kMixedWidths;
+    }
   }
   if (arg.role == ArgRole::kWeights &&
       (arg.dtype != DType::kI8 || arg.shape.size() != 1))

@@ -59,10 +59,18 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// keys quantized per token.
 std::string kiviText(const ArgSpec::Kivi &k) {
   const bool perToken = (k.bits & kivi::kKeysPerToken) != 0;
-  return std::string(perToken ? " (per-token blocks of int"
-                              : " (kivi blocks of int") +
-         std::to_string(k.bits & ~kivi::kKeysPerToken) +
-         " codes: " + std::to_string(k.layers) + " layers, " +
+  std::string codes;
+  if (k.bits == kivi::kMixedWidths) {
+    codes = " (kivi blocks of widths [";
+    for (size_t i = 0; i < k.widths.size(); ++i)
+      codes += (i ? "," : "") + std::to_string(k.widths[i]);
+    codes += "] per head";
+  } else {
+    codes = std::string(perToken ? " (per-token blocks of int"
+                                 : " (kivi blocks of int") +
+            std::to_string(k.bits & ~kivi::kKeysPerToken) + " codes";
+  }
+  return codes + ": " + std::to_string(k.layers) + " layers, " +
          std::to_string(k.kvHeads) + " kv heads, blocks of " +
          std::to_string(k.blockSize) + ", head dim " +
          std::to_string(k.headDim) + ")";
@@ -172,7 +180,7 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
        (kivi.bits != kv::kiviMode(config) || kivi.layers != config.num_layers ||
         kivi.kvHeads != config.num_kv_heads ||
         kivi.blockSize != config.block_size ||
-        kivi.headDim != config.head_dim)))
+        kivi.headDim != config.head_dim || kivi.widths != config.kivi_widths)))
     fits = false;
   for (size_t d = 1; d < shape.size(); ++d)
     fits = fits && (poolSpec.shape[d] < 0 || poolSpec.shape[d] == shape[d]);
@@ -183,9 +191,9 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
               ": " + std::to_string(layout.head_dim) +
               " codes + an f32 scale per row)";
     else if (kiviPool)
-      have +=
-          kiviText({kv::kiviMode(config), config.num_layers,
-                    config.num_kv_heads, config.block_size, config.head_dim});
+      have += kiviText({kv::kiviMode(config), config.num_layers,
+                        config.num_kv_heads, config.block_size, config.head_dim,
+                        config.kivi_widths});
     std::string want = poolSpec.typeString();
     if (kivi.bits)
       want += kiviText(kivi);

@@ -8,6 +8,11 @@
 // RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int4-token" | FileCheck %s --check-prefix=TOKEN
 // RUN: not sits-opt %s --sits-page-kv-cache="kv-dtype=int3" 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not sits-opt %s --sits-page-kv-cache="block-size=2048 kv-dtype=int4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
+// RUN: sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=mixed kv-widths=4,2,2,4" | FileCheck %s --check-prefix=MIXED
+// RUN: not sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=mixed" 2>&1 | FileCheck %s --check-prefix=NOWIDTHS
+// RUN: not sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=int4 kv-widths=4,4,4,4" 2>&1 | FileCheck %s --check-prefix=NOWIDTHS
+// RUN: not sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=mixed kv-widths=4,2" 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: not sits-opt %s --sits-page-kv-cache="block-size=4 kv-dtype=mixed kv-widths=4,2,8,4" 2>&1 | FileCheck %s --check-prefix=WIDTH
 
 // Two decoder layers (GQA: 4 query heads on 2 K/V heads) exported with
 // their KV cache: each attention reads past ++ new. Paged, the past/present
@@ -47,7 +52,7 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 //      INT8:   sits.paged_attention {{.*}}, %[[POOL]], {{.*}} {layer = 0 : i64}
 //      INT8:   sits.paged_attention {{.*}} {layer = 1 : i64, scale = 5.000000e-01 : f64}
 
-// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int3'; supported: int8, fp8, int4, int2, int4-token, int2-token (or none: the model's K/V type)
+// DTYPE: error: sits-page-kv-cache: unsupported kv-dtype 'int3'; supported: int8, fp8, int4, int2, int4-token, int2-token, mixed (with kv-widths) (or none: the model's K/V type)
 
 // With kv-dtype=int4 or int2 the pool is KIVI blocks, [blocks, bytes]: per
 // block 2 layers x K/V x 2 heads of 4 rows of 16 codes (8 or 4 bytes) and
@@ -69,6 +74,15 @@ func.func @main(%x: tensor<?x?x64xf32>, %past_k0: tensor<?x2x?x16xf32>, %past_v0
 //      TOKEN:   sits.paged_attention {{.*}} {kivi = array<i64: 260, 2, 2, 4>, layer = 0 : i64}
 
 // LAYOUT: error: sits-page-kv-cache: no 4-bit KIVI layout for head dim 16 and blocks of 2048
+
+// A width per (layer, kv head): bits 512, then the widths; slabs of 2 bits
+// take 4 bytes a row instead of 8 (still within the first page).
+// MIXED-LABEL: func.func @main
+//  MIXED-SAME:    tensor<?x12288xi8> {sits.kivi = array<i64: 512, 2, 2, 4, 16, 4, 2, 2, 4>, sits.kv_quantization = "kivi", sits.name = "kv_pool"}
+//      MIXED:   sits.paged_attention {{.*}} {kivi = array<i64: 512, 2, 2, 4, 4, 2, 2, 4>, layer = 0 : i64}
+// NOWIDTHS: error: sits-page-kv-cache: kv-widths (the bits of each layer's kv heads) goes with kv-dtype=mixed, and mixed needs it
+// COUNT: error: sits-page-kv-cache: kv-widths has 2 widths for 2 layers of 2 kv heads (4)
+// WIDTH: error: sits-page-kv-cache: kv-widths are 4 or 2 bits, got 8
 
 // FP8-LABEL: func.func @main
 //  FP8-SAME:    tensor<?x2x2x2x4x20xf8E4M3FN> {sits.kv_quantization = "per_token_head", sits.name = "kv_pool"}

@@ -95,6 +95,8 @@ struct SITS_RUNTIME_API ArgSpec {
   /// Manifest key "kivi".
   struct Kivi {
     int64_t bits = 0, layers = 0, kvHeads = 0, blockSize = 0, headDim = 0;
+    /// bits = kivi::kMixedWidths: the width of each (layer, kv head).
+    std::vector<uint8_t> widths;
   } kivi;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }

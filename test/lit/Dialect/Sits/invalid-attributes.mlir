@@ -423,7 +423,14 @@ func.func @weight_layout_without_body(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// expected-error @+1 {{'sits.kivi' on argument 0 must be [bits, layers, kv heads, block size, head dim], all positive, got array<i64: 4, 2, 2, 32>}}
+// expected-error @+1 {{'sits.kivi' on argument 0 must be [bits, layers, kv heads, block size, head dim], all positive, with bits 512 followed by the width (4 or 2) of each (layer, kv head), got array<i64: 4, 2, 2, 32>}}
 func.func @kivi_geometry(%x: tensor<?x4096xi8> {sits.kivi = array<i64: 4, 2, 2, 32>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sits.kivi' on argument 0 must be [bits, layers, kv heads, block size, head dim], all positive, with bits 512 followed by the width (4 or 2) of each (layer, kv head), got array<i64: 512, 1, 2, 32, 64, 4, 3>}}
+func.func @kivi_widths(%x: tensor<?x4096xi8> {sits.kivi = array<i64: 512, 1, 2, 32, 64, 4, 3>}) {
   return
 }

@@ -5,7 +5,7 @@
 
 func.func @attribute_length(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %v: tensor<1x2x1x16xf32>,
                             %pool: tensor<3x12288xi8>, %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
-  // expected-error @+1 {{'sits.paged_attention' op kivi must be [bits, layers, kv heads, block size], got 3 values}}
+  // expected-error @+1 {{'sits.paged_attention' op kivi must be [bits, layers, kv heads, block size], with bits 512 followed by the width of each (layer, kv head), got 3 values}}
   %o, %p = sits.paged_attention %q, %k, %v, %pool, %t, %s, %l {kivi = array<i64: 4, 2, 2>, layer = 0}
       : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<3x12288xi8>,
          tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>) -> (tensor<1x4x1x16xf32>, tensor<3x12288xi8>)
@@ -137,5 +137,27 @@ func.func @write_result(%k: tensor<1x2x1x16xf32>, %v: tensor<1x2x1x16xf32>, %s: 
   // expected-error @+1 {{'sits.ukernel.kivi_write' op operands must be all tensors or all buffers}}
   sits.ukernel.kivi_write ins(%k, %v, %s : tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x1xi64>)
       layer(%layer) outs(%pool : memref<3x12288xi8>) {kivi = array<i64: 4, 2, 2, 4>}
+  return
+}
+
+// -----
+
+func.func @mixed_width_count(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %v: tensor<1x2x1x16xf32>,
+                             %pool: tensor<3x12288xi8>, %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
+  // expected-error @+1 {{'sits.paged_attention' op kivi must be [bits, layers, kv heads, block size], with bits 512 followed by the width of each (layer, kv head), got 7 values}}
+  %o, %p = sits.paged_attention %q, %k, %v, %pool, %t, %s, %l {kivi = array<i64: 512, 2, 2, 4, 4, 2, 2>, layer = 0}
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<3x12288xi8>,
+         tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>) -> (tensor<1x4x1x16xf32>, tensor<3x12288xi8>)
+  return
+}
+
+// -----
+
+func.func @mixed_width_value(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>, %v: tensor<1x2x1x16xf32>,
+                             %pool: tensor<3x12288xi8>, %t: tensor<1x2xi32>, %s: tensor<1x1xi64>, %l: tensor<1xi32>) {
+  // expected-error @+1 {{'sits.paged_attention' op no KIVI layout for widths [4, 2, 3, 4] per (layer, kv head), 2 layers, 2 kv heads, blocks of 4 and head dim 16}}
+  %o, %p = sits.paged_attention %q, %k, %v, %pool, %t, %s, %l {kivi = array<i64: 512, 2, 2, 4, 4, 2, 3, 4>, layer = 0}
+      : (tensor<1x4x1x16xf32>, tensor<1x2x1x16xf32>, tensor<1x2x1x16xf32>, tensor<3x12288xi8>,
+         tensor<1x2xi32>, tensor<1x1xi64>, tensor<1xi32>) -> (tensor<1x4x1x16xf32>, tensor<3x12288xi8>)
   return
 }
