@@ -47,14 +47,19 @@ def llama(tmp_path_factory):
     models.clear()
 
 
+def _engine(model, block, blocks=64, batch=1):
+    """An engine over a pool of `blocks` blocks for `model`, and the pool."""
+    g = decoder_geometry(model)
+    alloc = kv.KVAllocator(num_blocks=blocks, block_size=block, num_layers=g["layers"],
+                           num_kv_heads=g["kv_heads"], head_dim=g["head_dim"], max_seq_len=256,
+                           dtype=g["kv_dtype"], quantization=g["kv_quantization"])
+    return Engine(alloc, PagedRunner(model, kv.KVMemory(alloc)), max_batch_size=batch), alloc
+
+
 def _generate(model, block, *, forced=(), batch=1, prompts=(PROMPT,), **eviction):
     """(per prompt: tokens, logits [tokens, vocab]), engine metrics, and the
     most KV blocks in use after any step."""
-    g = decoder_geometry(model)
-    alloc = kv.KVAllocator(num_blocks=64, block_size=block, num_layers=g["layers"],
-                           num_kv_heads=g["kv_heads"], head_dim=g["head_dim"], max_seq_len=256,
-                           dtype=g["kv_dtype"], quantization=g["kv_quantization"])
-    engine = Engine(alloc, PagedRunner(model, kv.KVMemory(alloc)), max_batch_size=batch)
+    engine, alloc = _engine(model, block, batch=batch)
     ids = [engine.add_request(p, NEW_TOKENS, sampling=GREEDY, forced_tokens=list(forced),
                               return_logits=True, **eviction) for p in prompts]
     peak = 0
@@ -148,11 +153,7 @@ def test_sequences_stay_within_their_budget(llama, dtype, policy):
 
 def test_bad_evictions_are_refused(llama):
     _, models = llama
-    g = decoder_geometry(models[None])
-    alloc = kv.KVAllocator(num_blocks=16, block_size=4, num_layers=g["layers"],
-                           num_kv_heads=g["kv_heads"], head_dim=g["head_dim"], max_seq_len=64,
-                           dtype=g["kv_dtype"])
-    engine = Engine(alloc, PagedRunner(models[None], kv.KVMemory(alloc)))
+    engine, _ = _engine(models[None], 4, blocks=16)
     with pytest.raises(errors.KVInvalidArgument, match="kv_budget"):
         engine.add_request(PROMPT, 4, kv_budget=8)
     with pytest.raises(errors.KVInvalidArgument, match="supported: none, window, attention"):
@@ -167,11 +168,7 @@ def test_long_generations_fit_a_small_pool_under_a_budget(llama):
     # complete, the ones preempted by recompute prefilling their kept
     # tokens at their own positions.
     _, models = llama
-    g = decoder_geometry(models[None])
-    alloc = kv.KVAllocator(num_blocks=14, block_size=4, num_layers=g["layers"],
-                           num_kv_heads=g["kv_heads"], head_dim=g["head_dim"], max_seq_len=256,
-                           dtype=g["kv_dtype"])
-    engine = Engine(alloc, PagedRunner(models[None], kv.KVMemory(alloc)), max_batch_size=4)
+    engine, alloc = _engine(models[None], 4, blocks=14, batch=4)
     with pytest.raises(errors.KVCapacityError):
         engine.add_request(PROMPT, 200)
     prompts = [PROMPT[i:i + 6] for i in range(0, 24, 6)]
