@@ -314,3 +314,17 @@ def test_grid_sample(mode, padding, align, tmp_path):
     got = sits_mlir.compile(model, output=tmp_path / "m.sitsm").load()(x, grid)
     want = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_constant_scales_out_of_range_are_a_clear_error():
+    # A fuzzed model (test/fuzz/regressions/onnx_import/) whose constant
+    # scales hold 1e30 and infinity: planned at import, they are the
+    # import's error, not an overflow converting the resized extent.
+    import pathlib
+
+    from sits_mlir.errors import CompileError
+
+    path = (pathlib.Path(__file__).resolve().parents[2] / "fuzz" / "regressions" /
+            "onnx_import" / "resize-infinite-scale.onnx")
+    with pytest.raises(CompileError, match=re.escape("resizes an extent of 2 past 2^40")):
+        import_model(onnx.load(path))

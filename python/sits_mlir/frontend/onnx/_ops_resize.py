@@ -36,6 +36,10 @@ from . import _types
 from ._builder import elem_of, shape_of
 from ._graph import attributes
 from ._ops_attention import _generic
+
+#: The largest extent a resize may produce (an int64 extent beyond it is
+#: no tensor that fits in memory; far larger scales overflow the shape).
+_MAX_EXTENT = 1 << 40
 from ._ops_common import (I64, _PARALLEL, _affine, _fmt, fail_unless, has_input, need_float,
                           norm_axis, read_if)
 from ._ops_registry import converter
@@ -153,17 +157,20 @@ def _static_plan(g, node, attrs):
     out = list(xs)
     if scales is not None:
         for ax, s in zip(axes, scales.astype(np.float64)):
-            if not s > 0:
-                return f"scales must be positive, got {scales.tolist()}"
+            if not (s > 0 and np.isfinite(s)):
+                return f"scales must be positive and finite, got {scales.tolist()}"
             scale_of[ax] = float(s)
             if xs[ax] is not None:
+                if s * xs[ax] > _MAX_EXTENT:
+                    return (f"scale {float(s)} of axis {ax} resizes an extent of {xs[ax]} "
+                            f"past 2^40")
                 out[ax] = int(s * xs[ax])  # floor, as the reference
             elif s != 1.0:
                 return None
     else:
         sizes = sizes.astype(np.int64)
-        if np.any(sizes < 0):
-            return f"sizes must not be negative, got {sizes.tolist()}"
+        if np.any(sizes < 0) or np.any(sizes > _MAX_EXTENT):
+            return f"sizes must be in [0, 2^40], got {sizes.tolist()}"
         if any(xs[ax] is None for ax in axes):
             return None
         if policy == "stretch":
