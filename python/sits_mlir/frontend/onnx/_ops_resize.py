@@ -173,6 +173,8 @@ def _static_plan(g, node, attrs):
             return f"sizes must be in [0, 2^40], got {sizes.tolist()}"
         if any(xs[ax] is None for ax in axes):
             return None
+        if any(xs[ax] == 0 for ax in axes):
+            return "Resize to or from an empty axis is not supported"
         if policy == "stretch":
             for ax, s in zip(axes, sizes):
                 scale_of[ax] = float(s) / xs[ax]
@@ -181,6 +183,8 @@ def _static_plan(g, node, attrs):
             ratios = [float(s) / xs[ax] for ax, s in zip(axes, sizes)]
             sc = min(ratios) if policy == "not_larger" else max(ratios)
             for ax in axes:
+                if sc * xs[ax] > _MAX_EXTENT:
+                    return f"sizes {sizes.tolist()} resize an extent of {xs[ax]} past 2^40"
                 scale_of[ax] = sc
                 out[ax] = int(sc * xs[ax] + 0.5)  # round half up
     resized = []
