@@ -22,7 +22,9 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import tempfile
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -135,10 +137,19 @@ class SitsBackend(Backend):
         input_names = [i.name for i in model.graph.input if i.name not in initializers]
 
         if cache_dir is None:
+            # The artifact lives as long as its rep: the directory goes with
+            # the rep (or at once when the compile or load fails), so a run
+            # of many cases leaves nothing behind.
             directory = tempfile.mkdtemp(prefix="sits-backend-")
             path = os.path.join(directory, "model.sitsm")
-            sits_compile(model, target="cpu", output=path, **kwargs)
-            return SitsBackendRep(runtime.load(path), input_names, path)
+            try:
+                sits_compile(model, target="cpu", output=path, **kwargs)
+                rep = SitsBackendRep(runtime.load(path), input_names, path)
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+            weakref.finalize(rep, shutil.rmtree, directory, True)
+            return rep
 
         key = hashlib.sha256(model.SerializeToString(deterministic=True))
         key.update(json.dumps([compiler_fingerprint(), dynamic, sorted(kwargs.items())],
