@@ -319,6 +319,9 @@ void mlir::sits::buildGpuCodegenPassPipeline(
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // A paged KV pool the model writes in place is the caller's device
+  // buffer: its result is dropped, not copied into an out-param.
+  pm.addPass(cpu::createSitsCpuDropUpdatedResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;

@@ -236,6 +236,46 @@ bool touchesMemory(Operation *op) {
          isa<memref::CopyOp>(op);
 }
 
+/// A loop or branch of the host function, outside every block loop, whose
+/// body reads or writes buffers (a scatter through run-time indices: the
+/// paged KV pool's slot writes). Its loads feed its own control flow, so it
+/// runs whole in one kernel rather than op by op.
+bool isSerialRegion(Operation *op) {
+  if (!isa<scf::ForOp, scf::IfOp, scf::WhileOp>(op) || op->getNumResults() ||
+      isa<scf::ForallOp, mlir::gpu::LaunchOp>(op->getParentOp()))
+    return false;
+  WalkResult found = op->walk([](Operation *inner) {
+    if (isa<scf::ForallOp, mlir::gpu::LaunchOp>(inner))
+      return WalkResult::interrupt();
+    if (touchesMemory(inner))
+      return WalkResult::interrupt();
+    if (inner->getNumRegions() == 0 && !isMemoryEffectFree(inner) &&
+        llvm::any_of(inner->getOperandTypes(), llvm::IsaPred<MemRefType>))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  if (!found.wasInterrupted())
+    return false;
+  // Block loops inside are distributed on their own.
+  return !op->walk([](Operation *inner) {
+              return isa<scf::ForallOp, mlir::gpu::LaunchOp>(inner)
+                         ? WalkResult::interrupt()
+                         : WalkResult::advance();
+            }).wasInterrupted();
+}
+
+/// Moves `op` into a new kernel of one block of one thread.
+void runInOneThread(RewriterBase &rewriter, Operation *op) {
+  Location loc = op->getLoc();
+  rewriter.setInsertionPoint(op);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  auto launch =
+      mlir::gpu::LaunchOp::create(rewriter, loc, one, one, one, one, one, one);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  auto terminator = mlir::gpu::TerminatorOp::create(rewriter, loc);
+  rewriter.moveOpBefore(op, terminator);
+}
+
 struct SitsGpuMapToLaunchPass
     : sits::gpu::impl::SitsGpuMapToLaunchBase<SitsGpuMapToLaunchPass> {
   void runOnOperation() override {
@@ -246,7 +286,23 @@ struct SitsGpuMapToLaunchPass
     IRRewriter rewriter(ctx);
     int64_t warpSize = sits::gpu::getGpuTilingConfig(func).warpSize;
 
-    // Ops no block loop covers run in a kernel of one thread.
+    // Ops no block loop covers run in a kernel of one thread: whole host
+    // loops that access buffers first, then single ops.
+    SmallVector<Operation *> serial;
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (isa<scf::ForallOp, mlir::gpu::LaunchOp>(op))
+        return WalkResult::skip();
+      if (!isSerialRegion(op))
+        return WalkResult::advance();
+      serial.push_back(op);
+      return WalkResult::skip();
+    });
+    for (Operation *op : serial) {
+      op->emitRemark() << "runs in a GPU kernel of one thread: a host loop "
+                          "over buffers";
+      runInOneThread(rewriter, op);
+      ++numLaunches;
+    }
     SmallVector<Operation *> stragglers;
     func.walk([&](Operation *op) {
       if (!touchesMemory(op) || op->getParentOfType<scf::ForallOp>() ||
@@ -257,16 +313,29 @@ struct SitsGpuMapToLaunchPass
     for (Operation *op : stragglers) {
       op->emitRemark() << "runs in a GPU kernel of one thread: it was not "
                           "distributed over blocks";
-      Location loc = op->getLoc();
-      rewriter.setInsertionPoint(op);
-      Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-      auto launch = mlir::gpu::LaunchOp::create(rewriter, loc, one, one, one,
-                                                one, one, one);
-      rewriter.setInsertionPointToStart(&launch.getBody().front());
-      auto terminator = mlir::gpu::TerminatorOp::create(rewriter, loc);
-      rewriter.moveOpBefore(op, terminator);
+      runInOneThread(rewriter, op);
       ++numLaunches;
     }
+
+    // A parallel loop of the host the tiling did not map (the paged KV
+    // pool's gather of each sequence's blocks): one block per iteration,
+    // the first dimension varying slowest.
+    func.walk<WalkOrder::PreOrder>([&](scf::ForallOp forall) {
+      if (forall.getMapping() && !forall.getMapping()->empty())
+        return WalkResult::skip();
+      if (forall->getParentOfType<mlir::gpu::LaunchOp>() ||
+          forall->getParentOfType<scf::ForallOp>())
+        return WalkResult::skip();
+      int64_t rank = forall.getRank();
+      SmallVector<Attribute> mapping;
+      for (int64_t i = 0; i < rank; ++i)
+        mapping.push_back(mlir::gpu::GPUBlockMappingAttr::get(
+            ctx,
+            mlir::gpu::MappingId(int64_t(mlir::gpu::MappingId::LinearDim0) +
+                                 rank - 1 - i)));
+      forall.setMappingAttr(ArrayAttr::get(ctx, mapping));
+      return WalkResult::skip();
+    });
 
     SmallVector<scf::ForallOp> blocks;
     func.walk<WalkOrder::PreOrder>([&](scf::ForallOp forall) {

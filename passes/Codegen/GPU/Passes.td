@@ -271,6 +271,13 @@ def SitsGpuMapToLaunch : Pass<"sits-gpu-map-to-launch", "func::FuncOp"> {
     the launch. Buffers allocated inside a thread loop are private to a
     thread: `memref.alloca`. Linalg ops left outside any block loop (ops
     that cannot be tiled) run in a kernel of one thread, with a remark.
+
+    Two more shapes of host code come from gathers and scatters through
+    run-time indices (a paged KV pool): a host loop or branch whose body
+    reads or writes buffers (the slot writes, whose index loads steer its
+    control flow) runs whole in a kernel of one thread, with a remark; an
+    unmapped `scf.forall` (the gather of each sequence's blocks) becomes
+    a block loop, one block per iteration, its first dimension slowest.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::affine::AffineDialect",

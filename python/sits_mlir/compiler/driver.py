@@ -652,9 +652,12 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
             raise ValueError("logits='last' needs kv_cache='paged' (the other results of a "
                              "contiguous decoder are its present K/V)")
         if options.kv_cache == "paged":
-            if t.is_gpu:
-                raise CompileError(f"kv_cache='paged' is compiled for CPU targets only, "
-                                   f"not {t.name}")
+            if t.is_gpu and options.kv_dtype is not None:
+                # Quantized pools are read and written by the CPU runtime's
+                # kernels; a GPU pool holds the model's own K/V type.
+                raise CompileError(f"kv_dtype={options.kv_dtype!r} is compiled for CPU "
+                                   f"targets only; a paged KV cache for {t.name} holds "
+                                   "the model's K/V type (leave kv_dtype unset)")
             block_size = options.kv_block_size
             if block_size is None:
                 block_size = default_kv_block_size(options.kv_dtype)
@@ -674,9 +677,6 @@ def compile(model: Any, target: str = "cpu", output: str | os.PathLike | None = 
                 if options.logits == "last":
                     output_specs = _last_position(module, output_specs)
         signature = _entry_signature(module, input_specs, output_specs)
-        if t.is_gpu and any(a.get("updated_in_place") for a in signature["args"]):
-            raise CompileError(f"@main updates an argument in place (sits.updates), which is "
-                               f"compiled for CPU targets only, not {t.name}")
         # Outputs sized by the data need a shape function on the CPU; GPU
         # artifacts take preallocated outputs for them. Extents that are
         # arithmetic of input extents (`past + seq`) need neither: the

@@ -612,7 +612,8 @@ Status statusFailure(const EntryPointSpec &ep, int32_t flag) {
 
 /// Runs a GPU model's entry point: inputs are copied to device buffers, the
 /// code runs on a stream of the device's pool bound to this thread (its
-/// mgpu* calls use it), outputs come back to the caller's host buffers.
+/// mgpu* calls use it), outputs come back to the caller's host buffers, and
+/// so do inputs the code updates in place (a paged KV pool).
 Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
                 const std::vector<BufferView> &inputs,
                 const std::vector<BufferView> &outputs) {
@@ -648,10 +649,15 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
       buffers.push_back(*p);
     return p;
   };
-  for (const BufferView &in : inputs) {
+  std::vector<const ArgSpec *> inSpecs = ep.inputs();
+  std::vector<std::pair<const BufferView *, void *>> updated; // host, device
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BufferView &in = inputs[i];
     StatusOr<void *> p = deviceBuffer(in);
     if (!p.ok())
       return finish(p.status());
+    if (i < inSpecs.size() && inSpecs[i]->updatedInPlace)
+      updated.emplace_back(&in, *p);
     size_t bytes = size_t(in.numElements()) * dtypeSize(in.dtype);
     const void *host = in.data;
     if (bytes && !in.isContiguous()) {
@@ -702,18 +708,22 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
     return finish(std::move(call.status));
 
   std::vector<std::pair<const BufferView *, uint8_t *>> copyBack;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const BufferView &out = outputs[i];
-    size_t bytes = size_t(out.numElements()) * dtypeSize(out.dtype);
-    void *host = out.data;
-    if (bytes && !out.isContiguous()) {
+  auto toHost = [&](const BufferView &view, void *device) {
+    size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
+    void *host = view.data;
+    if (bytes && !view.isContiguous()) {
       staged.emplace_back(bytes);
       host = staged.back().data();
-      copyBack.emplace_back(&out, staged.back().data());
+      copyBack.emplace_back(&view, staged.back().data());
     }
-    if (Status s = gpu.copyToHost(host, outBuffers[i], bytes, stream); !s.ok())
+    return gpu.copyToHost(host, device, bytes, stream);
+  };
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (Status s = toHost(outputs[i], outBuffers[i]); !s.ok())
       return finish(std::move(s));
-  }
+  for (auto [view, device] : updated)
+    if (Status s = toHost(*view, device); !s.ok())
+      return finish(std::move(s));
   if (statusBuffer) {
     if (Status s =
             gpu.copyToHost(&statusFlag, statusBuffer, sizeof(int32_t), stream);

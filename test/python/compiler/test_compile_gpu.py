@@ -314,3 +314,75 @@ def test_amd_without_an_amdgpu_llvm_is_refused_clearly(tmp_path, monkeypatch):
     message = str(err.value)
     assert "llvm-22 lld-22 rocm-device-libs" in message
     assert f"{tmp_path}: llc " in message and "has no AMDGPU back end" in message
+
+
+# A paged decoder on GPUs: the pool is an input the code writes in place
+# (slot writes as a kernel, the gather through the block tables, attention
+# over the gathered context; test_paged_attention.py runs these tilings on
+# the CPU against a reference).
+
+@pytest.fixture(scope="module")
+def paged_decoder(tmp_path_factory):
+    """`paged_decoder(target)` -> Artifact of a 2-layer GQA decoder compiled
+    with kv_cache="paged", each target once."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "llm"))
+    import gqa_decoder
+
+    out = tmp_path_factory.mktemp("paged_gpu")
+    model = gqa_decoder.build(str(out / "gqa.onnx"))
+    cache = {}
+
+    def get(target):
+        if target not in cache:
+            cache[target] = sits_mlir.compile(model, target=target, kv_cache="paged",
+                                              output=out / f"gqa.{target}.sitsm")
+        return cache[target]
+    return get
+
+
+def _check_paged_signature(art):
+    args = {a["name"]: a for a in art.manifest["entry_points"][0]["args"]}
+    pool = args["kv_pool"]
+    assert pool["role"] == "input" and pool.get("updated_in_place") is True
+    assert [n for n in ("block_tables", "slot_mapping", "context_lens") if n in args] == \
+        ["block_tables", "slot_mapping", "context_lens"]
+    assert not any(a["role"] == "output" and a["name"] == "kv_pool" for a in args.values())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_paged_decoder_compiles_and_passes_ptxas(paged_decoder, target, tmp_path):
+    art = paged_decoder(target)
+    _check_paged_signature(art)
+    assert art.manifest["device"]["kernels"]
+    ptxas = _ptxas_or_skip()
+    path = tmp_path / "gqa.ptx"
+    path.write_text(art.device_code.ptx)
+    arch = _validation_arch(ptxas, targets.lookup(target).chip)
+    proc = subprocess.run([ptxas, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_paged_decoder_compiles_for_amd(paged_decoder, tmp_path):
+    toolchain = _amd_toolchain_or_skip()
+    art = paged_decoder("mi300x")
+    _check_paged_signature(art)
+    path = tmp_path / "gqa.hsaco"
+    path.write_bytes(art.device_code.hsaco)
+    assert _tool(toolchain, "llvm-nm", "--undefined-only", str(path)).strip() == ""
+    symbols = _tool(toolchain, "llvm-readelf", "--dyn-symbols", str(path))
+    for k in art.manifest["device"]["kernels"]:
+        assert re.search(rf"FUNC\s+GLOBAL\s+PROTECTED\s+\d+\s+{re.escape(k['name'])}$",
+                         symbols, re.M), k
+
+
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4"])
+def test_quantized_paged_pools_are_cpu_only(tmp_path, kv_dtype):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "llm"))
+    import gqa_decoder
+
+    model = gqa_decoder.build(str(tmp_path / "gqa.onnx"), layers=1)
+    with pytest.raises(sits_mlir.CompileError,
+                       match=f"kv_dtype='{kv_dtype}' is compiled for CPU targets only"):
+        sits_mlir.compile(model, target="h100", kv_cache="paged", kv_dtype=kv_dtype,
+                          output=tmp_path / "x.sitsm")

@@ -259,3 +259,51 @@ def test_quantized_pool_stays_close_to_float_attention(quantized_model, model):
     assert (np.abs(values - pool) <= bound * (1 + 1e-5)).all()
     live = (slots >= 0)[:, None, :, None].repeat(HQ, 1).repeat(D, 3)
     assert np.abs(out8 - out)[live].max() < (0.05 if kind == "int8" else 0.2)
+
+
+# sits-gpu-pipeline's tensor-level passes (see test_gpu_tiling_on_cpu.py),
+# staged tiles in the default memory space: exact sequential code.
+_GPU_TILING = ("builtin.module(sits-graph-pipeline,sits-convert-to-linalg,canonicalize,cse,"
+               "func.func(convert-elementwise-to-linalg,sits-gpu-materialize-copies,"
+               "sits-cpu-fuse-elementwise),canonicalize,cse,"
+               "func.func(sits-gpu-tile-and-fuse,"
+               "sits-gpu-promote-operands{workgroup-memory=false}),canonicalize,cse,"
+               "func.func(sits-gpu-vectorize),canonicalize,cse)")
+
+
+def _static_ir(batch: int, width: int, max_blocks: int) -> str:
+    """_IR with the batch's extents static (the GPU tiling tiles statically
+    shaped ops; the pool's block count stays dynamic)."""
+    return (_IR.replace(f"tensor<?x{HQ}x?x{D}xf32>", f"tensor<{batch}x{HQ}x{width}x{D}xf32>")
+               .replace(f"tensor<?x{HKV}x?x{D}xf32>", f"tensor<{batch}x{HKV}x{width}x{D}xf32>")
+               .replace("tensor<?x?xi32>", f"tensor<{batch}x{max_blocks}xi32>")
+               .replace("tensor<?x?xi64>", f"tensor<{batch}x{width}xi64>")
+               .replace("tensor<?xi32>", f"tensor<{batch}xi32>"))
+
+
+@pytest.mark.parametrize("target", ["h100", "mi300x"])
+@pytest.mark.parametrize("news,pasts", [([3, 2, 1], [2, 7, 2]), ([1, 1, 1, 1], [0, 4, 9, 14])])
+def test_gpu_tiling_matches_reference(tmp_path, target, news, pasts):
+    """The GPU lowering of sits.paged_attention (slot writes, the gather of
+    each sequence's blocks through its table, attention tiled over blocks
+    and threads for the target), lowered for the CPU, against the
+    reference."""
+    from sits_mlir import passmanager
+    from sits_mlir.dialects import sits
+
+    rng = np.random.default_rng(sum(news) * 17 + len(pasts))
+    q, k, v, pool, tables, slots, lens = _batch(rng, news, pasts)
+    with ir.Context():
+        module = ir.Module.parse(_static_ir(len(news), max(news), tables.shape[1]))
+        module.operation.attributes["sits.target"] = sits.TargetAttr.get(target)
+        passmanager.PassManager.parse(_GPU_TILING).run(module.operation)
+        text = str(module)
+        assert "#gpu.block<" in text and "#gpu.thread<" in text
+        assert "sits.ukernel" not in text
+        model = sits_mlir.compile(module, "cpu", tmp_path / "pa.sitsm", threads=1).load()
+    ref_out, ref_pool = _reference(q, k, v, pool, tables, slots, lens)
+    (out,) = model.run(q, k, v, pool, tables, slots, lens)
+    np.testing.assert_array_equal(pool, ref_pool)
+    real = ~np.isnan(ref_out)
+    np.testing.assert_allclose(out[real], ref_out[real], rtol=1e-5, atol=1e-5)
+    assert np.isfinite(out).all()

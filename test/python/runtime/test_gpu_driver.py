@@ -35,6 +35,13 @@ GPU_ENTRY = {
              arg("input", "x", "f32", [-1, 4], ["rows", None]),
              arg("output", "z", "f32", [-1, 4], ["rows", None])],
 }
+UPDATE_ENTRY = {
+    "name": "update",
+    "args": [arg("weights", "weights", "i8", [16]),
+             {**arg("input", "pool", "f32", [-1, 4], ["rows", None]), "updated_in_place": True},
+             arg("input", "x", "f32", [-1, 4], ["rows", None]),
+             arg("output", "z", "f32", [-1, 4], ["rows", None])],
+}
 WEIGHTS = np.array([1, 2, 3, 4], np.float32)
 
 
@@ -57,7 +64,7 @@ def gpu_add(tmp_path, kernels):
         "target": {"triple": host_triple(), "cpu": "generic", "features": []},
         "device": {"kind": "cuda", "abi": "mlir-gpu-runtime", "chip": "sm_90",
                    "image_format": "bin"},
-        "entry_points": [GPU_ENTRY],
+        "entry_points": [GPU_ENTRY, UPDATE_ENTRY],
     }
     runtime.write_artifact(path, manifest=manifest, code=kernels("gpu_add"),
                            weights=WEIGHTS.tobytes(), target="fake")
@@ -158,6 +165,35 @@ def test_runs_gpu_host_code_from_numpy_and_dlpack(fake_cuda, gpu_add):
     # Torn down: no buffer, module, stream or context left.
     assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
         {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}
+
+
+def test_an_input_updated_in_place_comes_back_to_the_host(fake_cuda, gpu_add):
+    """A paged KV pool is an input the code writes: the caller's array gets
+    the device's contents back after the call."""
+    out = run_fake(fake_cuda, f"""
+        model = runtime.load({gpu_add!r}, device="cuda:0")
+        fake.sitsFakeCudaReset()
+        pool = np.zeros((3, 4), np.float32)
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        update = model.entry("update")
+        z1 = update(pool, x)
+        z2 = update(pool, x)
+        ran = stats()
+        try:  # the caller's array must be the buffer that is updated
+            update(np.zeros((3, 8), np.float32)[:, ::2], x)
+            strided = None
+        except runtime.SignatureError as e:
+            strided = str(e)
+        print(json.dumps({{"pool": pool.tolist(), "z1": np.asarray(z1).tolist(),
+                          "z2": np.asarray(z2).tolist(), "strided": strided, "ran": ran}}))
+    """)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(out["pool"], 2 * x)
+    np.testing.assert_array_equal(out["z1"], x + WEIGHTS)
+    np.testing.assert_array_equal(out["z2"], 2 * x + WEIGHTS)
+    # Each call: pool and x down, z and the pool back (48 bytes each).
+    assert (out["ran"]["to_device"], out["ran"]["to_host"]) == (2 * 96, 2 * 96)
+    assert "updated in place" in out["strided"]
 
 
 @pytest.mark.parametrize("fail, error_type, function, name, code", [
@@ -314,5 +350,55 @@ def test_compiled_model_launches_its_kernels(fake_cuda, compiled_mlp, image, tmp
     assert out["ran"]["to_device"] == inputs_bytes
     assert out["ran"]["to_host"] == int(np.prod(out["shape"])) * 4
     assert out["ran"]["buffers"] == 1
+    assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
+        {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}
+
+
+@pytest.fixture(scope="module")
+def compiled_paged_decoder(tmp_path_factory):
+    """A 2-layer GQA decoder compiled for h100 with kv_cache="paged"."""
+    import sits_mlir
+
+    sys.path.insert(0, str(ROOT / "test" / "python" / "llm"))
+    import gqa_decoder
+
+    out = tmp_path_factory.mktemp("gpu_paged")
+    model = gqa_decoder.build(str(out / "gqa.onnx"))
+    return sits_mlir.compile(model, target="h100", kv_cache="paged",
+                             output=out / "gqa.h100.sitsm")
+
+
+@pytest.mark.slow
+def test_paged_decoder_step_on_the_device_path(fake_cuda, compiled_paged_decoder):
+    """A decode step of a paged decoder through the device path: every
+    kernel of the manifest launched in order, the pool sent down and, being
+    updated in place, brought back whole with the logits (the fake runs no
+    compiled kernel, so values are not checked here)."""
+    art = compiled_paged_decoder
+    out = run_fake(fake_cuda, f"""
+        model = runtime.load({str(art.path)!r}, device="cuda:0")
+        fake.sitsFakeCudaReset()
+        pool = np.zeros((9, 2, 2, 2, 16, 16), np.float32)
+        feeds = dict(input_ids=np.array([[5], [7]], np.int64), kv_pool=pool,
+                     block_tables=np.array([[1, 2], [3, 4]], np.int32),
+                     slot_mapping=np.array([[20], [50]], np.int64),
+                     context_lens=np.array([5, 3], np.int32))
+        logits = model(**feeds)
+        ran = stats()
+        result = {{"ran": ran, "launches": launches(), "shape": list(logits.shape),
+                  "pool": pool.nbytes,
+                  "inputs": sum(v.nbytes for k, v in feeds.items() if k != "kv_pool")}}
+        del model; gc.collect()
+        result["after"] = stats()
+        print(json.dumps(result))
+    """)
+    kernels = art.manifest["device"]["kernels"]
+    assert [l["name"] for l in out["launches"]] == [k["name"] for k in kernels]
+    assert out["shape"] == [2, 1, 64]
+    logits = 2 * 1 * 64 * 4
+    # Down: the inputs, the pool and the zeroed status; back: the logits,
+    # the pool and the status.
+    assert out["ran"]["to_device"] == out["inputs"] + out["pool"] + 4
+    assert out["ran"]["to_host"] == logits + out["pool"] + 4
     assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
         {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}

@@ -100,3 +100,64 @@ func.func @too_many_threads(%out: memref<2048xf32>) {
   } {mapping = [#gpu.block<linear_dim_0>]}
   return
 }
+
+// -----
+
+// A host loop that reads and writes buffers through run-time indices (the
+// paged KV pool's slot writes: a scatter no block loop expresses) runs
+// whole in a kernel of one thread, its index loads included.
+
+// CHECK-LABEL: func.func @scatter
+//       CHECK:   gpu.launch blocks({{.+}}) in (%{{.+}} = %[[ONE:.+]], %{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]]) threads({{.+}}) in (%{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]], %{{.+}} = %[[ONE]])
+//       CHECK:     scf.for
+//       CHECK:       memref.load %{{.+}} : memref<?xi64>
+//       CHECK:       scf.if
+//       CHECK:         memref.store
+//       CHECK:     gpu.terminator
+//   CHECK-NOT:   scf.for
+func.func @scatter(%slots: memref<?xi64>, %rows: memref<?xf32>, %pool: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c0_i64 = arith.constant 0 : i64
+  %c64 = arith.constant 64 : i64
+  %n = memref.dim %slots, %c0 : memref<?xi64>
+  // expected-remark @below {{runs in a GPU kernel of one thread: a host loop over buffers}}
+  scf.for %i = %c0 to %n step %c1 {
+    %slot = memref.load %slots[%i] : memref<?xi64>
+    %ge = arith.cmpi sge, %slot, %c0_i64 : i64
+    %lt = arith.cmpi slt, %slot, %c64 : i64
+    %ok = arith.andi %ge, %lt : i1
+    scf.if %ok {
+      %at = arith.index_cast %slot : i64 to index
+      %v = memref.load %rows[%i] : memref<?xf32>
+      memref.store %v, %pool[%at] : memref<64xf32>
+    }
+  }
+  return
+}
+
+// -----
+
+// A parallel loop the tiling left unmapped (the gather of each sequence's
+// blocks through its table) gets a block per iteration, its first
+// dimension varying slowest.
+
+// CHECK-LABEL: func.func @gather
+//       CHECK:   %[[GRID:.+]] = affine.apply #{{.+}}()[%{{.+}}]
+//       CHECK:   gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[GRID]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
+//       CHECK:     %[[IDS:.+]]:2 = affine.delinearize_index %[[BX]] into (%{{.+}}, 4)
+//       CHECK:     memref.load %{{.+}}[%[[IDS]]#0, %[[IDS]]#1] : memref<?x4xi32>
+//       CHECK:     memref.copy
+//   CHECK-NOT:   scf.forall
+func.func @gather(%tables: memref<?x4xi32>, %pool: memref<16x8xf32>, %out: memref<?x4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %b = memref.dim %tables, %c0 : memref<?x4xi32>
+  scf.forall (%i, %j) in (%b, 4) {
+    %entry = memref.load %tables[%i, %j] : memref<?x4xi32>
+    %block = arith.index_cast %entry : i32 to index
+    %src = memref.subview %pool[%block, 0] [1, 8] [1, 1] : memref<16x8xf32> to memref<8xf32, strided<[1], offset: ?>>
+    %dst = memref.subview %out[%i, %j, 0] [1, 1, 8] [1, 1, 1] : memref<?x4x8xf32> to memref<8xf32, strided<[1], offset: ?>>
+    memref.copy %src, %dst : memref<8xf32, strided<[1], offset: ?>> to memref<8xf32, strided<[1], offset: ?>>
+  }
+  return
+}

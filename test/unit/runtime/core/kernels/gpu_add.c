@@ -6,6 +6,10 @@
      t = x + w (broadcast over rows), z = t + w, through a buffer of
      mgpuMemAlloc; every pointer it sees is a device pointer.
 
+     sits_entry_update(weights, pool: f32[?, 4], x: f32[?, 4]) -> z
+     pool += x in place (the pool is an input the code updates, as a paged
+     KV pool is), then z = pool + w.
+
    Like real host code, it loads its device image in an ELF constructor and
    unloads it in the destructor. */
 #include "memref.h"
@@ -56,6 +60,22 @@ SITS_EXPORT void sits_entry_main(void **args) {
   add(stream, (const float *)x->aligned, (const float *)w->aligned, t, n);
   add(stream, t, (const float *)w->aligned, (float *)z->aligned, n);
   mgpuMemFree(t, stream);
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+}
+
+SITS_EXPORT void sits_entry_update(void **args) {
+  MemRef1 *w = (MemRef1 *)args[0];
+  MemRef2 *pool = (MemRef2 *)args[1], *x = (MemRef2 *)args[2],
+          *z = (MemRef2 *)args[3];
+  int64_t n = x->sizes[0] * x->sizes[1];
+  void *stream = mgpuStreamCreate();
+  float *p = (float *)pool->aligned;
+  void *params[] = {&p, &x->aligned, &p, &n, &n};
+  intptr_t block = 128, grid = (n + block - 1) / block;
+  mgpuLaunchKernel(mgpuModuleGetFunction(gModule, "sits_fake_add_f32"), grid, 1,
+                   1, block, 1, 1, 0, stream, params, NULL, 5);
+  add(stream, p, (const float *)w->aligned, (float *)z->aligned, n);
   mgpuStreamSynchronize(stream);
   mgpuStreamDestroy(stream);
 }
