@@ -193,13 +193,17 @@ BufferView viewOf(const Array &a, const EntryPointSpec &ep, const ArgSpec &arg,
   std::string label = std::string(argRoleName(arg.role)) + " '" + arg.name +
                       "' (#" + std::to_string(pos) + ") of entry point '" +
                       ep.name + "'";
-  if (a.device_type() != nb::device::cpu::value) {
+  // GPU memory goes to the runtime tagged with its device, which must be
+  // the model's (Module::run checks); other devices are refused here.
+  if (a.device_type() != nb::device::cpu::value &&
+      a.device_type() != nb::device::cuda::value &&
+      a.device_type() != nb::device::rocm::value) {
     ErrorInfo info;
     info.code = StatusCode::kDeviceUnavailable;
     info.message = label + " lives on a device of DLPack type " +
                    std::to_string(a.device_type()) +
                    "; pass arrays in host memory (for a GPU model the runtime "
-                   "copies them to its device)";
+                   "copies them to its device) or on the model's GPU";
     info.subject = arg.name;
     info.index = int64_t(pos);
     raise(Status(std::move(info)));
@@ -224,6 +228,8 @@ BufferView viewOf(const Array &a, const EntryPointSpec &ep, const ArgSpec &arg,
   BufferView v;
   v.data = const_cast<void *>(static_cast<const void *>(a.data()));
   v.dtype = *dtype;
+  v.deviceType = int32_t(a.device_type());
+  v.deviceId = int32_t(a.device_id());
   for (size_t i = 0; i < a.ndim(); ++i)
     v.shape.push_back(int64_t(a.shape(i)));
   if (a.stride_ptr())

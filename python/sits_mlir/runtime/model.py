@@ -82,6 +82,22 @@ def special_dtype_name(dtype) -> str | None:
     return None
 
 
+#: DLPack device types of GPU memory (kDLCUDA, kDLROCm).
+_GPU_DLPACK_DEVICES = (2, 10)
+
+
+def _on_gpu(value: Any) -> bool:
+    """Whether `value` is a DLPack tensor in GPU memory (CuPy, PyTorch CUDA
+    or ROCm tensors), which a GPU model reads and writes in place."""
+    device = getattr(value, "__dlpack_device__", None)
+    if device is None or isinstance(value, np.ndarray):
+        return False
+    try:
+        return int(device()[0]) in _GPU_DLPACK_DEVICES
+    except Exception:  # noqa: BLE001 -- not a usable DLPack tensor
+        return False
+
+
 def _bits(array: np.ndarray) -> np.ndarray:
     """`array` itself, or its bits when its dtype is one NumPy lacks."""
     bits = _BITS_OF.get(array.dtype.name)
@@ -202,6 +218,8 @@ class EntryPoint:
     def _convert(self, value: Any, spec: TensorSpec, index: int) -> Any:
         label = f"input '{spec.name}' (#{index}) of entry point '{self.name}'"
         if spec.name in self.updated_inputs:
+            if _on_gpu(value):  # a GPU model's own memory: used in place
+                return value
             if not (isinstance(value, np.ndarray) and value.dtype == spec.numpy_dtype
                     and value.flags.c_contiguous and value.flags.writeable):
                 raise self._error(

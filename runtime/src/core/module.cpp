@@ -324,6 +324,52 @@ Status checkCounts(const EntryPointSpec &ep, size_t want, size_t got,
       .withExpected(std::to_string(want), std::to_string(got));
 }
 
+/// "cpu", "cuda:0", "rocm:1": a DLPack device, for messages.
+std::string dlpackDeviceName(int32_t type, int32_t id) {
+  switch (type) {
+  case kDLPackCpu:
+    return "cpu";
+  case kDLPackCuda:
+    return "cuda:" + std::to_string(id);
+  case kDLPackRocm:
+    return "rocm:" + std::to_string(id);
+  default:
+    return "DLPack device " + std::to_string(type) + ":" + std::to_string(id);
+  }
+}
+
+/// Views outside host memory must be on the model's own device (`type`,
+/// `id`; a CPU model takes none) and contiguous: the code reads and writes
+/// them in place, with nothing to stage them through.
+Status checkViewDevices(const EntryPointSpec &ep,
+                        const std::vector<const ArgSpec *> &specs,
+                        const std::vector<BufferView> &views, int32_t type,
+                        int32_t id) {
+  for (size_t i = 0; i < views.size() && i < specs.size(); ++i) {
+    const BufferView &v = views[i];
+    if (v.onHost())
+      continue;
+    std::string where = dlpackDeviceName(v.deviceType, v.deviceId);
+    std::string label = argLabel(ep, *specs[i], int64_t(i));
+    if (v.deviceType != type || v.deviceId != id)
+      return Status(StatusCode::kDeviceUnavailable,
+                    label + " lives on " + where + ", but the model runs on " +
+                        dlpackDeviceName(type, id) +
+                        ": pass it in host memory or on the model's device")
+          .withSubject(specs[i]->name)
+          .withIndex(int64_t(i))
+          .withExpected(dlpackDeviceName(type, id), where);
+    if (!v.isContiguous())
+      return Status(StatusCode::kSignatureMismatch,
+                    label + " lives on " + where +
+                        " and is not contiguous: device arrays are used in "
+                        "place, so they must be row-major")
+          .withSubject(specs[i]->name)
+          .withIndex(int64_t(i));
+  }
+  return Status::OK();
+}
+
 Status validateInputs(const EntryPointSpec &ep,
                       const std::vector<BufferView> &inputs,
                       SignatureChecker &checker) {
@@ -653,6 +699,10 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
   std::vector<std::pair<const BufferView *, void *>> updated; // host, device
   for (size_t i = 0; i < inputs.size(); ++i) {
     const BufferView &in = inputs[i];
+    if (!in.onHost()) { // on this device (checked): read, and written, there
+      descs.push_back(descriptor(in.data, in.shape));
+      continue;
+    }
     StatusOr<void *> p = deviceBuffer(in);
     if (!p.ok())
       return finish(p.status());
@@ -671,6 +721,11 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
   }
   std::vector<void *> outBuffers;
   for (const BufferView &out : outputs) {
+    if (!out.onHost()) {
+      outBuffers.push_back(nullptr); // written in place
+      descs.push_back(descriptor(out.data, out.shape));
+      continue;
+    }
     StatusOr<void *> p = deviceBuffer(out);
     if (!p.ok())
       return finish(p.status());
@@ -718,9 +773,12 @@ Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
     }
     return gpu.copyToHost(host, device, bytes, stream);
   };
-  for (size_t i = 0; i < outputs.size(); ++i)
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].onHost())
+      continue;
     if (Status s = toHost(outputs[i], outBuffers[i]); !s.ok())
       return finish(std::move(s));
+  }
   for (auto [view, device] : updated)
     if (Status s = toHost(*view, device); !s.ok())
       return finish(std::move(s));
@@ -755,6 +813,17 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
   for (size_t i = 0; i < outSpecs.size(); ++i)
     SITS_RETURN_IF_ERROR(
         checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
+  int32_t deviceType = kDLPackCpu, deviceId = 0;
+  if (impl_->gpu) {
+    deviceType =
+        impl_->gpu->kind() == DeviceKind::kHip ? kDLPackRocm : kDLPackCuda;
+    if (StatusOr<DeviceUri> uri = DeviceUri::parse(impl_->gpu->uri()); uri.ok())
+      deviceId = uri->ordinal;
+  }
+  SITS_RETURN_IF_ERROR(
+      checkViewDevices(ep, ep.inputs(), inputs, deviceType, deviceId));
+  SITS_RETURN_IF_ERROR(
+      checkViewDevices(ep, outSpecs, outputs, deviceType, deviceId));
   if (impl_->gpu)
     return runOnGpu(*impl_, entry->fn, ep, inputs, outputs);
 

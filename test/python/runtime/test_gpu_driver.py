@@ -402,3 +402,109 @@ def test_paged_decoder_step_on_the_device_path(fake_cuda, compiled_paged_decoder
     assert out["ran"]["to_host"] == logits + out["pool"] + 4
     assert {k: out["after"][k] for k in ("buffers", "modules", "streams", "contexts")} == \
         {"buffers": 0, "modules": 0, "streams": 0, "contexts": 0}
+
+
+# A DLPack tensor in (fake) device memory, built with ctypes as CuPy or
+# PyTorch would hand one over: the runtime must use it where it lies.
+DEVICE_TENSOR = """
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_keep = []
+
+class DeviceTensor:
+    '''f32 [rows, cols] at `ptr` on cuda:`device` (row stride `pitch` elements).'''
+    def __init__(self, ptr, rows, cols, device=0, pitch=None):
+        self.ptr, self.shape, self.device = ptr, (rows, cols), device
+        self.strides = None if pitch is None else (pitch, 1)
+    def __dlpack_device__(self):
+        return (2, self.device)
+    def __dlpack__(self, **kwargs):
+        shape = (ctypes.c_int64 * 2)(*self.shape)
+        strides = (ctypes.c_int64 * 2)(*self.strides) if self.strides else None
+        m = _DLManaged()
+        m.dl_tensor = _DLTensor(self.ptr, _DLDevice(2, self.device), 2, _DLDataType(2, 32, 1),
+                                shape, strides, 0)
+        m.deleter = _Deleter(lambda p: None)
+        _keep.append((shape, strides, m))
+        return _new_capsule(ctypes.addressof(m), b"dltensor", None)
+
+def device_alloc(nbytes):
+    ptr = ctypes.c_ulonglong()
+    assert fake.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) == 0
+    ctypes.memset(ptr.value, 0, nbytes)  # the fake's device memory is the host's
+    return ptr.value
+
+def device_read(ptr, n):
+    return np.frombuffer((ctypes.c_float * n).from_address(ptr), np.float32).copy()
+"""
+
+
+def test_device_resident_input_is_used_in_place(fake_cuda, gpu_add):
+    """A pool already in the model's device memory (a DLPack CUDA tensor)
+    is read and written there: nothing is copied down or back for it."""
+    out = run_fake(fake_cuda, DEVICE_TENSOR + textwrap.dedent(f"""
+        model = runtime.load({gpu_add!r}, device="cuda:0")
+        update = model.entry("update")
+        ptr = device_alloc(96)
+        fake.sitsFakeCudaReset()
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        z1 = update(DeviceTensor(ptr, 3, 4), x)
+        z2 = update(DeviceTensor(ptr, 3, 4), x)
+        ran = stats()
+        pool = device_read(ptr, 12)
+        errors = {{}}
+        for case, tensor in (("other_device", DeviceTensor(ptr, 3, 4, device=1)),
+                             ("strided", DeviceTensor(ptr, 3, 4, pitch=8))):
+            try:
+                update(tensor, x)
+                errors[case] = None
+            except Exception as e:
+                errors[case] = error(e)
+        fake.cuMemFree_v2(ctypes.c_ulonglong(ptr))
+        print(json.dumps({{"pool": pool.tolist(), "z1": z1.tolist(), "z2": z2.tolist(),
+                          "ran": ran, "errors": errors}}))
+    """))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.reshape(out["pool"], (3, 4)), 2 * x)
+    np.testing.assert_array_equal(out["z1"], x + WEIGHTS)
+    np.testing.assert_array_equal(out["z2"], 2 * x + WEIGHTS)
+    # Only x goes down and z comes back (48 bytes each, per call).
+    assert (out["ran"]["to_device"], out["ran"]["to_host"]) == (2 * 48, 2 * 48)
+    other = out["errors"]["other_device"]
+    assert other["type"] == "DeviceError" and other["subject"] == "pool"
+    assert "lives on cuda:1, but the model runs on cuda:0" in other["str"]
+    strided = out["errors"]["strided"]
+    assert "SignatureError" in strided["mro"] and "not contiguous" in strided["str"]
+
+
+def test_device_tensor_for_a_cpu_model_is_refused(fake_cuda, gpu_add, make_artifact):
+    cpu_model = make_artifact("add", [{
+        "name": "main", "args": [arg("input", "x", "f32", [-1, 4], ["rows", None]),
+                                 arg("input", "y", "f32", [-1, 4], ["rows", None]),
+                                 arg("output", "z", "f32", [-1, 4], ["rows", None])]}])
+    out = run_fake(fake_cuda, DEVICE_TENSOR + textwrap.dedent(f"""
+        runtime.load({gpu_add!r}, device="cuda:0")  # a context for the allocation
+        ptr = device_alloc(48)
+        model = runtime.load({str(cpu_model)!r})
+        try:
+            model(DeviceTensor(ptr, 3, 4), np.ones((3, 4), np.float32))
+            result = None
+        except Exception as e:
+            result = error(e)
+        fake.cuMemFree_v2(ctypes.c_ulonglong(ptr))
+        print(json.dumps(result))
+    """))
+    assert out["type"] == "DeviceError" and out["subject"] == "x"
+    assert "lives on cuda:0, but the model runs on cpu" in out["str"]

@@ -28,6 +28,11 @@ namespace sits::runtime {
 /// The alignment compiled code assumes for every buffer.
 inline constexpr size_t kBufferAlignment = 64;
 
+/// DLPack device types (`DLDeviceType`) a view may live on.
+inline constexpr int32_t kDLPackCpu = 1;
+inline constexpr int32_t kDLPackCuda = 2;
+inline constexpr int32_t kDLPackRocm = 10;
+
 struct SITS_RUNTIME_API BufferView {
   void *data = nullptr;
   DType dtype = DType::kF32;
@@ -35,6 +40,11 @@ struct SITS_RUNTIME_API BufferView {
   /// Strides in elements, one per dimension; empty means contiguous
   /// row-major. Negative strides are allowed (inputs only).
   std::vector<int64_t> strides;
+  /// Where `data` points, as a DLPack (device type, id): host memory, or
+  /// the memory of a GPU (an input a GPU model reads in place, without a
+  /// copy: a KV pool resident on the device).
+  int32_t deviceType = kDLPackCpu;
+  int32_t deviceId = 0;
 
   BufferView() = default;
   BufferView(void *data, DType dtype, std::vector<int64_t> shape,
@@ -50,6 +60,7 @@ struct SITS_RUNTIME_API BufferView {
   /// True when the strides are empty or equal the row-major ones (size-1
   /// dimensions may have any stride).
   bool isContiguous() const;
+  bool onHost() const { return deviceType == kDLPackCpu; }
   bool isAligned() const {
     return reinterpret_cast<uintptr_t>(data) % kBufferAlignment == 0;
   }
