@@ -13,8 +13,12 @@ on the same device for the models it can build, else nothing.
     python test/bench/gpu_check.py run DIR [--device cuda:0] [--repeat 50]
 
 The cases: the four benchmark models (f32), three f16 matmuls and an f16
-GPT-2 block (tensor cores on sm_80+), and a small Llama decoder with a
-contiguous past, teacher-forced through a prefill and decode steps.
+GPT-2 block (tensor cores on sm_80+), a small Llama decoder with a
+contiguous past, teacher-forced through a prefill and decode steps, and
+the same decoder compiled with `kv_cache="paged"` and served by the
+engine (`llama_paged`): greedy tokens at batch 1, 8 and 32 must equal the
+CPU engine's, and its decode tokens/s is set against the device's
+memory-bandwidth bound (weight bytes read per step).
 
 `--compress` is for a bundle that must travel: the benchmark models' and
 the f16 block's weights (and the benchmark models' inputs) are rounded to
@@ -45,7 +49,9 @@ from bench_compare import relative_error  # noqa: E402
 
 DENSE = ["mlp", "gpt_prefill", "gpt_decode", "cnn"]
 F16_MATMULS = {"mm_f16_a": (128, 256, 512), "mm_f16_b": (64, 1024, 64), "mm_f16_c": (256, 64, 2304)}
-ALL_CASES = [*DENSE, *F16_MATMULS, "gpt_block_f16", "llama"]
+ALL_CASES = [*DENSE, *F16_MATMULS, "gpt_block_f16", "llama", "llama_paged"]
+#: llama_paged: batch sizes served, prompt tokens, new tokens per sequence.
+PAGED_BATCHES, PAGED_PROMPT, PAGED_NEW = (1, 8, 32), 16, 16
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -137,6 +143,74 @@ def _llama_case(tmp, steps=8, batch=2, prompt=16):
     return dec.path, calls, {"rel": 1e-3, "time_call": len(calls) - 1}
 
 
+def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, float]:
+    """Greedy generation of `new` tokens for each prompt by the engine over
+    a paged decoder (the pool in host memory: a GPU model's runtime copies
+    it to the device and back around each step); (tokens [B, new], seconds
+    of the decode steps, the prefill excluded)."""
+    from sits_mlir.runtime import kv
+    from sits_mlir.runtime.decoder import PagedRunner
+    from sits_mlir.runtime.engine import GREEDY, Engine
+
+    spec = {s.name: s for s in model.inputs}["kv_pool"]
+    layers, kv_heads, block, head_dim = (spec.shape[i] for i in (1, 3, 4, 5))
+    batch, length = prompts.shape
+    per_seq = -(-(length + new) // block)
+    allocator = kv.KVAllocator(num_blocks=batch * per_seq + 1, block_size=block,
+                               num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
+                               dtype=spec.dtype, max_seq_len=per_seq * block,
+                               enable_prefix_caching=False)
+    engine = Engine(allocator, PagedRunner(model, kv.KVMemory(allocator)),
+                    max_batch_size=batch)
+    ids = [engine.add_request(p, new, sampling=GREEDY) for p in prompts]
+    while not all(engine.result(i).samples[0].tokens for i in ids):
+        engine.step()
+    start = time.perf_counter()
+    while engine.has_unfinished:
+        engine.step()
+    decode_s = time.perf_counter() - start
+    return np.array([engine.result(i).samples[0].tokens for i in ids]), decode_s
+
+
+def _llama_paged_case(tmp):
+    """The `llama` case's decoder for kv_cache="paged": the prompts, and
+    each one's greedy tokens from the CPU engine."""
+    import hf_decoders
+    import sits_mlir
+    from sits_mlir import runtime
+
+    dec = hf_decoders.build("llama", tmp, layers=2, hidden=256, heads=8)
+    reference = sits_mlir.compile(dec.path, target="cpu", kv_cache="paged",
+                                  output=os.path.join(tmp, "llama_paged.cpu.sitsm"))
+    rng = np.random.default_rng(11)
+    prompts = rng.integers(0, dec.vocab, (max(PAGED_BATCHES), PAGED_PROMPT)).astype(np.int64)
+    tokens, _ = _paged_generate(runtime.load(reference.path), prompts, PAGED_NEW)
+    return dec.path, [({"prompts": prompts}, [tokens])], {"rel": 0.0}
+
+
+def _run_paged(model, calls, bandwidth: float, weights_bytes: int) -> tuple[str, float]:
+    """Serves the prompts at each batch size; checks every token; returns
+    the table's note and batch 1's decode tokens/s. `bandwidth` is the
+    target's memory bandwidth in GB/s (0: unknown)."""
+    prompts, expected = calls[0][0]["prompts"], calls[0][1][0]
+    # The whole weights are read once per decode step, whatever the batch.
+    bound = bandwidth * 1e9 / weights_bytes if bandwidth and weights_bytes else float("nan")
+    notes, first = [], float("nan")
+    for batch in PAGED_BATCHES:
+        tokens, seconds = _paged_generate(model, prompts[:batch], PAGED_NEW)
+        differ = np.argwhere(tokens != expected[:batch])
+        assert not len(differ), (f"batch {batch}: sequence {differ[0][0]} departs from the "
+                                 f"CPU engine's tokens at step {differ[0][1]}")
+        rate = batch * (PAGED_NEW - 1) / seconds
+        first = rate if batch == 1 else first
+        share = f" ({rate / batch / bound:.1%} of the bound)" if bound == bound else ""
+        notes.append(f"b{batch} {rate:.1f} tok/s{share}")
+    if bound == bound:
+        print(f"  llama_paged: bandwidth bound {bound:.0f} steps/s "
+              f"({weights_bytes / 1e6:.1f} MB of weights at {bandwidth:.0f} GB/s)", flush=True)
+    return "; ".join(notes), first
+
+
 def prepare(out: pathlib.Path, target: str, cases: list[str], compress: bool) -> None:
     import tempfile
 
@@ -155,10 +229,15 @@ def prepare(out: pathlib.Path, target: str, cases: list[str], compress: bool) ->
                 path, calls, tol = _gpt_block_f16_case(tmp, compress)
             elif name == "llama":
                 path, calls, tol = _llama_case(tmp)
+            elif name == "llama_paged":
+                path, calls, tol = _llama_paged_case(tmp)
             else:
                 raise SystemExit(f"unknown case {name!r}: one of {', '.join(ALL_CASES)}")
-            art = sits_mlir.compile(path, target=target, output=out / f"{name}.sitsm")
+            paged = {"kv_cache": "paged"} if name == "llama_paged" else {}
+            art = sits_mlir.compile(path, target=target, output=out / f"{name}.sitsm", **paged)
             compile_s = time.perf_counter() - start
+            weights_bytes = _weights_bytes(art.path) if paged else 0
+            bandwidth = sits_mlir.targets.lookup(target).memory_bandwidth_gbs
             artifact = f"{name}.sitsm"
             if compress:
                 with open(art.path, "rb") as f, lzma.open(out / f"{artifact}.xz", "wb", preset=6) as z:
@@ -172,10 +251,18 @@ def prepare(out: pathlib.Path, target: str, cases: list[str], compress: bool) ->
             (np.savez_compressed if compress else np.savez)(out / f"{name}.npz", **arrays)
             bundle["cases"].append({"name": name, "artifact": artifact, "data": f"{name}.npz",
                                     "calls": len(calls), "tolerance": tol,
-                                    "compile_s": round(compile_s, 1)})
+                                    "compile_s": round(compile_s, 1),
+                                    "weights_bytes": weights_bytes,
+                                    "bandwidth_gbs": bandwidth})
             print(f"  {name}: compiled in {compile_s:.1f} s", flush=True)
     (out / "bundle.json").write_text(json.dumps(bundle, indent=1))
     print(f"bundle for {target}: {out}")
+
+
+def _weights_bytes(path) -> int:
+    from sits_mlir.runtime import read_artifact
+
+    return read_artifact(path, verify="metadata").sections.get("weights", (0, 0))[1]
 
 
 # ----------------------------------------------------------------------------- run
@@ -278,6 +365,13 @@ def run(bundle_dir: pathlib.Path, device: str, repeat: int, only=None,
             start = time.perf_counter()
             model = runtime.load(str(art), device=device)
             load_ms = 1e3 * (time.perf_counter() - start)
+            if name == "llama_paged":  # served by the engine; SITS ms: per batch-1 token
+                note, rate = _run_paged(model, calls, case.get("bandwidth_gbs", 0),
+                                        case.get("weights_bytes", 0))
+                rows.append((name, "ok", 0.0, load_ms, float("nan"), 1e3 / rate,
+                             float("nan")))
+                print(f"  {name}: ok ({note})", flush=True)
+                continue
             start = time.perf_counter()
             first = model.run(**calls[0][0])
             first_ms = 1e3 * (time.perf_counter() - start)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -37,7 +38,7 @@ def runtime_package(tmp_path_factory):
 def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("bundle")
     done = subprocess.run([sys.executable, str(CHECK), "prepare", str(out), "--target", "cpu",
-                           "--cases", "mm_f16_a,llama", "--compress"],
+                           "--cases", "mm_f16_a,llama,llama_paged", "--compress"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
@@ -88,14 +89,33 @@ def _add_model(tmp_path):
 
 def test_bundle_runs_with_the_runtime_only(runtime_package, bundle):
     manifest = json.loads((bundle / "bundle.json").read_text())
-    assert [c["name"] for c in manifest["cases"]] == ["mm_f16_a", "llama"]
+    assert [c["name"] for c in manifest["cases"]] == ["mm_f16_a", "llama", "llama_paged"]
     assert (bundle / "llama.sitsm.xz").exists() and not (bundle / "llama.sitsm").exists()
+    paged = manifest["cases"][2]
+    assert paged["weights_bytes"] > 1_000_000
     done = _run(runtime_package, bundle, "--repeat", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()
-            if line.split() and line.split()[0] in ("mm_f16_a", "llama")}
+            if line.split() and line.split()[0] in ("mm_f16_a", "llama", "llama_paged")}
     assert rows["mm_f16_a"][-1] == "ok" and rows["llama"][-1] == "ok"
     assert float(rows["llama"][1]) < 1e-3  # relative error over the prefill and 8 steps
+    # The paged decoder served at batch 1, 8 and 32, every token checked.
+    assert rows["llama_paged"][-1] == "ok"
+    assert re.search(r"llama_paged: ok \(b1 [\d.]+ tok/s .*; b8 .*; b32 [\d.]+ tok/s",
+                     done.stdout), done.stdout
+
+
+def test_paged_tokens_that_depart_fail_the_check(runtime_package, bundle, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in bundle.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    data = dict(np.load(broken / "llama_paged.npz"))
+    data["c0.out.0"][5, 3] += 1
+    np.savez(broken / "llama_paged.npz", **data)
+    done = _run(runtime_package, broken, "--check-only", "--cases", "llama_paged")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "batch 8: sequence 5 departs from the CPU engine's tokens at step 3" in done.stdout
 
 
 def test_a_wrong_result_fails_the_check(runtime_package, bundle, tmp_path):

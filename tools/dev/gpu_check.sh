@@ -9,7 +9,10 @@
 #      f16 matmuls and block, a small Llama decoder) for this GPU, checks
 #      every call's outputs on cuda:0 and times them end to end (numpy in,
 #      numpy out, so the copies to and from the device count) against torch
-#      on the same GPU, and prints a table.
+#      on the same GPU, and prints a table; and serves the decoder compiled
+#      with kv_cache="paged" through the engine at batch 1, 8 and 32 (greedy
+#      tokens equal to the CPU engine's; decode tokens/s against the GPU's
+#      memory-bandwidth bound).
 #
 #   tools/dev/gpu_check.sh [--repeat N] [--cases mlp,gpt_prefill,...]
 #   tools/dev/gpu_check.sh --bundle DIR   # runtime only: a bundle made by
