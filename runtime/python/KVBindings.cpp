@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #include "PyStatus.h"
 #include "sits/runtime/kv/allocator.h"
+#include "sits/runtime/kv/device_backend.h"
 #include "sits/runtime/kv/memory.h"
 #include "sits/runtime/kv/testing.h"
 
@@ -664,8 +665,10 @@ nb::dict snapshotDict(PyAllocator &self) {
 
 class PyMemory {
 public:
-  explicit PyMemory(const kv::PoolConfig &config)
-      : mem_(unwrapKV(kv::Memory::create(config))) {}
+  /// `device`: where the device tier lives ("cpu" or empty: host memory;
+  /// "cuda:0", "hip:0": that GPU's memory).
+  PyMemory(const kv::PoolConfig &config, const std::string &device)
+      : mem_(unwrapKV(kv::Memory::create(config, options(device)))) {}
 
   kv::Memory &get() const {
     if (!mem_)
@@ -682,6 +685,18 @@ public:
   bool closed() const { return !mem_; }
 
 private:
+  static kv::MemoryOptions options(const std::string &device) {
+    kv::MemoryOptions options;
+    if (device.empty() || device == "cpu")
+      return options;
+    StatusOr<std::shared_ptr<kv::MemoryBackend>> backend =
+        kv::deviceMemoryBackend(device);
+    if (!backend.ok())
+      raise(backend.status());
+    options.device_backend = std::move(*backend);
+    return options;
+  }
+
   [[noreturn]] static void raiseClosed() {
     ErrorInfo e;
     e.code = StatusCode::kInvalidState;
@@ -1305,7 +1320,8 @@ void bindKV(nb::module_ &m) {
   nb::class_<PyMemory>(m, "KVMemory",
                        "The KV tensors of a pool (C++ kv::Memory). Use "
                        "sits_mlir.runtime.kv.KVMemory.")
-      .def(nb::init<const kv::PoolConfig &>(), "config"_a)
+      .def(nb::init<const kv::PoolConfig &, const std::string &>(), "config"_a,
+           "device"_a = "")
       .def_prop_ro("config", [](PyMemory &self) { return self.get().config(); })
       .def_prop_ro("layout",
                    [](PyMemory &self) { return memoryLayoutDict(self.get()); })

@@ -145,9 +145,8 @@ def _llama_case(tmp, steps=8, batch=2, prompt=16):
 
 def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, float]:
     """Greedy generation of `new` tokens for each prompt by the engine over
-    a paged decoder (the pool in host memory: a GPU model's runtime copies
-    it to the device and back around each step); (tokens [B, new], seconds
-    of the decode steps, the prefill excluded)."""
+    a paged decoder, its KV pool in the model's device memory; (tokens
+    [B, new], seconds of the decode steps, the prefill excluded)."""
     from sits_mlir.runtime import kv
     from sits_mlir.runtime.decoder import PagedRunner
     from sits_mlir.runtime.engine import GREEDY, Engine
@@ -160,8 +159,8 @@ def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, f
                                num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
                                dtype=spec.dtype, max_seq_len=per_seq * block,
                                enable_prefix_caching=False)
-    engine = Engine(allocator, PagedRunner(model, kv.KVMemory(allocator)),
-                    max_batch_size=batch)
+    memory = kv.KVMemory(allocator, device=model.device)
+    engine = Engine(allocator, PagedRunner(model, memory), max_batch_size=batch)
     ids = [engine.add_request(p, new, sampling=GREEDY) for p in prompts]
     while not all(engine.result(i).samples[0].tokens for i in ids):
         engine.step()

@@ -471,8 +471,12 @@ class KVMemory:
     (K is ``kv`` 0, V is 1) and the config's dtype: a paged-attention kernel
     of layer ``l`` reads ``device[:, l]`` and addresses block ``b`` through
     the int32 block tables of ``KVAllocator.write_block_tables``; see
-    ``layout`` for the byte strides. With no GPU driver (today) the device
-    tier lives in host memory.
+    ``layout`` for the byte strides. The device tier lives in host memory,
+    or with ``device="cuda:0"`` (``"hip:0"``) in that GPU's memory,
+    allocated and copied through the runtime's GPU driver: a model loaded on
+    the same GPU reads and writes it in place (no copy per step), and it is
+    reached through ``dlpack()`` rather than NumPy views. The host tier
+    stays in host memory.
 
     A quantized pool (``quantization="per_token_head"`` with ``dtype="int8"``
     or ``"fp8_e4m3"``) stores each (token, head) row as ``head_dim`` one-byte
@@ -494,14 +498,15 @@ class KVMemory:
 
     __slots__ = ("_m", "__weakref__")
 
-    def __init__(self, config: PoolConfig | KVAllocator | None = None, /, **fields: Any):
+    def __init__(self, config: PoolConfig | KVAllocator | None = None, /, *,
+                 device: str = "cpu", **fields: Any):
         if isinstance(config, KVAllocator):
             config = config.config
         if config is None:
             config = PoolConfig(**fields)
         elif fields:
             config = config.replace(**fields)
-        self._m = _native.KVMemory(config)
+        self._m = _native.KVMemory(config, device)
 
     # --- lifetime -----------------------------------------------------------
 

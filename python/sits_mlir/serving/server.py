@@ -609,7 +609,9 @@ class ServerState:
         codec = TextCodec.from_artifact(model)
         pool = kv.KVAllocator(config)
         runner_type = PagedRunner if geometry["paged"] else PastKVRunner
-        engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
+        # A paged model on a GPU reads its pool in place there.
+        memory = kv.KVMemory(pool, device=model.device if geometry["paged"] else "cpu")
+        engine = Engine(pool, runner_type(model, memory),
                         max_batch_size=options.batch_size, seed=options.seed,
                         preemption=options.preemption)
         worker = EngineWorker(engine, pool, codec, ServerMetrics(), max_queue=options.max_queue,

@@ -370,7 +370,9 @@ def run(args) -> dict:
     num_blocks, bs = config.num_blocks, config.block_size
     pool = kv.KVAllocator(config)
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
-    engine = Engine(pool, runner_type(model, kv.KVMemory(pool)),
+    # A paged model on a GPU reads its pool in place there.
+    memory = kv.KVMemory(pool, device=model.device if geometry["paged"] else "cpu")
+    engine = Engine(pool, runner_type(model, memory),
                     max_batch_size=args.batch_size, seed=args.seed, preemption=args.preemption)
     eviction = eviction_options(args)
     ids, refused = [], {}  # refused: request index -> why

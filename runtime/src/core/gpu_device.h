@@ -53,6 +53,11 @@ public:
                               Stream stream) = 0;
   virtual Status copyToHost(void *dst, const void *src, size_t bytes,
                             Stream stream) = 0;
+  /// Device to device (KV blocks: copy-on-write).
+  virtual Status copyOnDevice(void *dst, const void *src, size_t bytes,
+                              Stream stream) = 0;
+  /// Zero bytes (a new KV pool).
+  virtual Status fillZero(void *dst, size_t bytes, Stream stream) = 0;
 
   /// A stream of the device's pool, for one call; give it back with
   /// `releaseStream` (streams are reused, not recreated per call).

@@ -88,6 +88,8 @@ struct CudaApi {
     int (*memPoolSetAttribute)(void *, int, void *);
     int (*memcpyHtoDAsync)(DevicePtr, const void *, size_t, void *);
     int (*memcpyDtoHAsync)(void *, DevicePtr, size_t, void *);
+    int (*memcpyDtoDAsync)(DevicePtr, DevicePtr, size_t, void *);
+    int (*memsetD8Async)(DevicePtr, unsigned char, size_t, void *);
     int (*streamCreate)(void **, unsigned);
     int (*streamDestroy)(void *);
     int (*streamSynchronize)(void *);
@@ -118,6 +120,8 @@ struct CudaApi {
     s.get(f.memPoolSetAttribute, "cuMemPoolSetAttribute", false);
     s.get(f.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
     s.get(f.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    s.get(f.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", false);
+    s.get(f.memsetD8Async, "cuMemsetD8Async", false);
     s.get(f.streamCreate, "cuStreamCreate");
     s.get(f.streamDestroy, "cuStreamDestroy_v2");
     s.get(f.streamSynchronize, "cuStreamSynchronize");
@@ -180,6 +184,8 @@ struct HipApi {
     int (*memPoolSetAttribute)(void *, int, void *);
     int (*memcpyHtoDAsync)(DevicePtr, void *, size_t, void *);
     int (*memcpyDtoHAsync)(void *, DevicePtr, size_t, void *);
+    int (*memcpyDtoDAsync)(DevicePtr, DevicePtr, size_t, void *);
+    int (*memsetD8Async)(DevicePtr, unsigned char, size_t, void *);
     int (*streamCreate)(void **, unsigned);
     int (*streamDestroy)(void *);
     int (*streamSynchronize)(void *);
@@ -209,6 +215,8 @@ struct HipApi {
     s.get(f.memPoolSetAttribute, "hipMemPoolSetAttribute", false);
     s.get(f.memcpyHtoDAsync, "hipMemcpyHtoDAsync");
     s.get(f.memcpyDtoHAsync, "hipMemcpyDtoHAsync");
+    s.get(f.memcpyDtoDAsync, "hipMemcpyDtoDAsync", false);
+    s.get(f.memsetD8Async, "hipMemsetD8Async", false);
     s.get(f.streamCreate, "hipStreamCreateWithFlags");
     s.get(f.streamDestroy, "hipStreamDestroy");
     s.get(f.streamSynchronize, "hipStreamSynchronize");
@@ -355,6 +363,28 @@ public:
     return Status::OK();
   }
 
+  Status copyOnDevice(void *dst, const void *src, size_t bytes,
+                      Stream stream) override {
+    if (bytes == 0)
+      return Status::OK();
+    if (!fns_.memcpyDtoDAsync)
+      return unsupported("memcpyDtoDAsync");
+    if (int rc = fns_.memcpyDtoDAsync(Api::toDevice(dst), Api::toDevice(src),
+                                      bytes, stream))
+      return error("memcpyDtoDAsync", rc, bytes);
+    return Status::OK();
+  }
+
+  Status fillZero(void *dst, size_t bytes, Stream stream) override {
+    if (bytes == 0)
+      return Status::OK();
+    if (!fns_.memsetD8Async)
+      return unsupported("memsetD8Async");
+    if (int rc = fns_.memsetD8Async(Api::toDevice(dst), 0, bytes, stream))
+      return error("memsetD8Async", rc, bytes);
+    return Status::OK();
+  }
+
   StatusOr<Stream> acquireStream() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -490,6 +520,8 @@ private:
         {"memFreeAsync", "cuMemFreeAsync", "hipFreeAsync"},
         {"memcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", "hipMemcpyHtoDAsync"},
         {"memcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", "hipMemcpyDtoHAsync"},
+        {"memcpyDtoDAsync", "cuMemcpyDtoDAsync_v2", "hipMemcpyDtoDAsync"},
+        {"memsetD8Async", "cuMemsetD8Async", "hipMemsetD8Async"},
         {"streamCreate", "cuStreamCreate", "hipStreamCreateWithFlags"},
         {"streamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"},
         {"moduleLoadData", "cuModuleLoadData", "hipModuleLoadData"},
@@ -530,6 +562,14 @@ private:
     info.actual = std::move(name);
     info.value = rc;
     return Status(std::move(info));
+  }
+
+  /// An optional driver function this library does not export.
+  Status unsupported(const char *op) const {
+    return Status(StatusCode::kDriverError,
+                  uri_ + " (" + name_ + "): the driver library has no " +
+                      vendorName(op))
+        .withSubject(uri_);
   }
 
   std::shared_ptr<const Library<Api>> library_;

@@ -204,6 +204,13 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
         .withExpected(want, have);
   }
   r->pool_ = BufferView(memory->data(kv::Tier::kDevice), *dtype, shape);
+  // A pool in a GPU's memory is passed as it lies; the model must run on
+  // that GPU (Module::run checks).
+  const kv::MemoryBackend &backend = memory->backend(kv::Tier::kDevice);
+  if (!backend.hostAccessible()) {
+    r->pool_.deviceType = backend.dlpackDeviceType();
+    r->pool_.deviceId = backend.deviceId();
+  }
 
   std::vector<const ArgSpec *> outputs = ep->outputs();
   if (options.logits_output < 0 ||

@@ -508,3 +508,97 @@ def test_device_tensor_for_a_cpu_model_is_refused(fake_cuda, gpu_add, make_artif
     """))
     assert out["type"] == "DeviceError" and out["subject"] == "x"
     assert "lives on cuda:0, but the model runs on cpu" in out["str"]
+
+
+def test_kv_pool_in_device_memory(fake_cuda, gpu_add):
+    """KVMemory(device="cuda:0"): the device tier is GPU memory, zeroed at
+    creation; copies on the device and across tiers run through the driver;
+    NumPy cannot view it, DLPack says where it is; closing frees it."""
+    out = run_fake(fake_cuda, """
+        from sits_mlir.runtime import kv
+        fake.sitsFakeCudaReset()
+        m = kv.KVMemory(num_blocks=4, num_host_blocks=2, num_layers=1, num_kv_heads=1,
+                        head_dim=4, block_size=2, dtype="f32", device="cuda:0")
+        allocated = stats()
+        stride = m.layout["block_stride"] // 4
+        ptr = m.data_ptr("device")
+        # The fake's device memory is the host's: look at it directly.
+        pool = np.frombuffer((ctypes.c_float * (4 * stride)).from_address(ptr), np.float32)
+        zeroed = bool((pool == 0).all())
+        pool[stride:2 * stride] = np.arange(1, stride + 1)
+        m.apply_copies([(0, "device", 1, "device", 2, 2), (0, "device", 1, "host", 0, 2),
+                        (0, "host", 0, "device", 3, 2)])
+        blocks = pool.reshape(4, stride).tolist()
+        host = m.host[0].ravel().tolist()
+        try:
+            m.device
+            view = None
+        except Exception as e:
+            view = error(e)
+        backend = m.backend("device")
+        m.close(); gc.collect()
+        print(json.dumps({"allocated": allocated, "zeroed": zeroed, "blocks": blocks,
+                          "host": host, "view": view, "backend": backend,
+                          "dlpack": list(backend["dlpack_device"]), "after": stats()}))
+    """)
+    assert out["allocated"]["buffers"] == 1 and out["zeroed"]
+    first = list(range(1, len(out["blocks"][0]) + 1))
+    assert out["blocks"][1] == out["blocks"][2] == out["blocks"][3] == first
+    assert out["blocks"][0] == [0] * len(first)  # the null block
+    assert out["host"] == first
+    assert out["backend"]["name"] == "cuda" and not out["backend"]["host_accessible"]
+    assert out["dlpack"] == [2, 0]
+    assert "NOT_HOST_ACCESSIBLE" in out["view"]["str"]
+    assert out["after"]["buffers"] == 0
+
+
+def test_kv_pool_on_a_missing_device_is_a_device_error(fake_cuda):
+    out = run_fake(fake_cuda, """
+        from sits_mlir.runtime import kv
+        result = {}
+        for device in ("cuda:3", "tpu:0"):
+            try:
+                kv.KVMemory(num_blocks=4, device=device)
+                result[device] = None
+            except Exception as e:
+                result[device] = error(e)
+        print(json.dumps(result))
+    """)
+    assert out["cuda:3"]["type"] == "DeviceError"
+    assert out["tpu:0"] is not None and "tpu" in out["tpu:0"]["str"]
+
+
+@pytest.mark.slow
+def test_engine_steps_with_the_pool_in_device_memory(fake_cuda, compiled_paged_decoder):
+    """The engine over a paged decoder on cuda:0 with its KV pool in that
+    GPU's memory: each step launches the manifest's kernels on the pool in
+    place; only the step's small inputs go down and the logits come back."""
+    art = compiled_paged_decoder
+    out = run_fake(fake_cuda, f"""
+        from sits_mlir.runtime import kv
+        from sits_mlir.runtime.decoder import PagedRunner
+        from sits_mlir.runtime.engine import GREEDY, Engine
+        model = runtime.load({str(art.path)!r}, device="cuda:0")
+        allocator = kv.KVAllocator(num_blocks=9, block_size=16, num_layers=2, num_kv_heads=2,
+                                   head_dim=16, dtype="f32", max_seq_len=64,
+                                   enable_prefix_caching=False)
+        memory = kv.KVMemory(allocator, device="cuda:0")
+        engine = Engine(allocator, PagedRunner(model, memory), max_batch_size=2)
+        ids = [engine.add_request(np.array(p), 3, sampling=GREEDY) for p in ([1, 2, 3], [4, 5])]
+        fake.sitsFakeCudaReset()
+        steps = 0
+        while engine.has_unfinished:
+            engine.step()
+            steps += 1
+        ran = stats()
+        result = {{"steps": steps, "ran": ran, "launches": len(launches()),
+                  "tokens": [len(engine.result(i).samples[0].tokens) for i in ids],
+                  "pool_bytes": memory.layout["block_stride"] * 9}}
+        print(json.dumps(result))
+    """)
+    kernels = len(compiled_paged_decoder.manifest["device"]["kernels"])
+    assert out["tokens"] == [3, 3]
+    assert out["launches"] == out["steps"] * kernels
+    # No step copied the pool: what went down and came back is far smaller.
+    assert out["ran"]["to_device"] < out["pool_bytes"]
+    assert out["ran"]["to_host"] < out["pool_bytes"]

@@ -482,6 +482,35 @@ FAKE_API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
   return kSuccess;
 }
 
+FAKE_API int cuMemcpyDtoDAsync_v2(unsigned long long dst,
+                                  unsigned long long src, size_t bytes,
+                                  void *stream) {
+  FAKE_ENTER("cuMemcpyDtoDAsync_v2");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  if (!inBuffer(s, uintptr_t(src), bytes) ||
+      !inBuffer(s, uintptr_t(dst), bytes))
+    return kInvalidValue;
+  std::memmove(reinterpret_cast<void *>(uintptr_t(dst)),
+               reinterpret_cast<void *>(uintptr_t(src)), bytes);
+  return kSuccess;
+}
+
+FAKE_API int cuMemsetD8Async(unsigned long long dst, unsigned char value,
+                             size_t bytes, void *stream) {
+  FAKE_ENTER("cuMemsetD8Async");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  if (!inBuffer(s, uintptr_t(dst), bytes))
+    return kInvalidValue;
+  std::memset(reinterpret_cast<void *>(uintptr_t(dst)), value, bytes);
+  return kSuccess;
+}
+
 FAKE_API int cuStreamCreate(void **stream, unsigned flags) {
   FAKE_ENTER("cuStreamCreate");
   if (!hasContext(s))
@@ -734,6 +763,14 @@ FAKE_API int hipMemPoolSetAttribute(void *pool, int attribute, void *value) {
 FAKE_API int hipMemcpyHtoDAsync(void *dst, void *src, size_t bytes,
                                 void *stream) {
   return cuMemcpyHtoDAsync_v2(uintptr_t(dst), src, bytes, stream);
+}
+FAKE_API int hipMemcpyDtoDAsync(void *dst, void *src, size_t bytes,
+                                void *stream) {
+  return cuMemcpyDtoDAsync_v2(uintptr_t(dst), uintptr_t(src), bytes, stream);
+}
+FAKE_API int hipMemsetD8Async(void *dst, unsigned char value, size_t bytes,
+                              void *stream) {
+  return cuMemsetD8Async(uintptr_t(dst), value, bytes, stream);
 }
 FAKE_API int hipMemcpyDtoHAsync(void *dst, void *src, size_t bytes,
                                 void *stream) {

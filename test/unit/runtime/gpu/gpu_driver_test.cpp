@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core_test_util.h"
+#include "sits/runtime/device_memory.h"
+#include "sits/runtime/kv/device_backend.h"
 
 #include <atomic>
 #include <dlfcn.h>
@@ -378,3 +380,126 @@ TEST(CudaDriver, RefusesArtifactsForOtherDevices) {
 }
 
 } // namespace
+
+TEST(CudaDriver, DeviceMemoryAllocatesZeroedAndCopiesEveryWay) {
+  {
+    StatusOr<std::shared_ptr<DeviceMemory>> mem = DeviceMemory::open("cuda:0");
+    ASSERT_TRUE(mem.ok()) << mem.status().toString();
+    EXPECT_EQ((*mem)->uri(), "cuda:0");
+    EXPECT_EQ((*mem)->dlpackDeviceType(), kDLPackCuda);
+    EXPECT_EQ((*mem)->deviceId(), 0);
+    StatusOr<void *> a = (*mem)->allocate(64), b = (*mem)->allocate(64);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<float> host(16, -1.0f), back(16, -1.0f);
+    SITS_ASSERT_OK((*mem)->copy(host.data(), *a, 64,
+                                DeviceMemory::Direction::kDeviceToHost));
+    EXPECT_EQ(host, std::vector<float>(16, 0.0f)); // zero-filled
+    for (size_t i = 0; i < host.size(); ++i)
+      host[i] = float(i);
+    SITS_ASSERT_OK((*mem)->copy(*a, host.data(), 64,
+                                DeviceMemory::Direction::kHostToDevice));
+    SITS_ASSERT_OK(
+        (*mem)->copy(*b, *a, 64, DeviceMemory::Direction::kDeviceToDevice));
+    SITS_ASSERT_OK((*mem)->copy(back.data(), *b, 64,
+                                DeviceMemory::Direction::kDeviceToHost));
+    EXPECT_EQ(back, host);
+    // A copy outside the buffer is the driver's error, typed.
+    Status bad =
+        (*mem)->copy(*b, *a, 4096, DeviceMemory::Direction::kDeviceToDevice);
+    EXPECT_EQ(bad.code(), StatusCode::kDriverError);
+    SITS_ASSERT_OK((*mem)->free(*a));
+    SITS_ASSERT_OK((*mem)->free(*b));
+  }
+  EXPECT_EQ(DeviceMemory::open("cpu").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DeviceMemory::open("cuda:7").code(),
+            StatusCode::kDeviceUnavailable);
+  expectNothingLive();
+}
+
+TEST(CudaDriver, DeviceViewsAreUsedInPlace) {
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    StatusOr<std::shared_ptr<DeviceMemory>> mem = DeviceMemory::open("cuda:0");
+    ASSERT_TRUE(mem.ok());
+    StatusOr<void *> x = (*mem)->allocate(3 * 4 * 4);
+    ASSERT_TRUE(x.ok());
+    std::vector<float> rows(12);
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i] = float(i);
+    SITS_ASSERT_OK((*mem)->copy(*x, rows.data(), 48,
+                                DeviceMemory::Direction::kHostToDevice));
+    BufferView onDevice(*x, DType::kF32, {3, 4});
+    onDevice.deviceType = kDLPackCuda;
+    std::vector<float> z(12, -1.0f);
+    fake().reset();
+    SITS_ASSERT_OK(m->run("main", {onDevice},
+                          {BufferView(z.data(), DType::kF32, {3, 4})}));
+    expectSum(z);
+    EXPECT_EQ(fake().get().toDevice, 0); // x was not copied down
+    EXPECT_EQ(fake().get().toHost, 48);
+    // Another device's memory, or a strided device view, is refused.
+    BufferView elsewhere = onDevice;
+    elsewhere.deviceId = 1;
+    Status wrong = m->run("main", {elsewhere},
+                          {BufferView(z.data(), DType::kF32, {3, 4})});
+    EXPECT_EQ(wrong.code(), StatusCode::kDeviceUnavailable);
+    EXPECT_NE(wrong.message().find("lives on cuda:1, but the model runs on "
+                                   "cuda:0"),
+              std::string::npos)
+        << wrong.message();
+    BufferView strided(*x, DType::kF32, {2, 4}, {8, 1});
+    strided.deviceType = kDLPackCuda;
+    EXPECT_EQ(
+        m->run("main", {strided}, {BufferView(z.data(), DType::kF32, {2, 4})})
+            .code(),
+        StatusCode::kSignatureMismatch);
+    SITS_ASSERT_OK((*mem)->free(*x));
+  }
+  expectNothingLive();
+}
+
+TEST(CudaDriver, KVPoolDeviceTierInGpuMemory) {
+  {
+    StatusOr<std::shared_ptr<kv::MemoryBackend>> backend =
+        kv::deviceMemoryBackend("cuda:0");
+    ASSERT_TRUE(backend.ok()) << backend.status().toString();
+    EXPECT_FALSE((*backend)->hostAccessible());
+    EXPECT_EQ((*backend)->dlpackDeviceType(), kDLPackCuda);
+    kv::PoolConfig config;
+    config.num_blocks = 4;
+    config.num_host_blocks = 2;
+    config.block_size = 2;
+    config.head_dim = 4;
+    config.dtype = kv::DType::kF32;
+    kv::MemoryOptions options;
+    options.device_backend = *backend;
+    StatusOr<std::unique_ptr<kv::Memory>> mem =
+        kv::Memory::create(config, options);
+    ASSERT_TRUE(mem.ok()) << mem.status().toString();
+    const int64_t stride = (*mem)->layout().block_stride;
+    std::vector<uint8_t> block(size_t(stride), 7), back(size_t(stride), 0);
+    auto *device = static_cast<uint8_t *>((*mem)->data(kv::Tier::kDevice));
+    DeviceMemory::Direction down = DeviceMemory::Direction::kHostToDevice,
+                            up = DeviceMemory::Direction::kDeviceToHost;
+    StatusOr<std::shared_ptr<DeviceMemory>> gpu = DeviceMemory::open("cuda:0");
+    ASSERT_TRUE(gpu.ok());
+    SITS_ASSERT_OK((*gpu)->copy(device + stride, block.data(), stride, down));
+    // Copy-on-write on the device, an offload to the host tier and back.
+    kv::BlockCopy cow, out, in;
+    cow.src = 1, cow.dst = 2, cow.tokens = 2;
+    out.src = 1, out.dst_tier = kv::Tier::kHost, out.dst = 0, out.tokens = 2;
+    in.src_tier = kv::Tier::kHost, in.src = 0, in.dst = 3, in.tokens = 2;
+    SITS_ASSERT_OK((*mem)->apply({cow, out, in}));
+    for (int64_t b : {2, 3}) {
+      SITS_ASSERT_OK(
+          (*gpu)->copy(back.data(), device + b * stride, stride, up));
+      EXPECT_EQ(back, block) << "block " << b;
+    }
+    auto *host = static_cast<uint8_t *>((*mem)->data(kv::Tier::kHost));
+    EXPECT_EQ(std::vector<uint8_t>(host, host + stride), block);
+    SITS_ASSERT_OK((*gpu)->copy(back.data(), device, stride, up));
+    EXPECT_EQ(back, std::vector<uint8_t>(size_t(stride), 0)); // the null block
+  }
+  expectNothingLive();
+}
