@@ -79,8 +79,7 @@ DeviceMemory::open(std::string_view uri) {
   StatusOr<DeviceUri> parsed = DeviceUri::parse(uri);
   if (!parsed.ok())
     return parsed.status();
-  StatusOr<std::shared_ptr<Device>> device =
-      DeviceRegistry::global().open(uri);
+  StatusOr<std::shared_ptr<Device>> device = DeviceRegistry::global().open(uri);
   if (!device.ok())
     return device.status();
   auto gpu = std::dynamic_pointer_cast<GpuDevice>(*device);

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -183,6 +184,20 @@ int release(State &s, unsigned long long ptr) {
 
 bool validStream(State &s, void *stream) {
   return !stream || s.streams.count(stream);
+}
+
+/// What every copy and fill checks: a current context, a known stream, and
+/// each of `ranges` inside a live buffer.
+int checkTransfer(State &s, void *stream,
+                  std::initializer_list<std::pair<uintptr_t, size_t>> ranges) {
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!validStream(s, stream))
+    return kInvalidHandle;
+  for (auto [p, n] : ranges)
+    if (!inBuffer(s, p, n))
+      return kInvalidValue;
+  return kSuccess;
 }
 
 /// Parameter byte sizes of a PTX `.param` list ("(.param .u64 a, .param .f32
@@ -457,12 +472,8 @@ FAKE_API int cuMemPoolSetAttribute(void *pool, int attribute, void *value) {
 FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
                                   size_t bytes, void *stream) {
   FAKE_ENTER("cuMemcpyHtoDAsync_v2");
-  if (!hasContext(s))
-    return kInvalidContext;
-  if (!validStream(s, stream))
-    return kInvalidHandle;
-  if (!inBuffer(s, uintptr_t(dst), bytes))
-    return kInvalidValue;
+  if (int rc = checkTransfer(s, stream, {{uintptr_t(dst), bytes}}))
+    return rc;
   std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
   s.copiedToDevice += bytes;
   return kSuccess;
@@ -471,12 +482,8 @@ FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
 FAKE_API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
                                   size_t bytes, void *stream) {
   FAKE_ENTER("cuMemcpyDtoHAsync_v2");
-  if (!hasContext(s))
-    return kInvalidContext;
-  if (!validStream(s, stream))
-    return kInvalidHandle;
-  if (!inBuffer(s, uintptr_t(src), bytes))
-    return kInvalidValue;
+  if (int rc = checkTransfer(s, stream, {{uintptr_t(src), bytes}}))
+    return rc;
   std::memcpy(dst, reinterpret_cast<void *>(uintptr_t(src)), bytes);
   s.copiedToHost += bytes;
   return kSuccess;
@@ -486,13 +493,9 @@ FAKE_API int cuMemcpyDtoDAsync_v2(unsigned long long dst,
                                   unsigned long long src, size_t bytes,
                                   void *stream) {
   FAKE_ENTER("cuMemcpyDtoDAsync_v2");
-  if (!hasContext(s))
-    return kInvalidContext;
-  if (!validStream(s, stream))
-    return kInvalidHandle;
-  if (!inBuffer(s, uintptr_t(src), bytes) ||
-      !inBuffer(s, uintptr_t(dst), bytes))
-    return kInvalidValue;
+  if (int rc = checkTransfer(
+          s, stream, {{uintptr_t(src), bytes}, {uintptr_t(dst), bytes}}))
+    return rc;
   std::memmove(reinterpret_cast<void *>(uintptr_t(dst)),
                reinterpret_cast<void *>(uintptr_t(src)), bytes);
   return kSuccess;
@@ -501,12 +504,8 @@ FAKE_API int cuMemcpyDtoDAsync_v2(unsigned long long dst,
 FAKE_API int cuMemsetD8Async(unsigned long long dst, unsigned char value,
                              size_t bytes, void *stream) {
   FAKE_ENTER("cuMemsetD8Async");
-  if (!hasContext(s))
-    return kInvalidContext;
-  if (!validStream(s, stream))
-    return kInvalidHandle;
-  if (!inBuffer(s, uintptr_t(dst), bytes))
-    return kInvalidValue;
+  if (int rc = checkTransfer(s, stream, {{uintptr_t(dst), bytes}}))
+    return rc;
   std::memset(reinterpret_cast<void *>(uintptr_t(dst)), value, bytes);
   return kSuccess;
 }
