@@ -99,6 +99,8 @@ class ServeOptions:
     api_key: str | None = None
     served_model_name: str | None = None
     trusted_key: list[str] | None = None
+    #: "auto": an artifact compiled for a GPU on its kind's first device.
+    device: str = "auto"
     log_level: str = "info"
 
 
@@ -601,11 +603,13 @@ class ServerState:
         from ..runtime.engine import Engine
         from ..runtime.model import load
         from ..runtime.text import TextCodec
-        from ..tools.runtime import decoder_geometry, eviction_options, fitting_pool_config
+        from ..tools.runtime import (decoder_geometry, eviction_options, fitting_pool_config,
+                                     model_device)
 
-        model = load(options.config, trusted_keys=options.trusted_key)
+        model = load(options.config, device=model_device(options.config, options.device),
+                     trusted_keys=options.trusted_key)
         geometry = decoder_geometry(model)
-        config = fitting_pool_config(options, geometry)
+        config = fitting_pool_config(options, geometry, model.device)
         codec = TextCodec.from_artifact(model)
         pool = kv.KVAllocator(config)
         runner_type = PagedRunner if geometry["paged"] else PastKVRunner

@@ -103,6 +103,10 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-sink-tokens", type=int, default=4, metavar="N",
                    help="first tokens never evicted (attention sinks; default: 4)")
     p.add_argument("--threads", type=int, metavar="N", help="worker threads")
+    p.add_argument("--device", default="auto", metavar="URI",
+                   help="where the model runs: cpu, cuda:N or hip:N (default: auto, the "
+                        "first GPU of the artifact's kind when it was compiled for one, else "
+                        "cpu); a paged model on a GPU keeps its KV pool there")
     p.add_argument("--trusted-key", action="append", metavar="PUB",
                    help="require a signature by this Ed25519 public key (PEM; repeatable; "
                         "default: $SITS_TRUSTED_KEYS)")
@@ -315,6 +319,17 @@ def pool_config(args, geometry: dict):
                          num_host_blocks=args.host_blocks)
 
 
+def model_device(path, device: str) -> str:
+    """`--device`: "auto" runs an artifact compiled for a GPU on the first
+    device of its kind ("cuda:0", "hip:0") and any other on the CPU."""
+    if device != "auto":
+        return device
+    from ..runtime import read_artifact
+
+    kind = (read_artifact(path, verify="metadata").manifest.get("device") or {}).get("kind")
+    return f"{kind}:0" if kind else "cpu"
+
+
 def eviction_options(args) -> dict:
     """`Engine.add_request`'s token eviction keywords for the options of
     `add_pool_arguments` (none without --kv-budget)."""
@@ -325,7 +340,7 @@ def eviction_options(args) -> dict:
             "sink_tokens": args.kv_sink_tokens}
 
 
-def fitting_pool_config(args, geometry: dict):
+def fitting_pool_config(args, geometry: dict, device: str = "cpu"):
     """`pool_config`, checked against the memory left (MemAvailable): a
     pool past it is refused with a ValueError before anything is
     allocated, rather than left for the OOM killer to end."""
@@ -333,7 +348,9 @@ def fitting_pool_config(args, geometry: dict):
     sizes = config.validate()
     # The memory the blocks can fill (a KIVI pool reserves more address
     # space, for the tails of blocks being filled, than it ever commits).
-    pool_bytes = sizes["bytes_per_block"] * (config.num_blocks + args.host_blocks)
+    # (The device tier of a model on a GPU is that GPU's memory.)
+    device_blocks = config.num_blocks if device == "cpu" else 0
+    pool_bytes = sizes["bytes_per_block"] * (device_blocks + args.host_blocks)
     available = _available_bytes()
     if available is not None and pool_bytes > available:
         raise ValueError(f"the KV pool would take {pool_bytes / (1 << 30):.1f} GiB "
@@ -351,7 +368,8 @@ def run(args) -> dict:
     from ..runtime.engine import Engine, SamplingParams
     from ..runtime.model import load
 
-    model = load(args.config, trusted_keys=args.trusted_key)
+    model = load(args.config, device=model_device(args.config, args.device),
+                 trusted_keys=args.trusted_key)
     geometry = decoder_geometry(model)
 
     @functools.cache
@@ -366,7 +384,7 @@ def run(args) -> dict:
             raise ValueError(str(e)) from None
 
     requests = _requests(args, geometry["vocab"], codec)
-    config = fitting_pool_config(args, geometry)
+    config = fitting_pool_config(args, geometry, model.device)
     num_blocks, bs = config.num_blocks, config.block_size
     pool = kv.KVAllocator(config)
     runner_type = PagedRunner if geometry["paged"] else PastKVRunner
@@ -406,7 +424,7 @@ def run(args) -> dict:
     prompt_tokens = sum(len(r["prompt_ids"]) for r in served)
     output_tokens = sum(len(s.tokens) for r in results for s in r.samples)
     return {
-        "model": args.config, **geometry,
+        "model": args.config, "device": model.device, **geometry,
         "requests": len(requests),
         "failed": len(refused) + sum(r.error is not None for r in results),
         "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
@@ -459,7 +477,8 @@ def _sample(s, request: dict, codec) -> dict:
 
 def _print(report: dict, out) -> None:
     mib = 1 << 20
-    print(f"model {report['model']}: {report['layers']} layers, {report['kv_heads']} KV heads "
+    print(f"model {report['model']} on {report['device']}: {report['layers']} layers, "
+          f"{report['kv_heads']} KV heads "
           f"x {report['head_dim']}, vocabulary {report['vocab']}, KV cache "
           f"{report['kv_cache']} (blocks of {report['block_size']})", file=out)
     print(f"requests {report['requests']} ({report['failed']} failed), prompt tokens "

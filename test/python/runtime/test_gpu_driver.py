@@ -602,3 +602,31 @@ def test_engine_steps_with_the_pool_in_device_memory(fake_cuda, compiled_paged_d
     # No step copied the pool: what went down and came back is far smaller.
     assert out["ran"]["to_device"] < out["pool_bytes"]
     assert out["ran"]["to_host"] < out["pool_bytes"]
+
+
+@pytest.mark.slow
+def test_sits_runtime_serves_a_gpu_artifact_on_its_device(fake_cuda, compiled_paged_decoder,
+                                                         tmp_path):
+    """`sits-runtime` (--device auto) runs an artifact compiled for h100 on
+    cuda:0 with its KV pool there; --device cpu is refused by the loader."""
+    art = compiled_paged_decoder
+    report = tmp_path / "report.json"
+    out = run_fake(fake_cuda, f"""
+        from sits_mlir.tools import runtime as cli
+        fake.sitsFakeCudaReset()
+        rc = cli.main(["--config", {str(art.path)!r}, "--synthetic", "2", "--prompt-len", "4",
+                       "--output-len", "3", "--batch-size", "2", "--max-seq-len", "32",
+                       "--json", {str(report)!r}])
+        ran = stats()
+        cpu = cli.main(["--config", {str(art.path)!r}, "--synthetic", "1", "--device", "cpu"])
+        print(json.dumps({{"rc": rc, "cpu": cpu, "launches": ran["launches"],
+                          "to_device": ran["to_device"]}}))
+    """)
+    assert out["rc"] == 0 and out["cpu"] == 1
+    assert out["launches"] > 0
+    result = json.loads(report.read_text())
+    assert result["device"] == "cuda:0"
+    # (The fake runs no compiled kernel: the logits, so the tokens, are not
+    # the model's, and may end a request early.)
+    assert (result["requests"], result["failed"]) == (2, 0)
+    assert 2 <= result["output_tokens"] <= 6
