@@ -189,6 +189,9 @@ void runBlockWritesOnOneThread(RewriterBase &rewriter,
       continue;
     if (isa<memref::AllocaOp, mlir::gpu::BarrierOp>(&op))
       continue;
+    // Shared among the block's threads (sits-gpu-distribute-copies).
+    if (isa<linalg::CopyOp>(&op) && op.hasAttr(sits::gpu::kCooperativeAttrName))
+      continue;
     // Copies of a buffer onto itself (left by bufferization) do nothing.
     if (auto copy = dyn_cast<memref::CopyOp>(&op);
         copy && copy.getSource() == copy.getTarget()) {
@@ -264,6 +267,18 @@ bool isSerialRegion(Operation *op) {
             }).wasInterrupted();
 }
 
+/// The copies directly in `block`'s body between statically shaped
+/// buffers (a gather's whole K/V block), which its threads can share.
+SmallVector<memref::CopyOp> staticBlockCopies(Block &block) {
+  SmallVector<memref::CopyOp> copies;
+  for (auto copy : block.getOps<memref::CopyOp>())
+    if (cast<MemRefType>(copy.getSource().getType()).hasStaticShape() &&
+        cast<MemRefType>(copy.getTarget().getType()).hasStaticShape() &&
+        copy.getSource() != copy.getTarget())
+      copies.push_back(copy);
+  return copies;
+}
+
 /// Moves `op` into a new kernel of one block of one thread.
 void runInOneThread(RewriterBase &rewriter, Operation *op) {
   Location loc = op->getLoc();
@@ -319,7 +334,9 @@ struct SitsGpuMapToLaunchPass
 
     // A parallel loop of the host the tiling did not map (the paged KV
     // pool's gather of each sequence's blocks): one block per iteration,
-    // the first dimension varying slowest.
+    // the first dimension varying slowest; its static copies are shared
+    // by four warps.
+    llvm::DenseSet<Operation *> gathers;
     func.walk<WalkOrder::PreOrder>([&](scf::ForallOp forall) {
       if (forall.getMapping() && !forall.getMapping()->empty())
         return WalkResult::skip();
@@ -334,6 +351,7 @@ struct SitsGpuMapToLaunchPass
             mlir::gpu::MappingId(int64_t(mlir::gpu::MappingId::LinearDim0) +
                                  rank - 1 - i)));
       forall.setMappingAttr(ArrayAttr::get(ctx, mapping));
+      gathers.insert(forall);
       return WalkResult::skip();
     });
 
@@ -352,6 +370,10 @@ struct SitsGpuMapToLaunchPass
         return signalPassFailure();
       }
       int64_t threads = blockSize(block);
+      bool gather = gathers.contains(block.getOperation()) &&
+                    !staticBlockCopies(*block.getBody()).empty();
+      if (gather)
+        threads = std::max<int64_t>(threads, 4 * warpSize);
       // No NVIDIA GPU runs more threads in a block.
       if (threads > 1024) {
         block.emitError() << "a block of " << threads
@@ -364,6 +386,16 @@ struct SitsGpuMapToLaunchPass
         return signalPassFailure();
       if (failed(placeKernelBuffers(rewriter, *launch)))
         return signalPassFailure();
+      if (gather)
+        for (memref::CopyOp copy :
+             staticBlockCopies(launch->getBody().front())) {
+          rewriter.setInsertionPoint(copy);
+          auto shared = linalg::CopyOp::create(
+              rewriter, copy.getLoc(), copy.getSource(), copy.getTarget());
+          shared->setAttr(sits::gpu::kCooperativeAttrName,
+                          rewriter.getUnitAttr());
+          rewriter.eraseOp(copy);
+        }
       runBlockWritesOnOneThread(rewriter, *launch);
       // Upstream's mapping wants thread loops from 0 by 1.
       SmallVector<scf::ForallOp> threadLoops;

@@ -277,11 +277,14 @@ def SitsGpuMapToLaunch : Pass<"sits-gpu-map-to-launch", "func::FuncOp"> {
     reads or writes buffers (the slot writes, whose index loads steer its
     control flow) runs whole in a kernel of one thread, with a remark; an
     unmapped `scf.forall` (the gather of each sequence's blocks) becomes
-    a block loop, one block per iteration, its first dimension slowest.
+    a block loop, one block per iteration, its first dimension slowest,
+    whose statically shaped copies four warps share (cooperative copies,
+    see sits-gpu-distribute-copies).
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
   let statistics = [

@@ -140,14 +140,16 @@ func.func @scatter(%slots: memref<?xi64>, %rows: memref<?xf32>, %pool: memref<64
 
 // A parallel loop the tiling left unmapped (the gather of each sequence's
 // blocks through its table) gets a block per iteration, its first
-// dimension varying slowest.
+// dimension varying slowest; four warps share its statically shaped copy.
 
 // CHECK-LABEL: func.func @gather
 //       CHECK:   %[[GRID:.+]] = affine.apply #{{.+}}()[%{{.+}}]
-//       CHECK:   gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[GRID]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
+//       CHECK:   %[[C128:.+]] = arith.constant 128 : index
+//       CHECK:   gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[GRID]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads(%{{.+}}) in (%{{.+}} = %[[C128]],
 //       CHECK:     %[[IDS:.+]]:2 = affine.delinearize_index %[[BX]] into (%{{.+}}, 4)
 //       CHECK:     memref.load %{{.+}}[%[[IDS]]#0, %[[IDS]]#1] : memref<?x4xi32>
-//       CHECK:     memref.copy
+//   CHECK-NOT:     scf.if
+//       CHECK:     linalg.copy {sits_cooperative}
 //   CHECK-NOT:   scf.forall
 func.func @gather(%tables: memref<?x4xi32>, %pool: memref<16x8xf32>, %out: memref<?x4x8xf32>) {
   %c0 = arith.constant 0 : index
@@ -158,6 +160,29 @@ func.func @gather(%tables: memref<?x4xi32>, %pool: memref<16x8xf32>, %out: memre
     %src = memref.subview %pool[%block, 0] [1, 8] [1, 1] : memref<16x8xf32> to memref<8xf32, strided<[1], offset: ?>>
     %dst = memref.subview %out[%i, %j, 0] [1, 1, 8] [1, 1, 1] : memref<?x4x8xf32> to memref<8xf32, strided<[1], offset: ?>>
     memref.copy %src, %dst : memref<8xf32, strided<[1], offset: ?>> to memref<8xf32, strided<[1], offset: ?>>
+  }
+  return
+}
+
+// -----
+
+// A gather whose block has a dynamic shape keeps its copy on one thread.
+
+// CHECK-LABEL: func.func @gather_dynamic
+//       CHECK:   gpu.launch
+//       CHECK:     scf.if
+//       CHECK:       memref.copy
+func.func @gather_dynamic(%tables: memref<?x4xi32>, %pool: memref<16x?xf32>, %out: memref<?x4x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %b = memref.dim %tables, %c0 : memref<?x4xi32>
+  %w = memref.dim %pool, %c1 : memref<16x?xf32>
+  scf.forall (%i, %j) in (%b, 4) {
+    %entry = memref.load %tables[%i, %j] : memref<?x4xi32>
+    %block = arith.index_cast %entry : i32 to index
+    %src = memref.subview %pool[%block, 0] [1, %w] [1, 1] : memref<16x?xf32> to memref<?xf32, strided<[1], offset: ?>>
+    %dst = memref.subview %out[%i, %j, 0] [1, 1, %w] [1, 1, 1] : memref<?x4x?xf32> to memref<?xf32, strided<[1], offset: ?>>
+    memref.copy %src, %dst : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
   }
   return
 }
