@@ -247,24 +247,18 @@ bool isSerialRegion(Operation *op) {
   if (!isa<scf::ForOp, scf::IfOp, scf::WhileOp>(op) || op->getNumResults() ||
       isa<scf::ForallOp, mlir::gpu::LaunchOp>(op->getParentOp()))
     return false;
-  WalkResult found = op->walk([](Operation *inner) {
+  // Block loops inside are distributed on their own: none may be there.
+  bool accesses = false;
+  WalkResult walk = op->walk([&](Operation *inner) {
     if (isa<scf::ForallOp, mlir::gpu::LaunchOp>(inner))
       return WalkResult::interrupt();
-    if (touchesMemory(inner))
-      return WalkResult::interrupt();
-    if (inner->getNumRegions() == 0 && !isMemoryEffectFree(inner) &&
-        llvm::any_of(inner->getOperandTypes(), llvm::IsaPred<MemRefType>))
-      return WalkResult::interrupt();
+    accesses |=
+        touchesMemory(inner) ||
+        (inner->getNumRegions() == 0 && !isMemoryEffectFree(inner) &&
+         llvm::any_of(inner->getOperandTypes(), llvm::IsaPred<MemRefType>));
     return WalkResult::advance();
   });
-  if (!found.wasInterrupted())
-    return false;
-  // Block loops inside are distributed on their own.
-  return !op->walk([](Operation *inner) {
-              return isa<scf::ForallOp, mlir::gpu::LaunchOp>(inner)
-                         ? WalkResult::interrupt()
-                         : WalkResult::advance();
-            }).wasInterrupted();
+  return accesses && !walk.wasInterrupted();
 }
 
 /// The copies directly in `block`'s body between statically shaped

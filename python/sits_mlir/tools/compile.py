@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
                         "10.7x less; f32 models; -token: keys per token too), or auto: a "
                         "KIVI width per layer and K/V head from calibration prompts, within "
                         "--kv-error-budget (default: the model's K/V type)")
-    p.add_argument("--kv-error-budget", type=float, default=0.2, metavar="E",
+    p.add_argument("--kv-error-budget", type=_threshold, default=0.2, metavar="E",
                    help="--kv-dtype auto: the mean relative K/V error over heads allowed "
                         "(default: 0.2)")
     p.add_argument("--logits", choices=("all", "last"), default="all",

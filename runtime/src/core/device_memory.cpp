@@ -2,21 +2,20 @@
 #include "sits/runtime/device_memory.h"
 
 #include "gpu_device.h"
-#include "sits/runtime/buffer.h"
 
 namespace sits::runtime {
 namespace {
 
 class GpuDeviceMemory final : public DeviceMemory {
 public:
-  GpuDeviceMemory(std::shared_ptr<GpuDevice> gpu, int32_t id)
-      : gpu_(std::move(gpu)), uri_(gpu_->uri()), id_(id) {}
+  explicit GpuDeviceMemory(std::shared_ptr<GpuDevice> gpu)
+      : gpu_(std::move(gpu)), uri_(gpu_->uri()) {}
 
   const std::string &uri() const override { return uri_; }
   int32_t dlpackDeviceType() const override {
-    return gpu_->kind() == DeviceKind::kHip ? kDLPackRocm : kDLPackCuda;
+    return gpu_->dlpackDevice().first;
   }
-  int32_t deviceId() const override { return id_; }
+  int32_t deviceId() const override { return gpu_->dlpackDevice().second; }
 
   StatusOr<void *> allocate(size_t bytes) override {
     SITS_RETURN_IF_ERROR(gpu_->makeCurrent());
@@ -67,7 +66,6 @@ private:
 
   std::shared_ptr<GpuDevice> gpu_;
   std::string uri_;
-  int32_t id_;
 };
 
 } // namespace
@@ -76,9 +74,6 @@ DeviceMemory::~DeviceMemory() = default;
 
 StatusOr<std::shared_ptr<DeviceMemory>>
 DeviceMemory::open(std::string_view uri) {
-  StatusOr<DeviceUri> parsed = DeviceUri::parse(uri);
-  if (!parsed.ok())
-    return parsed.status();
   StatusOr<std::shared_ptr<Device>> device = DeviceRegistry::global().open(uri);
   if (!device.ok())
     return device.status();
@@ -90,7 +85,7 @@ DeviceMemory::open(std::string_view uri) {
                       "device memory")
         .withSubject((*device)->uri());
   return std::shared_ptr<DeviceMemory>(
-      std::make_shared<GpuDeviceMemory>(std::move(gpu), parsed->ordinal));
+      std::make_shared<GpuDeviceMemory>(std::move(gpu)));
 }
 
 } // namespace sits::runtime

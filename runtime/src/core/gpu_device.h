@@ -18,12 +18,14 @@
 #ifndef SITS_RUNTIME_CORE_GPU_DEVICE_H
 #define SITS_RUNTIME_CORE_GPU_DEVICE_H
 
+#include "sits/runtime/buffer.h"
 #include "sits/runtime/device.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace sits::runtime {
 
@@ -35,6 +37,13 @@ public:
 
   /// "sm_90" when the driver reports a compute capability, else "".
   virtual const std::string &chip() const = 0;
+  /// The device's number in its driver ("cuda:1" is 1).
+  virtual int ordinal() const = 0;
+  /// The DLPack (device type, id) of its memory: (kDLPackCuda, n) or
+  /// (kDLPackRocm, n), what device views carry (BufferView).
+  std::pair<int32_t, int32_t> dlpackDevice() const {
+    return {kind() == DeviceKind::kHip ? kDLPackRocm : kDLPackCuda, ordinal()};
+  }
 
   /// Makes the device's primary context current on this thread; every other
   /// call assumes it is.

@@ -288,6 +288,7 @@ public:
 
   DeviceKind kind() const override { return Api::kKind; }
   std::string uri() const override { return uri_; }
+  int ordinal() const override { return ordinal_; }
   std::string description() const override {
     return name_ + " (" + uri_ + (chip_.empty() ? "" : ", " + chip_) + ")";
   }

@@ -813,13 +813,9 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
   for (size_t i = 0; i < outSpecs.size(); ++i)
     SITS_RETURN_IF_ERROR(
         checker.check(*outSpecs[i], int64_t(i), outputs[i], false));
-  int32_t deviceType = kDLPackCpu, deviceId = 0;
-  if (impl_->gpu) {
-    deviceType =
-        impl_->gpu->kind() == DeviceKind::kHip ? kDLPackRocm : kDLPackCuda;
-    if (StatusOr<DeviceUri> uri = DeviceUri::parse(impl_->gpu->uri()); uri.ok())
-      deviceId = uri->ordinal;
-  }
+  auto [deviceType, deviceId] =
+      impl_->gpu ? impl_->gpu->dlpackDevice()
+                 : std::pair<int32_t, int32_t>{kDLPackCpu, 0};
   SITS_RETURN_IF_ERROR(
       checkViewDevices(ep, ep.inputs(), inputs, deviceType, deviceId));
   SITS_RETURN_IF_ERROR(

@@ -99,6 +99,14 @@ def test_bad_auto_options_are_refused(llama):
     dec, out = llama
     with pytest.raises(ValueError, match="kv_error_budget must be a number >= 0"):
         _compile(dec, out, -1.0)
+    # sits-compile refuses it at the command line, like its other budgets.
+    from sits_mlir.tools import compile as compile_cli
+
+    for bad in ("-1", "nan"):
+        with pytest.raises(SystemExit) as exit_:
+            compile_cli.main([dec.path, "-o", str(out / "x.sitsm"), "--kv-cache", "paged",
+                              "--kv-dtype", "auto", "--kv-error-budget", bad])
+        assert exit_.value.code == 2
     with pytest.raises(ValueError, match="at least kv_block_size = 32 tokens"):
         _compile(dec, out, 0.2, kv_calibration=[[1, 2, 3]])
     with pytest.raises(ValueError, match=r"token ids must be in \[0, 256\)"):
