@@ -583,10 +583,11 @@ NB_MODULE(_sits_runtime, m) {
       .def_static(
           "load",
           [](const std::string &path, const std::string &device,
-             const std::string &verify, nb::object verifier) {
+             const std::string &verify, nb::object verifier, bool gpuGraphs) {
             LoadOptions o;
             o.device = device;
             o.verify = verifyOption(verify);
+            o.gpuGraphs = gpuGraphs;
             if (verifier.is_none()) {
               StatusOr<Module> r = [&] {
                 nb::gil_scoped_release release; // hashing a big file
@@ -610,19 +611,23 @@ NB_MODULE(_sits_runtime, m) {
             return unwrap(std::move(r));
           },
           "path"_a, "device"_a = "cpu", "verify"_a = "full",
-          "verifier"_a = nb::none(),
+          "verifier"_a = nb::none(), "gpu_graphs"_a = true,
           "Verifies and loads the artifact at `path` (see ARTIFACT.md); "
           "verify='metadata' skips the weights digest. `verifier`, when "
           "given, is called as verifier(content_hash, weights) once the "
           "file is verified and before any of its code is loaded; "
           "`weights` is a read-only uint8 array over the mapped weights "
-          "section (None without one). What it raises propagates.")
+          "section (None without one). What it raises propagates. "
+          "gpu_graphs=False launches every kernel of a GPU model at every "
+          "call instead of replaying recordings of repeated calls.")
       .def_static(
           "load_bytes",
-          [](nb::handle data, const std::string &device, nb::object verifier) {
+          [](nb::handle data, const std::string &device, nb::object verifier,
+             bool gpuGraphs) {
             std::vector<uint8_t> bytes = bytesOf(data);
             LoadOptions o;
             o.device = device;
+            o.gpuGraphs = gpuGraphs;
             StatusOr<ArtifactReader> reader = [&] {
               nb::gil_scoped_release release;
               return ArtifactReader::fromMemory(bytes.data(), bytes.size());
@@ -637,6 +642,7 @@ NB_MODULE(_sits_runtime, m) {
             return unwrap(std::move(r));
           },
           "data"_a, "device"_a = "cpu", "verifier"_a = nb::none(),
+          "gpu_graphs"_a = true,
           "Loads an artifact held in memory (copied); `verifier` as for "
           "load().")
       .def_prop_ro("entry_points", &Module::entryPoints)
@@ -670,6 +676,24 @@ NB_MODULE(_sits_runtime, m) {
             return out;
           },
           "name"_a, "inputs"_a)
+      .def(
+          "gpu_stats",
+          [](const Module &self) {
+            GpuCallStats st = self.gpuStats();
+            nb::dict d;
+            d["calls"] = st.calls;
+            d["replays"] = st.replays;
+            d["recordings"] = st.recordings;
+            d["record_failures"] = st.recordFailures;
+            d["kernels"] = st.kernels;
+            d["launches"] = st.launches;
+            d["host_seconds"] = double(st.hostNanoseconds) * 1e-9;
+            return d;
+          },
+          "Counters of the calls so far on a GPU (zeros on the CPU): calls, "
+          "replays and recordings of repeated calls, recordings the driver "
+          "refused, kernels run, launch calls into the driver, and the host "
+          "seconds spent issuing the work.")
       .def("run", &runModule, "name"_a, "inputs"_a, "outputs"_a = nb::none(),
            "Runs entry point `name`; returns the outputs (new numpy arrays, "
            "or the given `outputs`).");

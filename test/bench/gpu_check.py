@@ -143,10 +143,11 @@ def _llama_case(tmp, steps=8, batch=2, prompt=16):
     return dec.path, calls, {"rel": 1e-3, "time_call": len(calls) - 1}
 
 
-def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, float]:
+def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, float, dict]:
     """Greedy generation of `new` tokens for each prompt by the engine over
     a paged decoder, its KV pool in the model's device memory; (tokens
-    [B, new], seconds of the decode steps, the prefill excluded)."""
+    [B, new], seconds of the decode steps, the prefill excluded, the
+    model's gpu_stats() per decode step)."""
     from sits_mlir.runtime import kv
     from sits_mlir.runtime.decoder import PagedRunner
     from sits_mlir.runtime.engine import GREEDY, Engine
@@ -164,11 +165,14 @@ def _paged_generate(model, prompts: np.ndarray, new: int) -> tuple[np.ndarray, f
     ids = [engine.add_request(p, new, sampling=GREEDY) for p in prompts]
     while not all(engine.result(i).samples[0].tokens for i in ids):
         engine.step()
+    before, steps = model.gpu_stats(), 0
     start = time.perf_counter()
     while engine.has_unfinished:
         engine.step()
+        steps += 1
     decode_s = time.perf_counter() - start
-    return np.array([engine.result(i).samples[0].tokens for i in ids]), decode_s
+    per_step = {k: (v - before[k]) / max(steps, 1) for k, v in model.gpu_stats().items()}
+    return np.array([engine.result(i).samples[0].tokens for i in ids]), decode_s, per_step
 
 
 def _llama_paged_case(tmp):
@@ -183,7 +187,7 @@ def _llama_paged_case(tmp):
                                   output=os.path.join(tmp, "llama_paged.cpu.sitsm"))
     rng = np.random.default_rng(11)
     prompts = rng.integers(0, dec.vocab, (max(PAGED_BATCHES), PAGED_PROMPT)).astype(np.int64)
-    tokens, _ = _paged_generate(runtime.load(reference.path), prompts, PAGED_NEW)
+    tokens, _, _ = _paged_generate(runtime.load(reference.path), prompts, PAGED_NEW)
     return dec.path, [({"prompts": prompts}, [tokens])], {"rel": 0.0}
 
 
@@ -194,9 +198,9 @@ def _run_paged(model, calls, bandwidth: float, weights_bytes: int) -> tuple[str,
     prompts, expected = calls[0][0]["prompts"], calls[0][1][0]
     # The whole weights are read once per decode step, whatever the batch.
     bound = bandwidth * 1e9 / weights_bytes if bandwidth and weights_bytes else float("nan")
-    notes, first = [], float("nan")
+    notes, first, on_gpu = [], float("nan"), False
     for batch in PAGED_BATCHES:
-        tokens, seconds = _paged_generate(model, prompts[:batch], PAGED_NEW)
+        tokens, seconds, per_step = _paged_generate(model, prompts[:batch], PAGED_NEW)
         differ = np.argwhere(tokens != expected[:batch])
         assert not len(differ), (f"batch {batch}: sequence {differ[0][0]} departs from the "
                                  f"CPU engine's tokens at step {differ[0][1]}")
@@ -204,6 +208,22 @@ def _run_paged(model, calls, bandwidth: float, weights_bytes: int) -> tuple[str,
         first = rate if batch == 1 else first
         share = f" ({rate / batch / bound:.1%} of the bound)" if bound == bound else ""
         notes.append(f"b{batch} {rate:.1f} tok/s{share}")
+        on_gpu = bool(per_step["calls"])
+        if on_gpu:  # what a decode step costs the host
+            print(f"  llama_paged b{batch}: {per_step['launches']:.1f} driver launches and "
+                  f"{per_step['kernels']:.0f} kernels per step, "
+                  f"{per_step['replays'] / per_step['calls']:.0%} of calls replayed, "
+                  f"host {1e3 * per_step['host_seconds']:.3f} ms per step", flush=True)
+    if on_gpu:
+        # The same at batch 1 with every kernel launched: what recording saves.
+        from sits_mlir import runtime
+
+        plain = runtime.load(model.path, device=model.device, gpu_graphs=False)
+        tokens, seconds, per_step = _paged_generate(plain, prompts[:1], PAGED_NEW)
+        assert np.array_equal(tokens, expected[:1]), "batch 1 without graphs: tokens depart"
+        print(f"  llama_paged b1 without graphs: {(PAGED_NEW - 1) / seconds:.1f} tok/s, "
+              f"{per_step['launches']:.0f} launches, host "
+              f"{1e3 * per_step['host_seconds']:.3f} ms per step", flush=True)
     if bound == bound:
         print(f"  llama_paged: bandwidth bound {bound:.0f} steps/s "
               f"({weights_bytes / 1e6:.1f} MB of weights at {bandwidth:.0f} GB/s)", flush=True)

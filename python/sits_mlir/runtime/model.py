@@ -404,6 +404,16 @@ class CompiledModel:
     def run_into(self, outputs: Sequence[Any], *arrays: Any, **named: Any):
         return self.default_entry.run_into(outputs, *arrays, **named)
 
+    def gpu_stats(self) -> dict[str, int | float]:
+        """What the calls so far cost on a GPU (zeros for a CPU model):
+        ``calls``; ``recordings`` made of calls whose input signature (shapes,
+        and the addresses of inputs already on the device) repeated, and
+        ``replays`` of them; ``record_failures`` (those calls launched their
+        kernels); ``kernels`` run; ``launches`` into the driver (one per
+        kernel of a plain call, one per replay); ``host_seconds`` spent
+        issuing the work, the waits for the device excluded."""
+        return self._module.gpu_stats()
+
     def __repr__(self) -> str:
         where = f" from {self.path!r}" if self.path else ""
         target = self.manifest.get("target", {})
@@ -414,7 +424,8 @@ class CompiledModel:
 
 def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full", *,
          trusted_keys: Sequence[Any] | None = None,
-         signature: str | os.PathLike | None = None) -> CompiledModel:
+         signature: str | os.PathLike | None = None,
+         gpu_graphs: bool = True) -> CompiledModel:
     """Verifies and loads a .sitsm artifact.
 
     Checks integrity (magic, format version, section bounds, content hash,
@@ -434,7 +445,10 @@ def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full", *,
     device and returns the outputs as numpy arrays. CPU artifacts on a GPU
     and GPU artifacts on the CPU raise IncompatibleArtifactError; a failed
     driver call raises GpuDriverError (DeviceOutOfMemoryError when the
-    device's memory runs out).
+    device's memory runs out). A call whose input signature repeats (a
+    decode step) is recorded once as a CUDA / HIP graph and replayed from
+    then on, one launch instead of one per kernel; `gpu_graphs=False` turns
+    that off (see CompiledModel.gpu_stats).
 
     An artifact is native code, trusted like a shared library. With
     `trusted_keys` (public-key files, PEM bytes or keys; by default the
@@ -448,24 +462,28 @@ def load(path: str | os.PathLike, device: str = "cpu", verify: str = "full", *,
     if trusted_keys is None:
         trusted_keys = signing.trusted_keys_from_env()
     if trusted_keys is None:
-        return CompiledModel(_native().Module.load(path, device, verify), path)
+        return CompiledModel(
+            _native().Module.load(path, device, verify, gpu_graphs=gpu_graphs), path)
     sig = os.fspath(signature) if signature is not None else signing.signature_path(path)
     check = signing.verifier(trusted_keys, sig)
-    return CompiledModel(_native().Module.load(path, device, verify, check), path)
+    return CompiledModel(
+        _native().Module.load(path, device, verify, check, gpu_graphs=gpu_graphs), path)
 
 
 def load_bytes(data: bytes | bytearray | memoryview, device: str = "cpu", *,
                trusted_keys: Sequence[Any] | None = None,
-               signature: str | os.PathLike | bytes | None = None) -> CompiledModel:
+               signature: str | os.PathLike | bytes | None = None,
+               gpu_graphs: bool = True) -> CompiledModel:
     """Like load(), for an artifact held in memory. With trusted keys (the
     argument or SITS_TRUSTED_KEYS) its `signature` (a signature file's path
     or bytes) is required."""
     if trusted_keys is None:
         trusted_keys = signing.trusted_keys_from_env()
     if trusted_keys is None:
-        return CompiledModel(_native().Module.load_bytes(data, device))
+        return CompiledModel(_native().Module.load_bytes(data, device, gpu_graphs=gpu_graphs))
     check = signing.verifier(trusted_keys, signature)
-    return CompiledModel(_native().Module.load_bytes(data, device, check))
+    return CompiledModel(
+        _native().Module.load_bytes(data, device, check, gpu_graphs=gpu_graphs))
 
 
 def _load_own(path: str | os.PathLike) -> CompiledModel:

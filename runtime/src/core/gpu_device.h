@@ -34,6 +34,8 @@ public:
   using Stream = void *;
   using ModuleHandle = void *;
   using Function = void *;
+  /// An instantiated recording of a stream's work (a CUDA / HIP graph).
+  using Recording = void *;
 
   /// "sm_90" when the driver reports a compute capability, else "".
   virtual const std::string &chip() const = 0;
@@ -85,6 +87,21 @@ public:
   virtual Status launch(Function function, const int64_t grid[3],
                         const int64_t block[3], int32_t sharedBytes,
                         Stream stream, void **params, void **extra) = 0;
+
+  /// Whether a stream's launches can be recorded once and replayed: the
+  /// driver has graphs, and the stream-ordered allocator is in use (a
+  /// recording's temporaries must be allocations it owns).
+  virtual bool canRecord() const = 0;
+  /// From here until `endRecording`, work queued on `stream` by this thread
+  /// is recorded, not run.
+  virtual Status beginRecording(Stream stream) = 0;
+  /// Ends the recording on `stream` and instantiates it; the recording
+  /// frees its own temporaries at each replay. Always ends the capture, even
+  /// when the recording failed (then nothing is returned).
+  virtual StatusOr<Recording> endRecording(Stream stream) = 0;
+  /// Queues the recorded work on `stream`.
+  virtual Status replay(Recording recording, Stream stream) = 0;
+  virtual void destroyRecording(Recording recording) = 0;
 };
 
 /// What the mgpu* functions act on while a model call (or a code load) runs
@@ -92,6 +109,12 @@ public:
 struct GpuCall {
   std::shared_ptr<GpuDevice> device;
   GpuDevice::Stream stream = nullptr;
+  /// Whether the stream's work is being recorded: the code's own stream
+  /// synchronizations are skipped (the runtime synchronizes after the
+  /// replay; a capturing stream cannot be synchronized).
+  bool recording = false;
+  /// Kernels the code launched (or recorded).
+  uint64_t launches = 0;
   /// The first failure; later ones are dropped (they usually follow from
   /// it).
   Status status;

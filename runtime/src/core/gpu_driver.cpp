@@ -51,6 +51,12 @@ constexpr int kErrorOutOfMemory = 2;
 constexpr int kErrorNotSupported = 801;
 // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (hipMemPoolAttrReleaseThreshold).
 constexpr int kMemPoolReleaseThreshold = 4;
+// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL (hipStreamCaptureModeThreadLocal):
+// only this thread's unsafe calls invalidate a capture.
+constexpr int kCaptureThreadLocal = 1;
+// CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
+// (hipGraphInstantiateFlagAutoFreeOnLaunch).
+constexpr unsigned long long kInstantiateAutoFree = 1;
 // JIT options (CUjit_option; hipJitOption mirrors them).
 constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSize = 6;
@@ -99,6 +105,13 @@ struct CudaApi {
     int (*moduleGetFunction)(void **, void *, const char *);
     int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, void *, void **, void **);
+    // Graphs (optional: CUDA 11.4, ROCm 5.3).
+    int (*streamBeginCapture)(void *, int);
+    int (*streamEndCapture)(void *, void **);
+    int (*graphInstantiate)(void **, void *, unsigned long long);
+    int (*graphLaunch)(void *, void *);
+    int (*graphExecDestroy)(void *);
+    int (*graphDestroy)(void *);
     int (*getErrorName)(int, const char **);
     int (*getErrorString)(int, const char **);
   };
@@ -130,6 +143,12 @@ struct CudaApi {
     s.get(f.moduleUnload, "cuModuleUnload");
     s.get(f.moduleGetFunction, "cuModuleGetFunction");
     s.get(f.launchKernel, "cuLaunchKernel");
+    s.get(f.streamBeginCapture, "cuStreamBeginCapture_v2", false);
+    s.get(f.streamEndCapture, "cuStreamEndCapture", false);
+    s.get(f.graphInstantiate, "cuGraphInstantiateWithFlags", false);
+    s.get(f.graphLaunch, "cuGraphLaunch", false);
+    s.get(f.graphExecDestroy, "cuGraphExecDestroy", false);
+    s.get(f.graphDestroy, "cuGraphDestroy", false);
     s.get(f.getErrorName, "cuGetErrorName", false);
     s.get(f.getErrorString, "cuGetErrorString", false);
   }
@@ -195,6 +214,13 @@ struct HipApi {
     int (*moduleGetFunction)(void **, void *, const char *);
     int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, void *, void **, void **);
+    // Graphs (optional: CUDA 11.4, ROCm 5.3).
+    int (*streamBeginCapture)(void *, int);
+    int (*streamEndCapture)(void *, void **);
+    int (*graphInstantiate)(void **, void *, unsigned long long);
+    int (*graphLaunch)(void *, void *);
+    int (*graphExecDestroy)(void *);
+    int (*graphDestroy)(void *);
     const char *(*getErrorName)(int);
     const char *(*getErrorString)(int);
   };
@@ -225,6 +251,12 @@ struct HipApi {
     s.get(f.moduleUnload, "hipModuleUnload");
     s.get(f.moduleGetFunction, "hipModuleGetFunction");
     s.get(f.launchKernel, "hipModuleLaunchKernel");
+    s.get(f.streamBeginCapture, "hipStreamBeginCapture", false);
+    s.get(f.streamEndCapture, "hipStreamEndCapture", false);
+    s.get(f.graphInstantiate, "hipGraphInstantiateWithFlags", false);
+    s.get(f.graphLaunch, "hipGraphLaunch", false);
+    s.get(f.graphExecDestroy, "hipGraphExecDestroy", false);
+    s.get(f.graphDestroy, "hipGraphDestroy", false);
     s.get(f.getErrorName, "hipGetErrorName", false);
     s.get(f.getErrorString, "hipGetErrorString", false);
   }
@@ -266,7 +298,10 @@ public:
         name_(library_->devices[size_t(ordinal)].name),
         chip_(library_->devices[size_t(ordinal)].arch),
         uri_(std::string(Api::kScheme) + ":" + std::to_string(ordinal)),
-        asyncAlloc_(fns_.memAllocAsync && fns_.memFreeAsync) {}
+        asyncAlloc_(fns_.memAllocAsync && fns_.memFreeAsync),
+        graphs_(fns_.streamBeginCapture && fns_.streamEndCapture &&
+                fns_.graphInstantiate && fns_.graphLaunch &&
+                fns_.graphExecDestroy && fns_.graphDestroy) {}
 
   /// Retains the primary context; call once after construction.
   Status open() {
@@ -488,6 +523,44 @@ public:
     return Status::OK();
   }
 
+  bool canRecord() const override { return graphs_ && asyncAlloc_; }
+
+  Status beginRecording(Stream stream) override {
+    if (!canRecord())
+      return unsupported("streamBeginCapture");
+    if (int rc = fns_.streamBeginCapture(stream, kCaptureThreadLocal))
+      return error("streamBeginCapture", rc);
+    return Status::OK();
+  }
+
+  StatusOr<Recording> endRecording(Stream stream) override {
+    void *graph = nullptr;
+    int rc = fns_.streamEndCapture(stream, &graph);
+    if (rc) {
+      if (graph)
+        (void)fns_.graphDestroy(graph);
+      return error("streamEndCapture", rc);
+    }
+    void *exec = nullptr;
+    rc = fns_.graphInstantiate(&exec, graph, kInstantiateAutoFree);
+    // The instantiation is independent of the graph it came from.
+    (void)fns_.graphDestroy(graph);
+    if (rc)
+      return error("graphInstantiate", rc);
+    return exec;
+  }
+
+  Status replay(Recording recording, Stream stream) override {
+    if (int rc = fns_.graphLaunch(recording, stream))
+      return error("graphLaunch", rc);
+    return Status::OK();
+  }
+
+  void destroyRecording(Recording recording) override {
+    if (recording)
+      (void)fns_.graphExecDestroy(recording);
+  }
+
 private:
   /// A call's intermediate buffers come from the device's default memory
   /// pool, which by default hands its memory back to the OS at every
@@ -530,6 +603,12 @@ private:
         {"moduleUnload", "cuModuleUnload", "hipModuleUnload"},
         {"moduleGetFunction", "cuModuleGetFunction", "hipModuleGetFunction"},
         {"launchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"},
+        {"streamBeginCapture", "cuStreamBeginCapture_v2",
+         "hipStreamBeginCapture"},
+        {"streamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"},
+        {"graphInstantiate", "cuGraphInstantiateWithFlags",
+         "hipGraphInstantiateWithFlags"},
+        {"graphLaunch", "cuGraphLaunch", "hipGraphLaunch"},
     };
     for (const Name &n : names)
       if (std::string_view(n.op) == op)
@@ -582,6 +661,8 @@ private:
   /// Whether the stream-ordered allocator is used; cleared for good when
   /// the device says it has no memory pools.
   std::atomic<bool> asyncAlloc_;
+  /// Whether the library has every graph function.
+  const bool graphs_;
   std::mutex mu_;
   std::vector<Stream> streams_;
 };

@@ -122,8 +122,11 @@ SITS_RUNTIME_API void *mgpuStreamCreate() {
 /// The call's stream belongs to the runtime, which reuses it.
 SITS_RUNTIME_API void mgpuStreamDestroy(void * /*stream*/) {}
 
+/// Skipped while recording: a capturing stream cannot be synchronized, and
+/// the runtime synchronizes after the replay (the code has no way to read
+/// device memory, so nothing of it waits on the result).
 SITS_RUNTIME_API void mgpuStreamSynchronize(void *stream) {
-  if (GpuCall *call = activeCall())
+  if (GpuCall *call = activeCall(); call && !call->recording)
     if (Status s = call->device->synchronize(stream); !s.ok())
       call->fail(std::move(s));
 }
@@ -143,6 +146,8 @@ SITS_RUNTIME_API void mgpuLaunchKernel(void *function, intptr_t gridX,
                                       params, extra);
       !s.ok())
     call->fail(std::move(s));
+  else if (gridX > 0 && gridY > 0 && gridZ > 0)
+    ++call->launches;
 }
 
 SITS_RUNTIME_API void *mgpuMemAlloc(uint64_t bytes, void *stream,

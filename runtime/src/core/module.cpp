@@ -2,7 +2,7 @@
 //--------------------===//
 #include "artifact_internal.h"
 #include "code_loader.h"
-#include "gpu_device.h"
+#include "gpu_call.h"
 
 #include "sits/runtime/host.h"
 #include "sits/runtime/module.h"
@@ -17,8 +17,6 @@
 
 namespace sits::runtime {
 
-using EntryFn = void (*)(void **);
-
 struct Module::Impl {
   ArtifactReader reader;
   std::shared_ptr<Device> device;
@@ -32,12 +30,14 @@ struct Module::Impl {
   /// GPU models: the device (also `device`) and the weights uploaded to it.
   std::shared_ptr<GpuDevice> gpu;
   void *deviceWeights = nullptr;
+  std::unique_ptr<GpuCalls> gpuCalls;
 
   explicit Impl(ArtifactReader r) : reader(std::move(r)) {}
   ~Impl() {
     if (!gpu || !gpu->makeCurrent().ok())
       return;
-    code.reset(); // its ELF destructor unloads the device code
+    gpuCalls.reset(); // its recordings launch the code's kernels
+    code.reset();     // its ELF destructor unloads the device code
     (void)gpu->free(deviceWeights);
   }
   const Entry *find(std::string_view name) const {
@@ -381,8 +381,8 @@ Status validateInputs(const EntryPointSpec &ep,
   return Status::OK();
 }
 
-/// Copies a strided view into contiguous row-major `dst` (or back when
-/// `toView`).
+} // namespace
+
 void copyStrided(const BufferView &view, uint8_t *contiguous, bool toView) {
   size_t elem = dtypeSize(view.dtype);
   int64_t total = view.numElements();
@@ -418,7 +418,6 @@ void copyStrided(const BufferView &view, uint8_t *contiguous, bool toView) {
   }
 }
 
-/// A memref descriptor {allocated, aligned, offset, sizes[], strides[]}.
 std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   std::vector<int64_t> d(3 + 2 * shape.size());
   int64_t ptr;
@@ -435,6 +434,8 @@ std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   }
   return d;
 }
+
+namespace {
 
 /// Whether the artifact's code is for the kind of device it is loaded on.
 Status checkDeviceCompatibility(const Manifest &m, const Device &device) {
@@ -583,7 +584,15 @@ StatusOr<Module> Module::load(const ArtifactReader &reader,
           .withSubject(ep.symbol);
     impl->entries.push_back({&ep, reinterpret_cast<EntryFn>(sym)});
   }
+  if (gpu)
+    impl->gpuCalls = std::make_unique<GpuCalls>(gpu, impl->deviceWeights,
+                                                int64_t(impl->weights.size),
+                                                options.gpuGraphs);
   return Module(std::move(impl));
+}
+
+GpuCallStats Module::gpuStats() const {
+  return impl_->gpuCalls ? impl_->gpuCalls->stats() : GpuCallStats{};
 }
 
 std::vector<std::string> Module::entryPoints() const {
@@ -642,8 +651,6 @@ Module::outputShapes(std::string_view name,
   return out;
 }
 
-namespace {
-
 /// The error of a call whose code set its status argument to `flag`.
 Status statusFailure(const EntryPointSpec &ep, int32_t flag) {
   const std::vector<std::string> &messages = ep.status()->messages;
@@ -655,146 +662,6 @@ Status statusFailure(const EntryPointSpec &ep, int32_t flag) {
       .withSubject(ep.name)
       .withValue(flag);
 }
-
-/// Runs a GPU model's entry point: inputs are copied to device buffers, the
-/// code runs on a stream of the device's pool bound to this thread (its
-/// mgpu* calls use it), outputs come back to the caller's host buffers, and
-/// so do inputs the code updates in place (a paged KV pool).
-Status runOnGpu(const Module::Impl &impl, EntryFn fn, const EntryPointSpec &ep,
-                const std::vector<BufferView> &inputs,
-                const std::vector<BufferView> &outputs) {
-  GpuDevice &gpu = *impl.gpu;
-  SITS_RETURN_IF_ERROR(gpu.makeCurrent());
-  StatusOr<GpuDevice::Stream> acquired = gpu.acquireStream();
-  if (!acquired.ok())
-    return acquired.status();
-  GpuDevice::Stream stream = *acquired;
-  std::vector<void *> buffers;
-  // Frees the call's buffers and returns its stream on every path; the
-  // first error wins.
-  auto finish = [&](Status s) {
-    for (void *p : buffers)
-      if (Status f = gpu.freeAsync(p, stream); !f.ok() && s.ok())
-        s = std::move(f);
-    if (Status f = gpu.synchronize(stream); !f.ok() && s.ok())
-      s = std::move(f);
-    gpu.releaseStream(stream);
-    return s;
-  };
-
-  std::vector<std::vector<int64_t>> descs;
-  std::vector<std::vector<uint8_t>> staged; // non-contiguous host views
-  descs.reserve(ep.args.size());
-  if (ep.hasWeights())
-    descs.push_back(
-        descriptor(impl.deviceWeights, {int64_t(impl.weights.size)}));
-  auto deviceBuffer = [&](const BufferView &view) -> StatusOr<void *> {
-    size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
-    StatusOr<void *> p = gpu.allocateAsync(bytes, stream);
-    if (p.ok() && *p)
-      buffers.push_back(*p);
-    return p;
-  };
-  std::vector<const ArgSpec *> inSpecs = ep.inputs();
-  std::vector<std::pair<const BufferView *, void *>> updated; // host, device
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const BufferView &in = inputs[i];
-    if (!in.onHost()) { // on this device (checked): read, and written, there
-      descs.push_back(descriptor(in.data, in.shape));
-      continue;
-    }
-    StatusOr<void *> p = deviceBuffer(in);
-    if (!p.ok())
-      return finish(p.status());
-    if (i < inSpecs.size() && inSpecs[i]->updatedInPlace)
-      updated.emplace_back(&in, *p);
-    size_t bytes = size_t(in.numElements()) * dtypeSize(in.dtype);
-    const void *host = in.data;
-    if (bytes && !in.isContiguous()) {
-      staged.emplace_back(bytes);
-      copyStrided(in, staged.back().data(), false);
-      host = staged.back().data();
-    }
-    if (Status s = gpu.copyToDevice(*p, host, bytes, stream); !s.ok())
-      return finish(std::move(s));
-    descs.push_back(descriptor(*p, in.shape));
-  }
-  std::vector<void *> outBuffers;
-  for (const BufferView &out : outputs) {
-    if (!out.onHost()) {
-      outBuffers.push_back(nullptr); // written in place
-      descs.push_back(descriptor(out.data, out.shape));
-      continue;
-    }
-    StatusOr<void *> p = deviceBuffer(out);
-    if (!p.ok())
-      return finish(p.status());
-    outBuffers.push_back(*p);
-    descs.push_back(descriptor(*p, out.shape));
-  }
-  // The status flag: one zeroed i32 on the device, read back after.
-  void *statusBuffer = nullptr;
-  int32_t statusFlag = 0;
-  if (ep.status()) {
-    StatusOr<void *> p = gpu.allocateAsync(sizeof(int32_t), stream);
-    if (!p.ok())
-      return finish(p.status());
-    statusBuffer = *p;
-    buffers.push_back(statusBuffer);
-    if (Status s = gpu.copyToDevice(statusBuffer, &statusFlag, sizeof(int32_t),
-                                    stream);
-        !s.ok())
-      return finish(std::move(s));
-    descs.push_back(descriptor(statusBuffer, {}));
-  }
-  std::vector<void *> args;
-  args.reserve(descs.size());
-  for (std::vector<int64_t> &d : descs)
-    args.push_back(d.data());
-
-  GpuCall call;
-  call.device = impl.gpu;
-  call.stream = stream;
-  {
-    GpuCallScope scope(call);
-    fn(args.data());
-  }
-  if (!call.status.ok())
-    return finish(std::move(call.status));
-
-  std::vector<std::pair<const BufferView *, uint8_t *>> copyBack;
-  auto toHost = [&](const BufferView &view, void *device) {
-    size_t bytes = size_t(view.numElements()) * dtypeSize(view.dtype);
-    void *host = view.data;
-    if (bytes && !view.isContiguous()) {
-      staged.emplace_back(bytes);
-      host = staged.back().data();
-      copyBack.emplace_back(&view, staged.back().data());
-    }
-    return gpu.copyToHost(host, device, bytes, stream);
-  };
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!outputs[i].onHost())
-      continue;
-    if (Status s = toHost(outputs[i], outBuffers[i]); !s.ok())
-      return finish(std::move(s));
-  }
-  for (auto [view, device] : updated)
-    if (Status s = toHost(*view, device); !s.ok())
-      return finish(std::move(s));
-  if (statusBuffer) {
-    if (Status s =
-            gpu.copyToHost(&statusFlag, statusBuffer, sizeof(int32_t), stream);
-        !s.ok())
-      return finish(std::move(s));
-  }
-  SITS_RETURN_IF_ERROR(finish(Status::OK()));
-  for (auto &[view, p] : copyBack)
-    copyStrided(*view, p, true);
-  return statusFlag ? statusFailure(ep, statusFlag) : Status::OK();
-}
-
-} // namespace
 
 Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
                    const std::vector<BufferView> &outputs) const {
@@ -820,8 +687,8 @@ Status Module::run(std::string_view name, const std::vector<BufferView> &inputs,
       checkViewDevices(ep, ep.inputs(), inputs, deviceType, deviceId));
   SITS_RETURN_IF_ERROR(
       checkViewDevices(ep, outSpecs, outputs, deviceType, deviceId));
-  if (impl_->gpu)
-    return runOnGpu(*impl_, entry->fn, ep, inputs, outputs);
+  if (impl_->gpuCalls)
+    return impl_->gpuCalls->run(entry->fn, ep, inputs, outputs);
 
   // Descriptors, staging what is not contiguous or not aligned to its
   // element. The code assumes no more than element alignment of its

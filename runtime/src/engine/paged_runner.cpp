@@ -151,6 +151,11 @@ PagedRunner::create(Module model, std::shared_ptr<kv::Memory> memory,
       return badModel(options.entry,
                       "it has no input '" + std::string(c.name) + "'");
   r->numInputs_ = inputs.size();
+  // On a GPU, calls whose shapes repeat are recorded and replayed: a
+  // decode batch's tables grow by a block every block_size steps, so
+  // their width is rounded up to a few buckets per doubling.
+  r->bucketTables_ = model.device().kind() != DeviceKind::kCpu &&
+                     inputs[size_t(r->tablesIndex_)]->shape[1] < 0;
 
   // The pool: the memory's device tier, as the model declares it. A row is
   // token_stride bytes: head_dim elements, plus the f32 scale of a quantized
@@ -286,6 +291,14 @@ Status PagedRunner::run(const StepBatch &batch, const std::vector<size_t> &seqs,
     const ScheduledSequence &q = batch.sequences[i];
     width = std::max<int64_t>(width, int64_t(q.token_ids.size()));
     blocks = std::max(blocks, ceilDiv(q.context_len, blockSize));
+  }
+  if (bucketTables_) {
+    // Granules of a quarter of the width's power of two (at least 4 blocks):
+    // at most a quarter of the entries are padding.
+    int64_t granule = 4;
+    while (granule * 8 <= blocks)
+      granule *= 2;
+    blocks = ceilDiv(blocks, granule) * granule;
   }
 
   // Left-padded rows: padding has token 0, position 0, slot -1 (written

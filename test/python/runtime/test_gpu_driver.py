@@ -97,6 +97,11 @@ def launches():
                     "params_in_buffers": in_buffers.value})
     return out
 
+def graph_stats():
+    v = (ctypes.c_longlong * 4)()
+    fake.sitsFakeCudaGraphStats(v)
+    return dict(zip(["graphs", "instantiated", "graph_launches", "capturing"], v))
+
 def error(e):
     return {"type": type(e).__name__, "str": str(e),
             "mro": [c.__name__ for c in type(e).__mro__],
@@ -584,24 +589,66 @@ def test_engine_steps_with_the_pool_in_device_memory(fake_cuda, compiled_paged_d
                                    enable_prefix_caching=False)
         memory = kv.KVMemory(allocator, device="cuda:0")
         engine = Engine(allocator, PagedRunner(model, memory), max_batch_size=2)
-        ids = [engine.add_request(np.array(p), 3, sampling=GREEDY) for p in ([1, 2, 3], [4, 5])]
+        # The first sequence's context crosses a block boundary (14 + 6 > 16):
+        # its block table grows, within one padded width.
+        ids = [engine.add_request(np.array(p), 6, sampling=GREEDY)
+               for p in (list(range(1, 15)), [4, 5])]
         fake.sitsFakeCudaReset()
         steps = 0
         while engine.has_unfinished:
             engine.step()
             steps += 1
-        ran = stats()
+        ran = stats("cuLaunchKernel")
         result = {{"steps": steps, "ran": ran, "launches": len(launches()),
                   "tokens": [len(engine.result(i).samples[0].tokens) for i in ids],
-                  "pool_bytes": memory.layout["block_stride"] * 9}}
+                  "pool_bytes": memory.layout["block_stride"] * 9,
+                  "gpu": model.gpu_stats(), "graphs": graph_stats()}}
         print(json.dumps(result))
     """)
     kernels = len(compiled_paged_decoder.manifest["device"]["kernels"])
-    assert out["tokens"] == [3, 3]
+    assert out["tokens"] == [6, 6]
+    # Every step ran every kernel of the manifest: the prefill and the first
+    # decode step launched them, the second decode step was recorded (the
+    # compiled host code, its synchronizations included, captured whole),
+    # and the later ones replayed it, one graph launch each, across the
+    # block boundary.
     assert out["launches"] == out["steps"] * kernels
+    gpu, graphs = out["gpu"], out["graphs"]
+    assert gpu["calls"] == out["steps"] == 6
+    assert (gpu["recordings"], gpu["replays"], gpu["record_failures"]) == (1, 4, 0)
+    assert graphs["graph_launches"] == 4 and graphs["instantiated"] == 1
+    assert gpu["kernels"] == out["steps"] * kernels
+    assert gpu["launches"] == 2 * kernels + 4
+    assert out["ran"]["calls"] == 3 * kernels  # two steps launched, one recorded
+    assert gpu["host_seconds"] > 0
     # No step copied the pool: what went down and came back is far smaller.
     assert out["ran"]["to_device"] < out["pool_bytes"]
     assert out["ran"]["to_host"] < out["pool_bytes"]
+
+
+def test_repeated_calls_replay_a_recording(fake_cuda, gpu_add):
+    """The second call of a signature is recorded as a graph, later ones
+    replay it with their own data; gpu_graphs=False launches every time."""
+    out = run_fake(fake_cuda, f"""
+        result = {{}}
+        for graphs in (True, False):
+            model = runtime.load({gpu_add!r}, device="cuda:0", gpu_graphs=graphs)
+            fake.sitsFakeCudaReset()
+            ok = True
+            for i in range(5):
+                x = np.arange(12, dtype=np.float32).reshape(3, 4) * (i + 1)
+                ok &= bool(np.array_equal(model(x), x + 2 * np.array([1, 2, 3, 4], np.float32)))
+            result[str(graphs)] = {{"ok": ok, "gpu": model.gpu_stats(), "graphs": graph_stats()}}
+            del model; gc.collect()
+        print(json.dumps(result))
+    """)
+    on, off = out["True"], out["False"]
+    assert on["ok"] and off["ok"]
+    # Launched, recorded and replayed, then replayed three times.
+    assert (on["gpu"]["recordings"], on["gpu"]["replays"]) == (1, 4)
+    assert on["gpu"]["launches"] == 2 + 4 and on["gpu"]["kernels"] == 10
+    assert on["graphs"]["graph_launches"] == 4
+    assert (off["gpu"]["recordings"], off["gpu"]["replays"], off["gpu"]["launches"]) == (0, 0, 10)
 
 
 @pytest.mark.slow

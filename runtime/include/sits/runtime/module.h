@@ -32,6 +32,7 @@
 #include "sits/runtime/export.h"
 #include "sits/runtime/status.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,27 @@ struct LoadOptions {
   /// What the reader verifies (artifact.h): by default everything,
   /// Verify::kMetadata skips the weights digest.
   Verify verify = Verify::kFull;
+  /// GPU models: a call whose input signature (shapes, and the addresses of
+  /// inputs already on the device) repeats is recorded once as a CUDA / HIP
+  /// graph and replayed from then on, one launch instead of one per kernel.
+  /// false launches every kernel at every call.
+  bool gpuGraphs = true;
+};
+
+/// What a GPU model's calls cost on the host (Module::gpuStats); all zero
+/// for CPU models.
+struct GpuCallStats {
+  uint64_t calls = 0;
+  /// Calls served by replaying a recording, and recordings made.
+  uint64_t replays = 0, recordings = 0;
+  /// Recordings the driver refused; those calls launched their kernels.
+  uint64_t recordFailures = 0;
+  /// Kernels run (a replay counts those it recorded), and launch calls into
+  /// the driver (one per kernel of a plain call, one per replay).
+  uint64_t kernels = 0, launches = 0;
+  /// Host time spent issuing the calls' work: from the call's start to its
+  /// final wait for the device.
+  uint64_t hostNanoseconds = 0;
 };
 
 class SITS_RUNTIME_API Module {
@@ -87,6 +109,9 @@ public:
   /// not aligned to their element size are staged through aligned copies.
   Status run(std::string_view name, const std::vector<BufferView> &inputs,
              const std::vector<BufferView> &outputs) const;
+
+  /// Counters of the calls so far (GPU models; zeros on the CPU).
+  GpuCallStats gpuStats() const;
 
   struct Impl;
 

@@ -15,6 +15,15 @@
 //   are recorded, not executed: there is no GPU to run them. Images that
 //   start with "SITSFAKE\n" list, one per line, kernels the fake itself
 //   implements on the host (below), which launches do run.
+// * Graphs: a stream captured by cuStreamBeginCapture_v2 records its
+//   kernels (with their parameters' bytes), allocations and frees instead of
+//   running them; cuGraphLaunch runs the recorded kernels, each appended to
+//   the launch log. A capture's allocations live until the last graph or
+//   instantiation made from it is destroyed. What a capture cannot hold (a
+//   synchronization of the stream, a plain allocation or free on the
+//   capturing thread, a copy, a free of memory from outside the capture)
+//   fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates it, so
+//   cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 // * $SITS_FAKE_CUDA_FAIL makes chosen calls fail:
 //   "cuMemAlloc_v2=2,cuLaunchKernel=719@3" fails every cuMemAlloc_v2 with
 //   CUDA_ERROR_OUT_OF_MEMORY and the 3rd cuLaunchKernel (counted since the
@@ -27,6 +36,7 @@
 //   hipModuleLaunchKernel, ...), for $SITS_HIP_DRIVER.
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +65,8 @@ enum : int {
   kIllegalAddress = 700,
   kLaunchFailed = 719,
   kNotSupported = 801,
+  kCaptureUnsupported = 900,
+  kCaptureInvalidated = 901,
 };
 
 struct Kernel {
@@ -84,8 +96,38 @@ struct Launch {
   int paramsInBuffers = 0; // 8-byte parameters that point into live buffers
 };
 
+/// A kernel recorded by a capture, with its parameters' bytes.
+struct Node {
+  Function *function;
+  unsigned dims[7];
+  std::vector<std::vector<uint8_t>> params;
+};
+
+/// The buffers a capture allocated: freed with the last graph or
+/// instantiation that holds them.
+struct GraphMemory {
+  std::vector<uintptr_t> buffers;
+  int refs = 0;
+};
+
+struct Capture {
+  std::vector<Node> nodes;
+  GraphMemory *memory = new GraphMemory();
+  bool invalid = false;
+};
+
+/// A graph and an instantiated graph (cuGraph / cuGraphExec) alike.
+struct Graph {
+  std::vector<Node> nodes;
+  GraphMemory *memory;
+  bool instantiated;
+};
+
 struct State {
   std::mutex mu;
+  std::map<void *, Capture> captures; // by stream
+  std::set<Graph *> graphs;
+  uint64_t graphLaunches = 0;
   bool initialized = false;
   std::map<uintptr_t, size_t> buffers; // base -> size
   std::set<Module *> modules;
@@ -108,6 +150,8 @@ State &state() {
 int contextToken;
 /// Current contexts are per thread, as the driver's.
 thread_local void *tCurrentContext = nullptr;
+/// The stream this thread is capturing (thread-local capture mode).
+thread_local void *tCapturing = nullptr;
 
 bool hasContext(State &s) { return tCurrentContext && s.contextRetains > 0; }
 
@@ -186,6 +230,38 @@ bool validStream(State &s, void *stream) {
   return !stream || s.streams.count(stream);
 }
 
+/// The capture of `stream`, or nullptr.
+Capture *captureOf(State &s, void *stream) {
+  auto it = stream ? s.captures.find(stream) : s.captures.end();
+  return it == s.captures.end() ? nullptr : &it->second;
+}
+
+/// An operation a capture cannot hold: it fails and invalidates the
+/// capture.
+int unsupportedInCapture(Capture &c) {
+  c.invalid = true;
+  return kCaptureUnsupported;
+}
+
+/// Whether this thread's capture forbids a plain allocation or free; if so
+/// it is invalidated.
+bool forbiddenWhileCapturing(State &s) {
+  Capture *c = captureOf(s, tCapturing);
+  if (!c)
+    return false;
+  c->invalid = true;
+  return true;
+}
+
+void dropMemory(State &s, GraphMemory *m) {
+  if (--m->refs > 0)
+    return;
+  for (uintptr_t p : m->buffers)
+    if (s.buffers.erase(p))
+      std::free(reinterpret_cast<void *>(p));
+  delete m;
+}
+
 /// What every copy and fill checks: a current context, a known stream, and
 /// each of `ranges` inside a live buffer.
 int checkTransfer(State &s, void *stream,
@@ -194,6 +270,8 @@ int checkTransfer(State &s, void *stream,
     return kInvalidContext;
   if (!validStream(s, stream))
     return kInvalidHandle;
+  if (Capture *c = captureOf(s, stream))
+    return unsupportedInCapture(*c);
   for (auto [p, n] : ranges)
     if (!inBuffer(s, p, n))
       return kInvalidValue;
@@ -344,6 +422,28 @@ int loadModule(State &s, void **out, const void *image, bool jit) {
   return kSuccess;
 }
 
+/// Logs a launch of `f` and runs it when the fake implements it.
+int runLaunch(State &s, Function *f, const unsigned dims[7], void *stream,
+              void **params) {
+  Launch l;
+  l.name = f->kernel.name;
+  std::memcpy(l.dims, dims, sizeof(l.dims));
+  l.stream = stream;
+  if (f->kernel.known) {
+    l.params = int(f->kernel.params.size());
+    for (size_t i = 0; i < f->kernel.params.size(); ++i)
+      if (f->kernel.params[i] == 8) {
+        uint64_t v;
+        std::memcpy(&v, params[i], 8);
+        l.paramsInBuffers += inBuffer(s, uintptr_t(v), 1);
+      }
+  }
+  s.launches.push_back(l);
+  if (f->module->fake)
+    return runFakeKernel(s, f->kernel.name, dims, params);
+  return kSuccess;
+}
+
 } // namespace
 
 // --- the driver API ---------------------------------------------------------
@@ -421,6 +521,8 @@ FAKE_API int cuCtxSetCurrent(void *context) {
 
 FAKE_API int cuMemAlloc_v2(unsigned long long *ptr, size_t bytes) {
   FAKE_ENTER("cuMemAlloc_v2");
+  if (forbiddenWhileCapturing(s))
+    return kCaptureUnsupported;
   return allocate(s, ptr, bytes);
 }
 
@@ -428,6 +530,8 @@ FAKE_API int cuMemFree_v2(unsigned long long ptr) {
   FAKE_ENTER("cuMemFree_v2");
   if (!hasContext(s))
     return kInvalidContext;
+  if (forbiddenWhileCapturing(s))
+    return kCaptureUnsupported;
   return release(s, ptr);
 }
 
@@ -439,7 +543,10 @@ FAKE_API int cuMemAllocAsync(unsigned long long *ptr, size_t bytes,
     return kNotSupported;
   if (!validStream(s, stream))
     return kInvalidHandle;
-  return allocate(s, ptr, bytes);
+  int rc = allocate(s, ptr, bytes);
+  if (Capture *c = captureOf(s, stream); c && rc == kSuccess)
+    c->memory->buffers.push_back(uintptr_t(*ptr));
+  return rc;
 }
 
 FAKE_API int cuMemFreeAsync(unsigned long long ptr, void *stream) {
@@ -448,6 +555,13 @@ FAKE_API int cuMemFreeAsync(unsigned long long ptr, void *stream) {
     return kInvalidContext;
   if (!validStream(s, stream))
     return kInvalidHandle;
+  if (Capture *c = captureOf(s, stream)) {
+    // A free node: the buffer stays with the graph.
+    const std::vector<uintptr_t> &own = c->memory->buffers;
+    return std::find(own.begin(), own.end(), uintptr_t(ptr)) != own.end()
+               ? kSuccess
+               : unsupportedInCapture(*c);
+  }
   return release(s, ptr);
 }
 
@@ -534,6 +648,8 @@ FAKE_API int cuStreamSynchronize(void *stream) {
   FAKE_ENTER("cuStreamSynchronize");
   if (!hasContext(s))
     return kInvalidContext;
+  if (Capture *c = captureOf(s, stream))
+    return unsupportedInCapture(*c);
   return validStream(s, stream) ? kSuccess : kInvalidHandle;
 }
 
@@ -611,24 +727,116 @@ FAKE_API int cuLaunchKernel(void *function, unsigned gx, unsigned gy,
   if (!gx || !gy || !gz || !bx || !by || !bz || uint64_t(bx) * by * bz > 1024 ||
       smem > 48 * 1024 || (!params && !extra) || extra)
     return kInvalidValue;
-  Launch l;
-  l.name = f->kernel.name;
   unsigned dims[7] = {gx, gy, gz, bx, by, bz, smem};
-  std::memcpy(l.dims, dims, sizeof(dims));
-  l.stream = stream;
-  if (f->kernel.known) {
-    l.params = int(f->kernel.params.size());
-    for (size_t i = 0; i < f->kernel.params.size(); ++i)
-      if (f->kernel.params[i] == 8) {
-        uint64_t v;
-        std::memcpy(&v, params[i], 8);
-        l.paramsInBuffers += inBuffer(s, uintptr_t(v), 1);
+  if (Capture *c = captureOf(s, stream)) {
+    Node n{f, {}, {}};
+    std::memcpy(n.dims, dims, sizeof(dims));
+    if (f->kernel.known)
+      for (size_t i = 0; i < f->kernel.params.size(); ++i) {
+        int size = f->kernel.params[i];
+        if (size < 0) // an aggregate: cannot be recorded
+          return unsupportedInCapture(*c);
+        auto *bytes = static_cast<const uint8_t *>(params[i]);
+        n.params.emplace_back(bytes, bytes + size);
       }
+    c->nodes.push_back(std::move(n));
+    return kSuccess;
   }
-  s.launches.push_back(l);
-  if (f->module->fake)
-    return runFakeKernel(s, f->kernel.name, dims, params);
+  return runLaunch(s, f, dims, stream, params);
+}
+
+// --- graphs -----------------------------------------------------------------
+
+FAKE_API int cuStreamBeginCapture_v2(void *stream, int mode) {
+  FAKE_ENTER("cuStreamBeginCapture_v2");
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (!stream || !s.streams.count(stream)) // the legacy stream cannot be
+    return kInvalidHandle;                 // captured
+  if (mode < 0 || mode > 2 || captureOf(s, stream) || tCapturing)
+    return kInvalidValue;
+  s.captures[stream];
+  tCapturing = stream;
   return kSuccess;
+}
+
+FAKE_API int cuStreamEndCapture(void *stream, void **graph) {
+  // An injected failure still ends the capture, as the driver's do.
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  int injectedError = injected(s, "cuStreamEndCapture");
+  Capture *c = captureOf(s, stream);
+  if (!c || !graph)
+    return kInvalidValue;
+  Capture done = std::move(*c);
+  s.captures.erase(stream);
+  if (tCapturing == stream)
+    tCapturing = nullptr;
+  done.memory->refs = 1;
+  if (done.invalid || injectedError) {
+    dropMemory(s, done.memory);
+    *graph = nullptr;
+    return injectedError ? injectedError : kCaptureInvalidated;
+  }
+  auto *g = new Graph{std::move(done.nodes), done.memory, false};
+  s.graphs.insert(g);
+  *graph = g;
+  return kSuccess;
+}
+
+FAKE_API int cuGraphInstantiateWithFlags(void **exec, void *graph,
+                                         unsigned long long flags) {
+  FAKE_ENTER("cuGraphInstantiateWithFlags");
+  auto *g = static_cast<Graph *>(graph);
+  if (!exec || !s.graphs.count(g) || g->instantiated || flags > 1)
+    return kInvalidValue;
+  ++g->memory->refs;
+  auto *e = new Graph{g->nodes, g->memory, true};
+  s.graphs.insert(e);
+  *exec = e;
+  return kSuccess;
+}
+
+FAKE_API int cuGraphLaunch(void *exec, void *stream) {
+  FAKE_ENTER("cuGraphLaunch");
+  if (!hasContext(s))
+    return kInvalidContext;
+  auto *e = static_cast<Graph *>(exec);
+  if (!s.graphs.count(e) || !e->instantiated || !validStream(s, stream))
+    return kInvalidHandle;
+  if (Capture *c = captureOf(s, stream))
+    return unsupportedInCapture(*c);
+  ++s.graphLaunches;
+  for (Node &n : e->nodes) {
+    if (!s.functions.count(n.function)) // its module was unloaded
+      return kInvalidHandle;
+    std::vector<void *> params;
+    for (std::vector<uint8_t> &p : n.params)
+      params.push_back(p.data());
+    if (int rc = runLaunch(s, n.function, n.dims, stream, params.data()))
+      return rc;
+  }
+  return kSuccess;
+}
+
+static int destroyGraph(State &s, void *graph, bool instantiated) {
+  auto *g = static_cast<Graph *>(graph);
+  if (!s.graphs.count(g) || g->instantiated != instantiated)
+    return kInvalidValue;
+  s.graphs.erase(g);
+  dropMemory(s, g->memory);
+  delete g;
+  return kSuccess;
+}
+
+FAKE_API int cuGraphExecDestroy(void *exec) {
+  FAKE_ENTER("cuGraphExecDestroy");
+  return destroyGraph(s, exec, true);
+}
+
+FAKE_API int cuGraphDestroy(void *graph) {
+  FAKE_ENTER("cuGraphDestroy");
+  return destroyGraph(s, graph, false);
 }
 
 FAKE_API int cuGetErrorName(int error, const char **name) {
@@ -648,6 +856,8 @@ FAKE_API int cuGetErrorName(int error, const char **name) {
       {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS"},
       {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED"},
       {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED"},
+      {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+      {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
   };
   auto it = names.find(error);
   if (it == names.end())
@@ -673,6 +883,21 @@ FAKE_API void sitsFakeCudaReset() {
   s.launches.clear();
   s.jitOptLevel = -1;
   s.copiedToDevice = s.copiedToHost = 0;
+  s.graphLaunches = 0;
+}
+
+/// {live graphs, live instantiated graphs, graph launches since the last
+///  reset, streams being captured}.
+FAKE_API void sitsFakeCudaGraphStats(long long out[4]) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  long long graphs = 0, execs = 0;
+  for (Graph *g : s.graphs)
+    (g->instantiated ? execs : graphs) += 1;
+  out[0] = graphs;
+  out[1] = execs;
+  out[2] = (long long)s.graphLaunches;
+  out[3] = (long long)s.captures.size();
 }
 
 /// {live buffers, live modules, live streams, context retains, launches,
@@ -803,6 +1028,23 @@ FAKE_API int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy,
   return cuLaunchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params,
                         extra);
 }
+FAKE_API int hipStreamBeginCapture(void *stream, int mode) {
+  return cuStreamBeginCapture_v2(stream, mode);
+}
+FAKE_API int hipStreamEndCapture(void *stream, void **graph) {
+  return cuStreamEndCapture(stream, graph);
+}
+FAKE_API int hipGraphInstantiateWithFlags(void **exec, void *graph,
+                                          unsigned long long flags) {
+  return cuGraphInstantiateWithFlags(exec, graph, flags);
+}
+FAKE_API int hipGraphLaunch(void *exec, void *stream) {
+  return cuGraphLaunch(exec, stream);
+}
+FAKE_API int hipGraphExecDestroy(void *exec) {
+  return cuGraphExecDestroy(exec);
+}
+FAKE_API int hipGraphDestroy(void *graph) { return cuGraphDestroy(graph); }
 FAKE_API const char *hipGetErrorName(int error) {
   const char *name = nullptr;
   return cuGetErrorName(error, &name) == kSuccess ? name : "hipErrorUnknown";

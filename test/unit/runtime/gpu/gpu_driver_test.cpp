@@ -36,6 +36,8 @@ struct Fake {
   Fake() {
     void *h = dlopen(SITS_TEST_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
     stats = reinterpret_cast<decltype(stats)>(dlsym(h, "sitsFakeCudaStats"));
+    graphStats = reinterpret_cast<decltype(graphStats)>(
+        dlsym(h, "sitsFakeCudaGraphStats"));
     reset = reinterpret_cast<decltype(reset)>(dlsym(h, "sitsFakeCudaReset"));
     launch = reinterpret_cast<decltype(launch)>(dlsym(h, "sitsFakeCudaLaunch"));
   }
@@ -48,7 +50,16 @@ struct Fake {
     stats(fn, v);
     return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
   }
+  struct Graphs {
+    long long graphs, instantiated, launches, capturing;
+  };
+  Graphs graphs() const {
+    long long v[4];
+    graphStats(v);
+    return {v[0], v[1], v[2], v[3]};
+  }
   void (*stats)(const char *, long long *);
+  void (*graphStats)(long long *);
   void (*reset)();
   int (*launch)(int, char *, int, unsigned *, int *, int *);
 };
@@ -86,9 +97,11 @@ std::vector<uint8_t> gpuArtifact(const std::string &manifest = gpuManifest()) {
 }
 
 StatusOr<Module> loadGpu(const std::vector<uint8_t> &bytes = gpuArtifact(),
-                         const std::string &device = "cuda:0") {
+                         const std::string &device = "cuda:0",
+                         bool graphs = true) {
   LoadOptions o;
   o.device = device;
+  o.gpuGraphs = graphs;
   return Module::load(bytes.data(), bytes.size(), o);
 }
 
@@ -241,7 +254,8 @@ TEST(CudaDriver, ConcurrentCallsUseTheirOwnStreams) {
 
 TEST(CudaDriver, DriverErrorsBecomeTypedStatuses) {
   {
-    StatusOr<Module> m = loadGpu();
+    // Plain launches: a recording that fails falls back to them.
+    StatusOr<Module> m = loadGpu(gpuArtifact(), "cuda:0", false);
     ASSERT_TRUE(m.ok()) << m.status().toString();
     {
       FailCalls fail("cuMemAllocAsync=2@3"); // the call's temporary buffer
@@ -282,6 +296,171 @@ TEST(CudaDriver, DriverErrorsBecomeTypedStatuses) {
     StatusOr<std::vector<float>> z = runRows(*m, 2);
     ASSERT_TRUE(z.ok()) << z.status().toString();
     expectSum(*z);
+  }
+  expectNothingLive();
+}
+
+/// main and update (pool += x in place, z = pool + w; gpu_add.c).
+std::vector<uint8_t> gpuUpdateArtifact() {
+  std::string update =
+      entryJson("update", {{"weights", "weights", "i8", {16}, {}},
+                           {"input", "pool", "f32", {-1, 4}, {"rows", ""}},
+                           {"input", "x", "f32", {-1, 4}, {"rows", ""}},
+                           {"output", "z", "f32", {-1, 4}, {"rows", ""}}});
+  const std::string pool = "\"name\": \"pool\"";
+  update.replace(update.find(pool), pool.size(),
+                 pool + ", \"updated_in_place\": true");
+  std::string manifest = gpuManifest();
+  const std::string entries = "\"entry_points\": [";
+  manifest.insert(manifest.find(entries) + entries.size(), update + ", ");
+  return gpuArtifact(manifest);
+}
+
+TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    fake().reset();
+    // The first call of a signature launches its kernels.
+    StatusOr<std::vector<float>> z = runRows(*m, 3);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    EXPECT_EQ(fake().graphs().instantiated, 0);
+    // The second is recorded (nothing runs while it is), then replayed.
+    z = runRows(*m, 3);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    Fake::Graphs g = fake().graphs();
+    EXPECT_EQ(g.graphs, 0); // the graph went once instantiated
+    EXPECT_EQ(g.instantiated, 1);
+    EXPECT_EQ(g.launches, 1);
+    EXPECT_EQ(g.capturing, 0);
+    // Later calls replay it: one launch each, new data each time (strided
+    // too), the two kernels run in order.
+    for (int i = 0; i < 5; ++i) {
+      std::vector<float> x(24), z2(12, -1.0f);
+      for (size_t k = 0; k < 12; ++k)
+        x[2 * k] = float(k);
+      SITS_ASSERT_OK(m->run("main",
+                            {BufferView(x.data(), DType::kF32, {3, 4}, {8, 2})},
+                            {BufferView(z2.data(), DType::kF32, {3, 4})}));
+      expectSum(z2);
+    }
+    EXPECT_EQ(fake().graphs().launches, 6);
+    // The first call's two, and the two the recording captured.
+    EXPECT_EQ(fake().get("cuLaunchKernel").calls, 4);
+    EXPECT_EQ(fake().get().launches, 2 + 6 * 2);
+    GpuCallStats st = m->gpuStats();
+    EXPECT_EQ(st.calls, 7u);
+    EXPECT_EQ(st.recordings, 1u);
+    EXPECT_EQ(st.replays, 6u);
+    EXPECT_EQ(st.recordFailures, 0u);
+    EXPECT_EQ(st.kernels, 14u);
+    EXPECT_EQ(st.launches, 8u);
+    EXPECT_GT(st.hostNanoseconds, 0u);
+    // Another shape is another signature; the recording keeps x and z on
+    // the device, and its temporary.
+    for (int i = 0; i < 2; ++i) {
+      z = runRows(*m, 5);
+      ASSERT_TRUE(z.ok()) << z.status().toString();
+      expectSum(*z);
+    }
+    EXPECT_EQ(fake().graphs().instantiated, 2);
+    EXPECT_EQ(fake().get().buffers, 1 + 2 * 3);
+    // At most kMaxRecordings are kept: the least recently used goes.
+    for (int64_t rows = 10; rows < 30; ++rows)
+      for (int i = 0; i < 2; ++i)
+        ASSERT_TRUE(runRows(*m, rows).ok());
+    EXPECT_EQ(fake().graphs().instantiated, 16);
+    EXPECT_EQ(m->gpuStats().recordings, 22u);
+  }
+  // The recordings and their buffers go with the model.
+  EXPECT_EQ(fake().graphs().instantiated, 0);
+  expectNothingLive();
+}
+
+TEST(CudaDriver, ReplaysUpdateDevicePoolsInPlace) {
+  {
+    std::vector<uint8_t> bytes = gpuUpdateArtifact();
+    StatusOr<Module> m = loadGpu(bytes);
+    ASSERT_TRUE(m.ok()) << m.status().toString();
+    StatusOr<std::shared_ptr<DeviceMemory>> mem = DeviceMemory::open("cuda:0");
+    ASSERT_TRUE(mem.ok());
+    StatusOr<void *> pool = (*mem)->allocate(2 * 4 * 4);
+    ASSERT_TRUE(pool.ok());
+    BufferView onDevice(*pool, DType::kF32, {2, 4});
+    onDevice.deviceType = kDLPackCuda;
+    std::vector<float> x(8, 1.0f), z(8);
+    for (int step = 1; step <= 4; ++step) {
+      SITS_ASSERT_OK(m->run(
+          "update", {onDevice, BufferView(x.data(), DType::kF32, {2, 4})},
+          {BufferView(z.data(), DType::kF32, {2, 4})}));
+      for (size_t i = 0; i < 8; ++i)
+        ASSERT_EQ(z[i], float(step) + float(i % 4 + 1)) << step;
+    }
+    EXPECT_EQ(m->gpuStats().replays, 3u);
+    // A pool at another address is another signature.
+    StatusOr<void *> other = (*mem)->allocate(2 * 4 * 4);
+    ASSERT_TRUE(other.ok());
+    BufferView moved(*other, DType::kF32, {2, 4});
+    moved.deviceType = kDLPackCuda;
+    SITS_ASSERT_OK(m->run("update",
+                          {moved, BufferView(x.data(), DType::kF32, {2, 4})},
+                          {BufferView(z.data(), DType::kF32, {2, 4})}));
+    EXPECT_EQ(z[0], 1.0f + 1.0f);
+    EXPECT_EQ(m->gpuStats().replays, 3u);
+    SITS_ASSERT_OK((*mem)->free(*pool));
+    SITS_ASSERT_OK((*mem)->free(*other));
+  }
+  expectNothingLive();
+}
+
+TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
+  for (const char *spec :
+       {"cuGraphInstantiateWithFlags=2", "cuStreamBeginCapture_v2=801",
+        "cuStreamEndCapture=901", "cuMemAlloc_v2=2@2"}) {
+    SCOPED_TRACE(spec);
+    {
+      StatusOr<Module> m = loadGpu();
+      ASSERT_TRUE(m.ok()) << m.status().toString();
+      FailCalls fail(spec);
+      for (int i = 0; i < 4; ++i) {
+        StatusOr<std::vector<float>> z = runRows(*m, 2);
+        ASSERT_TRUE(z.ok()) << z.status().toString();
+        expectSum(*z);
+      }
+      GpuCallStats st = m->gpuStats();
+      EXPECT_EQ(st.recordFailures, 1u);
+      EXPECT_EQ(st.replays, 0u);
+      EXPECT_EQ(st.launches, 8u);
+      // Tried once, not at every call; nothing of it is left.
+      EXPECT_LE(fake().get("cuStreamBeginCapture_v2").calls, 1);
+      Fake::Graphs g = fake().graphs();
+      EXPECT_EQ(g.graphs + g.instantiated + g.capturing, 0);
+      EXPECT_EQ(fake().get().buffers, 1);
+    }
+    expectNothingLive();
+  }
+  // Off by choice: every call launches.
+  {
+    StatusOr<Module> m = loadGpu(gpuArtifact(), "cuda:0", false);
+    ASSERT_TRUE(m.ok());
+    fake().reset();
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(runRows(*m, 2).ok());
+    EXPECT_EQ(fake().get("cuStreamBeginCapture_v2").calls, 0);
+    EXPECT_EQ(m->gpuStats().launches, 6u);
+  }
+  // HIP's graphs, by their names.
+  {
+    StatusOr<Module> m = loadGpu(gpuArtifact(gpuManifest("hip")), "hip:0");
+    ASSERT_TRUE(m.ok());
+    for (int i = 0; i < 3; ++i) {
+      StatusOr<std::vector<float>> z = runRows(*m, 2);
+      ASSERT_TRUE(z.ok()) << z.status().toString();
+      expectSum(*z);
+    }
+    EXPECT_EQ(m->gpuStats().replays, 2u);
   }
   expectNothingLive();
 }
@@ -331,7 +510,8 @@ TEST(GpuManifest, DeviceObjectFollowsTheSchema) {
 TEST(HipDriver, RunsTheSameHostCode) {
   // The HIP instantiation of the driver: its names, its pointer types.
   {
-    StatusOr<Module> m = loadGpu(gpuArtifact(gpuManifest("hip")), "hip:0");
+    StatusOr<Module> m =
+        loadGpu(gpuArtifact(gpuManifest("hip")), "hip:0", false);
     ASSERT_TRUE(m.ok()) << m.status().toString();
     EXPECT_EQ(m->device().kind(), DeviceKind::kHip);
     EXPECT_EQ(m->device().description(), "SITS fake CUDA device 0 (hip:0)");

@@ -90,6 +90,8 @@ private:
   // Reused from call to call.
   std::vector<int64_t> ids_, positions_, slots_;
   std::vector<int32_t> tables_, lens_;
+  /// Whether block tables are padded to bucketed widths (a GPU model).
+  bool bucketTables_ = false;
   /// Attention weights of the scored rows: [count][blocks * bs][kv heads],
   /// and each row's scored queries.
   std::vector<float> scores_;
