@@ -4,18 +4,20 @@
 //
 // * plainly: device buffers for the host views from the stream-ordered
 //   allocator, copies in, the host code launches its kernels, copies out;
-// * recorded: the first time a signature repeats, the same with buffers
-//   the recording keeps, the host code run while the stream is captured
-//   (its kernels are recorded, not run), then replayed;
-// * replayed: copies into the recording's buffers, one graph launch,
-//   copies out.
+// * recorded: the first time a signature repeats, the host code runs
+//   while the stream is captured (its kernels are recorded, not run), on
+//   a packed block the recording keeps, then the recording is replayed;
+// * replayed: the inputs gathered into page-locked staging and copied down
+//   at once, one graph launch, one copy back, spread over the outputs.
 //
 // Every call ends with one wait for the stream, and returns it to the pool.
 //
 //===----------------------------------------------------------------------===//
 #include "gpu_call.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <iterator>
 
@@ -51,7 +53,8 @@ std::vector<int64_t> signatureOf(const EntryPointSpec &ep,
     for (const BufferView &v : *views) {
       key.push_back(int64_t(v.shape.size()));
       key.insert(key.end(), v.shape.begin(), v.shape.end());
-      key.push_back(v.onHost() ? 0 : int64_t(reinterpret_cast<intptr_t>(v.data)));
+      key.push_back(v.onHost() ? 0
+                               : int64_t(reinterpret_cast<intptr_t>(v.data)));
     }
   return key;
 }
@@ -81,8 +84,8 @@ Status layOut(Layout &l, const EntryPointSpec &ep, void *weights,
   };
   std::vector<const ArgSpec *> inSpecs = ep.inputs();
   for (size_t i = 0; i < inputs.size(); ++i)
-    SITS_RETURN_IF_ERROR(place(inputs[i], false, i,
-                               i < inSpecs.size() && inSpecs[i]->updatedInPlace));
+    SITS_RETURN_IF_ERROR(place(
+        inputs[i], false, i, i < inSpecs.size() && inSpecs[i]->updatedInPlace));
   for (size_t i = 0; i < outputs.size(); ++i)
     SITS_RETURN_IF_ERROR(place(outputs[i], true, i, false));
   if (ep.status()) { // one i32, zeroed before each call and read back after
@@ -96,29 +99,130 @@ Status layOut(Layout &l, const EntryPointSpec &ep, void *weights,
   return Status::OK();
 }
 
-/// The host side of a call's copies: staging for strided views, kept until
-/// the stream has finished with it.
-struct HostSide {
-  std::vector<std::vector<uint8_t>> staged;
-  std::vector<std::pair<const BufferView *, uint8_t *>> copyBack;
-  int32_t flag = 0;
-
-  void finish() {
-    for (auto &[view, p] : copyBack)
-      copyStrided(*view, p, true);
-  }
-};
-
 const BufferView &viewOf(const Layout::Transfer &t,
                          const std::vector<BufferView> &inputs,
                          const std::vector<BufferView> &outputs) {
   return t.output ? outputs[t.index] : inputs[t.index];
 }
 
+/// A recording's layout: one device block and its page-locked mirror (see
+/// Layout), the block kept by the recording.
+Status layOutPacked(Layout &l, GpuDevice &gpu, const EntryPointSpec &ep,
+                    void *weights, int64_t weightBytes,
+                    const std::vector<BufferView> &inputs,
+                    const std::vector<BufferView> &outputs) {
+  std::vector<const ArgSpec *> inSpecs = ep.inputs();
+  auto updated = [&](size_t i) {
+    return i < inSpecs.size() && inSpecs[i]->updatedInPlace;
+  };
+  // `at`: the next 256-byte aligned offset; `end`: the end of the last
+  // view placed (copies stop there, not at the padding).
+  size_t at = 0, end = 0;
+  auto place = [&](size_t bytes) {
+    size_t offset = at;
+    end = at + bytes;
+    at = (end + 255) / 256 * 256;
+    return offset;
+  };
+  // Inputs only read; inputs updated in place and the status flag (down and
+  // back); outputs.
+  std::vector<size_t> inAt(inputs.size()), outAt(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].onHost() && !updated(i))
+      inAt[i] = place(bytesOf(inputs[i]));
+  l.up = at;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].onHost() && updated(i))
+      inAt[i] = place(bytesOf(inputs[i]));
+  if (ep.status())
+    l.statusOffset = place(sizeof(int32_t));
+  l.down = end;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].onHost())
+      outAt[i] = place(bytesOf(outputs[i]));
+  l.size = end;
+  l.up = std::min(l.up, l.size);
+  if (l.size) {
+    StatusOr<void *> block = gpu.allocate(l.size);
+    if (!block.ok())
+      return block.status();
+    l.block = static_cast<uint8_t *>(*block);
+    l.owned.push_back(*block);
+    // Without page-locked memory, each view is copied on its own.
+    StatusOr<void *> staging = gpu.allocateHost(l.size);
+    l.staging = staging.ok() ? static_cast<uint8_t *>(*staging) : nullptr;
+  }
+  if (ep.hasWeights())
+    l.descs.push_back(descriptor(weights, {weightBytes}));
+  auto bind = [&](const BufferView &v, bool output, size_t index, size_t offset,
+                  bool isUpdated) {
+    if (!v.onHost()) {
+      l.descs.push_back(descriptor(v.data, v.shape));
+      return;
+    }
+    void *device = l.block + offset;
+    l.transfers.push_back(
+        {output, index, device, !output, output || isUpdated, offset});
+    l.descs.push_back(descriptor(device, v.shape));
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    bind(inputs[i], false, i, inAt[i], updated(i));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    bind(outputs[i], true, i, outAt[i], false);
+  if (ep.status()) {
+    l.status = l.block + l.statusOffset;
+    l.descs.push_back(descriptor(l.status, {}));
+  }
+  return Status::OK();
+}
+
+/// The host side of a call's copies: staging for strided views, kept until
+/// the stream has finished with it, and what is left to do once it has.
+struct HostSide {
+  std::vector<std::vector<uint8_t>> staged;
+  std::vector<std::pair<const BufferView *, uint8_t *>> copyBack;
+  /// A packed layout whose staging holds what came back.
+  const Layout *packed = nullptr;
+  int32_t flag = 0;
+
+  void finish(const std::vector<BufferView> &inputs,
+              const std::vector<BufferView> &outputs) {
+    if (packed) {
+      for (const Layout::Transfer &t : packed->transfers)
+        if (t.toHost)
+          copyBack.emplace_back(&viewOf(t, inputs, outputs),
+                                packed->staging + t.offset);
+      if (packed->status)
+        std::memcpy(&flag, packed->staging + packed->statusOffset,
+                    sizeof(int32_t));
+    }
+    for (auto &[view, p] : copyBack) {
+      if (view->isContiguous())
+        std::memcpy(view->data, p, bytesOf(*view));
+      else
+        copyStrided(*view, p, true);
+    }
+  }
+};
+
 Status copyIn(GpuDevice &gpu, const Layout &l,
               const std::vector<BufferView> &inputs,
               const std::vector<BufferView> &outputs, GpuDevice::Stream stream,
               HostSide &host) {
+  if (l.staging) { // gathered into the staging, then one copy
+    for (const Layout::Transfer &t : l.transfers) {
+      if (!t.toDevice)
+        continue;
+      const BufferView &v = viewOf(t, inputs, outputs);
+      if (v.isContiguous())
+        std::memcpy(l.staging + t.offset, v.data, bytesOf(v));
+      else
+        copyStrided(v, l.staging + t.offset, false);
+    }
+    if (l.status)
+      std::memset(l.staging + l.statusOffset, 0, sizeof(int32_t));
+    return gpu.copyToDevice(l.block, l.staging, l.down, stream);
+  }
   for (const Layout::Transfer &t : l.transfers) {
     if (!t.toDevice)
       continue;
@@ -141,8 +245,13 @@ Status copyIn(GpuDevice &gpu, const Layout &l,
 
 Status copyOut(GpuDevice &gpu, const Layout &l,
                const std::vector<BufferView> &inputs,
-               const std::vector<BufferView> &outputs,
-               GpuDevice::Stream stream, HostSide &host) {
+               const std::vector<BufferView> &outputs, GpuDevice::Stream stream,
+               HostSide &host) {
+  if (l.staging) { // one copy; spread over the views once it has landed
+    host.packed = &l;
+    return gpu.copyToHost(l.staging + l.up, l.block + l.up, l.size - l.up,
+                          stream);
+  }
   for (const Layout::Transfer &t : l.transfers) {
     if (!t.toHost)
       continue;
@@ -188,6 +297,7 @@ void GpuCalls::destroy(Recording &r) {
   gpu_->destroyRecording(r.graph);
   for (void *p : r.layout.owned)
     (void)gpu_->free(p);
+  gpu_->freeHost(r.layout.staging);
 }
 
 GpuCallStats GpuCalls::stats() const {
@@ -239,15 +349,15 @@ void GpuCalls::release(Recording &r) {
   r.busy = false;
 }
 
-GpuCalls::Recording *
-GpuCalls::record(EntryFn fn, const EntryPointSpec &ep, const Key &key,
-                 const std::vector<BufferView> &inputs,
-                 const std::vector<BufferView> &outputs,
-                 GpuDevice::Stream stream) {
+GpuCalls::Recording *GpuCalls::record(EntryFn fn, const EntryPointSpec &ep,
+                                      const Key &key,
+                                      const std::vector<BufferView> &inputs,
+                                      const std::vector<BufferView> &outputs,
+                                      GpuDevice::Stream stream) {
   auto r = std::make_unique<Recording>();
   // Buffers the recording keeps: plain allocations, outside any stream.
-  Status s = layOut(r->layout, ep, weights_, weightBytes_, inputs, outputs,
-                    [&](size_t bytes) { return gpu_->allocate(bytes); });
+  Status s = layOutPacked(r->layout, *gpu_, ep, weights_, weightBytes_, inputs,
+                          outputs);
   GpuCall call;
   call.device = gpu_;
   call.stream = stream;
@@ -290,9 +400,8 @@ GpuCalls::record(EntryFn fn, const EntryPointSpec &ep, const Key &key,
   if (recordings_.size() >= kMaxRecordings) {
     auto victim = recordings_.end();
     for (auto it = recordings_.begin(); it != recordings_.end(); ++it)
-      if (!it->second->busy &&
-          (victim == recordings_.end() ||
-           it->second->lastUse < victim->second->lastUse))
+      if (!it->second->busy && (victim == recordings_.end() ||
+                                it->second->lastUse < victim->second->lastUse))
         victim = it;
     if (victim != recordings_.end()) {
       destroy(*victim->second);
@@ -324,7 +433,7 @@ Status GpuCalls::replay(Recording &r, const EntryPointSpec &ep,
     s = std::move(f);
   release(r);
   SITS_RETURN_IF_ERROR(s);
-  host.finish();
+  host.finish(inputs, outputs);
   return host.flag ? statusFailure(ep, host.flag) : Status::OK();
 }
 
@@ -335,10 +444,9 @@ Status GpuCalls::launchPlainly(EntryFn fn, const EntryPointSpec &ep,
                                std::chrono::steady_clock::time_point &queued) {
   Layout l;
   HostSide host;
-  Status s = layOut(l, ep, weights_, weightBytes_, inputs, outputs,
-                    [&](size_t bytes) {
-                      return gpu_->allocateAsync(bytes, stream);
-                    });
+  Status s =
+      layOut(l, ep, weights_, weightBytes_, inputs, outputs,
+             [&](size_t bytes) { return gpu_->allocateAsync(bytes, stream); });
   if (s.ok())
     s = copyIn(*gpu_, l, inputs, outputs, stream, host);
   if (s.ok()) {
@@ -363,7 +471,7 @@ Status GpuCalls::launchPlainly(EntryFn fn, const EntryPointSpec &ep,
   if (Status f = gpu_->synchronize(stream); !f.ok() && s.ok())
     s = std::move(f);
   SITS_RETURN_IF_ERROR(s);
-  host.finish();
+  host.finish(inputs, outputs);
   return host.flag ? statusFailure(ep, host.flag) : Status::OK();
 }
 

@@ -9,9 +9,11 @@
 // addresses of the views already on the device) is recorded once as a
 // graph and replayed from then on: a decode step is hundreds of small
 // kernels, whose launches cost the host more than the GPU takes to run
-// them. A recording owns device buffers for the call's host views (the
-// caller's data is copied into them around each replay) and its
-// temporaries, so a recording is made only where that costs little.
+// them. A recording owns one device block for the call's host views and
+// a page-locked mirror of it: around each replay the caller's data is
+// gathered into the mirror and goes down in one copy, and what comes back
+// does so in one. It also owns its temporaries, so a recording is made
+// only where that costs little.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SITS_RUNTIME_CORE_GPU_CALL_H
@@ -81,9 +83,17 @@ public:
       size_t index;
       void *device;
       bool toDevice, toHost;
+      /// Packed layouts: the offset in `block` and `staging`.
+      size_t offset = 0;
     };
     std::vector<Transfer> transfers;
     void *status = nullptr;
+    /// Packed (a recording's): every host view and the status flag in one
+    /// device block, mirrored by page-locked `staging`, ordered so that one
+    /// copy, [0, down), takes everything down and one, [up, size), brings
+    /// everything back. No staging: each view is copied on its own.
+    uint8_t *block = nullptr, *staging = nullptr;
+    size_t down = 0, up = 0, size = 0, statusOffset = 0;
   };
 
 private:
@@ -134,8 +144,8 @@ private:
   std::set<const EntryPointSpec *> refused_;
   uint64_t clock_ = 0;
 
-  std::atomic<uint64_t> calls_{0}, replays_{0}, made_{0},
-      recordFailures_{0}, kernels_{0}, launches_{0}, hostNanoseconds_{0};
+  std::atomic<uint64_t> calls_{0}, replays_{0}, made_{0}, recordFailures_{0},
+      kernels_{0}, launches_{0}, hostNanoseconds_{0};
 };
 
 } // namespace sits::runtime

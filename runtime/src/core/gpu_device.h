@@ -55,6 +55,11 @@ public:
   /// aligned. 0 bytes gives nullptr.
   virtual StatusOr<void *> allocate(size_t bytes) = 0;
   virtual Status free(void *ptr) = 0;
+  /// Page-locked host memory, which copies to and from the device reach by
+  /// DMA without staging; an error when the driver has none. 0 bytes gives
+  /// nullptr.
+  virtual StatusOr<void *> allocateHost(size_t bytes) = 0;
+  virtual void freeHost(void *ptr) = 0;
   /// Stream-ordered memory (stream-ordered allocator where the driver and
   /// device support it, else plain allocations). 0 bytes gives nullptr.
   virtual StatusOr<void *> allocateAsync(size_t bytes, Stream stream) = 0;

@@ -88,6 +88,8 @@ struct CudaApi {
     int (*ctxSetCurrent)(void *);
     int (*memAlloc)(DevicePtr *, size_t);
     int (*memFree)(DevicePtr);
+    int (*memHostAlloc)(void **, size_t, unsigned); // optional
+    int (*memFreeHost)(void *);
     int (*memAllocAsync)(DevicePtr *, size_t, void *); // optional: CUDA 11.2
     int (*memFreeAsync)(DevicePtr, void *);
     int (*deviceGetDefaultMemPool)(void **, int); // optional, with the above
@@ -127,6 +129,8 @@ struct CudaApi {
     s.get(f.ctxSetCurrent, "cuCtxSetCurrent");
     s.get(f.memAlloc, "cuMemAlloc_v2");
     s.get(f.memFree, "cuMemFree_v2");
+    s.get(f.memHostAlloc, "cuMemHostAlloc", false);
+    s.get(f.memFreeHost, "cuMemFreeHost", false);
     s.get(f.memAllocAsync, "cuMemAllocAsync", false);
     s.get(f.memFreeAsync, "cuMemFreeAsync", false);
     s.get(f.deviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", false);
@@ -197,6 +201,8 @@ struct HipApi {
     int (*ctxSetCurrent)(void *);
     int (*memAlloc)(DevicePtr *, size_t);
     int (*memFree)(DevicePtr);
+    int (*memHostAlloc)(void **, size_t, unsigned); // optional
+    int (*memFreeHost)(void *);
     int (*memAllocAsync)(DevicePtr *, size_t, void *); // optional: ROCm 5.2
     int (*memFreeAsync)(DevicePtr, void *);
     int (*deviceGetDefaultMemPool)(void **, int);
@@ -235,6 +241,8 @@ struct HipApi {
     s.get(f.ctxSetCurrent, "hipCtxSetCurrent");
     s.get(f.memAlloc, "hipMalloc");
     s.get(f.memFree, "hipFree");
+    s.get(f.memHostAlloc, "hipHostMalloc", false);
+    s.get(f.memFreeHost, "hipHostFree", false);
     s.get(f.memAllocAsync, "hipMallocAsync", false);
     s.get(f.memFreeAsync, "hipFreeAsync", false);
     s.get(f.deviceGetDefaultMemPool, "hipDeviceGetDefaultMemPool", false);
@@ -351,6 +359,22 @@ public:
     if (int rc = fns_.memFree(Api::toDevice(ptr)))
       return error("memFree", rc);
     return Status::OK();
+  }
+
+  StatusOr<void *> allocateHost(size_t bytes) override {
+    if (bytes == 0)
+      return static_cast<void *>(nullptr);
+    if (!fns_.memHostAlloc || !fns_.memFreeHost)
+      return unsupported("memHostAlloc");
+    void *p = nullptr;
+    if (int rc = fns_.memHostAlloc(&p, bytes, 0))
+      return error("memHostAlloc", rc, bytes);
+    return p;
+  }
+
+  void freeHost(void *ptr) override {
+    if (ptr)
+      (void)fns_.memFreeHost(ptr);
   }
 
   StatusOr<void *> allocateAsync(size_t bytes, Stream stream) override {
@@ -591,6 +615,7 @@ private:
         {"memAlloc", "cuMemAlloc_v2", "hipMalloc"},
         {"memFree", "cuMemFree_v2", "hipFree"},
         {"memAllocAsync", "cuMemAllocAsync", "hipMallocAsync"},
+        {"memHostAlloc", "cuMemHostAlloc", "hipHostMalloc"},
         {"memFreeAsync", "cuMemFreeAsync", "hipFreeAsync"},
         {"memcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", "hipMemcpyHtoDAsync"},
         {"memcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", "hipMemcpyDtoHAsync"},

@@ -98,9 +98,9 @@ def launches():
     return out
 
 def graph_stats():
-    v = (ctypes.c_longlong * 4)()
+    v = (ctypes.c_longlong * 5)()
     fake.sitsFakeCudaGraphStats(v)
-    return dict(zip(["graphs", "instantiated", "graph_launches", "capturing"], v))
+    return dict(zip(["graphs", "instantiated", "graph_launches", "capturing", "pinned"], v))
 
 def error(e):
     return {"type": type(e).__name__, "str": str(e),
@@ -182,22 +182,26 @@ def test_an_input_updated_in_place_comes_back_to_the_host(fake_cuda, gpu_add):
         x = np.arange(12, dtype=np.float32).reshape(3, 4)
         update = model.entry("update")
         z1 = update(pool, x)
-        z2 = update(pool, x)
         ran = stats()
+        z2 = update(pool, x)  # recorded, then replayed
+        z3 = update(pool, x)  # replayed
         try:  # the caller's array must be the buffer that is updated
             update(np.zeros((3, 8), np.float32)[:, ::2], x)
             strided = None
         except runtime.SignatureError as e:
             strided = str(e)
         print(json.dumps({{"pool": pool.tolist(), "z1": np.asarray(z1).tolist(),
-                          "z2": np.asarray(z2).tolist(), "strided": strided, "ran": ran}}))
+                          "z2": np.asarray(z2).tolist(), "z3": np.asarray(z3).tolist(),
+                          "strided": strided, "ran": ran, "gpu": model.gpu_stats()}}))
     """)
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    np.testing.assert_array_equal(out["pool"], 2 * x)
+    np.testing.assert_array_equal(out["pool"], 3 * x)
     np.testing.assert_array_equal(out["z1"], x + WEIGHTS)
     np.testing.assert_array_equal(out["z2"], 2 * x + WEIGHTS)
-    # Each call: pool and x down, z and the pool back (48 bytes each).
-    assert (out["ran"]["to_device"], out["ran"]["to_host"]) == (2 * 96, 2 * 96)
+    np.testing.assert_array_equal(out["z3"], 3 * x + WEIGHTS)
+    assert out["gpu"]["replays"] == 2
+    # The first call: pool and x down, z and the pool back (48 bytes each).
+    assert (out["ran"]["to_device"], out["ran"]["to_host"]) == (96, 96)
     assert "updated in place" in out["strided"]
 
 
@@ -594,19 +598,27 @@ def test_engine_steps_with_the_pool_in_device_memory(fake_cuda, compiled_paged_d
         ids = [engine.add_request(np.array(p), 6, sampling=GREEDY)
                for p in (list(range(1, 15)), [4, 5])]
         fake.sitsFakeCudaReset()
-        steps = 0
+        steps, copies = 0, []
         while engine.has_unfinished:
+            before = stats("cuMemcpyHtoDAsync_v2")["calls"], stats("cuMemcpyDtoHAsync_v2")["calls"]
             engine.step()
             steps += 1
+            copies.append([stats("cuMemcpyHtoDAsync_v2")["calls"] - before[0],
+                           stats("cuMemcpyDtoHAsync_v2")["calls"] - before[1]])
         ran = stats("cuLaunchKernel")
         result = {{"steps": steps, "ran": ran, "launches": len(launches()),
                   "tokens": [len(engine.result(i).samples[0].tokens) for i in ids],
                   "pool_bytes": memory.layout["block_stride"] * 9,
-                  "gpu": model.gpu_stats(), "graphs": graph_stats()}}
+                  "gpu": model.gpu_stats(), "graphs": graph_stats(), "copies": copies}}
         print(json.dumps(result))
     """)
     kernels = len(compiled_paged_decoder.manifest["device"]["kernels"])
     assert out["tokens"] == [6, 6]
+    # A replayed step's inputs go down in one copy from page-locked staging,
+    # and its logits come back in one.
+    assert out["copies"][-3:] == [[1, 1]] * 3, out["copies"]
+    assert out["copies"][0][0] > 1
+    assert out["graphs"]["pinned"] == 1
     # Every step ran every kernel of the manifest: the prefill and the first
     # decode step launched them, the second decode step was recorded (the
     # compiled host code, its synchronizations included, captured whole),

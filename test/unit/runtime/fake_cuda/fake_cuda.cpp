@@ -128,6 +128,7 @@ struct State {
   std::map<void *, Capture> captures; // by stream
   std::set<Graph *> graphs;
   uint64_t graphLaunches = 0;
+  std::set<void *> pinned; // page-locked host allocations
   bool initialized = false;
   std::map<uintptr_t, size_t> buffers; // base -> size
   std::set<Module *> modules;
@@ -535,6 +536,29 @@ FAKE_API int cuMemFree_v2(unsigned long long ptr) {
   return release(s, ptr);
 }
 
+FAKE_API int cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
+  FAKE_ENTER("cuMemHostAlloc");
+  if (!ptr || bytes == 0 || flags > 0xf)
+    return kInvalidValue;
+  if (!hasContext(s))
+    return kInvalidContext;
+  if (forbiddenWhileCapturing(s))
+    return kCaptureUnsupported;
+  *ptr = std::malloc(bytes);
+  if (!*ptr)
+    return kOutOfMemory;
+  s.pinned.insert(*ptr);
+  return kSuccess;
+}
+
+FAKE_API int cuMemFreeHost(void *ptr) {
+  FAKE_ENTER("cuMemFreeHost");
+  if (!s.pinned.erase(ptr))
+    return kInvalidValue;
+  std::free(ptr);
+  return kSuccess;
+}
+
 FAKE_API int cuMemAllocAsync(unsigned long long *ptr, size_t bytes,
                              void *stream) {
   FAKE_ENTER("cuMemAllocAsync");
@@ -887,8 +911,8 @@ FAKE_API void sitsFakeCudaReset() {
 }
 
 /// {live graphs, live instantiated graphs, graph launches since the last
-///  reset, streams being captured}.
-FAKE_API void sitsFakeCudaGraphStats(long long out[4]) {
+///  reset, streams being captured, live page-locked host allocations}.
+FAKE_API void sitsFakeCudaGraphStats(long long out[5]) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   long long graphs = 0, execs = 0;
@@ -898,6 +922,7 @@ FAKE_API void sitsFakeCudaGraphStats(long long out[4]) {
   out[1] = execs;
   out[2] = (long long)s.graphLaunches;
   out[3] = (long long)s.captures.size();
+  out[4] = (long long)s.pinned.size();
 }
 
 /// {live buffers, live modules, live streams, context retains, launches,
@@ -969,6 +994,10 @@ FAKE_API int hipMalloc(void **ptr, size_t bytes) {
   return rc;
 }
 FAKE_API int hipFree(void *ptr) { return cuMemFree_v2(uintptr_t(ptr)); }
+FAKE_API int hipHostMalloc(void **ptr, size_t bytes, unsigned flags) {
+  return cuMemHostAlloc(ptr, bytes, flags);
+}
+FAKE_API int hipHostFree(void *ptr) { return cuMemFreeHost(ptr); }
 FAKE_API int hipMallocAsync(void **ptr, size_t bytes, void *stream) {
   unsigned long long p = 0;
   int rc = cuMemAllocAsync(&p, bytes, stream);

@@ -51,12 +51,12 @@ struct Fake {
     return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
   }
   struct Graphs {
-    long long graphs, instantiated, launches, capturing;
+    long long graphs, instantiated, launches, capturing, pinned;
   };
   Graphs graphs() const {
-    long long v[4];
+    long long v[5];
     graphStats(v);
-    return {v[0], v[1], v[2], v[3]};
+    return {v[0], v[1], v[2], v[3], v[4]};
   }
   void (*stats)(const char *, long long *);
   void (*graphStats)(long long *);
@@ -358,15 +358,26 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
     EXPECT_EQ(st.kernels, 14u);
     EXPECT_EQ(st.launches, 8u);
     EXPECT_GT(st.hostNanoseconds, 0u);
-    // Another shape is another signature; the recording keeps x and z on
-    // the device, and its temporary.
+    // Another shape is another signature.
     for (int i = 0; i < 2; ++i) {
       z = runRows(*m, 5);
       ASSERT_TRUE(z.ok()) << z.status().toString();
       expectSum(*z);
     }
+    // The recording keeps x and z in one device block, mirrored in
+    // page-locked memory, and its temporary.
     EXPECT_EQ(fake().graphs().instantiated, 2);
-    EXPECT_EQ(fake().get().buffers, 1 + 2 * 3);
+    EXPECT_EQ(fake().graphs().pinned, 2);
+    EXPECT_EQ(fake().get().buffers, 1 + 2 * 2);
+    // A replay: one copy down, one launch, one copy back.
+    fake().reset();
+    z = runRows(*m, 5);
+    ASSERT_TRUE(z.ok()) << z.status().toString();
+    expectSum(*z);
+    EXPECT_EQ(fake().get("cuMemcpyHtoDAsync_v2").calls, 1);
+    EXPECT_EQ(fake().get("cuMemcpyDtoHAsync_v2").calls, 1);
+    EXPECT_EQ(fake().get("cuGraphLaunch").calls, 1);
+    EXPECT_EQ(fake().get().toDevice, 5 * 4 * 4);
     // At most kMaxRecordings are kept: the least recently used goes.
     for (int64_t rows = 10; rows < 30; ++rows)
       for (int i = 0; i < 2; ++i)
@@ -376,6 +387,7 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
   }
   // The recordings and their buffers go with the model.
   EXPECT_EQ(fake().graphs().instantiated, 0);
+  EXPECT_EQ(fake().graphs().pinned, 0);
   expectNothingLive();
 }
 
@@ -418,7 +430,7 @@ TEST(CudaDriver, ReplaysUpdateDevicePoolsInPlace) {
 TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
   for (const char *spec :
        {"cuGraphInstantiateWithFlags=2", "cuStreamBeginCapture_v2=801",
-        "cuStreamEndCapture=901", "cuMemAlloc_v2=2@2"}) {
+        "cuStreamEndCapture=901", "cuMemAlloc_v2=2@1"}) {
     SCOPED_TRACE(spec);
     {
       StatusOr<Module> m = loadGpu();
@@ -441,6 +453,24 @@ TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
     }
     expectNothingLive();
   }
+  // Without page-locked memory, a recording copies each view on its own.
+  {
+    StatusOr<Module> m = loadGpu();
+    ASSERT_TRUE(m.ok());
+    FailCalls fail("cuMemHostAlloc=2");
+    for (int i = 0; i < 3; ++i) {
+      std::vector<float> x(24), z(12, -1.0f);
+      for (size_t k = 0; k < 12; ++k)
+        x[2 * k] = float(k);
+      SITS_ASSERT_OK(m->run("main",
+                            {BufferView(x.data(), DType::kF32, {3, 4}, {8, 2})},
+                            {BufferView(z.data(), DType::kF32, {3, 4})}));
+      expectSum(z);
+    }
+    EXPECT_EQ(m->gpuStats().replays, 2u);
+    EXPECT_EQ(fake().graphs().pinned, 0);
+  }
+  expectNothingLive();
   // Off by choice: every call launches.
   {
     StatusOr<Module> m = loadGpu(gpuArtifact(), "cuda:0", false);
