@@ -408,6 +408,7 @@ def run(args) -> dict:
     # Step by step, sampling the pool between steps: its waste and peak.
     start = time.perf_counter()
     waste, peak_blocks = [], 0
+    gpu_before = model.gpu_stats()
     while engine.has_unfinished:
         engine.step()
         stats = pool.stats()
@@ -423,6 +424,7 @@ def run(args) -> dict:
     stats = pool.stats()
     prompt_tokens = sum(len(r["prompt_ids"]) for r in served)
     output_tokens = sum(len(s.tokens) for r in results for s in r.samples)
+    gpu = {k: v - gpu_before[k] for k, v in model.gpu_stats().items()}
     return {
         "model": args.config, "device": model.device, **geometry,
         "requests": len(requests),
@@ -448,6 +450,13 @@ def run(args) -> dict:
         "kv_blocks": num_blocks, "block_size": bs,
         "kv_cache": "paged" if geometry["paged"] else "contiguous past",
         "cached_blocks_at_end": stats.cached_blocks,
+        # On a GPU, what the model calls cost the host: a decode step's
+        # calls are recorded once and replayed (CompiledModel.gpu_stats).
+        "gpu": {"calls": gpu["calls"], "replayed": gpu["replays"],
+                "kernels_per_step": gpu["kernels"] / m["steps"],
+                "launches_per_step": gpu["launches"] / m["steps"],
+                "host_ms_per_step": 1e3 * gpu["host_seconds"] / m["steps"]}
+        if gpu["calls"] and m["steps"] else None,
         "outputs": sorted(
             [{"request": index, "id": r.id, "error": str(r.error) if r.error else None,
               "samples": [_sample(s, requests[index], codec) for s in r.samples]}
@@ -496,6 +505,11 @@ def _print(report: dict, out) -> None:
           f"{report['kv_compression_vs_f16']:.2f}x less than f16", file=out)
     print(f"prefix hit rate {100 * report['prefix_hit_rate']:.1f}%, preemptions "
           f"{report['preemptions']}", file=out)
+    if report["gpu"]:
+        g = report["gpu"]
+        print(f"GPU: {g['replayed']} of {g['calls']} calls replayed from recordings; per step "
+              f"{g['kernels_per_step']:.0f} kernels in {g['launches_per_step']:.1f} launches, "
+              f"{g['host_ms_per_step']:.3f} ms on the host", file=out)
     if report["kv_budget"] is not None:
         print(f"token eviction ({report['kv_eviction']}) at {report['kv_budget']} tokens per "
               f"sequence: {report['evicted_tokens']} tokens evicted", file=out)

@@ -689,3 +689,8 @@ def test_sits_runtime_serves_a_gpu_artifact_on_its_device(fake_cuda, compiled_pa
     # the model's, and may end a request early.)
     assert (result["requests"], result["failed"]) == (2, 0)
     assert 2 <= result["output_tokens"] <= 6
+    # What the steps cost the host is reported.
+    gpu = result["gpu"]
+    assert gpu["calls"] == result["steps"] and gpu["kernels_per_step"] > 0
+    assert gpu["launches_per_step"] <= gpu["kernels_per_step"]
+    assert gpu["host_ms_per_step"] > 0

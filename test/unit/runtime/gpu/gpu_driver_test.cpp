@@ -130,6 +130,18 @@ void expectSum(const std::vector<float> &z) {
     ASSERT_EQ(z[i], float(i) + 2.0f * float(i % 4 + 1)) << i;
 }
 
+/// Runs main on `rows` x 4 inputs 0, 1, 2, ... read through a view with
+/// a column stride of 2 (staged on the host), and checks the sum.
+void expectStridedSum(const Module &m, int64_t rows) {
+  std::vector<float> x(size_t(rows) * 8), z(size_t(rows) * 4, -1.0f);
+  for (size_t k = 0; k < z.size(); ++k)
+    x[2 * k] = float(k);
+  SITS_ASSERT_OK(m.run("main",
+                       {BufferView(x.data(), DType::kF32, {rows, 4}, {8, 2})},
+                       {BufferView(z.data(), DType::kF32, {rows, 4})}));
+  expectSum(z);
+}
+
 void expectNothingLive() {
   Fake::Stats s = fake().get();
   EXPECT_EQ(s.buffers, 0);
@@ -197,13 +209,7 @@ TEST(CudaDriver, RunsGpuHostCode) {
     EXPECT_EQ(params, 5);
     EXPECT_EQ(inBuffers, 3); // a, b (the weights) and c are device buffers
     // Strided views are staged on the host; empty ones need no buffer.
-    std::vector<float> x(16), z2(8, -1.0f);
-    for (size_t i = 0; i < 8; ++i)
-      x[2 * i] = float(i);
-    SITS_ASSERT_OK(m->run("main",
-                          {BufferView(x.data(), DType::kF32, {2, 4}, {8, 2})},
-                          {BufferView(z2.data(), DType::kF32, {2, 4})}));
-    expectSum(z2);
+    expectStridedSum(*m, 2);
     // Empty inputs: no buffers, and the launches of an empty grid are no-ops
     // (the driver would reject them).
     fake().reset();
@@ -337,15 +343,8 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
     EXPECT_EQ(g.capturing, 0);
     // Later calls replay it: one launch each, new data each time (strided
     // too), the two kernels run in order.
-    for (int i = 0; i < 5; ++i) {
-      std::vector<float> x(24), z2(12, -1.0f);
-      for (size_t k = 0; k < 12; ++k)
-        x[2 * k] = float(k);
-      SITS_ASSERT_OK(m->run("main",
-                            {BufferView(x.data(), DType::kF32, {3, 4}, {8, 2})},
-                            {BufferView(z2.data(), DType::kF32, {3, 4})}));
-      expectSum(z2);
-    }
+    for (int i = 0; i < 5; ++i)
+      expectStridedSum(*m, 3);
     EXPECT_EQ(fake().graphs().launches, 6);
     // The first call's two, and the two the recording captured.
     EXPECT_EQ(fake().get("cuLaunchKernel").calls, 4);
@@ -458,15 +457,8 @@ TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
     StatusOr<Module> m = loadGpu();
     ASSERT_TRUE(m.ok());
     FailCalls fail("cuMemHostAlloc=2");
-    for (int i = 0; i < 3; ++i) {
-      std::vector<float> x(24), z(12, -1.0f);
-      for (size_t k = 0; k < 12; ++k)
-        x[2 * k] = float(k);
-      SITS_ASSERT_OK(m->run("main",
-                            {BufferView(x.data(), DType::kF32, {3, 4}, {8, 2})},
-                            {BufferView(z.data(), DType::kF32, {3, 4})}));
-      expectSum(z);
-    }
+    for (int i = 0; i < 3; ++i)
+      expectStridedSum(*m, 3);
     EXPECT_EQ(m->gpuStats().replays, 2u);
     EXPECT_EQ(fake().graphs().pinned, 0);
   }
