@@ -9,7 +9,11 @@
 //
 // Every tile size divides its loop's range, so every tile has a static
 // shape: thread loops then have static trip counts (the block size), and
-// shared-memory staging and vectorization need static shapes.
+// shared-memory staging and vectorization need static shapes. A dynamic
+// parallel loop (the tokens of a decoder's batch) is tiled by one: a block
+// per index, each block's tile as static as the rest of the op. A dynamic
+// reduction (attention over the context) is not tiled: each thread runs it
+// whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -207,6 +211,28 @@ void spread(ArrayRef<int64_t> ranges, ArrayRef<unsigned> loops, int64_t total,
   }
 }
 
+/// `op`'s loop ranges with every dynamic one taken as 1: the extent a
+/// block sees of a dynamic parallel loop, which is tiled by one.
+SmallVector<int64_t> blockRanges(linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  for (int64_t &r : ranges)
+    if (ShapedType::isDynamic(r))
+      r = 1;
+  return ranges;
+}
+
+/// Whether every dynamic loop of `op` is a reduction, which each thread
+/// runs whole: its parallel loops can be spread over threads.
+bool onlyReductionsAreDynamic(linalg::LinalgOp op) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  for (auto [range, iterator] :
+       llvm::zip_equal(op.getStaticLoopRanges(), iterators))
+    if (ShapedType::isDynamic(range) &&
+        iterator != utils::IteratorType::reduction)
+      return false;
+  return true;
+}
+
 /// Product of range / size over the tiled loops.
 int64_t countTiles(ArrayRef<int64_t> ranges, ArrayRef<int64_t> sizes) {
   int64_t tiles = 1;
@@ -304,7 +330,7 @@ SmallVector<int64_t> selectThreadTiles(linalg::LinalgOp op,
 /// the GPU wants and each block keeps at least a warp of threads.
 SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
                                       const GpuTilingConfig &config) {
-  SmallVector<int64_t> ranges = root.getStaticLoopRanges();
+  SmallVector<int64_t> ranges = blockRanges(root);
   SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
   SmallVector<int64_t> sizes(ranges.size(), 0);
   // A reduction root split across lanes has that many threads per row.
@@ -341,7 +367,7 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
     auto [anchor, rootToOutput] = findAnchorContraction(root);
     if (anchor)
       lanes = std::max<int64_t>(
-          1, contractionLanes(anchor, anchor.getStaticLoopRanges(), config));
+          1, contractionLanes(anchor, blockRanges(anchor), config));
     for (unsigned b : loops.batch)
       sizes[b] = 1;
     spread(ranges, loops.m, config.bm, sizes);
@@ -406,6 +432,10 @@ SmallVector<int64_t> selectBlockTiles(linalg::LinalgOp root,
       break;
     sizes = *best;
   }
+  SmallVector<int64_t> extents = root.getStaticLoopRanges();
+  for (unsigned i = 0; i < extents.size(); ++i)
+    if (ShapedType::isDynamic(extents[i]))
+      sizes[i] = iterators[i] == utils::IteratorType::parallel ? 1 : 0;
   return sizes;
 }
 
@@ -768,7 +798,7 @@ struct SitsGpuTileAndFusePass
     while (linalg::LinalgOp root =
                findNextRoot(func.getBody().front(), skipped)) {
       skipped.insert(root);
-      if (!isSafelyTileable(root) || !isStaticallyShaped(root))
+      if (!isSafelyTileable(root))
         continue;
       SmallVector<int64_t> sizes = selectBlockTiles(root, config);
       if (llvm::all_of(sizes, [](int64_t s) { return s == 0; }))
@@ -808,7 +838,7 @@ struct SitsGpuTileAndFusePass
           ++numSplit;
       while (linalg::LinalgOp op = findNextRoot(body, done)) {
         done.insert(op);
-        if (!isSafelyTileable(op))
+        if (!isSafelyTileable(op) || !onlyReductionsAreDynamic(op))
           continue;
         SmallVector<int64_t> sizes = selectThreadTiles(
             op, op.getStaticLoopRanges(), config,

@@ -58,3 +58,52 @@ def test_gpu_tiled_model_matches_onnxruntime(model_path, tmp_path, name, target)
         err = relative_error(actual, reference)
         assert err < 1e-4, f"{name}: differs by {err:.2e} (relative)"
         assert np.isfinite(actual).all()
+
+
+# A decoder's shapes are dynamic (tokens of the step, past length): its
+# parallel dynamic loops are tiled by one, a block per index.
+@pytest.mark.parametrize("target", ["h100", "mi300x"])
+def test_gpu_tiled_decoder_with_dynamic_shapes_matches_onnxruntime(tmp_path, target):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import pathlib
+    import sys
+
+    import onnxruntime as ort
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "llm"))
+    import hf_decoders
+
+    dec = hf_decoders.build("llama", str(tmp_path), layers=2, hidden=64, heads=4)
+    with ir.Context() as ctx:
+        module = import_model(dec.path, context=ctx).module
+        module.operation.attributes["sits.target"] = sits.TargetAttr.get(target)
+        passmanager.PassManager.parse(GPU_TILING).run(module.operation)
+        # Block loops whose extent is only known at run time.
+        text = str(module)
+        assert "#gpu.block<linear_dim_1>" in text and "#gpu.thread<linear_dim_0>" in text
+        dynamic_blocks = [line for line in text.splitlines()
+                          if "scf.forall" in line and " to (%" in line]
+        assert dynamic_blocks, "no block loop over a dynamic extent"
+        model = sits_mlir.compile(module, target="cpu", output=tmp_path / "dec.sitsm",
+                                  threads=1).load()
+    session = ort.InferenceSession(dec.path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    # Two sequences: a prefill of 5 tokens, then decode steps over a
+    # growing past.
+    past = {f"past_{kind}_{i}": np.zeros((2, dec.kv_heads, 0, dec.head_dim), np.float32)
+            for i in range(dec.layers) for kind in ("key", "value")}
+    ids, position = np.array([[3, 1, 4, 1, 5], [2, 7, 1, 8, 2]], np.int64), 0
+    for step in range(4):
+        positions = np.arange(position, position + ids.shape[1], dtype=np.int64)
+        feeds = {"input_ids": ids, "position_ids": np.stack([positions] * 2), **past}
+        # Compiled from a module, the model's inputs are positional.
+        ours = model.run(*[feeds[i.name] for i in session.get_inputs()])
+        expected = session.run(None, feeds)
+        for name, actual, reference in zip(names, ours, expected):
+            assert actual.shape == reference.shape, (step, name)
+            err = relative_error(actual, reference)
+            assert err < 1e-4, f"step {step}, {name}: differs by {err:.2e} (relative)"
+        past = {k.replace("present", "past"): v for k, v in zip(names[1:], expected[1:])}
+        position += ids.shape[1]
+        ids = np.argmax(expected[0][:, -1], axis=-1).astype(np.int64)[:, None]

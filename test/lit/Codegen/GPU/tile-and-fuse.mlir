@@ -140,11 +140,16 @@ func.func @softmax_rows(%x: tensor<256x512xf32>) -> tensor<256x512xf32> {
 
 // -----
 
-// Ops with dynamic extents are left alone (every tile must be static).
+// A dynamic parallel loop is tiled by one: a block per index (the grid is
+// known at run time), each block's tile static.
 
-// CHECK-LABEL: func.func @dynamic
-//   CHECK-NOT:   scf.forall
-//       CHECK:   linalg.generic
+// CHECK-LABEL: func.func @dynamic(
+//       CHECK:   %[[D:.*]] = tensor.dim
+//       CHECK:   scf.forall ({{.*}}) = (0, 0) to (%[[D]], 64) step (1, 64)
+//       CHECK:     scf.forall ({{.*}}) = (0, 0) to (1, 64) step (1, 4)
+//       CHECK:       linalg.generic {{.*}} ins(%{{.*}} : tensor<1x4xf32>)
+//       CHECK:     mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]
+//       CHECK:   mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]
 func.func @dynamic(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   %c0 = arith.constant 0 : index
   %d = tensor.dim %x, %c0 : tensor<?x64xf32>
@@ -155,4 +160,48 @@ func.func @dynamic(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
     linalg.yield %n : f32
   } -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// A decode step's matrix-vector products: rows (tokens) are dynamic, each
+// row's block splits the reduction across a warp.
+
+// CHECK-LABEL: func.func @dynamic_matmul(
+//       CHECK:   %[[M:.*]] = tensor.dim
+//       CHECK:   scf.forall ({{.*}}) = (0, 0) to (%[[M]], 512) step (1, 8)
+//       CHECK:     scf.forall ({{.*}}) = (0, 0, 0) to (1, 8, 32) step (1, 4, 1)
+//       CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "parallel"]{{.*}}tensor<1x8x1xf32>, tensor<8x1x4xf32>
+//       CHECK:   mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]
+func.func @dynamic_matmul(%a: tensor<?x256xf32>, %b: tensor<256x512xf32>) -> tensor<?x512xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %a, %c0 : tensor<?x256xf32>
+  %e = tensor.empty(%m) : tensor<?x512xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<?x512xf32>) -> tensor<?x512xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x256xf32>, tensor<256x512xf32>) outs(%f : tensor<?x512xf32>) -> tensor<?x512xf32>
+  return %r : tensor<?x512xf32>
+}
+
+// -----
+
+// A dynamic reduction is not tiled: each thread reduces its rows whole.
+
+// CHECK-LABEL: func.func @dynamic_reduction(
+//       CHECK:   scf.forall (%{{.*}}) = (0) to (64) step (64)
+//       CHECK:     scf.forall (%{{.*}}) in (64)
+//       CHECK:       linalg.fill
+//       CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}}tensor<1x?xf32>
+//       CHECK:     mapping = [#gpu.thread<linear_dim_0>]
+//       CHECK:   mapping = [#gpu.block<linear_dim_0>]
+func.func @dynamic_reduction(%x: tensor<64x?xf32>) -> tensor<64xf32> {
+  %e = tensor.empty() : tensor<64xf32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64xf32>) -> tensor<64xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<64x?xf32>) outs(%f : tensor<64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.addf %a, %o : f32
+    linalg.yield %n : f32
+  } -> tensor<64xf32>
+  return %y : tensor<64xf32>
 }
