@@ -10,9 +10,12 @@
 
 #include "passes/Codegen/GPU/Passes.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <functional>
 
 namespace mlir::sits::gpu {
 #define GEN_PASS_DEF_SITSGPUMATERIALIZECOPIES
@@ -80,6 +83,73 @@ struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
   }
 };
 
+/// A dynamically shaped tensor.concat -> an all-parallel generic whose
+/// element at each position along the concatenated dimension comes from
+/// the input covering it, chosen by branches: an input may be empty (a
+/// past of length 0), and only the branch taken reads.
+LogicalResult dynamicConcatToGeneric(tensor::ConcatOp concat,
+                                     PatternRewriter &rewriter) {
+  Location loc = concat.getLoc();
+  RankedTensorType type = concat.getResultType();
+  unsigned rank = type.getRank();
+  int64_t dim = concat.getDim();
+  ValueRange inputs = concat.getInputs();
+  // Where each input ends along `dim`, computed once on the host.
+  SmallVector<Value> ends;
+  Value end = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  for (Value input : inputs) {
+    Value extent = tensor::DimOp::create(rewriter, loc, input, dim);
+    end = arith::AddIOp::create(rewriter, loc, end, extent);
+    ends.push_back(end);
+  }
+  SmallVector<OpFoldResult> sizes =
+      tensor::getMixedSizes(rewriter, loc, inputs.front());
+  sizes[dim] = end;
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, sizes, type.getElementType());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, init.getType(), ValueRange{}, ValueRange{init},
+      SmallVector<AffineMap>{
+          AffineMap::getMultiDimIdentityMap(rank, rewriter.getContext())},
+      iterators, [&](OpBuilder &b, Location, ValueRange) {
+        SmallVector<Value> indices;
+        for (unsigned d = 0; d < rank; ++d)
+          indices.push_back(linalg::IndexOp::create(b, loc, d));
+        Value position = indices[dim];
+        // Input i's element; later inputs in the else branch.
+        std::function<Value(OpBuilder &, unsigned)> from =
+            [&](OpBuilder &b, unsigned i) -> Value {
+          SmallVector<Value> at(indices);
+          if (i > 0)
+            at[dim] = arith::SubIOp::create(b, loc, position, ends[i - 1]);
+          if (i + 1 == inputs.size())
+            return tensor::ExtractOp::create(b, loc, inputs[i], at);
+          Value inside = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::slt, position, ends[i]);
+          auto branch = scf::IfOp::create(
+              b, loc, inside,
+              [&](OpBuilder &b, Location) {
+                scf::YieldOp::create(
+                    b, loc,
+                    tensor::ExtractOp::create(b, loc, inputs[i], at)
+                        .getResult());
+              },
+              [&](OpBuilder &b, Location) {
+                scf::YieldOp::create(b, loc, from(b, i + 1));
+              });
+          return branch.getResult(0);
+        };
+        linalg::YieldOp::create(b, loc, from(b, 0));
+      });
+  Value result = generic.getResult(0);
+  if (result.getType() != type)
+    result = tensor::CastOp::create(rewriter, loc, type, result);
+  rewriter.replaceOp(concat, result);
+  return success();
+}
+
 /// tensor.concat -> an all-parallel generic reading, along the concatenated
 /// dimension, from the input that covers each position.
 struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
@@ -90,7 +160,7 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
     if (!type.hasStaticShape() || llvm::any_of(concat.getInputs(), [](Value v) {
           return !cast<RankedTensorType>(v.getType()).hasStaticShape();
         }))
-      return rewriter.notifyMatchFailure(concat, "needs static shapes");
+      return dynamicConcatToGeneric(concat, rewriter);
     Location loc = concat.getLoc();
     unsigned rank = type.getRank();
     int64_t dim = concat.getDim();

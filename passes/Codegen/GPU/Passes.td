@@ -57,14 +57,17 @@ def SitsGpuMaterializeCopies : Pass<"sits-gpu-materialize-copies", "func::FuncOp
     * `tensor.pad` becomes an all-parallel `linalg.generic` that reads the
       source inside its bounds and yields the padding value outside;
     * `tensor.concat` becomes an all-parallel `linalg.generic` reading each
-      position from the input that covers it;
+      position from the input that covers it (with dynamic shapes, through
+      `scf.if` branches: an input may be empty, and only the branch taken
+      reads);
     * the source of a `tensor.insert_slice` that no linalg op computes (a
       function argument, a constant) is copied by a `linalg.copy`, which
       bufferization then writes straight into the destination.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::arith::ArithDialect"];
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def SitsGpuTileAndFuse : Pass<"sits-gpu-tile-and-fuse", "func::FuncOp"> {

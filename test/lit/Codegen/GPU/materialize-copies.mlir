@@ -41,6 +41,31 @@ func.func @concat(%past: tensor<1x2x16x8xf32>, %new: tensor<1x2x1x8xf32>) -> ten
 
 // -----
 
+// With dynamic extents, the input is chosen by branches: the past may be
+// empty (a first prefill), and only the branch taken reads.
+
+// CHECK-LABEL: func.func @concat_dynamic
+//  CHECK-SAME:   (%[[PAST:[a-z0-9]+]]: tensor<2x?x16xf32>, %[[NEW:[a-z0-9]+]]: tensor<2x?x16xf32>)
+//       CHECK:   %[[P:.+]] = tensor.dim %[[PAST]]
+//       CHECK:   %[[N:.+]] = tensor.dim %[[NEW]]
+//       CHECK:   %[[END:.+]] = arith.addi
+//       CHECK:   %[[INIT:.+]] = tensor.empty(%[[END]]) : tensor<2x?x16xf32>
+//       CHECK:   linalg.generic {{.*}} outs(%[[INIT]] : tensor<2x?x16xf32>)
+//       CHECK:     %[[I:.+]] = linalg.index 1
+//       CHECK:     %[[IN:.+]] = arith.cmpi slt, %[[I]], %[[P]]
+//       CHECK:     scf.if %[[IN]] -> (f32)
+//       CHECK:       tensor.extract %[[PAST]]
+//       CHECK:     } else {
+//       CHECK:       %[[J:.+]] = arith.subi %[[I]], %[[P]]
+//       CHECK:       tensor.extract %[[NEW]][%{{.+}}, %[[J]], %{{.+}}]
+//   CHECK-NOT:   tensor.concat
+func.func @concat_dynamic(%past: tensor<2x?x16xf32>, %new: tensor<2x?x16xf32>) -> tensor<2x?x16xf32> {
+  %r = tensor.concat dim(1) %past, %new : (tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
+  return %r : tensor<2x?x16xf32>
+}
+
+// -----
+
 // Results that no kernel computes (an argument, a view of one) are copied
 // by a linalg.copy; a value returned twice is copied for the second result.
 
