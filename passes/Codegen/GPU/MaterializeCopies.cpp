@@ -26,6 +26,29 @@ using namespace mlir;
 
 namespace {
 
+/// An all-parallel linalg.generic writing `init` (no inputs) whose element
+/// at each position is `element(b, indices)`, given the position's
+/// linalg.index values.
+Value indexedGeneric(
+    OpBuilder &b, Location loc, Value init,
+    function_ref<Value(OpBuilder &, ArrayRef<Value>)> element) {
+  auto type = cast<RankedTensorType>(init.getType());
+  unsigned rank = type.getRank();
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, ValueRange{}, ValueRange{init},
+      SmallVector<AffineMap>{
+          AffineMap::getMultiDimIdentityMap(rank, b.getContext())},
+      iterators, [&](OpBuilder &nb, Location, ValueRange) {
+        SmallVector<Value> indices;
+        for (unsigned d = 0; d < rank; ++d)
+          indices.push_back(linalg::IndexOp::create(nb, loc, d));
+        linalg::YieldOp::create(nb, loc, element(nb, indices));
+      });
+  return generic.getResult(0);
+}
+
 /// tensor.pad -> an all-parallel generic reading the source inside its
 /// bounds and yielding the padding value outside.
 struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
@@ -45,18 +68,13 @@ struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
     SmallVector<OpFoldResult> low = pad.getMixedLowPad();
     Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
                                          type.getElementType());
-    SmallVector<utils::IteratorType> iterators(rank,
-                                               utils::IteratorType::parallel);
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, type, ValueRange{}, ValueRange{init},
-        SmallVector<AffineMap>{
-            AffineMap::getMultiDimIdentityMap(rank, rewriter.getContext())},
-        iterators, [&](OpBuilder &b, Location, ValueRange) {
+    Value result = indexedGeneric(
+        rewriter, loc, init, [&](OpBuilder &b, ArrayRef<Value> position) {
           Value valid;
           SmallVector<Value> indices;
           Value zero = arith::ConstantIndexOp::create(b, loc, 0);
           for (unsigned d = 0; d < rank; ++d) {
-            Value i = linalg::IndexOp::create(b, loc, d);
+            Value i = position[d];
             Value lo = getValueOrCreateConstantIndexOp(b, loc, low[d]);
             Value s = arith::SubIOp::create(b, loc, i, lo);
             Value extent =
@@ -74,11 +92,9 @@ struct PadToGeneric : OpRewritePattern<tensor::PadOp> {
           for (Value &index : indices)
             index = arith::SelectOp::create(b, loc, valid, index, zero);
           Value v = tensor::ExtractOp::create(b, loc, source, indices);
-          linalg::YieldOp::create(
-              b, loc,
-              arith::SelectOp::create(b, loc, valid, v, padding).getResult());
+          return arith::SelectOp::create(b, loc, valid, v, padding).getResult();
         });
-    rewriter.replaceOp(pad, generic.getResults());
+    rewriter.replaceOp(pad, result);
     return success();
   }
 };
@@ -91,7 +107,6 @@ LogicalResult dynamicConcatToGeneric(tensor::ConcatOp concat,
                                      PatternRewriter &rewriter) {
   Location loc = concat.getLoc();
   RankedTensorType type = concat.getResultType();
-  unsigned rank = type.getRank();
   int64_t dim = concat.getDim();
   ValueRange inputs = concat.getInputs();
   // Where each input ends along `dim`, computed once on the host.
@@ -107,16 +122,8 @@ LogicalResult dynamicConcatToGeneric(tensor::ConcatOp concat,
   sizes[dim] = end;
   Value init =
       tensor::EmptyOp::create(rewriter, loc, sizes, type.getElementType());
-  SmallVector<utils::IteratorType> iterators(rank,
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      rewriter, loc, init.getType(), ValueRange{}, ValueRange{init},
-      SmallVector<AffineMap>{
-          AffineMap::getMultiDimIdentityMap(rank, rewriter.getContext())},
-      iterators, [&](OpBuilder &b, Location, ValueRange) {
-        SmallVector<Value> indices;
-        for (unsigned d = 0; d < rank; ++d)
-          indices.push_back(linalg::IndexOp::create(b, loc, d));
+  Value result = indexedGeneric(
+      rewriter, loc, init, [&](OpBuilder &b, ArrayRef<Value> indices) {
         Value position = indices[dim];
         // Input i's element; later inputs in the else branch.
         std::function<Value(OpBuilder &, unsigned)> from =
@@ -141,9 +148,8 @@ LogicalResult dynamicConcatToGeneric(tensor::ConcatOp concat,
               });
           return branch.getResult(0);
         };
-        linalg::YieldOp::create(b, loc, from(b, 0));
+        return from(b, 0);
       });
-  Value result = generic.getResult(0);
   if (result.getType() != type)
     result = tensor::CastOp::create(rewriter, loc, type, result);
   rewriter.replaceOp(concat, result);
@@ -162,7 +168,6 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
         }))
       return dynamicConcatToGeneric(concat, rewriter);
     Location loc = concat.getLoc();
-    unsigned rank = type.getRank();
     int64_t dim = concat.getDim();
     SmallVector<int64_t> starts;
     int64_t offset = 0;
@@ -172,16 +177,8 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
     }
     Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
                                          type.getElementType());
-    SmallVector<utils::IteratorType> iterators(rank,
-                                               utils::IteratorType::parallel);
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, type, ValueRange{}, ValueRange{init},
-        SmallVector<AffineMap>{
-            AffineMap::getMultiDimIdentityMap(rank, rewriter.getContext())},
-        iterators, [&](OpBuilder &b, Location, ValueRange) {
-          SmallVector<Value> indices;
-          for (unsigned d = 0; d < rank; ++d)
-            indices.push_back(linalg::IndexOp::create(b, loc, d));
+    Value concatenated = indexedGeneric(
+        rewriter, loc, init, [&](OpBuilder &b, ArrayRef<Value> indices) {
           Value position = indices[dim];
           Value zero = arith::ConstantIndexOp::create(b, loc, 0);
           // Last input first; each earlier one takes over below its end.
@@ -209,9 +206,9 @@ struct ConcatToGeneric : OpRewritePattern<tensor::ConcatOp> {
                 b, loc, arith::CmpIPredicate::slt, position, end);
             result = arith::SelectOp::create(b, loc, inside, v, result);
           }
-          linalg::YieldOp::create(b, loc, result);
+          return result;
         });
-    rewriter.replaceOp(concat, generic.getResults());
+    rewriter.replaceOp(concat, concatenated);
     return success();
   }
 };
