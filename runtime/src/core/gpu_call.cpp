@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <iterator>
 
 namespace sits::runtime {
@@ -26,7 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Layout = GpuCalls::Layout;
-using Allocate = std::function<StatusOr<void *>(size_t)>;
 
 size_t bytesOf(const BufferView &v) {
   return size_t(v.numElements()) * dtypeSize(v.dtype);
@@ -59,12 +57,15 @@ std::vector<int64_t> signatureOf(const EntryPointSpec &ep,
   return key;
 }
 
-/// Device buffers (from `allocate`) for the host views and the status
-/// flag, and the descriptors of every argument.
-Status layOut(Layout &l, const EntryPointSpec &ep, void *weights,
-              int64_t weightBytes, const std::vector<BufferView> &inputs,
-              const std::vector<BufferView> &outputs,
-              const Allocate &allocate) {
+/// A plain call's layout: a stream-ordered device buffer for each host
+/// view and the status flag, and the descriptors of every argument.
+Status layOut(Layout &l, GpuDevice &gpu, GpuDevice::Stream stream,
+              const EntryPointSpec &ep, void *weights, int64_t weightBytes,
+              const std::vector<BufferView> &inputs,
+              const std::vector<BufferView> &outputs) {
+  auto allocate = [&](size_t bytes) {
+    return gpu.allocateAsync(bytes, stream);
+  };
   if (ep.hasWeights())
     l.descs.push_back(descriptor(weights, {weightBytes}));
   auto place = [&](const BufferView &v, bool output, size_t index,
@@ -312,11 +313,14 @@ GpuCallStats GpuCalls::stats() const {
   return s;
 }
 
-GpuCalls::Plan GpuCalls::plan(const EntryPointSpec &ep, const Key &key,
-                              size_t hostBytes) {
+bool GpuCalls::mayRecord(const std::vector<BufferView> &inputs,
+                         const std::vector<BufferView> &outputs) const {
+  return record_ && gpu_->canRecord() &&
+         hostViewBytes(inputs, outputs) <= kMaxRecordedBytes;
+}
+
+GpuCalls::Plan GpuCalls::plan(const EntryPointSpec &ep, const Key &key) {
   Plan p;
-  if (!record_ || hostBytes > kMaxRecordedBytes || !gpu_->canRecord())
-    return p;
   std::lock_guard<std::mutex> lock(mu_);
   if (refused_.count(&ep))
     return p;
@@ -445,8 +449,7 @@ Status GpuCalls::launchPlainly(EntryFn fn, const EntryPointSpec &ep,
   Layout l;
   HostSide host;
   Status s =
-      layOut(l, ep, weights_, weightBytes_, inputs, outputs,
-             [&](size_t bytes) { return gpu_->allocateAsync(bytes, stream); });
+      layOut(l, *gpu_, stream, ep, weights_, weightBytes_, inputs, outputs);
   if (s.ok())
     s = copyIn(*gpu_, l, inputs, outputs, stream, host);
   if (s.ok()) {
@@ -485,8 +488,12 @@ Status GpuCalls::run(EntryFn fn, const EntryPointSpec &ep,
   if (!acquired.ok())
     return acquired.status();
   GpuDevice::Stream stream = *acquired;
-  Key key = signatureOf(ep, inputs, outputs);
-  Plan p = plan(ep, key, hostViewBytes(inputs, outputs));
+  Plan p;
+  Key key;
+  if (mayRecord(inputs, outputs)) {
+    key = signatureOf(ep, inputs, outputs);
+    p = plan(ep, key);
+  }
   Recording *r = p.replay;
   if (p.record)
     r = record(fn, ep, key, inputs, outputs, stream);

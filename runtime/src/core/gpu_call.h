@@ -111,7 +111,10 @@ private:
     Recording *replay = nullptr;
     bool record = false;
   };
-  Plan plan(const EntryPointSpec &ep, const Key &key, size_t hostBytes);
+  /// Whether a call with these views can be recorded at all.
+  bool mayRecord(const std::vector<BufferView> &inputs,
+                 const std::vector<BufferView> &outputs) const;
+  Plan plan(const EntryPointSpec &ep, const Key &key);
   Status launchPlainly(EntryFn fn, const EntryPointSpec &ep,
                        const std::vector<BufferView> &inputs,
                        const std::vector<BufferView> &outputs,

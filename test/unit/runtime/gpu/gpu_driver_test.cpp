@@ -130,6 +130,13 @@ void expectSum(const std::vector<float> &z) {
     ASSERT_EQ(z[i], float(i) + 2.0f * float(i % 4 + 1)) << i;
 }
 
+/// Runs main on `rows` rows and checks the sum.
+void expectRowsSum(const Module &m, int64_t rows) {
+  StatusOr<std::vector<float>> z = runRows(m, rows);
+  ASSERT_TRUE(z.ok()) << z.status().toString();
+  expectSum(*z);
+}
+
 /// Runs main on `rows` x 4 inputs 0, 1, 2, ... read through a view with
 /// a column stride of 2 (staged on the host), and checks the sum.
 void expectStridedSum(const Module &m, int64_t rows) {
@@ -226,9 +233,7 @@ TEST(CudaDriver, FallsBackWithoutMemoryPools) {
     StatusOr<Module> m = loadGpu();
     ASSERT_TRUE(m.ok()) << m.status().toString();
     fake().reset();
-    StatusOr<std::vector<float>> z = runRows(*m, 3);
-    ASSERT_TRUE(z.ok()) << z.status().toString();
-    expectSum(*z);
+    expectRowsSum(*m, 3);
     EXPECT_EQ(fake().get("cuMemAlloc_v2").calls, 3);   // x, z, the temporary
     EXPECT_EQ(fake().get("cuMemAllocAsync").calls, 1); // tried once
   }
@@ -328,14 +333,10 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
     ASSERT_TRUE(m.ok()) << m.status().toString();
     fake().reset();
     // The first call of a signature launches its kernels.
-    StatusOr<std::vector<float>> z = runRows(*m, 3);
-    ASSERT_TRUE(z.ok()) << z.status().toString();
-    expectSum(*z);
+    expectRowsSum(*m, 3);
     EXPECT_EQ(fake().graphs().instantiated, 0);
     // The second is recorded (nothing runs while it is), then replayed.
-    z = runRows(*m, 3);
-    ASSERT_TRUE(z.ok()) << z.status().toString();
-    expectSum(*z);
+    expectRowsSum(*m, 3);
     Fake::Graphs g = fake().graphs();
     EXPECT_EQ(g.graphs, 0); // the graph went once instantiated
     EXPECT_EQ(g.instantiated, 1);
@@ -359,9 +360,7 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
     EXPECT_GT(st.hostNanoseconds, 0u);
     // Another shape is another signature.
     for (int i = 0; i < 2; ++i) {
-      z = runRows(*m, 5);
-      ASSERT_TRUE(z.ok()) << z.status().toString();
-      expectSum(*z);
+      expectRowsSum(*m, 5);
     }
     // The recording keeps x and z in one device block, mirrored in
     // page-locked memory, and its temporary.
@@ -370,9 +369,7 @@ TEST(CudaDriver, RepeatedCallsAreRecordedAndReplayed) {
     EXPECT_EQ(fake().get().buffers, 1 + 2 * 2);
     // A replay: one copy down, one launch, one copy back.
     fake().reset();
-    z = runRows(*m, 5);
-    ASSERT_TRUE(z.ok()) << z.status().toString();
-    expectSum(*z);
+    expectRowsSum(*m, 5);
     EXPECT_EQ(fake().get("cuMemcpyHtoDAsync_v2").calls, 1);
     EXPECT_EQ(fake().get("cuMemcpyDtoHAsync_v2").calls, 1);
     EXPECT_EQ(fake().get("cuGraphLaunch").calls, 1);
@@ -436,9 +433,7 @@ TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
       ASSERT_TRUE(m.ok()) << m.status().toString();
       FailCalls fail(spec);
       for (int i = 0; i < 4; ++i) {
-        StatusOr<std::vector<float>> z = runRows(*m, 2);
-        ASSERT_TRUE(z.ok()) << z.status().toString();
-        expectSum(*z);
+        expectRowsSum(*m, 2);
       }
       GpuCallStats st = m->gpuStats();
       EXPECT_EQ(st.recordFailures, 1u);
@@ -478,9 +473,7 @@ TEST(CudaDriver, RefusedRecordingsFallBackToLaunches) {
     StatusOr<Module> m = loadGpu(gpuArtifact(gpuManifest("hip")), "hip:0");
     ASSERT_TRUE(m.ok());
     for (int i = 0; i < 3; ++i) {
-      StatusOr<std::vector<float>> z = runRows(*m, 2);
-      ASSERT_TRUE(z.ok()) << z.status().toString();
-      expectSum(*z);
+      expectRowsSum(*m, 2);
     }
     EXPECT_EQ(m->gpuStats().replays, 2u);
   }
